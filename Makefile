@@ -1,0 +1,24 @@
+# The two commands of the README: `make demo` (the main job) and `make test`.
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: bootstrap demo test proto clean-testbeds
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+## Bring up the local testbed, run the idle-connection experiment, summarise, tear down.
+demo: bootstrap
+	$(BIN)/labkit demo
+
+## The whole test suite (testbed tests need root; CI sets LABKIT_REQUIRE_TESTBED=1).
+test: bootstrap
+	$(BIN)/python -m pytest -q -ra
+
+## Regenerate the committed gRPC stubs from proto/echo.proto with the pinned grpcio-tools.
+proto: bootstrap
+	$(BIN)/python -m labkit.proto.regenerate
+
+## Remove every testbed left behind (by name prefix labkit-), e.g. after a crash.
+clean-testbeds: bootstrap
+	$(BIN)/labkit testbed down --all

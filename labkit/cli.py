@@ -1,0 +1,95 @@
+"""The ``labkit`` command line.
+
+Subcommand groups live next to the stage they drive and are imported only when
+they are invoked, so ``labkit --help`` and ``labkit --version`` never pay for
+grpc, pandas or paramiko.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from labkit import __version__
+
+# name -> "module:attribute" of a click command; imported on first use.
+_SUBCOMMANDS = {
+    "echo": ("labkit.echo.cli:echo", "Serve and call the gRPC echo service."),
+    "testbed": ("labkit.testbed.cli:testbed", "Bring the local two-host WAN testbed up, down, or show it."),
+    "import": ("labkit.importers.cli:import_logs", "Turn logs collected elsewhere (ping, Go echo, iperf3, ghz) into a labkit run."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported only when used."""
+
+    def __init__(self, *args, lazy_subcommands: dict[str, tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lazy = lazy_subcommands
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self._lazy))
+
+    def get_command(self, ctx, name):
+        if name in self._lazy:
+            target, _ = self._lazy[name]
+            module_name, attribute = target.split(":")
+            return getattr(importlib.import_module(module_name), attribute)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx, formatter):
+        # Use the short help kept in the table, so listing commands imports nothing.
+        rows = [(name, self._lazy[name][1]) for name in sorted(self._lazy)]
+        rows += [
+            (name, cmd.get_short_help_str())
+            for name, cmd in sorted(self.commands.items())
+            if name not in self._lazy
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_subcommands=_SUBCOMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.version_option(__version__, prog_name="labkit")
+def cli():
+    """labkit: measure network and RPC latency, and explain it.
+
+    Typical session on the built-in local testbed:
+
+    \b
+      labkit testbed up --one-way-delay 100ms
+      labkit testbed status
+      labkit testbed down
+
+    Every subcommand has its own --help.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: one-line errors, exit status 2 on bad input."""
+    try:
+        cli.main(args=argv, prog_name="labkit", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("labkit: interrupted", err=True)
+        sys.exit(130)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        click.echo(f"labkit: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        click.echo(f"labkit: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

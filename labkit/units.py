@@ -1,0 +1,98 @@
+"""Parsing of the human units used on the command line and in experiment files.
+
+These are pure functions that raise ``ValueError`` with a message fit to show a
+user; the click parameter types below turn that into a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h)?\s*$")
+
+
+def parse_duration(text: str, default_unit: str = "s") -> float:
+    """Return seconds for strings such as ``100ms``, ``1.5s``, ``250us`` or ``2``.
+
+    A bare number is read in ``default_unit``.
+    """
+    match = _DURATION_RE.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a duration (examples: 100ms, 1.5s, 250us)")
+    number, unit = match.groups()
+    return float(number) * _DURATION_UNITS[unit or default_unit]
+
+
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmg]?(?:bit|bps))\s*$", re.IGNORECASE)
+
+
+def parse_rate(text: str) -> float | None:
+    """Return bits per second for ``100mbit``, ``1gbit``, ``12.5mbps`` (bytes), or None for ``none``.
+
+    Units follow tc(8): ``bit`` suffixes are bits, ``bps`` suffixes are bytes.
+    """
+    if str(text).strip().lower() in {"none", "unlimited", "0"}:
+        return None
+    match = _RATE_RE.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a rate (examples: 100mbit, 1gbit, none)")
+    number, unit = match.groups()
+    bits = float(number) * _RATE_UNITS[unit.lower()]
+    if bits <= 0:
+        raise ValueError(f"rate {text!r} must be positive, or 'none'")
+    return bits
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 2**20}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Return bytes for ``1000``, ``14k``, ``16KiB``, ``2MiB`` (k = 1000, KiB = 1024)."""
+    match = _SIZE_RE.match(str(text))
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"{text!r} is not a size in bytes (examples: 1000, 14k, 16KiB)")
+    number, unit = match.groups()
+    return int(number) * _SIZE_UNITS[unit.lower()]
+
+
+def parse_size_list(text: str, *, minimum: int = 0, maximum: int | None = None) -> list[int]:
+    """Return the sizes of a comma-separated list such as ``1000,14000,16k``, each within bounds."""
+    items = [item for item in str(text).split(",") if item.strip()]
+    if not items:
+        raise ValueError("expected a comma-separated list of sizes, e.g. 1000,14000,16000")
+    sizes = [parse_size(item) for item in items]
+    for size in sizes:
+        if size < minimum or (maximum is not None and size > maximum):
+            upper = f"{maximum}" if maximum is not None else "∞"
+            raise ValueError(f"size {size} is out of range [{minimum}, {upper}] bytes")
+    return sizes
+
+
+class _ParsingParam(click.ParamType):
+    """A click parameter type that delegates to one of the parsers above."""
+
+    def __init__(self, name: str, parser):
+        self.name = name
+        self._parser = parser
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value
+        try:
+            return self._parser(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = _ParsingParam("duration", parse_duration)
+RATE = _ParsingParam("rate", parse_rate)
+
+
+def size_list(minimum: int = 0, maximum: int | None = None) -> click.ParamType:
+    """A click type for a comma-separated list of byte sizes within ``[minimum, maximum]``."""
+    return _ParsingParam("sizes", lambda text: parse_size_list(text, minimum=minimum, maximum=maximum))
