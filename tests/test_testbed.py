@@ -1,0 +1,197 @@
+"""The local testbed, brought up and torn down for real (root, netns, TUN, sshd)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from conftest import labkit, require_testbed
+
+
+def _netns_with(prefix: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                state = (entry / "stat").read_text().split(") ", 1)[1][0]
+            except (OSError, IndexError):
+                continue
+            if text in cmdline and state != "Z":
+                found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def _ping_rtts(netns: str, address: str, count: int = 10) -> list[float]:
+    out = subprocess.run(
+        ["ip", "netns", "exec", netns, "env", "LC_ALL=C", "ping", "-n", "-c", str(count), "-i", "0.2", address],
+        capture_output=True, text=True, timeout=60,
+    ).stdout
+    return [float(part.split("=")[1]) for part in out.split() if part.startswith("time=")]
+
+
+def test_up_status_down_leave_nothing_even_after_the_delay_line_is_killed(tmp_path):
+    require_testbed()
+    name = "t-life"
+    up = labkit("testbed", "up", "--name", name, "--one-way-delay", "10ms", "--rate", "none")
+    assert up.returncode == 0, up.stderr
+    try:
+        status = labkit("testbed", "status", "--name", name, "--json")
+        assert status.returncode == 0, status.stdout + status.stderr
+        info = json.loads(status.stdout)
+        assert info["up"] and all(info["parts"].values())
+        assert info["ping"]["received"] == info["ping"]["sent"]
+        assert 19 <= info["ping"]["median_ms"] <= 23
+        state_dir = Path(info["state_dir"])
+        inventory = tomllib.loads(Path(info["inventory"]).read_text())
+        assert set(inventory["hosts"]) == {"a", "b"}
+        assert inventory["hosts"]["b"]["data_address"].startswith("198.18.")
+        assert Path(info["ssh_config"]).is_file() and (state_dir / "known_hosts").is_file()
+
+        forwarder = json.loads((state_dir / "state.json").read_text())["forwarder_pid"]
+        os.kill(forwarder, signal.SIGKILL)
+        time.sleep(0.2)
+        broken = labkit("testbed", "status", "--name", name, "--no-ping")
+        assert broken.returncode == 1
+        assert "broken" in broken.stdout
+    finally:
+        down = labkit("testbed", "down", "--name", name)
+    assert down.returncode == 0, down.stderr
+    assert _netns_with(f"labkit-{name}-") == []
+    assert _processes_mentioning(f"testbeds/{name}") == []
+    assert not state_dir.exists()
+    assert f"lk{info['hosts']['a']['root_veth'][2:]}" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+
+
+def test_down_cleans_up_after_a_crash_that_lost_the_state_file():
+    require_testbed()
+    from labkit.testbed.lab import LinkConfig, Testbed
+
+    name = "t-crash"
+    lab = Testbed(name, log=lambda message: None)
+    state = lab.up(LinkConfig(one_way_delay_s=0.005, rate_bps=None, emulator="tun"))
+    # As if `up` died before writing its state: only namespaces and processes remain.
+    (state.dir / "state.json").unlink()
+    assert _netns_with(f"labkit-{name}-")
+    down = labkit("testbed", "down", "--name", name)
+    assert down.returncode == 0, down.stderr
+    assert _netns_with(f"labkit-{name}-") == []
+    assert _processes_mentioning(f"testbeds/{name}") == []
+
+
+def test_second_up_is_idempotent_and_changes_a_live_link():
+    require_testbed()
+    name = "t-change"
+    try:
+        labkit("testbed", "up", "--name", name, "--one-way-delay", "20ms", "--rate", "none", check=True)
+        again = labkit("testbed", "up", "--name", name, "--one-way-delay", "20ms", "--rate", "none", check=True)
+        assert "already up" in again.stderr
+        changed = labkit("testbed", "up", "--name", name, "--one-way-delay", "60ms", "--rate", "none", "--cc", "bbr", check=True)
+        assert "changing its link" in changed.stderr
+        rtts = _ping_rtts(f"labkit-{name}-a", json.loads(labkit("testbed", "status", "--name", name, "--json", "--no-ping").stdout)["hosts"]["b"]["data_address"], count=5)
+        assert abs(statistics.median(rtts) - 120) <= 2
+        route = subprocess.run(["ip", "-n", f"labkit-{name}-a", "route"], capture_output=True, text=True).stdout
+        assert "congctl bbr" in route
+    finally:
+        labkit("testbed", "down", "--name", name)
+
+
+def test_ping_through_the_link_takes_twice_the_one_way_delay(wan_testbed):
+    a, b = wan_testbed.hosts["a"], wan_testbed.hosts["b"]
+    rtts = _ping_rtts(a.netns, b.data_address, count=10)
+    assert len(rtts) == 10
+    assert abs(statistics.median(rtts) - 2 * 50) <= 2
+
+
+def _ssh_client(known_hosts: Path) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(known_hosts))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    return client
+
+
+def test_paramiko_reaches_both_hosts_with_strict_host_keys(wan_testbed):
+    for host in wan_testbed.hosts.values():
+        client = _ssh_client(wan_testbed.known_hosts)
+        try:
+            client.connect(host.mgmt_address, username="root", key_filename=str(wan_testbed.identity_file),
+                           look_for_keys=False, allow_agent=False, timeout=10)
+            _, stdout, _ = client.exec_command("ip -o addr show dev lkdata")
+            # The session runs inside the host's namespace: it owns the data address.
+            assert host.data_address in stdout.read().decode()
+        finally:
+            client.close()
+
+
+def test_a_host_presenting_another_key_is_refused(wan_testbed, tmp_path):
+    a, b = wan_testbed.hosts["a"], wan_testbed.hosts["b"]
+    b_key = (wan_testbed.dir / "b" / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+    wrong = tmp_path / "known_hosts"
+    wrong.write_text(f"{a.mgmt_address} {' '.join(b_key)}\n")
+    client = _ssh_client(wrong)
+    with pytest.raises(paramiko.BadHostKeyException):
+        client.connect(a.mgmt_address, username="root", key_filename=str(wan_testbed.identity_file),
+                       look_for_keys=False, allow_agent=False, timeout=10)
+    client.close()
+    unknown = tmp_path / "empty_known_hosts"
+    unknown.write_text("")
+    client = _ssh_client(unknown)
+    with pytest.raises(paramiko.SSHException, match="not found in known_hosts"):
+        client.connect(a.mgmt_address, username="root", key_filename=str(wan_testbed.identity_file),
+                       look_for_keys=False, allow_agent=False, timeout=10)
+    client.close()
+
+
+def test_openssh_client_uses_the_written_ssh_config(wan_testbed):
+    a, b = wan_testbed.hosts["a"], wan_testbed.hosts["b"]
+    proc = subprocess.run(
+        ["ssh", "-F", str(wan_testbed.ssh_config), "-o", "BatchMode=yes", b.ssh_alias, "cat", "/proc/sys/net/ipv4/tcp_slow_start_after_idle"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() in {"0", "1"}
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--one-way-delay", "100 parsecs"], "not a duration"),
+        (["--rate", "fast"], "not a rate"),
+        (["--mtu", "10"], "--mtu"),
+        (["--cc", "vegas"], "--cc"),
+        (["--no-such-flag"], "No such option"),
+        (["--name", "Bad Name!"], "testbed name"),
+    ],
+)
+def test_bad_up_arguments_give_one_line_and_exit_2(args, expected):
+    proc = labkit("testbed", "up", *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_netem_emulator_is_refused_clearly_on_a_kernel_without_netem():
+    require_testbed()
+    from labkit.testbed.lab import netem_available
+
+    if netem_available():
+        pytest.skip("this kernel has netem; the refusal cannot happen here")
+    proc = labkit("testbed", "up", "--name", "t-netem", "--emulator", "netem")
+    assert proc.returncode == 2
+    assert "no netem qdisc" in proc.stderr
+    assert _netns_with("labkit-t-netem-") == []
