@@ -1,0 +1,226 @@
+"""The gRPC echo server: ``Echo``, ``EchoStream`` and ``Upload`` of ``proto/echo.proto``.
+
+:func:`start_server` builds and starts a server for use from Python (tests, the
+testbed, benchmarks); :func:`serve_until_signalled` is what ``labkit echo serve``
+adds on top: a ready line for the parent process and a graceful stop on
+SIGTERM/SIGINT.
+
+The handlers do as little as possible so that what a client measures is the
+network and the gRPC stack, not the server's work: ``Echo`` returns only the
+length it received.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from contextlib import contextmanager
+
+import grpc
+from grpc_reflection.v1alpha import reflection
+
+from labkit import __version__
+from labkit.echo.address import parse_host_port
+from labkit.errors import LabkitError
+from labkit.proto import echo_pb2, echo_pb2_grpc
+
+# gRPC's own default receive limit. Large enough for the brief's largest
+# request (about 100 KB) and upload chunk (2 MiB); raise it with
+# --max-message-bytes for bigger experiments.
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+# Streams (EchoStream, Upload) hold a worker thread for their whole life, so
+# the pool must be larger than the number of concurrent streams a load test opens.
+DEFAULT_MAX_WORKERS = 32
+
+DEFAULT_GRACE_S = 2.0
+
+SERVICE_NAME = echo_pb2.DESCRIPTOR.services_by_name["EchoService"].full_name
+
+
+class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
+    """Answers every request with its length; counts and hashes uploads."""
+
+    def Echo(self, request, context):
+        return echo_pb2.EchoResponse(payload_length=len(request.payload))
+
+    def EchoStream(self, request_iterator, context):
+        for request in request_iterator:
+            yield echo_pb2.EchoResponse(payload_length=len(request.payload))
+
+    def Upload(self, request_iterator, context):
+        # Hash while receiving so the answer costs no extra pass over the data
+        # and the server never holds more than one chunk.
+        digest = hashlib.sha256()
+        received = 0
+        chunks = 0
+        for chunk in request_iterator:
+            digest.update(chunk.content)
+            received += len(chunk.content)
+            chunks += 1
+        return echo_pb2.UploadStatus(
+            message=f"received {chunks} chunks",
+            code=echo_pb2.OK,
+            bytes_received=received,
+            sha256=digest.hexdigest(),
+        )
+
+
+def start_server(
+    bind: str,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    tls_cert_pem: bytes | None = None,
+    tls_key_pem: bytes | None = None,
+    reflection_enabled: bool = True,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+) -> tuple[grpc.Server, int]:
+    """Start an echo server listening on ``bind`` (``HOST:PORT``, port 0 = any free port).
+
+    Returns the started server and the port it listens on. With both
+    ``tls_cert_pem`` and ``tls_key_pem`` (PEM bytes) it serves TLS only.
+    Messages larger than ``max_message_bytes`` are refused with
+    RESOURCE_EXHAUSTED; the server goes on serving. Stop it with
+    ``server.stop(grace)``.
+    """
+    if (tls_cert_pem is None) != (tls_key_pem is None):
+        raise LabkitError("TLS needs both a certificate and its private key")
+    if max_message_bytes < 1:
+        raise LabkitError(f"max message size must be at least 1 byte, not {max_message_bytes}")
+
+    _check_bindable(bind)
+    options = [
+        # gRPC checks each incoming message against this before the handler
+        # runs and fails that call alone with RESOURCE_EXHAUSTED.
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        # gRPC sets SO_REUSEPORT by default, which lets a second server bind a
+        # port that is already in use and silently share its traffic. Binding
+        # must fail loudly instead, so two experiments never mix.
+        ("grpc.so_reuseport", 0),
+    ]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="echo-rpc"),
+        options=options,
+    )
+    echo_pb2_grpc.add_EchoServiceServicer_to_server(EchoServicer(), server)
+    if reflection_enabled:
+        # Lets grpcurl and ghz discover the schema without the .proto file.
+        reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME), server)
+
+    try:
+        if tls_cert_pem is not None:
+            credentials = grpc.ssl_server_credentials([(tls_key_pem, tls_cert_pem)])
+            port = server.add_secure_port(bind, credentials)
+        else:
+            port = server.add_insecure_port(bind)
+    except RuntimeError as exc:  # grpcio raises on failure to bind
+        raise LabkitError(f"cannot listen on {bind}: {exc}") from None
+    if port == 0:  # older grpcio reports failure as port 0 instead
+        raise LabkitError(f"cannot listen on {bind} (address in use or not on this host?)")
+    server.start()
+    return server, port
+
+
+def _check_bindable(bind: str) -> None:
+    """Fail with one clear line if ``bind`` cannot be listened on (not local, in use, unknown).
+
+    grpcio reports a failed bind only as "Failed to bind" and logs the reason
+    (e.g. "Address already in use") on stderr from its C core; trying a
+    throwaway socket first gives the user the operating system's reason in
+    one line. grpc binds every address a host name resolves to and succeeds
+    if any one works, so this check does the same.
+    """
+    try:
+        host, port = parse_host_port(bind, allow_port_zero=True)
+    except ValueError as exc:
+        raise LabkitError(str(exc)) from None
+    try:
+        candidates = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise LabkitError(f"cannot listen on {bind}: {exc.strerror}") from None
+    reasons = []
+    for family, kind, proto, _, address in candidates:
+        with socket.socket(family, kind, proto) as probe:
+            # Same option grpc sets, so a port left in TIME_WAIT is not reported as busy.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+                return
+            except OSError as exc:
+                reasons.append(exc.strerror)
+    raise LabkitError(f"cannot listen on {bind}: {'; '.join(sorted(set(reasons)))}")
+
+
+@contextmanager
+def running_server(bind: str = "127.0.0.1:0", *, grace_s: float = 0.5, **kwargs) -> Iterator[int]:
+    """Run an echo server for the duration of a ``with`` block; yields its port."""
+    server, port = start_server(bind, **kwargs)
+    try:
+        yield port
+    finally:
+        server.stop(grace_s).wait()
+
+
+def serve_until_signalled(
+    bind: str,
+    *,
+    grace_s: float = DEFAULT_GRACE_S,
+    out=None,
+    **kwargs,
+) -> None:
+    """Start a server, write the ready line, and stop gracefully on SIGTERM or SIGINT.
+
+    The ready line is one JSON object on ``out`` (stdout by default), written
+    only once the port is listening, so a parent process can read it and
+    connect at once.
+    """
+    out = out or sys.stdout
+    stop_requested = threading.Event()
+    received: list[str] = []
+
+    def request_stop(signum, _frame):
+        received.append(signal.Signals(signum).name)
+        stop_requested.set()
+
+    # Install handlers before listening: a parent may signal as soon as it has
+    # read the ready line, and the default SIGTERM action would skip the
+    # graceful stop.
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server, port = start_server(bind, **kwargs)
+        started = time.monotonic()
+        ready = {
+            "event": "ready",
+            "port": port,
+            "bind": bind,
+            "pid": os.getpid(),
+            "tls": kwargs.get("tls_cert_pem") is not None,
+            "reflection": kwargs.get("reflection_enabled", True),
+            "max_message_bytes": kwargs.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
+            "labkit_version": __version__,
+            "grpcio_version": grpc.__version__,
+        }
+        out.write(json.dumps(ready) + "\n")
+        out.flush()
+        # Wait with a timeout so the signal handler always gets a chance to run
+        # promptly, whatever the platform does with blocking waits.
+        while not stop_requested.wait(0.5):
+            pass
+        # In-flight calls get grace_s to finish; new ones are refused at once.
+        server.stop(grace_s).wait()
+        print(
+            f"labkit echo serve: stopped on {received[0]} after {time.monotonic() - started:.1f} s",
+            file=sys.stderr,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
