@@ -18,7 +18,7 @@ from labkit import __version__
 _SUBCOMMANDS = {
     "echo": ("labkit.echo.cli:echo", "Serve and call the gRPC echo service."),
     "testbed": ("labkit.testbed.cli:testbed", "Bring the local two-host WAN testbed up, down, or show it."),
-    "import": ("labkit.importers.cli:import_logs", "Turn logs collected elsewhere (ping, Go echo, iperf3, ghz) into a labkit run."),
+    "demo": ("labkit.demo:demo", "The main job: the idle-connection experiment on a fresh local testbed."),
 }
 
 

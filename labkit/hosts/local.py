@@ -1,0 +1,164 @@
+"""The machine labkit runs on (optionally inside a network namespace), through subprocess."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+from labkit.errors import LabkitError
+
+
+@dataclass
+class Result:
+    """What a finished command left behind."""
+
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class Process:
+    """A long-running command started by a host: read its stdout lines, then stop it.
+
+    The command runs in its own session, so :meth:`stop` can signal its whole
+    process group (a server and any children it forked).
+    """
+
+    def __init__(self, popen: subprocess.Popen, argv: list[str]):
+        self.popen = popen
+        self.argv = argv
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr_lines: list[str] = []
+        self._readers = [
+            threading.Thread(target=self._pump_stdout, daemon=True),
+            threading.Thread(target=self._pump_stderr, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _pump_stdout(self) -> None:
+        for line in self.popen.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)  # end of output
+
+    def _pump_stderr(self) -> None:
+        for line in self.popen.stderr:
+            self.stderr_lines.append(line.rstrip("\n"))
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def lines(self, timeout: float | None = None):
+        """Yield stdout lines as they arrive until the process closes stdout."""
+        while True:
+            try:
+                line = self._lines.get(timeout=timeout)
+            except queue.Empty:
+                raise LabkitError(f"no output from `{self.argv[-1]}` for {timeout:g} s") from None
+            if line is None:
+                return
+            yield line
+
+    def wait_for_line(self, predicate, timeout: float) -> str:
+        """Return the first stdout line for which ``predicate`` is true, within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                line = self._lines.get(timeout=max(0.0, remaining))
+            except queue.Empty:
+                line = ""
+                if remaining <= 0:
+                    break
+            if line is None:
+                self.popen.wait()
+                detail = self.stderr_lines[-1] if self.stderr_lines else f"exit {self.popen.returncode}"
+                raise LabkitError(f"`{' '.join(self.argv)}` exited before it was ready: {detail}")
+            if line and predicate(line):
+                return line
+        raise LabkitError(f"`{' '.join(self.argv)}` was not ready within {timeout:g} s")
+
+    def stop(self, grace_s: float = 3.0) -> int:
+        """SIGTERM the process group, SIGKILL it after ``grace_s``; return the exit status."""
+        if self.popen.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self.popen.wait()
+        # Children that outlived the leader still share its group.
+        self._signal_group(signal.SIGKILL)
+        for reader in self._readers:
+            reader.join(timeout=1)
+        return self.popen.returncode
+
+    def _signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.popen.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+
+class LocalHost:
+    """This machine; with ``netns``, commands run inside that network namespace."""
+
+    def __init__(self, name: str = "local", netns: str | None = None, env: dict[str, str] | None = None):
+        self.name = name
+        self.netns = netns
+        # LC_ALL=C: tools such as ping print locale-dependent decimal separators.
+        self.env = {**os.environ, "LC_ALL": "C", **(env or {})}
+
+    def _wrap(self, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else list(argv)
+
+    def run(self, argv: list[str], *, timeout: float = 60, check: bool = False) -> Result:
+        """Run ``argv`` to completion."""
+        try:
+            proc = subprocess.run(self._wrap(argv), capture_output=True, text=True, timeout=timeout, env=self.env)
+        except FileNotFoundError as exc:
+            raise LabkitError(f"{argv[0]} is not installed on {self.name}") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise LabkitError(f"`{' '.join(argv)}` on {self.name} took longer than {timeout:g} s") from exc
+        result = Result(argv, proc.returncode, proc.stdout, proc.stderr)
+        if check and not result.ok:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            raise LabkitError(f"`{' '.join(argv)}` failed on {self.name}: {detail[-1] if detail else result.returncode}")
+        return result
+
+    def start(self, argv: list[str]) -> Process:
+        """Start ``argv`` in the background in its own session; stdout/stderr are read line by line."""
+        popen = subprocess.Popen(
+            self._wrap(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            env=self.env,
+            start_new_session=True,
+        )
+        return Process(popen, argv)
+
+    def read_sysctl(self, key: str) -> str:
+        return self.run(["sysctl", "-n", key], check=True).stdout.strip()
+
+    def write_sysctl(self, key: str, value: str) -> None:
+        self.run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
