@@ -1,0 +1,305 @@
+"""The echo client: timed ``Echo`` calls, one JSON-ready dict per call.
+
+This is the probe of the idle-connection experiment (research brief, experiment
+1): request size, repeats, idle gap between calls, and an optional background
+sender of 1-byte calls on the same channel are its knobs. :func:`run_calls` is
+the reusable core (sweeps drive it directly); ``labkit echo call`` only prints
+what it yields.
+
+What is timed, and why:
+
+* ``rtt_ns`` is ``time.perf_counter_ns`` around the blocking stub call only:
+  payload generation, hooks and JSON output all happen outside that window.
+  ``t_start_utc_ns`` (``time.time_ns``) is taken just before, to line calls
+  up with packet captures and ``ss`` samples from other tools.
+* The gap is idle time measured from the *end* of one call to the *start* of
+  the next, since the effect under study (cwnd restart after idle) depends on
+  how long the connection was silent, not on the call rate.
+* The first call on a channel also opens the connection (TCP, HTTP/2, maybe
+  TLS), so it is marked ``cold``; with ``cold=True`` every call gets a fresh
+  channel and all are cold. Nothing is dropped: failed calls are rows too.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import grpc
+
+from labkit.errors import LabkitError
+from labkit.proto import echo_pb2, echo_pb2_grpc
+
+DEFAULT_TIMEOUT_S = 30.0
+
+# The fields of every row, in output order. ``error`` is added only when ok is false.
+ROW_FIELDS = ("seq", "payload_bytes", "t_start_utc_ns", "rtt_ns", "ok", "grpc_code", "cold", "background")
+
+# The background sender's payload: the brief's "1-byte calls".
+_BACKGROUND_PAYLOAD = b"\x00"
+
+
+class CallHook(Protocol):
+    """Something to do around each recorded call, outside the timed window.
+
+    ``before_call`` gets the row with ``seq``, ``payload_bytes``, ``cold`` and
+    ``background`` filled in, right before the call starts (after the idle gap);
+    ``after_call`` gets the completed row. Both may add keys to the row, e.g.
+    a TCP_INFO sample of the connection before and after.
+    """
+
+    def before_call(self, row: dict[str, Any]) -> None: ...
+
+    def after_call(self, row: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class CallSummary:
+    """Counts for one run, including the calls that are not written as rows."""
+
+    recorded_ok: int = 0
+    recorded_failed: int = 0
+    warmup_ok: int = 0
+    warmup_failed: int = 0
+    background_ok: int = 0
+    background_failed: int = 0
+
+    def describe(self) -> str:
+        """One human line for stderr."""
+        return (
+            f"{self.recorded_ok + self.recorded_failed} recorded calls ({self.recorded_failed} failed), "
+            f"{self.warmup_ok + self.warmup_failed} warmup ({self.warmup_failed} failed), "
+            f"{self.background_ok + self.background_failed} background ({self.background_failed} failed)"
+        )
+
+
+def open_channel(
+    target: str,
+    *,
+    tls_root_pem: bytes | None = None,
+    tls_server_name: str | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.Channel:
+    """A channel to ``target`` with its own connection; TLS when ``tls_root_pem`` is given.
+
+    ``tls_server_name`` overrides the name checked against the server's
+    certificate, for servers reached by an address their certificate does not name.
+    """
+    channel_options = [
+        # By default grpc shares connections between channels to the same
+        # target through a process-wide subchannel pool, so a "new" channel may
+        # reuse a warm connection. A local pool gives each channel its own
+        # connection, which is what makes a cold call cold.
+        ("grpc.use_local_subchannel_pool", 1),
+        *options,
+    ]
+    if tls_root_pem is None:
+        return grpc.insecure_channel(target, options=channel_options)
+    if tls_server_name:
+        channel_options.append(("grpc.ssl_target_name_override", tls_server_name))
+    credentials = grpc.ssl_channel_credentials(root_certificates=tls_root_pem)
+    return grpc.secure_channel(target, credentials, options=channel_options)
+
+
+class BackgroundSender:
+    """Sends a 1-byte ``Echo`` on a channel every ``interval_s`` until stopped.
+
+    Calls start on a fixed schedule (a tick every interval) rather than an
+    interval after the previous call ended, so the connection is never silent
+    for much longer than ``interval_s``. A tick missed because a call was still
+    running is skipped: at most one background call is in flight.
+    """
+
+    def __init__(self, channel: grpc.Channel, interval_s: float, timeout_s: float | None):
+        if interval_s <= 0:
+            raise LabkitError(f"background gap must be positive, not {interval_s}")
+        self._stub = echo_pb2_grpc.EchoServiceStub(channel)
+        self._interval_s = interval_s
+        self._timeout_s = timeout_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="echo-background", daemon=True)
+        self.ok = 0
+        self.failed = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        request = echo_pb2.EchoRequest(payload=_BACKGROUND_PAYLOAD)
+        next_tick = time.monotonic() + self._interval_s
+        while not self._stop.wait(max(0.0, next_tick - time.monotonic())):
+            try:
+                self._stub.Echo(request, timeout=self._timeout_s)
+                self.ok += 1
+            except grpc.RpcError:
+                # Calls cut short because we are shutting down are not failures.
+                if not self._stop.is_set():
+                    self.failed += 1
+            now = time.monotonic()
+            next_tick += self._interval_s
+            if next_tick < now:  # skip the ticks that passed during a slow call
+                next_tick += ((now - next_tick) // self._interval_s + 1) * self._interval_s
+
+    def stop(self) -> None:
+        """Ask the thread to stop; returns at once. Call :meth:`join` after closing the channel."""
+        self._stop.set()
+
+    def join(self, timeout_s: float | None = None) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+
+def _sleep_until(deadline_ns: int) -> None:
+    """Sleep until ``time.perf_counter_ns()`` reaches ``deadline_ns``."""
+    while True:
+        remaining_ns = deadline_ns - time.perf_counter_ns()
+        if remaining_ns <= 0:
+            return
+        time.sleep(remaining_ns / 1e9)
+
+
+def run_calls(
+    target: str,
+    sizes: Sequence[int],
+    repeats: int,
+    gap_s: float,
+    *,
+    background_gap_s: float | None = None,
+    cold: bool = False,
+    warmup: int = 0,
+    seed: int | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    tls_root_pem: bytes | None = None,
+    tls_server_name: str | None = None,
+    channel_options: Sequence[tuple[str, Any]] = (),
+    hooks: Sequence[CallHook] = (),
+    summary: CallSummary | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Call ``Echo`` on ``target`` and yield one row per recorded call.
+
+    For each size in ``sizes``, ``repeats`` calls with a random payload of that
+    many bytes (``seed`` makes the payloads reproducible), with at least
+    ``gap_s`` seconds between the end of one call and the start of the next.
+    ``warmup`` calls (sizes taken in turn from ``sizes``) go first and are not
+    yielded. ``background_gap_s`` starts a 1-byte sender on the same channel
+    after its first call. ``cold=True`` opens a new channel for every call.
+
+    Each row has the keys of :data:`ROW_FIELDS`, plus ``error`` when ``ok`` is
+    false, plus whatever ``hooks`` add. Failed calls are yielded, not raised.
+    ``summary``, if given, is updated with counts of every call made, the
+    unrecorded ones included. Closing the generator (or an exception such as
+    KeyboardInterrupt) stops the background sender and closes the channel.
+    """
+    sizes = list(sizes)
+    if not sizes:
+        raise LabkitError("no request sizes given")
+    if any(size < 0 for size in sizes):
+        raise LabkitError(f"request sizes must not be negative: {sizes}")
+    if repeats < 1:
+        raise LabkitError(f"repeats must be at least 1, not {repeats}")
+    if gap_s < 0:
+        raise LabkitError(f"gap must not be negative, not {gap_s}")
+    if warmup < 0:
+        raise LabkitError(f"warmup must not be negative, not {warmup}")
+    if cold and background_gap_s is not None:
+        # The background sender keeps one connection busy; with a new channel
+        # per call there is no such connection.
+        raise LabkitError("a background sender needs one shared channel; it cannot be combined with cold calls")
+    summary = summary if summary is not None else CallSummary()
+
+    rng = random.Random(seed) if seed is not None else None
+
+    def make_payload(size: int) -> bytes:
+        # Random bytes so that no layer can compress the request.
+        return rng.randbytes(size) if rng is not None else os.urandom(size)
+
+    schedule = [(False, sizes[i % len(sizes)]) for i in range(warmup)]
+    schedule += [(True, size) for size in sizes for _ in range(repeats)]
+
+    gap_ns = round(gap_s * 1e9)
+    channel: grpc.Channel | None = None
+    stub = None
+    calls_on_channel = 0
+    background: BackgroundSender | None = None
+    previous_end_ns: int | None = None
+    seq = 0
+    try:
+        for recorded, size in schedule:
+            if channel is None:
+                channel = open_channel(
+                    target, tls_root_pem=tls_root_pem, tls_server_name=tls_server_name, options=channel_options
+                )
+                stub = echo_pb2_grpc.EchoServiceStub(channel)
+                calls_on_channel = 0
+            request = echo_pb2.EchoRequest(payload=make_payload(size))
+            row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
+            row.update(seq=seq, payload_bytes=size, cold=calls_on_channel == 0, background=background_gap_s)
+
+            if previous_end_ns is not None:
+                _sleep_until(previous_end_ns + gap_ns)
+            if recorded:
+                for hook in hooks:
+                    hook.before_call(row)
+
+            failure: grpc.RpcError | None = None
+            row["t_start_utc_ns"] = time.time_ns()
+            started_ns = time.perf_counter_ns()
+            try:
+                response = stub.Echo(request, timeout=timeout_s)
+            except grpc.RpcError as exc:
+                failure = exc
+            ended_ns = time.perf_counter_ns()
+
+            previous_end_ns = ended_ns
+            calls_on_channel += 1
+            row["rtt_ns"] = ended_ns - started_ns
+            if failure is not None:
+                code = failure.code() if hasattr(failure, "code") else grpc.StatusCode.UNKNOWN
+                details = failure.details() if hasattr(failure, "details") else str(failure)
+                row.update(ok=False, grpc_code=code.name, error=details or code.name)
+            elif response.payload_length != size:
+                row.update(
+                    ok=False,
+                    grpc_code=grpc.StatusCode.OK.name,
+                    error=f"server reported payload_length {response.payload_length}, sent {size} bytes",
+                )
+            else:
+                row.update(ok=True, grpc_code=grpc.StatusCode.OK.name)
+
+            if cold:
+                channel.close()
+                channel = None
+            elif background_gap_s is not None and background is None:
+                # Start only now, so that the first call alone opened the connection.
+                background = BackgroundSender(channel, background_gap_s, timeout_s)
+                background.start()
+
+            if not recorded:
+                if row["ok"]:
+                    summary.warmup_ok += 1
+                else:
+                    summary.warmup_failed += 1
+                continue
+            if row["ok"]:
+                summary.recorded_ok += 1
+            else:
+                summary.recorded_failed += 1
+            for hook in hooks:
+                hook.after_call(row)
+            seq += 1
+            yield row
+    finally:
+        if background is not None:
+            background.stop()
+        if channel is not None:
+            # Closing cancels a background call still in flight, so the join is quick.
+            channel.close()
+        if background is not None:
+            background.join(timeout_s)
+            summary.background_ok = background.ok
+            summary.background_failed = background.failed
