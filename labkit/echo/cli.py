@@ -1,0 +1,138 @@
+"""``labkit echo serve`` and ``labkit echo call``: thin wrappers over server.py and client.py.
+
+grpc is imported inside the commands, so ``labkit echo --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import closing
+
+import click
+
+from labkit.echo.address import BIND_ADDRESS, TARGET_ADDRESS
+from labkit.units import DURATION, size_list
+
+# Big enough for any experiment in the brief, small enough that a typo
+# (16000000000) fails at once instead of exhausting memory.
+MAX_REQUEST_BYTES = 1 << 30
+
+
+@click.group()
+def echo():
+    """Serve and call the gRPC echo service (proto/echo.proto)."""
+
+
+@echo.command()
+@click.option("--bind", required=True, type=BIND_ADDRESS, help="HOST:PORT to listen on; port 0 picks a free port.")
+@click.option(
+    "--max-message-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Largest message accepted; larger ones get RESOURCE_EXHAUSTED. [default: 4194304]",
+)
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="PEM certificate chain; serve TLS only.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="PEM private key for --tls-cert.")
+@click.option(
+    "--reflection/--no-reflection",
+    default=True,
+    show_default=True,
+    help="Serve gRPC reflection so grpcurl and ghz work without the .proto.",
+)
+@click.option("--grace", type=DURATION, default="2s", show_default=True, help="Time in-flight calls get to finish on stop.")
+def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace):
+    """Run the echo server until SIGTERM or SIGINT.
+
+    Once listening it prints one JSON line on stdout,
+    {"event": "ready", "port": N, ...}, for a parent process to read.
+    """
+    from labkit.echo import server
+
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    options = {}
+    if tls_cert is not None:
+        with open(tls_cert, "rb") as cert_file, open(tls_key, "rb") as key_file:
+            options.update(tls_cert_pem=cert_file.read(), tls_key_pem=key_file.read())
+    if max_message_bytes is not None:
+        options["max_message_bytes"] = max_message_bytes
+    server.serve_until_signalled(bind, grace_s=grace, reflection_enabled=reflection, **options)
+
+
+@echo.command()
+@click.option("--target", required=True, type=TARGET_ADDRESS, help="HOST:PORT of an echo server.")
+@click.option(
+    "--sizes",
+    required=True,
+    type=size_list(minimum=0, maximum=MAX_REQUEST_BYTES),
+    help="Comma-separated request sizes in bytes, e.g. 1000,14000,16k.",
+)
+@click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True, help="Calls per size.")
+@click.option(
+    "--gap",
+    type=DURATION,
+    default="1s",
+    show_default=True,
+    help="Idle time between the end of one call and the start of the next (e.g. 1s, 100ms).",
+)
+@click.option(
+    "--background-gap",
+    type=DURATION,
+    default=None,
+    help="Also send a 1-byte call on the same channel this often (not recorded).",
+)
+@click.option("--cold", is_flag=True, help="Open a new channel (connection) for every call.")
+@click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True, help="Unrecorded calls first.")
+@click.option("--seed", type=int, default=None, help="Seed for reproducible payload bytes.")
+@click.option("--timeout", type=DURATION, default="30s", show_default=True, help="Deadline of each call.")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), help="PEM root certificate; use TLS.")
+@click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
+def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, timeout, tls_ca, tls_server_name):
+    """Time Echo calls and print one JSON line per call on stdout.
+
+    Fields: seq, payload_bytes, t_start_utc_ns, rtt_ns, ok, grpc_code, cold,
+    background (the --background-gap in seconds, or null), and error when ok
+    is false. Failed calls are recorded and the run goes on. A summary,
+    background calls included, goes to stderr.
+    """
+    from labkit.echo import client
+
+    if background_gap is not None and background_gap <= 0:
+        raise click.BadParameter("must be positive", param_hint="--background-gap")
+    if background_gap is not None and cold:
+        raise click.UsageError("--background-gap needs one shared channel; it cannot be combined with --cold")
+    if tls_server_name and not tls_ca:
+        raise click.UsageError("--tls-server-name needs --tls-ca")
+    tls_root_pem = None
+    if tls_ca:
+        with open(tls_ca, "rb") as ca_file:
+            tls_root_pem = ca_file.read()
+
+    summary = client.CallSummary()
+    calls = client.run_calls(
+        target,
+        sizes,
+        repeats,
+        gap,
+        background_gap_s=background_gap,
+        cold=cold,
+        warmup=warmup,
+        seed=seed,
+        timeout_s=timeout,
+        tls_root_pem=tls_root_pem,
+        tls_server_name=tls_server_name,
+        summary=summary,
+    )
+    try:
+        # closing(): on Ctrl-C between two calls the generator is closed at
+        # once, which stops the background sender and closes the channel.
+        with closing(calls):
+            for row in calls:
+                # Flush every line: a parent process streams these as they come.
+                sys.stdout.write(json.dumps(row) + "\n")
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        click.echo(f"labkit echo call: interrupted after {summary.describe()}", err=True)
+        raise  # click turns this into exit status 130
+    click.echo(f"labkit echo call: {summary.describe()}", err=True)
