@@ -1,0 +1,66 @@
+"""gRPC echo across the testbed link, and the idle-connection step reproduced for real.
+
+These check that the lab reproduces the physics of the research brief (a cwnd
+reset after idle costs one extra round trip); they are not speed targets.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from labkit.demo import SSAI, echo_cell, labkit_argv, sysctl_set
+from labkit.hosts import LocalHost
+
+
+@pytest.fixture(scope="module")
+def hosts(wan_testbed):
+    a, b = wan_testbed.hosts["a"], wan_testbed.hosts["b"]
+    return LocalHost("a", netns=a.netns), LocalHost("b", netns=b.netns), b.data_address
+
+
+def _rtt_ms(wan_testbed) -> float:
+    return 2 * wan_testbed.link.one_way_delay_s * 1e3
+
+
+def test_echo_across_the_link_returns_the_right_lengths(hosts, wan_testbed):
+    client, server, address = hosts
+    rows = list(echo_cell(client, server, address, sizes=[1, 1000, 20000], repeats=2, gap_s=0.0))
+    assert [row["payload_bytes"] for row in rows] == [1, 1, 1000, 1000, 20000, 20000]
+    assert all(row["ok"] and row["grpc_code"] == "OK" for row in rows)
+    # Every call crosses the link twice: it cannot be faster than one RTT.
+    assert min(row["rtt_ns"] for row in rows) / 1e6 >= _rtt_ms(wan_testbed) * 0.99
+
+
+def test_an_oversize_message_across_the_link_gets_resource_exhausted(hosts):
+    client, server, address = hosts
+    with server.start(labkit_argv("echo", "serve", "--bind", f"{address}:0", "--max-message-bytes", "4096")) as proc:
+        port = json.loads(proc.wait_for_line(lambda line: '"ready"' in line, timeout=30))["port"]
+        result = client.run(
+            labkit_argv("echo", "call", "--target", f"{address}:{port}", "--sizes", "100,10000,100", "--repeats", "1", "--gap", "0"),
+            timeout=60,
+        )
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [(row["payload_bytes"], row["grpc_code"]) for row in rows] == [
+        (100, "OK"), (10000, "RESOURCE_EXHAUSTED"), (100, "OK"),
+    ]
+
+
+def _median_rtt_ratio(client, server, address, *, size: int, value: int, rtt_ms: float) -> float:
+    with sysctl_set([client, server], SSAI, str(value)):
+        rows = list(echo_cell(client, server, address, sizes=[size], repeats=6, gap_s=1.0, warmup=2))
+    assert len(rows) == 6 and all(row["ok"] for row in rows)
+    return statistics.median(row["rtt_ns"] / 1e6 for row in rows) / rtt_ms
+
+
+def test_idle_connection_step_appears_and_the_sysctl_removes_it(hosts, wan_testbed):
+    client, server, address = hosts
+    before = client.read_sysctl(SSAI)
+    rtt_ms = _rtt_ms(wan_testbed)
+    with_reset = _median_rtt_ratio(client, server, address, size=30000, value=1, rtt_ms=rtt_ms)
+    without_reset = _median_rtt_ratio(client, server, address, size=30000, value=0, rtt_ms=rtt_ms)
+    assert with_reset > 1.6, f"30000 B after 1 s idle took {with_reset:.2f} RTT with the sysctl at 1"
+    assert without_reset < 1.3, f"30000 B after 1 s idle took {without_reset:.2f} RTT with the sysctl at 0"
+    assert client.read_sysctl(SSAI) == before, "the sysctl was not restored"
