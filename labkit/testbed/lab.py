@@ -444,10 +444,12 @@ class Testbed:
         state.known_hosts.write_text("\n".join(known) + "\n")
         state.ssh_config.write_text("\n".join(config) + "\n")
         inventory = {
+            # Top-level keys are the inventory format every labkit command reads;
+            # [testbed] only describes where the hosts came from.
+            "ssh_config": str(state.ssh_config),
+            "known_hosts": str(state.known_hosts),
             "testbed": {
                 "name": self.name,
-                "ssh_config": str(state.ssh_config),
-                "known_hosts": str(state.known_hosts),
                 "identity_file": str(state.identity_file),
                 "link": self._link_summary(state.link),
                 "emulator": state.emulator,
