@@ -1,0 +1,113 @@
+"""What every parser returns, and the error it raises on input it cannot read at all.
+
+A parser sees the whole text of one tool run and classifies every line: it is
+blank, parsed (it yielded a row, a summary value or a known header), or
+unrecognised. Unrecognised lines are kept, with their line numbers, so that an
+importer can show them; nothing is dropped without being counted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from labkit.errors import LabkitError
+
+
+class ParseError(LabkitError):
+    """The text is not output of the tool the parser reads (e.g. not JSON at all)."""
+
+
+@dataclass
+class ParseResult:
+    """Tidy rows from one tool run, with counts that account for every input line.
+
+    ``counts`` always has ``lines``, ``blank``, ``parsed`` and ``unrecognised``
+    (for line-oriented formats ``lines == blank + parsed + unrecognised``), plus
+    keys specific to the tool (replies, lost, duplicates, ...). ``summary``
+    holds the tool's own closing statistics, as the tool printed them, so that a
+    test or a notebook can check the rows against them. ``unrecognised_lines``
+    lists ``(line_number, text)`` pairs, 1-based.
+    """
+
+    rows: pd.DataFrame
+    counts: dict[str, int]
+    summary: dict[str, Any] = field(default_factory=dict)
+    unrecognised_lines: list[tuple[int, str]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """One line for a person: the counts, in a stable order."""
+        return ", ".join(f"{key} {value}" for key, value in self.counts.items())
+
+
+class LineTally:
+    """Counts lines as a parser classifies them.
+
+    ``cleaned`` counts lines that carried terminal noise (see
+    :func:`strip_terminal_noise`) and were parsed after removing it.
+    """
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.blank = 0
+        self.parsed = 0
+        self.cleaned = 0
+        self.unrecognised: list[tuple[int, str]] = []
+        self._noisy = False
+
+    def prepare(self, raw: str) -> str | None:
+        """Count one input line; return it stripped and cleaned, or None if it is blank.
+
+        A line holding nothing but terminal noise (a lone ``^C``) counts as
+        parsed and cleaned: it is recognised, and it carries no data.
+        """
+        self.lines += 1
+        line = raw.strip()
+        if not line:
+            self.blank += 1
+            return None
+        line, self._noisy = strip_terminal_noise(line)
+        line = line.strip()
+        if not line:
+            self.parsed += 1
+            self.cleaned += 1
+            return None
+        return line
+
+    def recognised(self) -> None:
+        """The line last prepared was understood."""
+        self.parsed += 1
+        self.cleaned += int(self._noisy)
+
+    def unknown(self, number: int, raw: str) -> None:
+        """The line last prepared was not understood: keep it for the report."""
+        self.unrecognised.append((number, raw))
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "lines": self.lines,
+            "blank": self.blank,
+            "parsed": self.parsed,
+            "unrecognised": len(self.unrecognised),
+            "cleaned": self.cleaned,
+        }
+
+
+# Keys pressed while a tool runs end up in its captured output: the terminal
+# echoes an arrow key as ESC [ D, or in caret notation as the four characters
+# "^[[D" (the 2016 echo log has one in front of sample 17).
+_TERMINAL_NOISE = re.compile(r"(?:\x1b|\^\[)\[[0-9;]*[A-Za-z~]|\^C")
+
+
+def strip_terminal_noise(line: str) -> tuple[str, bool]:
+    """Remove echoed key presses and escape sequences; say whether there were any."""
+    cleaned = _TERMINAL_NOISE.sub("", line)
+    return cleaned, cleaned != line
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` without line ends; a final newline adds no empty line."""
+    return text.splitlines()

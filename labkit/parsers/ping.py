@@ -1,0 +1,258 @@
+"""ping's text output: Linux iputils (with or without ``-D`` and ``-O``) and macOS/BSD.
+
+Every probe the run sent becomes one row, and every extra reply one more row:
+
+- a reply is a row with ``ok=True`` and its ``rtt_ms``;
+- a further reply to the same ``icmp_seq`` (iputils' ``DUP!``, or any repeat)
+  is a row with ``duplicate=True``; it is not a second sample of that probe;
+- a probe with no reply is a row with ``ok=False`` and ``rtt_ms`` NaN. It is
+  found from ``no answer yet`` (iputils ``-O``), ``Request timeout`` (macOS),
+  ICMP errors such as ``Destination Host Unreachable``, or simply a gap in
+  ``icmp_seq``; with the closing statistics, losses at the end are found too
+  (the count transmitted fixes the range of sequence numbers);
+- a reply that arrives after macOS already reported a timeout for it is a
+  reply (``ok=True``) marked ``late=True``: ping's own statistics count it as
+  received.
+
+Row columns: ``seq`` (int), ``rtt_ms`` (float, NaN when lost), ``ok`` (bool),
+``duplicate`` (bool), ``late`` (bool), ``t_utc_ns`` (Int64, the ``-D``
+timestamp of the reply line, i.e. when the reply was received; NA when ping
+printed none), ``ttl`` (Int64), ``bytes`` (Int64, the ICMP size ping reports),
+``source`` (address that answered, or that sent the ICMP error), ``status``
+(``reply``, ``duplicate``, ``no_reply`` or ``error``) and ``error`` (the ICMP
+error text, else empty).
+
+``summary`` holds the closing statistics as printed: ``transmitted``,
+``received``, ``duplicates``, ``errors``, ``loss_percent``, ``time_ms``,
+``rtt_min_ms``, ``rtt_avg_ms``, ``rtt_max_ms``, ``rtt_mdev_ms``, ``pipe``,
+plus ``target``, ``target_address`` and ``payload_bytes`` from the first line
+and ``flavour`` (``iputils`` or ``bsd``).
+
+Run ping with ``LC_ALL=C``: some locales print ``time=0,045``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from labkit.parsers.base import LineTally, ParseResult, split_lines
+
+_TIMESTAMP = re.compile(r"^\[(\d+)(?:\.(\d+))?\]\s*")
+_HEADER_IPUTILS = re.compile(r"^PING (\S+) \(([^)]*)\) (\d+)\((\d+)\) bytes of data\.$")
+_HEADER_BSD = re.compile(r"^PING (\S+) \(([^)]*)\): (\d+) data bytes$")
+_REPLY = re.compile(
+    r"^(\d+) bytes from (?P<src>\S+?)(?: \((?P<srcaddr>[^)]*)\))?: "
+    r"icmp_seq=(?P<seq>\d+)(?: ident=\d+)?(?: ttl=(?P<ttl>\d+))?"
+    r"(?: time=(?P<time>[\d.]+) ms)?(?P<dup> \(DUP!\))?(?P<rest>.*)$"
+)
+_NO_ANSWER = re.compile(r"^no answer yet for icmp_seq=(\d+)$")
+_BSD_TIMEOUT = re.compile(r"^Request timeout for icmp_seq (\d+)$")
+_ICMP_ERROR = re.compile(r"^From (?P<src>\S+)(?: \((?P<srcaddr>[^)]*)\))?:? icmp_seq=(?P<seq>\d+) (?P<msg>.+)$")
+_STATS_HEADER = re.compile(r"^--- (\S+) ping statistics ---$")
+_STATS_COUNTS = re.compile(r"^(\d+) packets transmitted, (\d+) (?:packets )?received(?P<rest>.*)$")
+_STATS_EXTRA = re.compile(r"\+(\d+) (duplicates|corrupted|errors)")
+_STATS_LOSS = re.compile(r"([\d.]+)% packet loss")
+_STATS_TIME = re.compile(r"time (\d+)ms")
+_STATS_RTT = re.compile(
+    r"^(?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms(?:, pipe (\d+))?"
+)
+_PIPE = re.compile(r"^pipe (\d+)$")
+_NOTICE = re.compile(r"^(?:WARNING: .*|PING .*)$")
+
+_SEQ_MODULUS = 65536  # icmp_seq is 16 bits and wraps on long runs
+
+
+def _timestamp_ns(whole: str, frac: str | None) -> int:
+    """Exact integer nanoseconds of a ``[seconds.fraction]`` stamp (no float rounding)."""
+    frac = (frac or "")[:9].ljust(9, "0")
+    return int(whole) * 1_000_000_000 + int(frac)
+
+
+class _SeqUnwrapper:
+    """Turns 16-bit icmp_seq values back into a monotonic count across wraps."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.last: int | None = None
+
+    def __call__(self, seq: int) -> int:
+        if self.last is not None and seq + self.offset < self.last - _SEQ_MODULUS // 2:
+            self.offset += _SEQ_MODULUS
+        value = seq + self.offset
+        self.last = max(value, self.last if self.last is not None else value)
+        return value
+
+
+def parse_ping(text: str) -> ParseResult:
+    """Parse the text output of one ping run (iputils or macOS/BSD) into one row per probe and reply."""
+    tally = LineTally()
+    summary: dict = {}
+    replies: list[dict] = []
+    unanswered_reported: dict[int, str] = {}  # seq -> 'no_answer' | 'timeout'
+    icmp_errors: dict[int, tuple[str, str, int | None]] = {}
+    counts_extra = {"no_answer_lines": 0, "timeout_lines": 0, "error_lines": 0}
+    unwrap = _SeqUnwrapper()
+
+    for number, raw in enumerate(split_lines(text), start=1):
+        line = tally.prepare(raw)
+        if line is None:
+            continue
+        stamp_ns = None
+        stamp = _TIMESTAMP.match(line)
+        if stamp:
+            stamp_ns = _timestamp_ns(stamp.group(1), stamp.group(2))
+            line = line[stamp.end():]
+
+        if m := _REPLY.match(line):
+            seq = unwrap(int(m["seq"]))
+            replies.append(
+                {
+                    "seq": seq,
+                    "rtt_ms": float(m["time"]) if m["time"] else math.nan,
+                    "dup_flag": bool(m["dup"]),
+                    "t_utc_ns": stamp_ns,
+                    "ttl": int(m["ttl"]) if m["ttl"] else None,
+                    "bytes": int(m.group(1)),
+                    "source": m["srcaddr"] or m["src"],
+                }
+            )
+        elif m := _NO_ANSWER.match(line):
+            unanswered_reported.setdefault(unwrap(int(m.group(1))), "no_answer")
+            counts_extra["no_answer_lines"] += 1
+        elif m := _BSD_TIMEOUT.match(line):
+            unanswered_reported.setdefault(unwrap(int(m.group(1))), "timeout")
+            counts_extra["timeout_lines"] += 1
+        elif m := _ICMP_ERROR.match(line):
+            seq = unwrap(int(m["seq"]))
+            icmp_errors.setdefault(seq, (m["msg"].strip(), m["srcaddr"] or m["src"], stamp_ns))
+            counts_extra["error_lines"] += 1
+        elif m := _HEADER_IPUTILS.match(line):
+            summary.update(flavour="iputils", target=m.group(1), target_address=m.group(2), payload_bytes=int(m.group(3)))
+        elif m := _HEADER_BSD.match(line):
+            summary.update(flavour="bsd", target=m.group(1), target_address=m.group(2), payload_bytes=int(m.group(3)))
+        elif _STATS_HEADER.match(line):
+            pass
+        elif m := _STATS_COUNTS.match(line):
+            summary["transmitted"] = int(m.group(1))
+            summary["received"] = int(m.group(2))
+            for value, kind in _STATS_EXTRA.findall(m["rest"]):
+                summary[kind] = int(value)
+            if loss := _STATS_LOSS.search(m["rest"]):
+                summary["loss_percent"] = float(loss.group(1))
+            if elapsed := _STATS_TIME.search(m["rest"]):
+                summary["time_ms"] = int(elapsed.group(1))
+        elif m := _STATS_RTT.match(line):
+            for key, value in zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"), m.groups()[:4]):
+                summary[key] = float(value)
+            if m.group(5):
+                summary["pipe"] = int(m.group(5))
+        elif m := _PIPE.match(line):
+            summary["pipe"] = int(m.group(1))
+        elif _NOTICE.match(line):
+            pass
+        else:
+            tally.unknown(number, raw)
+            continue
+        tally.recognised()
+
+    rows = _assemble_rows(replies, unanswered_reported, icmp_errors, summary)
+    n_dup = int(rows["duplicate"].sum()) if len(rows) else 0
+    n_lost = int(rows["status"].isin(["no_reply", "error"]).sum()) if len(rows) else 0
+    counts = tally.counts()
+    counts.update(
+        replies=len(replies) - n_dup,
+        duplicates=n_dup,
+        lost=n_lost,
+        late=int(rows["late"].sum()) if len(rows) else 0,
+        probes=len(rows) - n_dup,
+        **counts_extra,
+    )
+    return ParseResult(rows=rows, counts=counts, summary=summary, unrecognised_lines=tally.unrecognised)
+
+
+def _first_seq(summary: dict, seen: list[int]) -> int:
+    """iputils numbers probes from 1, BSD ping from 0; without a header, trust what was seen."""
+    flavour = summary.get("flavour")
+    if flavour == "iputils":
+        return 1
+    if flavour == "bsd":
+        return 0
+    return min(seen) if seen else 0
+
+
+def _assemble_rows(replies, unanswered_reported, icmp_errors, summary) -> pd.DataFrame:
+    seen = [r["seq"] for r in replies] + list(unanswered_reported) + list(icmp_errors)
+    first = _first_seq(summary, seen)
+    last = max(seen) if seen else first - 1
+    if "transmitted" in summary:
+        last = max(last, first + summary["transmitted"] - 1)
+
+    rows: list[dict] = []
+    answered: set[int] = set()
+    for reply in replies:
+        duplicate = reply["dup_flag"] or reply["seq"] in answered
+        answered.add(reply["seq"])
+        rows.append(
+            {
+                "seq": reply["seq"],
+                "rtt_ms": reply["rtt_ms"],
+                "ok": not duplicate,
+                "duplicate": duplicate,
+                "late": (not duplicate) and unanswered_reported.get(reply["seq"]) == "timeout",
+                "t_utc_ns": reply["t_utc_ns"],
+                "ttl": reply["ttl"],
+                "bytes": reply["bytes"],
+                "source": reply["source"],
+                "status": "duplicate" if duplicate else "reply",
+                "error": "",
+            }
+        )
+    # A duplicate is a reply too, but not a sample of its own: ok=False marks
+    # it out of the RTT statistics while `duplicate` says why.
+    for row in rows:
+        if row["duplicate"]:
+            row["ok"] = False
+    for seq in range(first, last + 1):
+        if seq in answered:
+            continue
+        message, source, stamp = icmp_errors.get(seq, ("", "", None))
+        rows.append(
+            {
+                "seq": seq,
+                "rtt_ms": math.nan,
+                "ok": False,
+                "duplicate": False,
+                "late": False,
+                "t_utc_ns": stamp,
+                "ttl": None,
+                "bytes": None,
+                "source": source,
+                "status": "error" if message else "no_reply",
+                "error": message,
+            }
+        )
+    frame = pd.DataFrame(
+        rows,
+        columns=["seq", "rtt_ms", "ok", "duplicate", "late", "t_utc_ns", "ttl", "bytes", "source", "status", "error"],
+    )
+    frame = frame.astype(
+        {
+            "seq": "int64",
+            "rtt_ms": "float64",
+            "ok": "bool",
+            "duplicate": "bool",
+            "late": "bool",
+            "t_utc_ns": "Int64",
+            "ttl": "Int64",
+            "bytes": "Int64",
+            "source": "string",
+            "status": "string",
+            "error": "string",
+        }
+    )
+    # Probes in sequence order; a duplicate follows the reply it repeats.
+    frame = frame.sort_values(["seq", "duplicate"], kind="stable").reset_index(drop=True)
+    return frame
