@@ -41,7 +41,14 @@ def echo():
     help="Serve gRPC reflection so grpcurl and ghz work without the .proto.",
 )
 @click.option("--grace", type=DURATION, default="2s", show_default=True, help="Time in-flight calls get to finish on stop.")
-def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace):
+@click.option(
+    "--permit-keepalive-ms",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Accept client keepalive pings this often, even between calls. By default gRPC's "
+    "policy applies (pings without calls refused, at most one per 5 min), as on most real servers.",
+)
+def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_keepalive_ms):
     """Run the echo server until SIGTERM or SIGINT.
 
     Once listening it prints one JSON line on stdout,
@@ -57,6 +64,8 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace):
             options.update(tls_cert_pem=cert_file.read(), tls_key_pem=key_file.read())
     if max_message_bytes is not None:
         options["max_message_bytes"] = max_message_bytes
+    if permit_keepalive_ms is not None:
+        options["permit_keepalive_ms"] = permit_keepalive_ms
     server.serve_until_signalled(bind, grace_s=grace, reflection_enabled=reflection, **options)
 
 
@@ -84,11 +93,29 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace):
 )
 @click.option("--cold", is_flag=True, help="Open a new channel (connection) for every call.")
 @click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True, help="Unrecorded calls first.")
-@click.option("--seed", type=int, default=None, help="Seed for reproducible payload bytes.")
+@click.option("--seed", type=int, default=None, help="Seed for reproducible payload bytes (and --order shuffled).")
+@click.option(
+    "--order",
+    type=click.Choice(["sequential", "shuffled"]),
+    default="sequential",
+    show_default=True,
+    help="sequential: all repeats of one size, then the next size; shuffled: recorded calls in random order.",
+)
+@click.option(
+    "--keepalive-ms",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Send HTTP/2 keepalive pings this often, also between calls (the server must permit them).",
+)
+@click.option(
+    "--tcp-info",
+    is_flag=True,
+    help="Add the connection's TCP state (ss -tin: cwnd, ssthresh, rto, srtt, mss, retrans) before and after each call.",
+)
 @click.option("--timeout", type=DURATION, default="30s", show_default=True, help="Deadline of each call.")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), help="PEM root certificate; use TLS.")
 @click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
-def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, timeout, tls_ca, tls_server_name):
+def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order, keepalive_ms, tcp_info, timeout, tls_ca, tls_server_name):
     """Time Echo calls and print one JSON line per call on stdout.
 
     Fields: seq, payload_bytes, t_start_utc_ns, rtt_ns, ok, grpc_code, cold,
@@ -109,6 +136,11 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, timeou
         with open(tls_ca, "rb") as ca_file:
             tls_root_pem = ca_file.read()
 
+    hooks = []
+    if tcp_info:
+        from labkit.echo.tcpinfo import TcpInfoSampler
+
+        hooks.append(TcpInfoSampler(target))
     summary = client.CallSummary()
     calls = client.run_calls(
         target,
@@ -119,7 +151,10 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, timeou
         cold=cold,
         warmup=warmup,
         seed=seed,
+        shuffle=order == "shuffled",
         timeout_s=timeout,
+        channel_options=client.keepalive_options(keepalive_ms) if keepalive_ms else (),
+        hooks=hooks,
         tls_root_pem=tls_root_pem,
         tls_server_name=tls_server_name,
         summary=summary,

@@ -106,6 +106,22 @@ def open_channel(
     return grpc.secure_channel(target, credentials, options=channel_options)
 
 
+def keepalive_options(interval_ms: int) -> list[tuple[str, Any]]:
+    """Channel options for HTTP/2 keepalive pings every ``interval_ms``, also while no call is active.
+
+    This is the knob the tuning claims of the brief recommend against idle
+    penalties; a ping is a few bytes, so whether it keeps cwnd open is exactly
+    what an experiment should show.
+    """
+    return [
+        ("grpc.keepalive_time_ms", interval_ms),
+        ("grpc.keepalive_timeout_ms", max(interval_ms, 20_000)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # 0 = no limit on pings sent while there is no data to send.
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
 class BackgroundSender:
     """Sends a 1-byte ``Echo`` on a channel every ``interval_s`` until stopped.
 
@@ -173,6 +189,7 @@ def run_calls(
     cold: bool = False,
     warmup: int = 0,
     seed: int | None = None,
+    shuffle: bool = False,
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     tls_root_pem: bytes | None = None,
     tls_server_name: str | None = None,
@@ -186,7 +203,8 @@ def run_calls(
     many bytes (``seed`` makes the payloads reproducible), with at least
     ``gap_s`` seconds between the end of one call and the start of the next.
     ``warmup`` calls (sizes taken in turn from ``sizes``) go first and are not
-    yielded. ``background_gap_s`` starts a 1-byte sender on the same channel
+    yielded. ``shuffle`` puts the recorded calls in a random order (seeded by
+    ``seed``), so that a drift over time does not masquerade as a size effect. ``background_gap_s`` starts a 1-byte sender on the same channel
     after its first call. ``cold=True`` opens a new channel for every call.
 
     Each row has the keys of :data:`ROW_FIELDS`, plus ``error`` when ``ok`` is
@@ -219,7 +237,10 @@ def run_calls(
         return rng.randbytes(size) if rng is not None else os.urandom(size)
 
     schedule = [(False, sizes[i % len(sizes)]) for i in range(warmup)]
-    schedule += [(True, size) for size in sizes for _ in range(repeats)]
+    recorded_calls = [(True, size) for size in sizes for _ in range(repeats)]
+    if shuffle:
+        random.Random(seed).shuffle(recorded_calls)
+    schedule += recorded_calls
 
     gap_ns = round(gap_s * 1e9)
     channel: grpc.Channel | None = None

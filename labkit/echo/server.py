@@ -82,13 +82,16 @@ def start_server(
     tls_key_pem: bytes | None = None,
     reflection_enabled: bool = True,
     max_workers: int = DEFAULT_MAX_WORKERS,
+    permit_keepalive_ms: int | None = None,
 ) -> tuple[grpc.Server, int]:
     """Start an echo server listening on ``bind`` (``HOST:PORT``, port 0 = any free port).
 
     Returns the started server and the port it listens on. With both
     ``tls_cert_pem`` and ``tls_key_pem`` (PEM bytes) it serves TLS only.
     Messages larger than ``max_message_bytes`` are refused with
-    RESOURCE_EXHAUSTED; the server goes on serving. Stop it with
+    RESOURCE_EXHAUSTED; the server goes on serving. ``permit_keepalive_ms``
+    accepts client keepalive pings that often, even between calls (gRPC's
+    default policy answers frequent pings with GOAWAY). Stop it with
     ``server.stop(grace)``.
     """
     if (tls_cert_pem is None) != (tls_key_pem is None):
@@ -107,6 +110,12 @@ def start_server(
         # must fail loudly instead, so two experiments never mix.
         ("grpc.so_reuseport", 0),
     ]
+    if permit_keepalive_ms is not None:
+        options += [
+            ("grpc.http2.min_ping_interval_without_data_ms", permit_keepalive_ms),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_ping_strikes", 0),
+        ]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="echo-rpc"),
         options=options,
