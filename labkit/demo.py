@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 import sys
 from contextlib import contextmanager
@@ -46,10 +45,11 @@ def sysctl_set(hosts, key: str, value: str):
 
 
 def ping_rtt_ms(host, address: str, count: int = 10, interval: float = 0.2) -> tuple[float | None, str]:
-    """Average ping RTT in ms (from ping's own summary, which has µs resolution) and the raw output."""
+    """Mean ping RTT in ms (ping's own summary has µs resolution; replies ≥100 ms print whole ms) and the raw output."""
+    from labkit.parsers.ping import parse_ping
+
     result = host.run(["ping", "-n", "-c", str(count), "-i", str(interval), address], timeout=count * interval + 30)
-    match = re.search(r"= [\d.]+/([\d.]+)/[\d.]+/[\d.]+ ms", result.stdout)
-    return (float(match.group(1)) if match else None), result.stdout
+    return parse_ping(result.stdout).summary.get("rtt_avg_ms"), result.stdout
 
 
 def echo_cell(client, server, server_address: str, *, sizes: list[int], repeats: int, gap_s: float, warmup: int = 1):

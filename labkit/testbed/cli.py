@@ -119,8 +119,8 @@ def _print_status(info: dict) -> None:
     if ping:
         if ping["received"]:
             console.print(
-                f"ping a→b over the link: median {ping['median_ms']:.2f} ms (min {ping['min_ms']:.2f}, "
-                f"max {ping['max_ms']:.2f}), {ping['received']}/{ping['sent']} replies"
+                f"ping a→b over the link: mean {ping['mean_ms']:.3f} ms, median {ping['median_ms']:.1f} ms "
+                f"(min {ping['min_ms']:.3f}, max {ping['max_ms']:.3f}), {ping['received']}/{ping['sent']} replies"
             )
         else:
             console.print(f"[red]ping a→b over the link: no replies out of {ping['sent']}[/red]")

@@ -516,7 +516,7 @@ class Testbed:
 
     def measure_ping(self, state: TestbedState, count: int = 5, interval: float = 0.2) -> dict:
         """Ping b's data address from a through the emulated link; return the RTT statistics in ms."""
-        import statistics
+        from labkit.parsers.ping import parse_ping
 
         a, b = state.hosts["a"], state.hosts["b"]
         timeout = count * interval + 4 * state.link.one_way_delay_s + 5
@@ -525,13 +525,15 @@ class Testbed:
             ns.exec_argv(a.netns, ["env", "LC_ALL=C", "ping", "-n", "-c", str(count), "-i", str(interval), b.data_address]),
             check=False, timeout=timeout,
         )
-        rtts = [float(m) for m in re.findall(r"time=([0-9.]+) ms", proc.stdout)]
+        parsed = parse_ping(proc.stdout)
+        replies = parsed.rows[parsed.rows["ok"] & ~parsed.rows["duplicate"]]["rtt_ms"] if len(parsed.rows) else []
         return {
             "sent": count,
-            "received": len(rtts),
-            "median_ms": statistics.median(rtts) if rtts else None,
-            "min_ms": min(rtts, default=None),
-            "max_ms": max(rtts, default=None),
+            "received": len(replies),
+            "median_ms": float(replies.median()) if len(replies) else None,
+            "mean_ms": parsed.summary.get("rtt_avg_ms"),
+            "min_ms": parsed.summary.get("rtt_min_ms"),
+            "max_ms": parsed.summary.get("rtt_max_ms"),
         }
 
     def status(self, measure: bool = True) -> dict:
