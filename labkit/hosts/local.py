@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import threading
@@ -27,37 +28,47 @@ class Result:
         return self.returncode == 0
 
 
-class Process:
-    """A long-running command started by a host: read its stdout lines, then stop it.
+class BackgroundProcess:
+    """What every host's background process offers: stdout lines as they arrive, then stop.
 
-    The command runs in its own session, so :meth:`stop` can signal its whole
-    process group (a server and any children it forked).
+    Subclasses feed ``_lines`` (``None`` marks the end of stdout) and
+    ``stderr_lines``, and implement :attr:`pid`, :meth:`poll`, :meth:`wait` and
+    :meth:`stop`; reading lines works the same on every host.
     """
 
-    def __init__(self, popen: subprocess.Popen, argv: list[str]):
-        self.popen = popen
+    argv: list[str]
+
+    def __init__(self, argv: list[str]):
         self.argv = argv
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.stderr_lines: list[str] = []
-        self._readers = [
-            threading.Thread(target=self._pump_stdout, daemon=True),
-            threading.Thread(target=self._pump_stderr, daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    def _pump_stdout(self) -> None:
-        for line in self.popen.stdout:
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)  # end of output
-
-    def _pump_stderr(self) -> None:
-        for line in self.popen.stderr:
-            self.stderr_lines.append(line.rstrip("\n"))
 
     @property
     def pid(self) -> int:
-        return self.popen.pid
+        raise NotImplementedError
+
+    def poll(self) -> int | None:
+        """The exit status if the process has ended, else None."""
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the process to end and return its exit status."""
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the process to exit and return its exit status."""
+        return self.popen.wait(timeout=timeout)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def stop(self, grace_s: float = 3.0) -> int:
+        raise NotImplementedError
+
+    @property
+    def returncode(self) -> int | None:
+        return self.poll()
 
     def lines(self, timeout: float | None = None):
         """Yield stdout lines as they arrive until the process closes stdout."""
@@ -82,12 +93,69 @@ class Process:
                 if remaining <= 0:
                     break
             if line is None:
-                self.popen.wait()
-                detail = self.stderr_lines[-1] if self.stderr_lines else f"exit {self.popen.returncode}"
+                try:
+                    status = f"exit {self.wait(timeout=5)}"
+                except LabkitError:
+                    status = "it closed stdout"
+                detail = self.stderr_lines[-1] if self.stderr_lines else status
                 raise LabkitError(f"`{' '.join(self.argv)}` exited before it was ready: {detail}")
             if line and predicate(line):
                 return line
         raise LabkitError(f"`{' '.join(self.argv)}` was not ready within {timeout:g} s")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+
+class Process(BackgroundProcess):
+    """A long-running command started by a host: read its stdout lines, then stop it.
+
+    The command runs in its own session, so :meth:`stop` can signal its whole
+    process group (a server and any children it forked).
+    """
+
+    def __init__(self, popen: subprocess.Popen, argv: list[str]):
+        super().__init__(argv)
+        self.popen = popen
+        self._readers = [
+            threading.Thread(target=self._pump_stdout, daemon=True),
+            threading.Thread(target=self._pump_stderr, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _pump_stdout(self) -> None:
+        for line in self.popen.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)  # end of output
+
+    def _pump_stderr(self) -> None:
+        for line in self.popen.stderr:
+            self.stderr_lines.append(line.rstrip("\n"))
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LabkitError(f"`{' '.join(self.argv)}` did not end within {timeout:g} s") from None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the process to exit and return its exit status."""
+        return self.popen.wait(timeout=timeout)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
 
     def stop(self, grace_s: float = 3.0) -> int:
         """SIGTERM the process group, SIGKILL it after ``grace_s``; return the exit status."""
@@ -109,12 +177,6 @@ class Process:
             os.killpg(self.popen.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.stop()
 
 
 class LocalHost:
@@ -162,3 +224,19 @@ class LocalHost:
 
     def write_sysctl(self, key: str, value: str) -> None:
         self.run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
+
+    def put(self, local: str | os.PathLike, remote: str | os.PathLike) -> None:
+        """Copy a file; the same call as :meth:`SSHHost.put` (namespaces share this filesystem)."""
+        shutil.copyfile(local, os.path.expanduser(remote))
+
+    def get(self, remote: str | os.PathLike, local: str | os.PathLike) -> None:
+        shutil.copyfile(os.path.expanduser(remote), local)
+
+    def close(self) -> None:
+        """Nothing to release; here so code can close any host."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()

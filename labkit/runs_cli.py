@@ -1,0 +1,132 @@
+"""`labkit runs list | show | cleanup`: the runs in the run store."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import click
+
+RUNS_DIR = click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs live. [default: $LABKIT_RUNS or data/runs]")
+
+
+@click.group()
+def runs():
+    """List and inspect runs, and clean up after one that was killed."""
+
+
+@runs.command("list")
+@RUNS_DIR
+def list_(runs_dir):
+    """One line per run: id, experiment, status, start time, rows."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from labkit.store import list_runs, runs_root
+
+    found = list_runs(runs_dir)
+    if not found:
+        click.echo(f"no runs in {runs_root(runs_dir)}")
+        return
+    table = Table()
+    for column in ("run", "experiment", "status", "started (UTC)", "rows"):
+        table.add_column(column)
+    for run in found:
+        counts = run.row_counts()
+        table.add_row(run.run_id, run.manifest.get("experiment", "?"), run.status, run.manifest.get("started_utc", "?")[:19],
+                      str(counts.get("parquet_rows", counts["journal_rows"])))
+    Console().print(table)
+
+
+@runs.command()
+@click.argument("run")
+@RUNS_DIR
+def show(run, runs_dir):
+    """Manifest summary and row counts of RUN (a path, a run id, or a unique part of one)."""
+    from rich.console import Console
+
+    from labkit.store import find_run
+
+    found = find_run(run, runs_dir)
+    manifest = found.manifest
+    console = Console()
+    console.print(f"[bold]{found.run_id}[/bold]  ({found.path})")
+    console.print(f"experiment {manifest.get('experiment')}, status {manifest['status']}, format {manifest['format_version']}")
+    console.print(f"started {manifest.get('started_utc')}, ended {manifest.get('ended_utc')}, resumed {len(manifest.get('resumed_utc', []))}×")
+    provenance = manifest.get("provenance", {})
+    git = provenance.get("git", {})
+    console.print(f"labkit {provenance.get('labkit_version')}, git {git.get('commit')}{' (dirty)' if git.get('dirty') else ''}")
+    for name, facts in manifest.get("hosts", {}).items():
+        route = facts.get("route_to_peer") or {}
+        sysctl = facts.get("sysctl", {})
+        console.print(
+            f"host {name}: kernel {facts.get('kernel')}, cc {sysctl.get('net.ipv4.tcp_congestion_control')} "
+            f"(route: {route.get('congctl') or 'default'}), slow_start_after_idle "
+            f"{sysctl.get('net.ipv4.tcp_slow_start_after_idle')}, MTU {route.get('mtu') or facts.get('interface_mtu')}"
+        )
+    for key, value in found.row_counts().items():
+        console.print(f"{key}: {value}")
+    leftovers = found.processes()
+    if leftovers:
+        console.print(f"[yellow]{len(leftovers)} process(es) may still run on hosts; `labkit runs cleanup {found.run_id}`[/yellow]")
+
+
+def _controller_alive(manifest) -> bool:
+    import socket
+
+    controller = manifest.get("controller") or {}
+    if controller.get("host") != socket.gethostname() or not controller.get("pid"):
+        return False
+    try:
+        os.kill(controller["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@runs.command()
+@click.argument("run", required=False)
+@RUNS_DIR
+@click.option("--accept-new-host-keys", is_flag=True, help="Record unknown SSH host keys in known_hosts.")
+def cleanup(run, runs_dir, accept_new_host_keys):
+    """After a run was killed (SIGKILL, power loss): stop the processes it left on its hosts
+    and restore the kernel settings it changed. Without RUN, every run that needs it.
+    """
+    from labkit.errors import LabkitError
+    from labkit.hosts.inventory import load_inventory, open_host
+    from labkit.hosts.kernel import restore_from_manifest
+    from labkit.store import find_run, list_runs
+
+    candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if r.status == "running" or r.processes()]
+    if not candidates:
+        click.echo("nothing to clean up")
+        return
+    for found in candidates:
+        if _controller_alive(found.manifest):
+            raise LabkitError(f"{found.run_id} is still being measured by pid {found.manifest['controller']['pid']}; stop that first")
+        inventory = load_inventory(found.manifest["config"]["inventory"])
+        hosts = {}
+
+        def host(name):
+            if name not in hosts:
+                hosts[name] = open_host(inventory, name, accept_new_host_keys=accept_new_host_keys)
+            return hosts[name]
+
+        for entry in found.processes():
+            target = host(entry["host"])
+            # The recorded pid leads its own process group (a session started for it).
+            target.run(["kill", "-TERM", "--", f"-{entry['pid']}"])
+            time.sleep(1)  # the grace period a clean stop would have given it
+            target.run(["kill", "-KILL", "--", f"-{entry['pid']}"])
+            found.unregister_process(entry["host"], entry["pid"])
+            click.echo(f"{found.run_id}: stopped process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})")
+        if found.status == "running":
+            for key, originals in found.manifest.get("kernel_originals", {}).items():
+                problems = restore_from_manifest(host(originals["host"]), originals)
+                click.echo(f"{found.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
+            found.set_status("interrupted")
+            click.echo(f"{found.run_id}: marked interrupted; continue it with `labkit sweep --resume {found.run_id}`")
+        for opened in hosts.values():
+            getattr(opened, "close", lambda: None)()

@@ -1,0 +1,345 @@
+"""The run store: one directory per run, append-only while measuring, Parquet when done.
+
+Layout of a run directory ``<runs>/<UTC-timestamp>-<name>/``::
+
+    manifest.json     format version, resolved config, host facts, provenance,
+                      UTC start/end, status (running|complete|interrupted|failed)
+    samples.jsonl     the journal: one JSON object per measured sample, appended
+                      and flushed as it arrives, so a crash or SIGKILL loses at
+                      most the line being written
+    cells.jsonl       one line per cell event (start, complete, skipped), which
+                      is what makes ``--resume`` possible
+    processes.json    processes started on hosts and not yet stopped, so that
+                      ``labkit runs cleanup`` can stop them after a SIGKILL
+    raw/              every tool's raw output, kept
+    samples.parquet   written on completion: the rows of each cell's last
+                      complete attempt, cast to the experiment's schema
+
+Every file that is rewritten (manifest, processes, Parquet) is written to a
+temporary file and renamed, so a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Iterable
+
+from labkit.errors import LabkitError
+from labkit.provenance import labkit_provenance, utc_now, utc_stamp
+
+FORMAT_VERSION = 1
+STATUSES = ("running", "complete", "interrupted", "failed")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def runs_root(runs_dir: str | os.PathLike | None = None) -> Path:
+    """Where runs live: ``runs_dir``, else ``$LABKIT_RUNS``, else ``data/runs``."""
+    return Path(runs_dir or os.environ.get("LABKIT_RUNS") or "data/runs")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _json_default(value):
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(value)
+    raise TypeError(f"cannot store {type(value).__name__} in a manifest")
+
+
+class Run:
+    """One run directory. Create with :meth:`create`, reopen with :meth:`open`."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any]):
+        self.path = Path(path)
+        self.manifest = manifest
+        self._lock = threading.Lock()
+        self._journal = None
+
+    # -- creation and loading ------------------------------------------------------
+    @classmethod
+    def create(cls, runs_dir, name: str, experiment: str, config: dict[str, Any]) -> "Run":
+        """Make a new run directory and write its manifest with status ``running``."""
+        if not _NAME_RE.match(name):
+            raise LabkitError(f"run name {name!r} must be letters, digits, '.', '_' or '-' (at most 64)")
+        root = runs_root(runs_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / f"{utc_stamp()}-{name}"
+        suffix = 1
+        while path.exists():  # two runs started within the same second
+            suffix += 1
+            path = root / f"{utc_stamp()}-{name}-{suffix}"
+        (path / "raw").mkdir(parents=True)
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "run_id": path.name,
+            "name": name,
+            "experiment": experiment,
+            "config": config,
+            "provenance": labkit_provenance(),
+            "hosts": {},
+            "started_utc": utc_now(),
+            "ended_utc": None,
+            "status": "running",
+            "resumed_utc": [],
+        }
+        run = cls(path, manifest)
+        run.save_manifest()
+        return run
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "Run":
+        """Open an existing run; refuse, with a clear message, one this labkit cannot read."""
+        path = Path(path)
+        manifest_path = path / "manifest.json"
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except FileNotFoundError:
+            raise LabkitError(f"{path} is not a labkit run (no manifest.json)") from None
+        except ValueError as exc:
+            raise LabkitError(f"{manifest_path} is not valid JSON: {exc}") from None
+        version = manifest.get("format_version")
+        if not isinstance(version, int):
+            raise LabkitError(f"{path}: manifest has no format_version; it was not written by labkit")
+        if version > FORMAT_VERSION:
+            raise LabkitError(
+                f"{path} uses run format {version}, newer than this labkit reads ({FORMAT_VERSION}); upgrade labkit"
+            )
+        if version < FORMAT_VERSION:
+            manifest = upgrade_manifest(manifest, path)
+        return cls(path, manifest)
+
+    # -- manifest ------------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+    @property
+    def status(self) -> str:
+        return self.manifest["status"]
+
+    def save_manifest(self) -> None:
+        with self._lock:
+            atomic_write_text(self.path / "manifest.json", json.dumps(self.manifest, indent=2, default=_json_default))
+
+    def update(self, **fields: Any) -> None:
+        """Set top-level manifest fields and write the manifest."""
+        self.manifest.update(fields)
+        self.save_manifest()
+
+    def set_status(self, status: str) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        fields = {"status": status}
+        if status != "running":
+            fields["ended_utc"] = utc_now()
+        self.update(**fields)
+
+    def mark_resumed(self) -> None:
+        self.manifest["resumed_utc"].append(utc_now())
+        self.update(status="running", ended_utc=None)
+
+    # -- raw output ----------------------------------------------------------------
+    @property
+    def raw_dir(self) -> Path:
+        return self.path / "raw"
+
+    def write_raw(self, name: str, text: str) -> Path:
+        """Keep a tool's raw output under raw/ (atomically)."""
+        path = self.raw_dir / name
+        atomic_write_text(path, text)
+        return path
+
+    # -- the journal -----------------------------------------------------------------
+    def append(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Append samples to the journal and flush them to the OS; return how many were written.
+
+        Each line is flushed at once: a measured sample costs far more than a
+        write, and a SIGKILL must not take buffered samples with it.
+        """
+        count = 0
+        with self._lock:
+            if self._journal is None:
+                self._journal = open(self.path / "samples.jsonl", "a", encoding="utf-8")
+            for row in rows:
+                self._journal.write(json.dumps(row, default=_json_default) + "\n")
+                count += 1
+            self._journal.flush()
+        return count
+
+    def journal_rows(self) -> list[dict[str, Any]]:
+        """Every sample in the journal; a torn last line (from a kill mid-write) is skipped."""
+        path = self.path / "samples.jsonl"
+        if not path.exists():
+            return []
+        rows = []
+        with open(path, encoding="utf-8") as journal:
+            for line in journal:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue
+        return rows
+
+    def close(self) -> None:
+        with self._lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+
+    # -- cells -----------------------------------------------------------------------
+    def _cell_event(self, event: dict[str, Any]) -> None:
+        with self._lock, open(self.path / "cells.jsonl", "a", encoding="utf-8") as cells:
+            cells.write(json.dumps({**event, "t_utc": utc_now()}) + "\n")
+
+    def cell_events(self) -> list[dict[str, Any]]:
+        path = self.path / "cells.jsonl"
+        if not path.exists():
+            return []
+        events = []
+        for line in path.read_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        return events
+
+    def begin_cell(self, cell_id: str) -> int:
+        """Record that a cell starts; return its attempt number (1 for the first)."""
+        attempts = [e["attempt"] for e in self.cell_events() if e["cell"] == cell_id and e["event"] == "start"]
+        attempt = max(attempts, default=0) + 1
+        self._cell_event({"cell": cell_id, "attempt": attempt, "event": "start"})
+        return attempt
+
+    def complete_cell(self, cell_id: str, attempt: int, rows: int) -> None:
+        self._cell_event({"cell": cell_id, "attempt": attempt, "event": "complete", "rows": rows})
+
+    def skip_cell(self, cell_id: str, reason: str) -> None:
+        self._cell_event({"cell": cell_id, "attempt": 0, "event": "skipped", "reason": reason})
+
+    def finished_cells(self) -> dict[str, dict[str, Any]]:
+        """cell id -> its last 'complete' or 'skipped' event; these are not run again on resume."""
+        done = {}
+        for event in self.cell_events():
+            if event["event"] in ("complete", "skipped"):
+                done[event["cell"]] = event
+        return done
+
+    # -- processes on hosts ------------------------------------------------------------
+    def _processes_path(self) -> Path:
+        return self.path / "processes.json"
+
+    def processes(self) -> list[dict[str, Any]]:
+        try:
+            return json.loads(self._processes_path().read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+
+    def register_process(self, host: str, pid: int, argv: list[str]) -> None:
+        """Remember a process started on ``host`` until :meth:`unregister_process`."""
+        entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
+        entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now()})
+        with self._lock:
+            atomic_write_text(self._processes_path(), json.dumps(entries, indent=2))
+
+    def unregister_process(self, host: str, pid: int) -> None:
+        entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
+        with self._lock:
+            atomic_write_text(self._processes_path(), json.dumps(entries, indent=2))
+
+    # -- the final dataset -------------------------------------------------------------
+    def final_rows(self) -> list[dict[str, Any]]:
+        """Journal rows of each cell's last complete attempt; rows of redone attempts are left out."""
+        complete = {e["cell"]: e["attempt"] for e in self.cell_events() if e["event"] == "complete"}
+        return [row for row in self.journal_rows() if complete.get(row.get("cell_id")) == row.get("attempt")]
+
+    def finalize(self, schema) -> Path:
+        """Write samples.parquet (atomically) from :meth:`final_rows`, cast to ``schema`` (a pyarrow schema)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = self.final_rows()
+        columns = {field.name: [row.get(field.name) for row in rows] for field in schema}
+        table = pa.Table.from_pydict(columns, schema=schema)
+        table = table.replace_schema_metadata({b"labkit.run_id": self.run_id.encode(), b"labkit.format_version": str(FORMAT_VERSION).encode()})
+        path = self.path / "samples.parquet"
+        tmp = path.with_name(".samples.parquet.tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+        return path
+
+    def samples(self):
+        """The run's samples as a DataFrame: the Parquet file, or the journal of an unfinished run."""
+        import pandas as pd
+
+        path = self.path / "samples.parquet"
+        if path.exists():
+            return pd.read_parquet(path)
+        return pd.DataFrame(self.journal_rows())
+
+    def row_counts(self) -> dict[str, int]:
+        journal = self.journal_rows()
+        cells = self.cell_events()
+        counts = {
+            "journal_rows": len(journal),
+            "cells_complete": len({e["cell"] for e in cells if e["event"] == "complete"}),
+            "cells_skipped": len({e["cell"] for e in cells if e["event"] == "skipped"}),
+        }
+        parquet = self.path / "samples.parquet"
+        if parquet.exists():
+            import pyarrow.parquet as pq
+
+            counts["parquet_rows"] = pq.ParquetFile(parquet).metadata.num_rows
+        return counts
+
+
+def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Bring a manifest of an older format up to :data:`FORMAT_VERSION`, or refuse clearly.
+
+    Format 1 is the first; there is nothing older that labkit ever wrote.
+    """
+    raise LabkitError(
+        f"{path} uses run format {manifest.get('format_version')}, which this labkit cannot read "
+        f"(it reads format {FORMAT_VERSION})"
+    )
+
+
+def list_runs(runs_dir=None) -> list[Run]:
+    """Every readable run under the runs directory, oldest first (unreadable ones are skipped)."""
+    root = runs_root(runs_dir)
+    runs = []
+    for manifest in sorted(root.glob("*/manifest.json")):
+        try:
+            runs.append(Run.open(manifest.parent))
+        except LabkitError:
+            continue
+    return runs
+
+
+def find_run(ref: str, runs_dir=None) -> Run:
+    """A run by path, by directory name, or by a unique part of its name (e.g. the run name)."""
+    candidate = Path(ref)
+    if (candidate / "manifest.json").exists():
+        return Run.open(candidate)
+    root = runs_root(runs_dir)
+    if (root / ref / "manifest.json").exists():
+        return Run.open(root / ref)
+    matches = [p.parent for p in sorted(root.glob("*/manifest.json")) if ref in p.parent.name]
+    if len(matches) == 1:
+        return Run.open(matches[0])
+    if not matches:
+        raise LabkitError(f"no run {ref!r} in {root} (see `labkit runs list`)")
+    names = ", ".join(m.name for m in matches[:5])
+    raise LabkitError(f"{ref!r} matches {len(matches)} runs in {root} ({names}{', ...' if len(matches) > 5 else ''}); be more specific")
