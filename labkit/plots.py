@@ -1,0 +1,412 @@
+"""Figures for write-ups: one theme, ``ax=`` in, what was drawn out, reproducible files.
+
+Every plot function takes ``ax=`` (a new themed figure when omitted) and
+returns a :class:`Drawn`: the axes and the artists it added, by role, so
+tests and notebooks can check structure (number of boxes, whisker ends,
+labels) instead of pixels. :func:`export` writes PNG (300 dpi), SVG and PDF
+(TrueType fonts) that are byte-identical for the same figure.
+
+Heavy imports (matplotlib, seaborn) happen when this module is imported, so
+import it only where figures are made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from cycler import cycler
+from matplotlib import cbook
+
+PALETTE = sns.color_palette("colorblind")
+
+#: The labkit theme: seaborn's whitegrid at paper scale, colour-blind palette,
+#: a font every machine with matplotlib has, and export settings that make
+#: files reproducible (fixed SVG id salt, TrueType fonts in PDF/PS).
+THEME: dict[str, Any] = {
+    **sns.axes_style("whitegrid"),
+    **sns.plotting_context("paper", font_scale=1.1),
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans"],
+    "axes.prop_cycle": cycler(color=PALETTE),
+    "axes.titleweight": "bold",
+    "figure.figsize": (6.4, 4.0),
+    "figure.dpi": 100,
+    "figure.constrained_layout.use": True,
+    "savefig.dpi": 300,
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "svg.fonttype": "path",
+    "svg.hashsalt": "labkit",
+    "path.simplify": True,
+}
+
+#: File metadata without dates or versions, so two exports of one figure are byte-identical.
+_METADATA = {
+    "png": {"Software": None},
+    "svg": {"Date": None, "Creator": None},
+    "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
+}
+
+
+@dataclass
+class Drawn:
+    """What a plot function drew: its axes and the artists it added, keyed by role."""
+
+    ax: plt.Axes
+    artists: dict[str, list] = field(default_factory=dict)
+
+    @property
+    def figure(self) -> plt.Figure:
+        return self.ax.figure
+
+
+def theme() -> contextlib.AbstractContextManager:
+    """A context in which matplotlib uses the labkit theme: ``with plots.theme(): ...``."""
+    return mpl.rc_context(THEME)
+
+
+def figure(nrows: int = 1, ncols: int = 1, **kwargs):
+    """A new themed figure and its axes (as ``plt.subplots``)."""
+    with theme():
+        return plt.subplots(nrows, ncols, **kwargs)
+
+
+def _ax(ax):
+    if ax is not None:
+        return ax
+    _, new = figure()
+    return new
+
+
+def group_colors(groups: Iterable) -> dict:
+    """Palette colour per group, by the groups' sorted names, so a group keeps its colour in every figure."""
+    names = sorted({g for g in groups}, key=lambda g: "" if g is None else str(g))
+    return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(names)}
+
+
+def _colors(df: pd.DataFrame, by: str | None) -> dict:
+    """Colours for every group present in ``df`` (not only those drawn), independent of ``order``."""
+    if by is None:
+        return {None: PALETTE[0]}
+    return group_colors(df[by].dropna().unique())
+
+
+def _groups(df: pd.DataFrame, by: str | None, order: Sequence | None):
+    if by is None:
+        return [(None, df)]
+    keys = list(order) if order is not None else sorted(df[by].dropna().unique(), key=str)
+    return [(k, df[df[by] == k]) for k in keys]
+
+
+def _ok_values(frame: pd.DataFrame, value: str, ok: str | None) -> np.ndarray:
+    if ok is not None and ok in frame.columns:
+        frame = frame[frame[ok].fillna(False).astype(bool)]
+    v = pd.to_numeric(frame[value], errors="coerce").to_numpy(dtype=float)
+    return v[np.isfinite(v)]
+
+
+def _new_artists(ax, before: dict[str, int]) -> dict[str, list]:
+    return {
+        "lines": ax.lines[before["lines"]:],
+        "collections": ax.collections[before["collections"]:],
+        "patches": ax.patches[before["patches"]:],
+    }
+
+
+def _count(ax) -> dict[str, int]:
+    return {"lines": len(ax.lines), "collections": len(ax.collections), "patches": len(ax.patches)}
+
+
+# --- distributions -------------------------------------------------------------------------
+
+
+def box(
+    df: pd.DataFrame,
+    value: str = "rtt_ms",
+    by: str | None = None,
+    *,
+    whiskers: str | tuple[float, float] = (5, 95),
+    order: Sequence | None = None,
+    ok: str | None = "ok",
+    ax=None,
+    ylabel: str | None = None,
+) -> Drawn:
+    """Box plot per group; whiskers at the 5th/95th percentiles (default) or ``whiskers="iqr"`` (1.5×IQR, Tukey).
+
+    With percentile whiskers each whisker ends exactly at that percentile and
+    every value beyond it is drawn as a point. Boxes span the quartiles, the
+    line is the median. Lost samples (``ok`` false, NaN) are not drawn.
+    """
+    ax = _ax(ax)
+    groups = _groups(df, by, order)
+    stats = []
+    for key, frame in groups:
+        values = _ok_values(frame, value, ok)
+        if whiskers == "iqr":
+            (s,) = cbook.boxplot_stats(values, whis=1.5)
+        else:
+            low_q, high_q = whiskers
+            (s,) = cbook.boxplot_stats(values, whis=(low_q, high_q))
+            s["whislo"], s["whishi"] = np.percentile(values, [low_q, high_q])
+            s["fliers"] = values[(values < s["whislo"]) | (values > s["whishi"])]
+        s["label"] = "" if key is None else str(key)
+        stats.append(s)
+    colors = _colors(df, by)
+    with theme():
+        drawn = ax.bxp(
+            stats,
+            patch_artist=True,
+            showfliers=True,
+            widths=0.55,
+            medianprops={"color": "black", "linewidth": 1.5},
+            flierprops={"marker": "o", "markersize": 3, "markerfacecolor": "none", "alpha": 0.7},
+        )
+        for patch, (key, _) in zip(drawn["boxes"], groups):
+            patch.set_facecolor(colors[key])
+            patch.set_alpha(0.8)
+        ax.set_ylabel(ylabel or value)
+        if by:
+            ax.set_xlabel(by)
+    label = "5th–95th percentile" if whiskers != "iqr" else "1.5×IQR"
+    if whiskers not in ("iqr", (5, 95)):
+        label = f"{whiskers[0]:g}th–{whiskers[1]:g}th percentile"
+    ax.set_title(ax.get_title() or f"whiskers: {label}", fontsize="small", loc="right")
+    return Drawn(ax, {**drawn, "stats": stats})
+
+
+def violin(
+    df: pd.DataFrame, value: str = "rtt_ms", by: str | None = None, *, order=None, ok: str | None = "ok", ax=None
+) -> Drawn:
+    """Violin (a KDE per group, cut at the data's range) with the quartiles drawn inside."""
+    ax = _ax(ax)
+    groups = _groups(df, by, order)
+    keys = [k for k, _ in groups]
+    data = pd.concat(
+        [pd.DataFrame({value: _ok_values(f, value, ok), "_group": "" if k is None else str(k)}) for k, f in groups],
+        ignore_index=True,
+    )
+    before = _count(ax)
+    with theme():
+        sns.violinplot(
+            data=data, x="_group", y=value, hue="_group", order=[str(k or "") for k in keys],
+            palette={str(k or ""): _colors(df, by)[k] for k in keys}, inner="quart", cut=0,
+            legend=False, ax=ax,
+        )
+        ax.set_xlabel(by or "")
+    new = _new_artists(ax, before)
+    return Drawn(ax, {"bodies": new["collections"], "quartiles": new["lines"]})
+
+
+def ecdf(df: pd.DataFrame, value: str = "rtt_ms", by: str | None = None, *, order=None, ok: str | None = "ok", ax=None) -> Drawn:
+    """Empirical CDF per group."""
+    ax = _ax(ax)
+    lines = []
+    colors = _colors(df, by)
+    with theme():
+        for key, frame in _groups(df, by, order):
+            v = np.sort(_ok_values(frame, value, ok))
+            (line,) = ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=colors[key], label=str(key or value))
+            lines.append(line)
+        ax.set_xlabel(value)
+        ax.set_ylabel("proportion ≤ x")
+        ax.set_ylim(0, 1.01)
+        if by:
+            ax.legend(title=by)
+    return Drawn(ax, {"lines": lines})
+
+
+def kde(df: pd.DataFrame, value: str = "rtt_ms", by: str | None = None, *, order=None, ok: str | None = "ok", ax=None) -> Drawn:
+    """Kernel density estimate per group (seaborn, Scott's bandwidth, cut at the data's range)."""
+    ax = _ax(ax)
+    groups = _groups(df, by, order)
+    colors = _colors(df, by)
+    before = _count(ax)
+    with theme():
+        for key, frame in groups:
+            sns.kdeplot(x=_ok_values(frame, value, ok), color=colors[key], label=str(key or value), cut=0, ax=ax)
+        ax.set_xlabel(value)
+        if by:
+            ax.legend(title=by)
+    return Drawn(ax, {"lines": _new_artists(ax, before)["lines"]})
+
+
+# --- latency against size, time and TCP state ----------------------------------------------------
+
+
+def latency_vs_size(
+    df: pd.DataFrame,
+    size: str = "payload_bytes",
+    value: str = "rtt_ms",
+    *,
+    fits: Sequence = (),
+    by: str | None = None,
+    order=None,
+    ok: str | None = "ok",
+    step_fit=None,
+    ax=None,
+) -> Drawn:
+    """Latency against request size, with fitted models (``labkit.analysis.Fit``) and the predicted steps.
+
+    ``fits`` are drawn as lines over the size range; ``step_fit`` (a slow-start
+    fit) adds a dashed vertical line at every size where it predicts one more
+    round trip.
+    """
+    from labkit.analysis.fits import step_edges
+
+    ax = _ax(ax)
+    artists: dict[str, list] = {"points": [], "fits": [], "steps": []}
+    with theme():
+        groups = _groups(df, by, order)
+        colors = _colors(df, by)
+        for key, frame in groups:
+            if ok is not None and ok in frame.columns:
+                frame = frame[frame[ok].fillna(False).astype(bool)]
+            artists["points"].append(
+                ax.scatter(frame[size], frame[value], s=12, alpha=0.6, color=colors[key], label=str(key) if key is not None else "calls")
+            )
+        if len(df):
+            grid = np.linspace(0, float(pd.to_numeric(df[size]).max()) * 1.02, 800)
+            for i, fit in enumerate(fits):
+                (line,) = ax.plot(grid, fit.predict(grid), color="black", linestyle=["-", "--", ":", "-."][i % 4], linewidth=1.2,
+                                  label=_fit_label(fit))
+                artists["fits"].append(line)
+            if step_fit is not None:
+                for edge in step_edges(step_fit, grid[-1]):
+                    artists["steps"].append(ax.axvline(edge, color="0.4", linestyle="--", linewidth=0.8))
+                if artists["steps"]:
+                    artists["steps"][0].set_label("predicted step")
+        ax.set_xlabel(f"{size}")
+        ax.set_ylabel(value)
+        ax.legend(fontsize="small")
+    return Drawn(ax, artists)
+
+
+def _fit_label(fit) -> str:
+    p = fit.params
+    if fit.model == "linear":
+        return f"linear: {p['intercept_ms']:.1f} ms + size / {p['bandwidth_mbit_s']:.1f} Mbit/s"
+    if fit.model == "slow_start":
+        return f"slow start: {p['base_rtt_ms']:.1f} ms × rounds, window {p['window_bytes']:.0f} B"
+    if fit.model == "change_point":
+        return f"change point at {p['location_bytes']:.0f} B"
+    return fit.model
+
+
+def time_series(
+    df: pd.DataFrame,
+    time: str = "t_utc",
+    value: str = "rtt_ms",
+    by: str | None = None,
+    *,
+    window: int = 30,
+    order=None,
+    ok: str | None = "ok",
+    ax=None,
+) -> Drawn:
+    """Samples over time with a centred rolling median of ``window`` samples; lost samples as ticks along the bottom."""
+    ax = _ax(ax)
+    artists: dict[str, list] = {"points": [], "medians": [], "lost": []}
+    with theme():
+        groups = _groups(df, by, order)
+        colors = _colors(df, by)
+        for key, frame in groups:
+            frame = frame.sort_values(time)
+            good = frame[frame[ok].fillna(False).astype(bool)] if ok and ok in frame.columns else frame
+            good = good[np.isfinite(pd.to_numeric(good[value], errors="coerce"))]
+            artists["points"].append(ax.scatter(good[time], good[value], s=4, alpha=0.35, color=colors[key]))
+            rolling = good[value].rolling(window, center=True, min_periods=max(1, window // 2)).median()
+            (line,) = ax.plot(good[time], rolling, color=colors[key], linewidth=1.5,
+                              label=f"{key if key is not None else value} (median of {window})")
+            artists["medians"].append(line)
+            if ok and ok in frame.columns:
+                lost = frame[~frame[ok].fillna(False).astype(bool)]
+                if len(lost):
+                    artists["lost"].append(
+                        ax.scatter(lost[time], np.zeros(len(lost)), marker="|", s=80, color=colors[key],
+                                   transform=ax.get_xaxis_transform(), clip_on=False, label=f"lost ({len(lost)})")
+                    )
+        ax.set_xlabel(time)
+        ax.set_ylabel(value)
+        ax.legend(fontsize="small")
+    return Drawn(ax, artists)
+
+
+def cwnd_vs_size(
+    df: pd.DataFrame,
+    size: str = "payload_bytes",
+    cwnd: str = "cwnd_before",
+    *,
+    mss: float | None = None,
+    iw: float | None = None,
+    by: str | None = None,
+    order=None,
+    ax=None,
+) -> Drawn:
+    """Congestion window (segments) recorded before each call against the call's size.
+
+    With ``mss``, a line shows the segments each size needs: calls below it
+    could not go out in one flight. With ``iw``, a line marks the initial window.
+    """
+    ax = _ax(ax)
+    artists: dict[str, list] = {"points": [], "needed": [], "iw": []}
+    with theme():
+        groups = _groups(df, by, order)
+        colors = _colors(df, by)
+        for key, frame in groups:
+            artists["points"].append(
+                ax.scatter(frame[size], frame[cwnd], s=14, alpha=0.7, color=colors[key], label=str(key) if key is not None else cwnd)
+            )
+        if mss and len(df):
+            grid = np.linspace(0, float(pd.to_numeric(df[size]).max()) * 1.02, 400)
+            (line,) = ax.plot(grid, np.ceil(grid / mss), color="black", linewidth=1, label=f"segments needed (MSS {mss:g} B)")
+            artists["needed"].append(line)
+        if iw:
+            artists["iw"].append(ax.axhline(iw, color="0.4", linestyle="--", linewidth=0.8, label=f"initial window {iw:g}"))
+        ax.set_xlabel(size)
+        ax.set_ylabel(f"{cwnd} (segments)")
+        ax.legend(fontsize="small")
+    return Drawn(ax, artists)
+
+
+# --- export --------------------------------------------------------------------------------------
+
+
+def export(fig, path_stem, formats: Sequence[str] = ("png", "svg", "pdf")) -> list[Path]:
+    """Write ``fig`` as ``<path_stem>.<fmt>`` for each format; return the paths.
+
+    PNG at 300 dpi, SVG with text as paths, PDF with TrueType (Type 42) fonts.
+    Dates and tool versions are left out of the files and SVG ids are salted
+    with a constant, so exporting the same figure twice gives identical bytes.
+    """
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    for fmt in formats:
+        if fmt not in _METADATA:
+            raise ValueError(f"format must be one of {sorted(_METADATA)}, not {fmt!r}")
+    # Constrained layout moves axes by a hair on every draw (~1e-9 of the
+    # figure), enough to change SVG clip-path ids. Lay the figure out once,
+    # round the axes positions to 1e-6, save with the layout frozen, and give
+    # the engine back afterwards.
+    engine = fig.get_layout_engine()
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
+    for ax in fig.axes:
+        ax.set_position(np.round(ax.get_position(original=False).bounds, 6))
+    paths = []
+    try:
+        with mpl.rc_context({k: THEME[k] for k in ("pdf.fonttype", "ps.fonttype", "svg.fonttype", "svg.hashsalt")}):
+            for fmt in formats:
+                path = stem.with_name(f"{stem.name}.{fmt}")
+                fig.savefig(path, format=fmt, dpi=300, metadata=_METADATA[fmt])
+                paths.append(path)
+    finally:
+        fig.set_layout_engine(engine)
+    return paths

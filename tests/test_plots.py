@@ -1,0 +1,184 @@
+"""Plot structure (boxes, whisker ends, labels) and reproducible export, on real recorded data where it exists."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+os.environ.setdefault("MPLBACKEND", "agg")
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from labkit import plots  # noqa: E402
+from labkit.analysis import fit_linear, fit_slow_start, slow_start_rounds, step_edges  # noqa: E402
+from labkit.parsers import parse_go_echo_log, parse_ping  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ORCA = ROOT / "data" / "external" / "orca-2016"
+
+
+@pytest.fixture(scope="module")
+def orca():
+    """The 2016 ping and echo samples as one tidy frame (probe, rtt_ms, ok)."""
+    ping = parse_ping(gzip.open(ORCA / "ping.txt.gz", "rt").read()).rows
+    echo = parse_go_echo_log(gzip.open(ORCA / "echo.txt.gz", "rt").read()).rows
+    return pd.concat(
+        [ping[["seq", "rtt_ms", "ok"]].assign(probe="ping"), echo[["seq", "rtt_ms", "ok", "t_utc"]].assign(probe="echo")],
+        ignore_index=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    """A seeded idle-step sweep (no recorded testbed sweep exists yet): 200 ms RTT, iw 10, MSS 1408."""
+    rng = np.random.default_rng(41)
+    size = np.repeat(np.arange(2000, 60_001, 2000), 3)
+    rtt = 200 * slow_start_rounds(size, 10, 1408) + rng.normal(0, 1, size.size)
+    cwnd = np.where(rng.random(size.size) < 0.8, 10, rng.integers(11, 40, size.size))
+    return pd.DataFrame({"payload_bytes": size, "rtt_ms": rtt, "ok": True, "cwnd_before": cwnd})
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def whisker_ends(drawn) -> list[tuple[float, float]]:
+    ends = [line.get_ydata()[1] for line in drawn.artists["whiskers"]]
+    return list(zip(ends[0::2], ends[1::2]))
+
+
+def test_box_whiskers_at_percentiles_and_points_beyond(orca):
+    drawn = plots.box(orca, by="probe", order=["ping", "echo"])
+    assert len(drawn.artists["boxes"]) == 2
+    assert [t.get_text() for t in drawn.ax.get_xticklabels()] == ["ping", "echo"]
+    for (low, high), fliers, probe in zip(whisker_ends(drawn), drawn.artists["fliers"], ["ping", "echo"]):
+        values = orca.loc[(orca["probe"] == probe) & orca["ok"], "rtt_ms"].to_numpy()
+        p5, p95 = np.percentile(values, [5, 95])
+        assert (low, high) == pytest.approx((p5, p95))
+        assert len(fliers.get_ydata()) == ((values < p5) | (values > p95)).sum()
+    medians = [line.get_ydata()[0] for line in drawn.artists["medians"]]
+    assert medians == pytest.approx([orca[orca.probe == p].rtt_ms.median() for p in ["ping", "echo"]])
+    assert drawn.ax.get_ylabel() == "rtt_ms"
+
+
+def test_box_iqr_whiskers_follow_tukey(orca):
+    drawn = plots.box(orca, by="probe", order=["ping", "echo"], whiskers="iqr")
+    for (low, high), probe in zip(whisker_ends(drawn), ["ping", "echo"]):
+        v = orca.loc[(orca["probe"] == probe) & orca["ok"], "rtt_ms"].to_numpy()
+        q1, q3 = np.percentile(v, [25, 75])
+        assert high == v[v <= q3 + 1.5 * (q3 - q1)].max()
+        assert low == v[v >= q1 - 1.5 * (q3 - q1)].min()
+    assert "IQR" in drawn.ax.get_title(loc="right")
+
+
+def test_violin_has_quartile_lines(orca):
+    drawn = plots.violin(orca, by="probe", order=["ping", "echo"])
+    assert len(drawn.artists["bodies"]) == 2
+    assert len(drawn.artists["quartiles"]) == 6
+    levels = sorted(line.get_ydata()[0] for line in drawn.artists["quartiles"][:3])
+    ping = orca.loc[(orca.probe == "ping") & orca.ok, "rtt_ms"]
+    assert levels == pytest.approx(np.percentile(ping, [25, 50, 75]), rel=1e-6)
+
+
+def test_ecdf_and_kde(orca):
+    drawn = plots.ecdf(orca, by="probe", order=["ping", "echo"])
+    assert len(drawn.artists["lines"]) == 2
+    ping_line = drawn.artists["lines"][0]
+    assert ping_line.get_ydata()[-1] == 1.0
+    assert len(ping_line.get_xdata()) == orca[(orca.probe == "ping") & orca.ok].shape[0] == 3593
+    assert [t.get_text() for t in drawn.ax.get_legend().get_texts()] == ["ping", "echo"]
+    assert len(plots.kde(orca, by="probe", order=["ping", "echo"]).artists["lines"]) == 2
+
+
+def test_latency_vs_size_draws_fits_and_predicted_steps(sweep):
+    linear = fit_linear(sweep.payload_bytes, sweep.rtt_ms)
+    step = fit_slow_start(sweep.payload_bytes, sweep.rtt_ms, mss=1408)
+    drawn = plots.latency_vs_size(sweep, fits=[linear, step], step_fit=step)
+    assert len(drawn.artists["fits"]) == 2
+    line = drawn.artists["fits"][1]
+    assert line.get_ydata() == pytest.approx(step.predict(line.get_xdata()))
+    edges = [a.get_xdata()[0] for a in drawn.artists["steps"]]
+    assert edges == pytest.approx(step_edges(step, 60_000 * 1.02)) and edges == pytest.approx([14080, 42240])
+    assert len(drawn.artists["points"][0].get_offsets()) == len(sweep)
+
+
+def test_time_series_marks_lost_samples():
+    rows = parse_ping((ROOT / "tests/data/ping/linux_loss_O_D.txt").read_text()).rows
+    drawn = plots.time_series(rows, time="seq", window=5)
+    assert len(drawn.artists["medians"]) == 1
+    assert drawn.artists["lost"][0].get_offsets()[:, 0].tolist() == list(range(8, 14))
+    assert len(drawn.artists["points"][0].get_offsets()) == 19
+
+
+def test_time_series_over_utc_time(orca):
+    echo = orca[orca.probe == "echo"]
+    drawn = plots.time_series(echo, window=60)
+    median = drawn.artists["medians"][0].get_ydata()
+    assert np.nanmedian(median) == pytest.approx(echo.rtt_ms.median(), rel=0.05)
+
+
+def test_cwnd_vs_size(sweep):
+    drawn = plots.cwnd_vs_size(sweep, mss=1408, iw=10)
+    assert len(drawn.artists["points"][0].get_offsets()) == len(sweep)
+    needed = drawn.artists["needed"][0]
+    assert needed.get_ydata() == pytest.approx(np.ceil(needed.get_xdata() / 1408))
+    assert drawn.artists["iw"][0].get_ydata()[0] == 10
+
+
+def all_figures(orca, sweep):
+    yield "box", plots.box(orca, by="probe", order=["ping", "echo"]).figure
+    yield "violin", plots.violin(orca, by="probe", order=["ping", "echo"]).figure
+    fig, (left, right) = plots.figure(1, 2, figsize=(9, 3.5))
+    plots.ecdf(orca, by="probe", ax=left)
+    plots.kde(orca, by="probe", ax=right)
+    yield "ecdf_kde", fig
+    step = fit_slow_start(sweep.payload_bytes, sweep.rtt_ms, mss=1408)
+    yield "size", plots.latency_vs_size(sweep, fits=[step], step_fit=step).figure
+    yield "series", plots.time_series(orca[orca.probe == "echo"], window=60).figure
+    yield "cwnd", plots.cwnd_vs_size(sweep, mss=1408, iw=10).figure
+
+
+def test_every_figure_exports_reproducibly(orca, sweep, tmp_path):
+    # Each figure is drawn twice from the same data, as two runs of a notebook would.
+    for (name, fig), (_, again) in zip(all_figures(orca, sweep), all_figures(orca, sweep)):
+        first = plots.export(fig, tmp_path / "a" / name)
+        second = plots.export(again, tmp_path / "b" / name)
+        assert [p.suffix for p in first] == [".png", ".svg", ".pdf"]
+        for a, b in zip(first, second):
+            assert a.stat().st_size > 1000
+            assert a.read_bytes() == b.read_bytes(), f"{a.name} differs between two exports"
+        assert [p.read_bytes() for p in plots.export(fig, tmp_path / "c" / name)] == [p.read_bytes() for p in first]
+        pdf = first[2].read_bytes()
+        assert b"/FontFile2" in pdf and b"/CreationDate" not in pdf  # TrueType embedded, no date
+        assert b"<dc:date>" not in first[1].read_bytes()
+        png = first[0].read_bytes()
+        phys = png.index(b"pHYs")
+        assert int.from_bytes(png[phys + 4:phys + 8], "big") == 11811  # 300 dpi in pixels per metre
+        plt.close(fig)
+        plt.close(again)
+
+
+def test_export_rejects_unknown_format(tmp_path):
+    fig, _ = plots.figure()
+    with pytest.raises(ValueError):
+        plots.export(fig, tmp_path / "x", formats=("jpg",))
+
+
+def test_a_group_keeps_its_colour_whatever_the_order(orca):
+    from matplotlib.colors import to_rgb
+
+    boxes = plots.box(orca, by="probe", order=["ping", "echo"]).artists["boxes"]
+    lines = plots.ecdf(orca, by="probe", order=["echo", "ping"]).artists["lines"]
+    assert to_rgb(boxes[0].get_facecolor()) == to_rgb(lines[1].get_color())  # ping
+    assert to_rgb(boxes[1].get_facecolor()) == to_rgb(lines[0].get_color())  # echo
+    assert to_rgb(boxes[0].get_facecolor()) != to_rgb(boxes[1].get_facecolor())
