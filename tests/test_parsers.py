@@ -385,3 +385,15 @@ def test_idle_step_output():
     written = re.findall(r"Round trip time: (\S+)", text)
     assert rows["rtt_ms"].tolist() == [parse_go_duration_ns(w) / 1e6 for w in written]
     assert rows["t_utc"].isna().all()
+
+
+def test_ss_with_owning_process():
+    text = read("ss/iperf3_sender_p.txt")
+    result = parse_ss(text)
+    assert_every_line_accounted(result, text)
+    rows = result.rows
+    pids = re.findall(r"pid=(\d+),", text)
+    assert len(rows) == 2 and len(pids) == 2
+    for process, pid in zip(rows["process"], pids):
+        assert process.startswith('users:(("iperf3",') and f"pid={pid}," in process
+    assert rows["cwnd"].notna().all() and result.counts["unparsed_tokens"] == 0

@@ -10,9 +10,9 @@ Every probe the run sent becomes one row, and every extra reply one more row:
   ICMP errors such as ``Destination Host Unreachable``, or simply a gap in
   ``icmp_seq``; with the closing statistics, losses at the end are found too
   (the count transmitted fixes the range of sequence numbers);
-- a reply that arrives after macOS already reported a timeout for it is a
-  reply (``ok=True``) marked ``late=True``: ping's own statistics count it as
-  received.
+- a reply that arrives after ping already reported it missing (macOS
+  ``Request timeout``, iputils ``no answer yet``) is a reply (``ok=True``)
+  marked ``late=True``: ping's own statistics count it as received.
 
 Row columns: ``seq`` (int), ``rtt_ms`` (float, NaN when lost), ``ok`` (bool),
 ``duplicate`` (bool), ``late`` (bool), ``t_utc_ns`` (Int64, the ``-D``
@@ -201,7 +201,7 @@ def _assemble_rows(replies, unanswered_reported, icmp_errors, summary) -> pd.Dat
                 "rtt_ms": reply["rtt_ms"],
                 "ok": not duplicate,
                 "duplicate": duplicate,
-                "late": (not duplicate) and unanswered_reported.get(reply["seq"]) == "timeout",
+                "late": (not duplicate) and reply["seq"] in unanswered_reported,
                 "t_utc_ns": reply["t_utc_ns"],
                 "ttl": reply["ttl"],
                 "bytes": reply["bytes"],

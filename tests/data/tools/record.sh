@@ -98,6 +98,7 @@ PIDS+=($!)
 sleep 1.5
 ss -tin '( dport = :5302 )' > "$OUT/ss/iperf3_sender.txt"
 ss -tin '( sport = :5302 )' > "$OUT/ss/iperf3_receiver.txt"
+ss -tinp '( dport = :5302 )' > "$OUT/ss/iperf3_sender_p.txt"  # with the owning process
 wait "${PIDS[-1]}" || true
 
 # --- ghz --format json against a throwaway echo server on loopback ---------------
