@@ -1,0 +1,212 @@
+"""The inventory: which hosts an experiment may use and how to reach them, in TOML.
+
+::
+
+    ssh_config = "~/.ssh/config"        # optional; default ~/.ssh/config
+    known_hosts = "~/.ssh/known_hosts"  # optional; default the config's UserKnownHostsFile
+
+    [hosts.client]
+    ssh = "gcp-us-central1"       # an ssh_config alias or a hostname; default the table's name
+    user = "me"                   # optional overrides of the ssh_config
+    port = 22
+    identity_file = "~/.ssh/id_ed25519"
+    data_address = "10.128.0.7"   # the address peers should use (default: the resolved HostName)
+    labkit_dir = "~/.labkit/client"  # where `labkit deploy` puts labkit (default ~/.labkit/NAME)
+    python = "python3"            # the host's interpreter for the venv (default python3)
+    connect_timeout = 10          # seconds
+
+    [hosts.here]
+    ssh = "local"                 # this machine, through subprocess
+    netns = "labkit-lab-a"        # optionally inside a network namespace
+
+Relative paths are relative to the inventory file. The inventory that
+`labkit testbed up` writes also has ``address`` and ``netns`` per host and a
+``[testbed]`` table; both are accepted and describe where the hosts came from.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit.errors import LabkitError
+
+LOCAL = "local"
+DEFAULT_PYTHON = "python3"
+_HOST_KEYS = {
+    "ssh": str,
+    "user": str,
+    "port": int,
+    "identity_file": str,
+    "data_address": str,
+    "address": str,
+    "netns": str,
+    "labkit_dir": str,
+    "python": str,
+    "connect_timeout": (int, float),
+}
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One ``[hosts.NAME]`` table, with defaults filled in."""
+
+    name: str
+    ssh: str
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    data_address: str | None = None
+    address: str | None = None
+    netns: str | None = None
+    labkit_dir: str = ""
+    python: str = DEFAULT_PYTHON
+    connect_timeout: float | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.ssh == LOCAL
+
+
+@dataclass
+class Inventory:
+    """A parsed inventory file."""
+
+    hosts: dict[str, HostEntry]
+    path: Path | None = None
+    ssh_config: Path | None = None
+    known_hosts: Path | None = None
+    testbed: dict | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.hosts)
+
+    def host(self, name: str) -> HostEntry:
+        """The entry for ``name``; a clear error lists the known names."""
+        try:
+            return self.hosts[name]
+        except KeyError:
+            where = f" {self.path}" if self.path else ""
+            raise LabkitError(
+                f"no host {name!r} in inventory{where}; known hosts: {', '.join(self.hosts) or 'none'}"
+            ) from None
+
+    def open(self, name: str, accept_new_host_keys: bool = False, connect_timeout: float | None = None):
+        return open_host(self, name, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout)
+
+    def peer_address(self, name: str) -> str:
+        return peer_address(self, name)
+
+
+def _resolve(path: str, base: Path | None) -> Path:
+    candidate = Path(path).expanduser()
+    if not candidate.is_absolute() and base is not None:
+        candidate = base / candidate
+    return candidate
+
+
+def parse_inventory(text: str, path: Path | None = None) -> Inventory:
+    """Parse inventory TOML ``text``; ``path`` names it in errors and anchors relative paths."""
+    where = f"inventory {path}" if path else "inventory"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message ends with "(at line N, column M)".
+        raise LabkitError(f"{where} is not valid TOML: {exc}") from None
+    base = path.parent if path else None
+    hosts_table = data.get("hosts")
+    if not isinstance(hosts_table, dict) or not hosts_table:
+        raise LabkitError(f"{where} has no hosts: add a [hosts.NAME] table per host")
+    hosts: dict[str, HostEntry] = {}
+    for name, table in hosts_table.items():
+        if not isinstance(table, dict):
+            raise LabkitError(f"{where}: hosts.{name} must be a table ([hosts.{name}])")
+        unknown = sorted(set(table) - set(_HOST_KEYS))
+        if unknown:
+            raise LabkitError(
+                f"{where}: unknown key(s) {', '.join(unknown)} in [hosts.{name}]; "
+                f"known keys: {', '.join(_HOST_KEYS)}"
+            )
+        for key, value in table.items():
+            expected = _HOST_KEYS[key]
+            if not isinstance(value, expected) or isinstance(value, bool):
+                kind = "a number" if expected == (int, float) else ("an integer" if expected is int else "a string")
+                raise LabkitError(f"{where}: hosts.{name}.{key} must be {kind}, not {value!r}")
+        identity = table.get("identity_file")
+        hosts[name] = HostEntry(
+            name=name,
+            ssh=table.get("ssh", name),
+            user=table.get("user"),
+            port=table.get("port"),
+            identity_file=str(_resolve(identity, base)) if identity else None,
+            data_address=table.get("data_address"),
+            address=table.get("address"),
+            netns=table.get("netns"),
+            # Per host name, so hosts sharing one filesystem (the testbed) do not collide.
+            labkit_dir=table.get("labkit_dir", f"~/.labkit/{name}"),
+            python=table.get("python", DEFAULT_PYTHON),
+            connect_timeout=table.get("connect_timeout"),
+        )
+    files = {}
+    for key in ("ssh_config", "known_hosts"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise LabkitError(f"{where}: {key} must be a path string, not {value!r}")
+        files[key] = _resolve(value, base) if value else None
+    testbed = data.get("testbed") if isinstance(data.get("testbed"), dict) else None
+    return Inventory(hosts=hosts, path=path, testbed=testbed, raw=data, **files)
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    """Read and check an inventory file."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise LabkitError(f"inventory {path} does not exist") from None
+    except OSError as exc:
+        raise LabkitError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
+    return parse_inventory(text, path.resolve())
+
+
+def open_host(
+    inventory: Inventory,
+    name: str,
+    accept_new_host_keys: bool = False,
+    connect_timeout: float | None = None,
+):
+    """A host object for ``name``: :class:`SSHHost`, or :class:`LocalHost` for ``ssh = "local"``.
+
+    Nothing connects until the host's first command.
+    """
+    entry = inventory.host(name)
+    if entry.is_local:
+        from labkit.hosts.local import LocalHost
+
+        return LocalHost(name, netns=entry.netns)
+    from labkit.hosts.ssh import SSHHost
+
+    return SSHHost(
+        name,
+        ssh=entry.ssh,
+        ssh_config=inventory.ssh_config,
+        known_hosts=inventory.known_hosts,
+        user=entry.user,
+        port=entry.port,
+        identity_file=entry.identity_file,
+        accept_new_host_keys=accept_new_host_keys,
+        connect_timeout=connect_timeout or entry.connect_timeout,
+    )
+
+
+def peer_address(inventory: Inventory, name: str) -> str:
+    """The address other hosts should use to reach ``name``: its data_address, else its SSH HostName."""
+    entry = inventory.host(name)
+    if entry.data_address:
+        return entry.data_address
+    if entry.is_local:
+        return "127.0.0.1"
+    return open_host(inventory, name).hostname
