@@ -36,8 +36,6 @@ class BackgroundProcess:
     :meth:`stop`; reading lines works the same on every host.
     """
 
-    argv: list[str]
-
     def __init__(self, argv: list[str]):
         self.argv = argv
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -54,14 +52,6 @@ class BackgroundProcess:
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the process to end and return its exit status."""
         raise NotImplementedError
-
-    def wait(self, timeout: float | None = None) -> int:
-        """Wait for the process to exit and return its exit status."""
-        return self.popen.wait(timeout=timeout)
-
-    @property
-    def returncode(self) -> int | None:
-        return self.popen.poll()
 
     def stop(self, grace_s: float = 3.0) -> int:
         raise NotImplementedError
@@ -148,14 +138,6 @@ class Process(BackgroundProcess):
             return self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             raise LabkitError(f"`{' '.join(self.argv)}` did not end within {timeout:g} s") from None
-
-    def wait(self, timeout: float | None = None) -> int:
-        """Wait for the process to exit and return its exit status."""
-        return self.popen.wait(timeout=timeout)
-
-    @property
-    def returncode(self) -> int | None:
-        return self.popen.poll()
 
     def stop(self, grace_s: float = 3.0) -> int:
         """SIGTERM the process group, SIGKILL it after ``grace_s``; return the exit status."""
