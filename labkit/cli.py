@@ -19,6 +19,8 @@ _SUBCOMMANDS = {
     "echo": ("labkit.echo.cli:echo", "Serve and call the gRPC echo service."),
     "testbed": ("labkit.testbed.cli:testbed", "Bring the local two-host WAN testbed up, down, or show it."),
     "demo": ("labkit.demo:demo", "The main job: the idle-connection experiment on a fresh local testbed."),
+    "hosts": ("labkit.hosts.cli:hosts", "Check the hosts of an inventory: reachable, tools, kernel, MTU."),
+    "deploy": ("labkit.deploy:deploy_cli", "Install this labkit on the hosts of an inventory (wheel over SFTP, venv)."),
 }
 
 

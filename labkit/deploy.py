@@ -1,0 +1,509 @@
+"""Make this labkit runnable on every host of an inventory: ``labkit deploy``.
+
+Per host, in ``labkit_dir`` (default ``~/.labkit/NAME``)::
+
+    wheelhouse/               the labkit wheel, and with --offline the agent's wheels
+    agent-requirements.txt    the agent set, pinned to the versions installed here
+    venv/                     python3 -m venv; labkit installed with --no-deps
+    build.json                marker: which build is installed (a host with the same build is skipped)
+
+A host only runs the agent side of labkit (echo serve/call and the tool
+wrappers), so the venv gets the labkit wheel with ``--no-deps`` plus the small
+agent set, not pandas or matplotlib. The wheel is built once per content hash
+of the package files and cached under ``~/.cache/labkit/wheels``; the offline
+wheelhouse is downloaded once per target (Python version, platform) under
+``~/.cache/labkit/wheelhouse``, and only files a host lacks are uploaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from labkit.errors import LabkitError
+from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_host
+
+# What runs on a host: the echo service and client, and the CLI around them.
+AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "protobuf", "click", "rich", "tomli-w")
+# Imported on the host after installing, so a missing agent dependency fails the deploy, not the sweep.
+AGENT_MODULES = ("labkit.cli", "labkit.echo.cli", "labkit.echo.server", "labkit.echo.client")
+MARKER = "build.json"
+MIN_PYTHON = (3, 11)
+MODES = ("auto", "offline", "online")
+# Where auto mode checks that a host can reach the package index.
+INDEX_HOST = ("pypi.org", 443)
+
+# Run by the host's interpreter: what it is, so the wheelhouse matches it.
+_TARGET_SCRIPT = """
+import json, platform, sys
+print(json.dumps({"version": list(sys.version_info[:2]), "implementation": sys.implementation.name,
+                  "machine": platform.machine(), "libc": list(platform.libc_ver())}))
+"""
+# Run by the host's interpreter: name -> size of each file in a directory (empty if missing).
+_LIST_SCRIPT = """
+import json, os, sys
+d = sys.argv[1]
+print(json.dumps({n: os.path.getsize(os.path.join(d, n)) for n in os.listdir(d)} if os.path.isdir(d) else {}))
+"""
+_INDEX_PROBE_SCRIPT = """
+import socket, sys
+socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+"""
+
+
+def cache_home() -> Path:
+    """``$LABKIT_CACHE_HOME``, else ``$XDG_CACHE_HOME/labkit``, else ``~/.cache/labkit``."""
+    if os.environ.get("LABKIT_CACHE_HOME"):
+        return Path(os.environ["LABKIT_CACHE_HOME"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "labkit"
+
+
+# -- the wheel ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LabkitWheel:
+    path: Path
+    version: str
+    build: str  # content hash of the package files it was built from
+
+    @property
+    def short_build(self) -> str:
+        return self.build[:12]
+
+
+def source_tree() -> Path:
+    """The checkout labkit runs from; deploy builds the wheel from it."""
+    import labkit
+
+    root = Path(labkit.__file__).resolve().parent.parent
+    pyproject = root / "pyproject.toml"
+    if not pyproject.exists() or not re.search(r'^name\s*=\s*"labkit"', pyproject.read_text(), re.M):
+        raise LabkitError(
+            f"labkit deploy builds its wheel from the source tree, and {root} is not one; "
+            "install labkit from a checkout (pip install -e .)"
+        )
+    return root
+
+
+def build_hash(root: Path) -> str:
+    """SHA-256 over the names and contents of every file that goes into the wheel."""
+    digest = hashlib.sha256()
+    files = [root / "pyproject.toml", root / "README.md"]
+    files += sorted(
+        path for path in (root / "labkit").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo")
+    )
+    for path in files:
+        if path.exists():
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _wheel_version(path: Path) -> str:
+    return path.name.split("-")[1]
+
+
+def build_wheel(log=lambda message: None) -> LabkitWheel:
+    """The labkit wheel of the current source tree, built once per content hash and cached."""
+    import labkit
+
+    root = source_tree()
+    for _ in range(2):
+        build = build_hash(root)
+        cache = cache_home() / "wheels" / f"{labkit.__version__}-{build[:16]}"
+        found = sorted(cache.glob("labkit-*.whl"))
+        if found:
+            return LabkitWheel(found[0], _wheel_version(found[0]), build)
+        log(f"building the labkit wheel from {root} (cached in {cache})")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=cache.parent, prefix=".build-")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
+                 "--wheel-dir", tmp, str(root)],
+                capture_output=True, text=True,
+            )
+            if proc.returncode != 0:
+                detail = (proc.stderr or proc.stdout).strip().splitlines()
+                raise LabkitError(f"building the labkit wheel failed: {detail[-1] if detail else proc.returncode}")
+            # A file edited during the build would make the wheel disagree with its hash: build again.
+            if build_hash(root) != build:
+                continue
+            try:
+                os.rename(tmp, cache)
+            except OSError:
+                pass  # a concurrent deploy cached the same build first
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    found = sorted(cache.glob("labkit-*.whl"))
+    if not found:
+        raise LabkitError(f"the labkit source tree {root} kept changing during the wheel build; try again")
+    return LabkitWheel(found[0], _wheel_version(found[0]), build)
+
+
+# -- the agent set and the offline wheelhouse ----------------------------------------------
+def agent_requirements() -> list[str]:
+    """The agent set pinned to the versions installed here, so both ends run the same grpc."""
+    pins = []
+    for name in AGENT_REQUIREMENTS:
+        try:
+            pins.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            raise LabkitError(f"{name} is not installed here; deploy pins the host to the local versions") from None
+    return pins
+
+
+def _constraints() -> list[str]:
+    """Every installed distribution's version, so transitive dependencies match this machine too."""
+    pins = {}
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name and name != "labkit":
+            pins[name] = f"{name}=={dist.version}"
+    return sorted(pins.values())
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a host's interpreter accepts, as pip download's --python-version/--platform options."""
+
+    version: tuple[int, int]
+    implementation: str
+    machine: str
+    libc: tuple[str, str]
+
+    def describe(self) -> str:
+        return f"{self.implementation} {self.version[0]}.{self.version[1]} {self.machine} {' '.join(self.libc)}"
+
+    def pip_options(self) -> list[str]:
+        if self.implementation != "cpython":
+            raise LabkitError(f"offline deploy needs CPython on the host, not {self.implementation}; use --online")
+        if self.libc[0] != "glibc":
+            raise LabkitError(f"offline deploy needs a glibc host, not {self.libc[0] or 'an unknown libc'}; use --online")
+        major, minor = self.version
+        glibc_minor = int(self.libc[1].split(".")[1])
+        # Every manylinux tag this glibc accepts, newest first (PEP 600 and the legacy aliases).
+        platforms = [f"manylinux_2_{n}_{self.machine}" for n in range(glibc_minor, 4, -1)]
+        platforms += [f"manylinux{alias}_{self.machine}" for alias in ("2014", "2010", "1")]
+        options = ["--only-binary=:all:", "--implementation", "cp", "--python-version", f"{major}{minor}",
+                   "--abi", f"cp{major}{minor}"]
+        for platform in platforms:
+            options += ["--platform", platform]
+        return options
+
+
+def build_wheelhouse(target: Target, log=lambda message: None) -> Path:
+    """The agent set's wheels for ``target``, downloaded once and cached."""
+    requirements, constraints = agent_requirements(), _constraints()
+    key = hashlib.sha256(json.dumps([requirements, constraints, target.pip_options()]).encode()).hexdigest()[:16]
+    house = cache_home() / "wheelhouse" / f"cp{target.version[0]}{target.version[1]}-{target.machine}-{key}"
+    if (house / ".complete").exists():
+        return house
+    log(f"downloading the agent wheels for {target.describe()} (cached in {house})")
+    house.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=house.parent) as tmp:
+        (Path(tmp) / "requirements.txt").write_text("\n".join(requirements) + "\n")
+        (Path(tmp) / "constraints.txt").write_text("\n".join(constraints) + "\n")
+        wheels = Path(tmp) / "wheels"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(wheels),
+             *target.pip_options(), "-r", str(Path(tmp) / "requirements.txt"), "-c", str(Path(tmp) / "constraints.txt")],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()
+            raise LabkitError(f"downloading the agent wheels failed: {detail[-1] if detail else proc.returncode}")
+        (wheels / ".complete").write_text(json.dumps(sorted(p.name for p in wheels.glob("*.whl"))))
+        try:
+            os.rename(wheels, house)
+        except OSError:
+            pass  # a concurrent deploy filled the cache first
+    return house
+
+
+# -- one host ------------------------------------------------------------------------------
+def host_path(entry: HostEntry, path: str) -> str:
+    """``path`` as the host's commands and SFTP see it.
+
+    Over SSH both start in the login directory, so ``~/x`` is sent as ``x``
+    (no shell expands ``~`` in a quoted argv); on a local host it is expanded here.
+    """
+    from labkit.hosts.ssh import remote_path
+
+    return os.path.expanduser(path) if entry.is_local else remote_path(path)
+
+
+def remote_labkit_argv(entry: HostEntry) -> list[str]:
+    """The argv prefix that runs the deployed labkit on ``entry``'s host (append the subcommand)."""
+    return [f"{host_path(entry, entry.labkit_dir)}/venv/bin/python", "-m", "labkit"]
+
+
+def remote_labkit_version(host, entry: HostEntry) -> str | None:
+    """The version of the labkit deployed on ``host``, or None if there is none."""
+    try:
+        result = host.run([*remote_labkit_argv(entry), "--version"], timeout=60)
+    except LabkitError as exc:
+        if "is not installed on" in exc.message:
+            return None
+        raise
+    match = re.search(r"version (\S+)", result.stdout)
+    return match.group(1) if result.ok and match else None
+
+
+def check_remote_labkit(host, entry: HostEntry, inventory_path: str | os.PathLike | None = None) -> str:
+    """The deployed labkit's version on ``host``; a clear error if it is missing or differs from this one."""
+    import labkit
+
+    version = remote_labkit_version(host, entry)
+    command = f"labkit deploy {inventory_path or 'INVENTORY'} {entry.name}"
+    if version is None:
+        raise LabkitError(f"labkit is not deployed on {entry.name} (in {entry.labkit_dir}); run `{command}`")
+    if version != labkit.__version__:
+        raise LabkitError(f"{entry.name} has labkit {version} but this is {labkit.__version__}; run `{command}`")
+    return version
+
+
+@dataclass
+class DeployResult:
+    host: str
+    status: str  # "deployed", "skipped" or "failed"
+    detail: str = ""
+    seconds: float = 0.0
+
+
+class _Deployer:
+    """Deploys one wheel to many hosts; shares the local caches between them."""
+
+    def __init__(self, inventory: Inventory, wheel: LabkitWheel, mode: str, accept_new_host_keys: bool,
+                 force: bool, say, progress=None):
+        self.inventory = inventory
+        self.wheel = wheel
+        self.mode = mode
+        self.accept_new_host_keys = accept_new_host_keys
+        self.force = force
+        self.say = say
+        self.progress = progress
+        self._tasks: dict[str, int] = {}
+        self._wheelhouse_lock = threading.Lock()
+
+    def _step(self, name: str, text: str, total: float | None = None) -> None:
+        if self.progress is not None:
+            self.progress.update(self._tasks[name], description=f"{name}: {text}", completed=0, total=total)
+
+    def deploy(self, name: str) -> DeployResult:
+        start = time.monotonic()
+        if self.progress is not None:
+            self._tasks[name] = self.progress.add_task(f"{name}: connecting", total=None)
+        host = None
+        try:
+            entry = self.inventory.host(name)
+            host = open_host(self.inventory, name, accept_new_host_keys=self.accept_new_host_keys)
+            result = self._deploy(host, entry)
+        except LabkitError as exc:
+            result = DeployResult(name, "failed", exc.message)
+        finally:
+            if host is not None:
+                host.close()
+            if self.progress is not None:
+                self.progress.remove_task(self._tasks[name])
+        result.seconds = time.monotonic() - start
+        return result
+
+    def _run(self, host, argv: list[str], what: str, timeout: float = 600):
+        result = host.run(argv, timeout=timeout)
+        if not result.ok:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            raise LabkitError(f"{host.name}: {what} failed: {detail[-1] if detail else f'exit {result.returncode}'}")
+        return result
+
+    def _deploy(self, host, entry: HostEntry) -> DeployResult:
+        name = entry.name
+        base = host_path(entry, entry.labkit_dir)
+        self._step(name, "checking what is installed")
+        if not self.force:
+            installed = self._read_marker(host, base)
+            if installed.get("build") == self.wheel.build and remote_labkit_version(host, entry) == self.wheel.version:
+                return DeployResult(name, "skipped", f"already has labkit {self.wheel.version} build {self.wheel.short_build}")
+        target = self._target(host, entry)
+        mode = self._mode(host, entry)
+        self._run(host, ["mkdir", "-p", f"{base}/wheelhouse"], "creating " + entry.labkit_dir)
+        files = [self.wheel.path]
+        if mode == "offline":
+            with self._wheelhouse_lock:  # hosts with the same target share one download
+                house = build_wheelhouse(target, log=self.say)
+            files += sorted(house.glob("*.whl"))
+        present = json.loads(self._run(host, [entry.python, "-c", _LIST_SCRIPT, f"{base}/wheelhouse"], "listing the wheelhouse").stdout)
+        missing = [path for path in files if present.get(path.name) != path.stat().st_size]
+        sent = sum(path.stat().st_size for path in missing)
+        self._step(name, f"uploading {len(missing)} of {len(files)} file(s)", total=sent or None)
+        for path in missing:
+            host.put(path, f"{base}/wheelhouse/{path.name}")
+            if self.progress is not None:
+                self.progress.advance(self._tasks[name], path.stat().st_size)
+        with tempfile.TemporaryDirectory() as tmp:
+            requirements = Path(tmp) / "agent-requirements.txt"
+            requirements.write_text("\n".join(agent_requirements()) + "\n")
+            host.put(requirements, f"{base}/agent-requirements.txt")
+        python = f"{base}/venv/bin/python"
+        if not host.run(["test", "-x", python], timeout=60).ok:
+            self._step(name, f"creating the venv with {entry.python}")
+            self._make_venv(host, entry, base)
+        self._step(name, f"installing ({mode})")
+        pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"]
+        index = ["--no-index", "--find-links", f"{base}/wheelhouse"] if mode == "offline" else []
+        self._run(host, [*pip, *index, "-r", f"{base}/agent-requirements.txt"], "installing the agent requirements")
+        # Same version number, new build: --force-reinstall replaces the files.
+        self._run(host, [*pip, "--no-deps", "--force-reinstall", "--no-index", f"{base}/wheelhouse/{self.wheel.path.name}"],
+                  "installing the labkit wheel")
+        self._step(name, "checking")
+        version = remote_labkit_version(host, entry)
+        if version != self.wheel.version:
+            raise LabkitError(f"{name}: after installing, `labkit --version` there says {version}, not {self.wheel.version}")
+        self._run(host, [python, "-c", f"import {', '.join(AGENT_MODULES)}"], "importing labkit's agent modules")
+        self._write_marker(host, entry, base, mode, target)
+        sent_text = f"{len(missing)} file(s), {sent / 1e6:.1f} MB sent" if missing else "nothing new sent"
+        return DeployResult(name, "deployed", f"labkit {version} build {self.wheel.short_build} ({mode}, {sent_text})")
+
+    def _read_marker(self, host, base: str) -> dict:
+        result = host.run(["cat", f"{base}/{MARKER}"], timeout=30)
+        try:
+            return json.loads(result.stdout) if result.ok else {}
+        except ValueError:
+            return {}
+
+    def _write_marker(self, host, entry: HostEntry, base: str, mode: str, target: Target) -> None:
+        marker = {
+            "build": self.wheel.build,
+            "version": self.wheel.version,
+            "wheel": self.wheel.path.name,
+            "mode": mode,
+            "python": entry.python,
+            "target": target.describe(),
+            "deployed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / MARKER
+            path.write_text(json.dumps(marker, indent=2) + "\n")
+            host.put(path, f"{base}/{MARKER}")
+
+    def _target(self, host, entry: HostEntry) -> Target:
+        try:
+            result = host.run([entry.python, "-c", _TARGET_SCRIPT], timeout=60)
+        except LabkitError as exc:
+            if "is not installed on" in exc.message:
+                raise LabkitError(
+                    f"{entry.name}: {entry.python} is not on the host's PATH; install Python >= 3.11 there "
+                    "or set python = \"/path/to/python3\" in the inventory"
+                ) from None
+            raise
+        if not result.ok:
+            raise LabkitError(f"{entry.name}: {entry.python} does not run: {result.stderr.strip()[-200:]}")
+        info = json.loads(result.stdout)
+        target = Target(tuple(info["version"]), info["implementation"], info["machine"], tuple(info["libc"]))
+        if target.version < MIN_PYTHON:
+            raise LabkitError(
+                f"{entry.name}: {entry.python} is Python {target.version[0]}.{target.version[1]}; labkit needs >= 3.11 "
+                "(set python = ... in the inventory)"
+            )
+        return target
+
+    def _mode(self, host, entry: HostEntry) -> str:
+        if self.mode != "auto":
+            return self.mode
+        if self.inventory.testbed is not None:
+            return "offline"  # the testbed's namespaces have no route to a package index
+        probe = host.run([entry.python, "-c", _INDEX_PROBE_SCRIPT, *map(str, INDEX_HOST)], timeout=30)
+        if probe.ok:
+            return "online"
+        self.say(f"{entry.name}: cannot reach {INDEX_HOST[0]}; installing from an uploaded wheelhouse (--offline)")
+        return "offline"
+
+    def _make_venv(self, host, entry: HostEntry, base: str) -> None:
+        result = host.run([entry.python, "-m", "venv", f"{base}/venv"], timeout=300)
+        if not result.ok:
+            text = result.stderr + result.stdout
+            if "ensurepip" in text or "No module named venv" in text:
+                raise LabkitError(
+                    f"{entry.name}: {entry.python} cannot create a venv (no venv/ensurepip); "
+                    "install the python3-venv package there"
+                )
+            detail = text.strip().splitlines()
+            raise LabkitError(f"{entry.name}: creating the venv failed: {detail[-1] if detail else result.returncode}")
+
+
+def deploy(
+    inventory: Inventory | str | os.PathLike,
+    hosts: list[str] | None = None,
+    *,
+    mode: str = "auto",
+    accept_new_host_keys: bool = False,
+    force: bool = False,
+    console=None,
+) -> list[DeployResult]:
+    """Deploy this labkit to ``hosts`` (default: all) in parallel; one result per host.
+
+    ``mode`` is "offline" (upload a wheelhouse), "online" (install from the
+    index) or "auto" (offline on the testbed or where the index is unreachable).
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
+
+    if mode not in MODES:
+        raise LabkitError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if not isinstance(inventory, Inventory):
+        inventory = load_inventory(inventory)
+    names = list(hosts) if hosts else inventory.names
+    for name in names:
+        inventory.host(name)  # unknown names fail before anything is built
+    if console is None:
+        console = Console(stderr=True)
+        if not console.is_terminal:
+            console = Console(stderr=True, width=200)  # a log or a pipe: keep paths on one line
+    wheel = build_wheel(log=console.print)
+    console.print(f"labkit {wheel.version} build {wheel.short_build}: deploying to {', '.join(names)}")
+    # A live progress display only on a terminal; logs get the result lines alone.
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                        console=console, transient=True) if console.is_terminal else None
+    with progress or contextlib.nullcontext():
+        deployer = _Deployer(inventory, wheel, mode, accept_new_host_keys, force, console.print, progress)
+        with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
+            results = list(pool.map(deployer.deploy, names))
+    for result in results:
+        style = {"deployed": "green", "skipped": "cyan", "failed": "red"}[result.status]
+        console.print(f"[{style}]{result.host}: {result.status}[/]: {result.detail} ({result.seconds:.1f} s)",
+                      highlight=False)
+    return results
+
+
+@click.command("deploy")
+@click.argument("inventory", type=click.Path(dir_okay=False))
+@click.argument("hosts", nargs=-1)
+@click.option("--offline/--online", "offline", default=None,
+              help="Install from an uploaded wheelhouse, or from the package index "
+                   "[default: offline on the testbed and where the index is unreachable].")
+@click.option("--accept-new-host-keys", is_flag=True,
+              help="Record the key of a host seen for the first time in known_hosts (a changed key is still refused).")
+@click.option("--force", is_flag=True, help="Reinstall even where the same build is already deployed.")
+def deploy_cli(inventory, hosts, offline, accept_new_host_keys, force):
+    """Install this labkit on HOSTS of INVENTORY (default: all) so sweeps can run there."""
+    mode = "auto" if offline is None else ("offline" if offline else "online")
+    results = deploy(inventory, list(hosts), mode=mode, accept_new_host_keys=accept_new_host_keys, force=force)
+    failed = [result.host for result in results if result.status == "failed"]
+    if failed:
+        raise LabkitError(f"deploy failed on {', '.join(failed)}")

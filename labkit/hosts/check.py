@@ -1,0 +1,154 @@
+"""``labkit hosts check``: can labkit use each host of an inventory, and what is it like?
+
+Every fact is one argv run on the host; the parsing is pure and takes plain text.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from labkit.errors import LabkitError
+from labkit.hosts.inventory import Inventory, open_host
+
+TOOLS = ("ping", "iperf3", "ss")
+# Prints the name of each argument that is a command on the host's PATH.
+_WHICH_SCRIPT = 'for t in "$@"; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done; exit 0'
+
+
+def parse_route_get(text: str) -> dict:
+    """Fields of ``ip route get ADDR`` output: dev, src, via, mtu, congctl, initcwnd (those present)."""
+    route: dict = {}
+    words = text.split()
+    for key in ("dev", "src", "via", "congctl"):
+        if key in words[:-1]:
+            route[key] = words[words.index(key) + 1]
+    for key in ("mtu", "initcwnd", "advmss"):
+        match = re.search(rf"\b{key}\s+(?:lock\s+)?(\d+)", text)
+        if match:
+            route[key] = int(match.group(1))
+    return route
+
+
+@dataclass
+class PeerRoute:
+    peer: str
+    address: str
+    mtu: int | None = None
+    mtu_source: str = ""  # "route" or the interface name the MTU was read from
+    dev: str | None = None
+    congctl: str | None = None
+    error: str = ""
+
+    def describe(self) -> str:
+        if self.error:
+            return f"{self.peer}: {self.error}"
+        text = f"{self.peer}: {self.mtu if self.mtu is not None else '?'}"
+        if self.mtu_source and self.mtu_source != "route":
+            text += f" ({self.mtu_source})"
+        if self.congctl:
+            text += f" congctl {self.congctl}"
+        return text
+
+
+@dataclass
+class HostCheck:
+    """What ``labkit hosts check`` found on one host."""
+
+    name: str
+    target: str = ""
+    reachable: bool = False
+    auth: bool = False
+    python: str | None = None
+    labkit: str | None = None
+    tools: dict[str, bool] = field(default_factory=dict)
+    kernel: str | None = None
+    congestion_control: str | None = None
+    slow_start_after_idle: str | None = None
+    routes: list[PeerRoute] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.reachable and self.auth and not self.error
+
+
+def _first_line(result) -> str | None:
+    lines = (result.stdout or result.stderr).strip().splitlines()
+    return lines[0].strip() if result.ok and lines else None
+
+
+def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = False,
+               connect_timeout: float | None = None) -> HostCheck:
+    """Connect to ``name`` and collect the facts `hosts check` shows; failures go into ``error``."""
+    from labkit.deploy import remote_labkit_version
+    from labkit.hosts.ssh import AuthenticationFailed, HostKeyRejected
+
+    entry = inventory.host(name)
+    check = HostCheck(name)
+    try:
+        host = open_host(inventory, name, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout)
+    except LabkitError as exc:
+        check.error = exc.message
+        return check
+    check.target = "local" if entry.is_local else host.describe()
+    try:
+        if entry.is_local:
+            check.reachable = check.auth = True
+        else:
+            try:
+                host.transport()
+            except AuthenticationFailed as exc:
+                check.reachable, check.error = True, exc.message
+                return check
+            except HostKeyRejected as exc:
+                check.reachable, check.error = True, exc.message
+                return check
+            check.reachable = check.auth = True
+        check.kernel = _first_line(host.run(["uname", "-r"]))
+        try:
+            check.python = _first_line(host.run([entry.python, "--version"]))
+        except LabkitError:
+            check.python = None
+        check.labkit = remote_labkit_version(host, entry)
+        found = host.run(["sh", "-c", _WHICH_SCRIPT, "sh", *TOOLS]).stdout.split()
+        check.tools = {tool: tool in found for tool in TOOLS}
+        check.congestion_control = _first_line(host.run(["sysctl", "-n", "net.ipv4.tcp_congestion_control"]))
+        check.slow_start_after_idle = _first_line(host.run(["sysctl", "-n", "net.ipv4.tcp_slow_start_after_idle"]))
+        for peer in inventory.names:
+            if peer != name:
+                check.routes.append(_route_to(host, peer, inventory.peer_address(peer)))
+    except LabkitError as exc:
+        check.error = exc.message
+    finally:
+        host.close()
+    return check
+
+
+def _route_to(host, peer: str, address: str) -> PeerRoute:
+    route = PeerRoute(peer, address)
+    result = host.run(["ip", "route", "get", address])
+    if not result.ok:
+        route.error = f"no route to {address}: {(result.stderr or result.stdout).strip() or result.returncode}"
+        return route
+    fields = parse_route_get(result.stdout)
+    route.dev, route.congctl = fields.get("dev"), fields.get("congctl")
+    if "mtu" in fields:
+        route.mtu, route.mtu_source = fields["mtu"], "route"
+    elif route.dev:
+        # No MTU on the route: packets leave with the interface's MTU.
+        text = _first_line(host.run(["cat", f"/sys/class/net/{route.dev}/mtu"]))
+        if text and text.isdigit():
+            route.mtu, route.mtu_source = int(text), route.dev
+    return route
+
+
+def check_hosts(inventory: Inventory, names: list[str] | None = None, accept_new_host_keys: bool = False,
+                connect_timeout: float | None = None) -> list[HostCheck]:
+    """:func:`check_host` for each name (default: all), in parallel."""
+    names = list(names) if names else inventory.names
+    for name in names:
+        inventory.host(name)  # unknown names are an error before anything connects
+    with ThreadPoolExecutor(max_workers=min(16, len(names))) as pool:
+        return list(pool.map(lambda n: check_host(inventory, n, accept_new_host_keys, connect_timeout), names))
