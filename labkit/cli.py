@@ -21,6 +21,7 @@ _SUBCOMMANDS = {
     "demo": ("labkit.demo:demo", "The main job: the idle-connection experiment on a fresh local testbed."),
     "hosts": ("labkit.hosts.cli:hosts", "Check the hosts of an inventory: reachable, tools, kernel, MTU."),
     "deploy": ("labkit.deploy:deploy_cli", "Install this labkit on the hosts of an inventory (wheel over SFTP, venv)."),
+    "import": ("labkit.importers.cli:import_logs", "Import ping, Go echo, idle-step, iperf3 or ghz logs into a run."),
 }
 
 

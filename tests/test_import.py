@@ -1,0 +1,241 @@
+"""`labkit import` on real logs: the 2016 ping-vs-gRPC logs and output recorded on this project's machines.
+
+The expected counts come from the files' own descriptions (data/external/orca-2016/README.md,
+tests/data/README.md) and the tools' closing statistics, not from running the importer.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import DATA, REPO, labkit
+
+from labkit.errors import LabkitError
+from labkit.importers import experiment_for, guess_kind, import_files, read_log
+from labkit.schemas import IPERF3_SCHEMA, SERIES_SCHEMA, describe
+
+ORCA = REPO / "data" / "external" / "orca-2016"
+PING = DATA / "ping"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def orca_run(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    lines: list[str] = []
+    result = import_files([("ping", ORCA / "ping.txt.gz"), ("go-echo", ORCA / "echo.txt.gz")], out="orca", runs_dir=runs,
+                          tz="America/New_York", log=lines.append)
+    return result, lines
+
+
+def test_the_2016_logs_become_one_ping_vs_echo_run(orca_run):
+    result, _ = orca_run
+    run = result.run
+    assert result.experiment == run.manifest["experiment"] == "ping-vs-echo"
+    assert run.status == "complete"
+    table = pq.read_table(result.parquet)
+    assert table.schema.equals(SERIES_SCHEMA, check_metadata=False)
+    assert [f.name for f in table.schema] == [f.name for f in SERIES_SCHEMA]
+    df = table.to_pandas()
+    assert set(df["experiment"]) == {"ping-vs-echo"} and set(df["run_id"]) == {run.run_id}
+    # ping -c 3600: one row per probe; the log's own statistics say 3593 received.
+    ping = df[df["probe"] == "ping"]
+    assert len(ping) == 3600 and ping["ok"].sum() == 3593
+    lost = ping[~ping["ok"]]
+    assert sorted(lost["seq"]) == [32, 403, 527, 2752, 2876, 2877, 3120]  # README: the lost probes
+    assert lost["rtt_ms"].isna().all() and set(lost["error"]) == {"no reply"} and lost["unit"].isna().all()
+    assert (ping["payload_bytes"] == 56).all() and set(ping["dst"]) == {"128.8.126.120"}
+    # Every echo dialled a new connection: cold. 3600 calls, two written in seconds, kept in ms.
+    echo = df[df["probe"] == "echo-cold"]
+    assert len(echo) == 3600 and echo["ok"].all() and echo["cold"].all() and not ping["cold"].any()
+    seconds = echo[echo["unit"] == "s"].sort_values("seq")
+    assert seconds["seq"].tolist() == [2786, 3021]
+    assert seconds["rtt_ms"].tolist() == pytest.approx([1868.983839, 2079.863882])
+    assert (echo["unit"] == "ms").sum() == 3598
+    # Go's log wrote local time; read as America/New_York (EDT, UTC-4) the first line is 12:24:56Z.
+    first = echo.sort_values("seq").iloc[0]
+    assert first["t_utc_ns"] == 1478089496 * 10**9
+    assert not df["duplicate"].any()
+
+
+def test_the_manifest_says_where_every_file_came_from(orca_run):
+    result, _ = orca_run
+    run = result.run
+    imports = {i["kind"]: i for i in run.manifest["imports"]}
+    for kind, name in (("ping", "ping.txt.gz"), ("go-echo", "echo.txt.gz")):
+        record = imports[kind]
+        source = ORCA / name
+        assert record["source"]["path"] == str(source.absolute())
+        assert record["source"]["sha256"] == sha256(source)
+        assert record["source"]["size_bytes"] == source.stat().st_size and record["source"]["gzip"] is True
+        copy = run.path / record["raw"]
+        assert copy.parent == run.path / "raw" / kind and sha256(copy) == sha256(source)  # byte for byte
+        tally = record["tally"]
+        assert tally["lines"] == tally["parsed"] + tally["unrecognised"] + tally["blank"]
+    assert imports["ping"]["tally"] == {"lines": 3605, "parsed": 3604, "unrecognised": 0, "blank": 1,
+                                        "rows": 3600, "samples": 3593, "duplicates": 0, "lost": 7}
+    assert imports["go-echo"]["tally"]["samples"] == 3600 and imports["go-echo"]["tally"]["unrecognised"] == 1
+    assert imports["go-echo"]["unrecognised_lines"] == [[1, "go run cmd/orca.go ping -n 3600 128.8.126.120:3265"]]
+    assert imports["go-echo"]["parser_counts"]["unit_s"] == 2
+    assert imports["go-echo"]["options"] == {"tz": "America/New_York", "tz_assumed_utc": False, "src": None, "dst": None}
+    assert run.samples()["source_file"].isin([imports["ping"]["raw"], imports["go-echo"]["raw"]]).all()
+
+
+def test_every_file_gets_a_count_line(orca_run):
+    _, lines = orca_run
+    assert lines[0].startswith("ping.txt.gz: 3605 lines: 3604 parsed, 0 unrecognised, 1 blank; 3600 rows: 3593 samples, 7 lost")
+    assert lines[1].startswith("echo.txt.gz: 3603 lines: 3602 parsed, 1 unrecognised")
+    assert "(times written in ms ×3598, s ×2)" in lines[1]
+    assert "unrecognised line 1: 'go run cmd/orca.go" in lines[2]
+
+
+def test_schema_fields_are_documented():
+    for schema in (SERIES_SCHEMA, IPERF3_SCHEMA):
+        meanings = describe(schema)
+        assert all(len(text) > 20 for text in meanings.values()), meanings
+    assert SERIES_SCHEMA.field("rtt_ms").nullable and SERIES_SCHEMA.field("t_utc_ns").nullable
+    assert not SERIES_SCHEMA.field("ok").nullable and not SERIES_SCHEMA.field("probe").nullable
+
+
+# (file, rows, samples, lost, duplicates, unrecognised) — see tests/data/README.md for what each shows.
+IPUTILS = [
+    ("linux_lo.txt", 20, 20, 0, 0, 0),
+    ("linux_lo_D.txt", 20, 20, 0, 0, 0),
+    ("linux_loss_O_D.txt", 25, 19, 6, 0, 0),
+    ("linux_loss_plain.txt", 25, 19, 6, 0, 0),
+    ("linux_unreachable.txt", 8, 0, 8, 0, 0),
+    ("linux_broadcast_dup.txt", 19, 10, 0, 9, 0),
+    ("linux_broadcast_dup_v.txt", 19, 10, 0, 9, 2),  # -v prints two debug lines ping's parser does not know
+]
+
+
+@pytest.fixture(scope="module")
+def iputils_run(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    return import_files([("ping", PING / name) for name, *_ in IPUTILS], out="iputils", runs_dir=runs, src="lab-a")
+
+
+@pytest.mark.parametrize("name,rows,samples,lost,duplicates,unrecognised", IPUTILS)
+def test_recorded_iputils_output(iputils_run, name, rows, samples, lost, duplicates, unrecognised):
+    record = next(i for i in iputils_run.run.manifest["imports"] if i["cell_id"] == f"ping:{name}")
+    tally = record["tally"]
+    assert (tally["rows"], tally["samples"], tally["lost"], tally["duplicates"], tally["unrecognised"]) == (
+        rows, samples, lost, duplicates, unrecognised)
+    assert tally["lines"] == len((PING / name).read_text().splitlines())
+    df = iputils_run.run.samples()
+    cell = df[df["cell_id"] == record["cell_id"]]
+    assert len(cell) == rows and set(cell["src"]) == {"lab-a"}
+    assert cell["duplicate"].sum() == duplicates and (cell["error"] == "duplicate").sum() == duplicates
+    if name.startswith("linux_loss"):
+        assert sorted(cell.loc[~cell["ok"], "seq"]) == list(range(8, 14))  # README: seq 8–13 lost
+    if name == "linux_unreachable.txt":
+        assert cell["error"].str.contains("Destination Host Unreachable").all()
+    if name in ("linux_lo_D.txt", "linux_loss_O_D.txt", "linux_broadcast_dup.txt"):  # recorded with -D
+        assert cell.loc[cell["ok"], "t_utc_ns"].notna().all()  # -D stamps each reply
+    else:
+        assert cell["t_utc_ns"].isna().all()
+
+
+def test_a_gzipped_log_imports_like_the_plain_one(tmp_path):
+    packed = tmp_path / "loss.txt.gz"
+    packed.write_bytes(gzip.compress((PING / "linux_loss_O_D.txt").read_bytes()))
+    plain, zipped = read_log("ping", PING / "linux_loss_O_D.txt"), read_log("ping", packed)
+    assert zipped.rows == plain.rows and zipped.tally() == plain.tally()
+
+
+def test_ghz_calls_and_failures(tmp_path):
+    result = import_files([("ghz", DATA / "ghz" / n) for n in ("echo_ok.json", "echo_errors.json", "echo_refused.json")],
+                          out="ghz", runs_dir=tmp_path)
+    assert result.experiment == "import-ghz"
+    df = result.run.samples()
+    by_cell = df.groupby("cell_id")["ok"].agg(["size", "sum"])
+    assert by_cell.loc["ghz:echo_ok.json"].tolist() == [200, 200]
+    assert by_cell.loc["ghz:echo_errors.json"].tolist() == [200, 180]
+    assert by_cell.loc["ghz:echo_refused.json"].tolist() == [20, 0]
+    failed = df[~df["ok"]]
+    assert failed["error"].str.startswith(("ResourceExhausted", "Unavailable")).all()
+    assert set(df.loc[df["cell_id"] == "ghz:echo_refused.json", "dst"]) == {"127.0.0.1:5319"}  # the report's options.host
+    summary = next(i for i in result.run.manifest["imports"] if i["cell_id"] == "ghz:echo_errors.json")["parser_summary"]
+    assert summary["status_codes"] == {"OK": 180, "ResourceExhausted": 20}
+
+
+def test_iperf3_reports_get_their_own_table(tmp_path):
+    result = import_files([("iperf3", DATA / "iperf3" / "client_100M.json"), ("iperf3", DATA / "iperf3" / "client_refused.json")],
+                          out="iperf", runs_dir=tmp_path)
+    table = pq.read_table(result.parquet)
+    assert table.schema.equals(IPERF3_SCHEMA, check_metadata=False)
+    assert table.num_rows == 2 and set(table["dst"].to_pylist()) == {"127.0.0.1"}
+    refused = next(i for i in result.run.manifest["imports"] if i["cell_id"] == "iperf3:client_refused.json")
+    assert "Connection refused" in refused["parser_summary"]["error"] and refused["tally"]["rows"] == 0
+    with pytest.raises(LabkitError, match="do not share a run"):
+        import_files([("ping", PING / "linux_lo.txt")], out=str(result.run.path), append=True)
+
+
+def test_appending_go_echo_to_a_ping_import_makes_it_ping_vs_echo(tmp_path):
+    first = import_files([("ping", PING / "linux_loss_plain.txt")], out="pair", runs_dir=tmp_path)
+    assert first.experiment == "import-ping"
+    second = import_files([("go-echo", ORCA / "echo.txt.gz")], out="pair", runs_dir=tmp_path, append=True)
+    assert second.run.path == first.run.path and second.experiment == "ping-vs-echo"
+    df = second.run.samples()
+    assert len(df) == 25 + 3600 and set(df["experiment"]) == {"ping-vs-echo"}
+    assert df.loc[df["probe"] == "ping", "attempt"].eq(2).all()  # relabelled as a second attempt of its cell
+    assert len(second.run.journal_rows()) == 25 + 25 + 3600  # the journal only grows
+    with pytest.raises(LabkitError, match="already in"):
+        import_files([("go-echo", ORCA / "echo.txt.gz")], out="pair", runs_dir=tmp_path, append=True)
+
+
+def test_experiment_names():
+    assert experiment_for(["ping"]) == "import-ping"
+    assert experiment_for(["ping", "go-echo", "ping"]) == "ping-vs-echo"
+    assert experiment_for(["ghz", "idle-step"]) == "import-ghz+idle-step"
+
+
+def test_guess_kind_on_recorded_output():
+    assert guess_kind((DATA / "iperf3" / "client_100M.json").read_text()) == "iperf3"
+    assert guess_kind((DATA / "ghz" / "echo_ok.json").read_text()) == "ghz"
+    assert guess_kind((PING / "linux_lo.txt").read_text()) == "ping"
+    assert guess_kind((DATA / "idle_step" / "standin_loopback.txt").read_text()) == "idle-step"
+    assert guess_kind(gzip.decompress((ORCA / "echo.txt.gz").read_bytes()).decode()) == "go-echo"
+
+
+# --- through the console script --------------------------------------------------------------------
+
+
+def test_console_script_imports_and_prints_counts(tmp_path):
+    proc = labkit("import", "ping", str(PING / "linux_loss_O_D.txt"), "idle-step", str(DATA / "idle_step" / "standin_loopback.txt"),
+                  "--out", "cli", "--runs-dir", str(tmp_path), check=True)
+    out = proc.stdout.splitlines()
+    assert out[0] == "linux_loss_O_D.txt: 30 lines: 29 parsed, 0 unrecognised, 1 blank; 25 rows: 19 samples, 6 lost, 0 duplicates"
+    assert out[1].startswith("standin_loopback.txt: 16 lines: 16 parsed, 0 unrecognised")
+    assert "experiment import-idle-step+ping, 2 file(s) imported, 37 rows" in out[-1]
+    (run_dir,) = tmp_path.iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and [i["kind"] for i in manifest["imports"]] == ["ping", "idle-step"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["ping", str(DATA / "iperf3" / "client_100M.json")], "no ping output found (0 of 149 lines parsed, 149 unrecognised"),
+        (["ping", "/nonexistent/ping.txt"], "no such file: /nonexistent/ping.txt"),
+        (["ghz", str(DATA / "iperf3" / "client_100M.json")], "not ghz JSON"),
+        (["go-echo", str(PING / "linux_lo.txt")], "it looks like ping output: labkit import ping"),
+        (["pong", str(PING / "linux_lo.txt")], "expected a KIND before 'pong'"),
+        (["ping"], "no FILE given after ping"),
+    ],
+)
+def test_console_script_errors_are_one_line_and_exit_2(tmp_path, args, message):
+    proc = labkit("import", *args, "--out", "bad", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("labkit: error:")
+    assert message in proc.stderr
+    assert not any(tmp_path.iterdir())  # nothing was written
