@@ -79,11 +79,15 @@ def cache_home() -> Path:
 class LabkitWheel:
     path: Path
     version: str
-    build: str  # content hash of the package files it was built from
+    build: str  # SHA-256 of the wheel file: what the host's marker records
 
     @property
     def short_build(self) -> str:
         return self.build[:12]
+
+    @classmethod
+    def from_file(cls, path: Path) -> "LabkitWheel":
+        return cls(path, path.name.split("-")[1], hashlib.sha256(path.read_bytes()).hexdigest())
 
 
 def source_tree() -> Path:
@@ -115,12 +119,16 @@ def build_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _wheel_version(path: Path) -> str:
-    return path.name.split("-")[1]
+def existing_wheel(path: str | os.PathLike) -> LabkitWheel:
+    """A labkit wheel built elsewhere (a release, or a CI artifact)."""
+    path = Path(path).expanduser().resolve()
+    if not re.fullmatch(r"labkit-[^-]+-.+\.whl", path.name) or not path.is_file():
+        raise LabkitError(f"{path} is not a labkit wheel file (labkit-VERSION-...whl)")
+    return LabkitWheel.from_file(path)
 
 
 def build_wheel(log=lambda message: None) -> LabkitWheel:
-    """The labkit wheel of the current source tree, built once per content hash and cached."""
+    """The labkit wheel of the current source tree, built once per content hash (:func:`build_hash`) and cached."""
     import labkit
 
     root = source_tree()
@@ -129,7 +137,7 @@ def build_wheel(log=lambda message: None) -> LabkitWheel:
         cache = cache_home() / "wheels" / f"{labkit.__version__}-{build[:16]}"
         found = sorted(cache.glob("labkit-*.whl"))
         if found:
-            return LabkitWheel(found[0], _wheel_version(found[0]), build)
+            return LabkitWheel.from_file(found[0])
         log(f"building the labkit wheel from {root} (cached in {cache})")
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = tempfile.mkdtemp(dir=cache.parent, prefix=".build-")
@@ -154,7 +162,7 @@ def build_wheel(log=lambda message: None) -> LabkitWheel:
     found = sorted(cache.glob("labkit-*.whl"))
     if not found:
         raise LabkitError(f"the labkit source tree {root} kept changing during the wheel build; try again")
-    return LabkitWheel(found[0], _wheel_version(found[0]), build)
+    return LabkitWheel.from_file(found[0])
 
 
 # -- the agent set and the offline wheelhouse ----------------------------------------------
@@ -316,7 +324,8 @@ class _Deployer:
             host = open_host(self.inventory, name, accept_new_host_keys=self.accept_new_host_keys)
             result = self._deploy(host, entry)
         except LabkitError as exc:
-            result = DeployResult(name, "failed", exc.message)
+            # Host errors start with the host's name, which the result line already shows.
+            result = DeployResult(name, "failed", exc.message.removeprefix(f"{name}: "))
         finally:
             if host is not None:
                 host.close()
@@ -454,14 +463,17 @@ def deploy(
     mode: str = "auto",
     accept_new_host_keys: bool = False,
     force: bool = False,
+    wheel: str | os.PathLike | None = None,
     console=None,
 ) -> list[DeployResult]:
     """Deploy this labkit to ``hosts`` (default: all) in parallel; one result per host.
 
     ``mode`` is "offline" (upload a wheelhouse), "online" (install from the
     index) or "auto" (offline on the testbed or where the index is unreachable).
+    ``wheel`` deploys that labkit wheel instead of building one from this source tree.
     """
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
 
     if mode not in MODES:
@@ -475,7 +487,7 @@ def deploy(
         console = Console(stderr=True)
         if not console.is_terminal:
             console = Console(stderr=True, width=200)  # a log or a pipe: keep paths on one line
-    wheel = build_wheel(log=console.print)
+    wheel = existing_wheel(wheel) if wheel else build_wheel(log=console.print)
     console.print(f"labkit {wheel.version} build {wheel.short_build}: deploying to {', '.join(names)}")
     # A live progress display only on a terminal; logs get the result lines alone.
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
@@ -486,8 +498,8 @@ def deploy(
             results = list(pool.map(deployer.deploy, names))
     for result in results:
         style = {"deployed": "green", "skipped": "cyan", "failed": "red"}[result.status]
-        console.print(f"[{style}]{result.host}: {result.status}[/]: {result.detail} ({result.seconds:.1f} s)",
-                      highlight=False)
+        console.print(f"[{style}]{result.host}: {result.status}[/]: {escape(result.detail)} ({result.seconds:.1f} s)",
+                      highlight=False, soft_wrap=True)
     return results
 
 
@@ -500,10 +512,13 @@ def deploy(
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Record the key of a host seen for the first time in known_hosts (a changed key is still refused).")
 @click.option("--force", is_flag=True, help="Reinstall even where the same build is already deployed.")
-def deploy_cli(inventory, hosts, offline, accept_new_host_keys, force):
+@click.option("--wheel", type=click.Path(exists=True, dir_okay=False),
+              help="Deploy this labkit wheel instead of building one from the source tree.")
+def deploy_cli(inventory, hosts, offline, accept_new_host_keys, force, wheel):
     """Install this labkit on HOSTS of INVENTORY (default: all) so sweeps can run there."""
     mode = "auto" if offline is None else ("offline" if offline else "online")
-    results = deploy(inventory, list(hosts), mode=mode, accept_new_host_keys=accept_new_host_keys, force=force)
+    results = deploy(inventory, list(hosts), mode=mode, accept_new_host_keys=accept_new_host_keys, force=force,
+                     wheel=wheel)
     failed = [result.host for result in results if result.status == "failed"]
     if failed:
         raise LabkitError(f"deploy failed on {', '.join(failed)}")

@@ -57,6 +57,9 @@ def check(inventory, names, accept_new_host_keys, timeout):
     console.print(table)
     failed = [result for result in results if not result.ok]
     for result in failed:
-        console.print(f"[red]{result.name}[/]: {result.error}", highlight=False, soft_wrap=True)
+        # Connection errors already start with the host's name.
+        text = result.error if result.error.startswith(f"{result.name}: ") else f"{result.name}: {result.error}"
+        console.print(text, style="red", highlight=False, soft_wrap=True, markup=False)
     if failed:
-        raise click.exceptions.Exit(1)
+        # SystemExit, not click's Exit: labkit's main runs click with standalone_mode=False.
+        raise SystemExit(1)

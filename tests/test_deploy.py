@@ -1,0 +1,144 @@
+"""`labkit deploy` to a testbed of our own, over SSH, offline (the namespaces have no index).
+
+The wheel and the wheelhouse are cached in ~/.cache/labkit across runs; the
+first run on a fresh machine builds and downloads them once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+
+import pytest
+import tomli_w
+import tomllib
+
+from conftest import labkit, require_testbed
+from labkit import __version__
+from labkit.deploy import build_hash, build_wheel, check_remote_labkit, remote_labkit_argv, source_tree
+from labkit.errors import LabkitError
+from labkit.hosts import SSHHost, load_inventory, open_host
+
+pytestmark = pytest.mark.testbed
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require_testbed()
+    from labkit.testbed.lab import LinkConfig, Testbed
+
+    testbed = Testbed("h3-deploy", log=lambda message: None)
+    state = testbed.up(LinkConfig(one_way_delay_s=0.005, rate_bps=None, emulator="tun"))
+    try:
+        yield state
+    finally:
+        testbed.down(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def inventory(lab, tmp_path_factory):
+    """The testbed's inventory with a fresh labkit_dir per host and a known_hosts that starts empty."""
+    base = tmp_path_factory.mktemp("deploy")
+    data = tomllib.loads(lab.inventory.read_text())
+    data["known_hosts"] = str(base / "known_hosts")
+    for name, table in data["hosts"].items():
+        table["labkit_dir"] = str(base / "hosts" / name)
+    path = base / "inventory.toml"
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    """This tree's wheel, built (or taken from the cache) once; the deploys below send exactly it."""
+    return build_wheel()
+
+
+def test_the_wheel_is_built_once_per_content():
+    first, logged = build_wheel(), []
+    second = build_wheel(log=logged.append)
+    assert second == first and logged == []  # from the cache, no build
+    assert first.path.name == f"labkit-{__version__}-py3-none-any.whl"
+    # The cache key is the content of the package files; the build id is the wheel's own hash.
+    assert first.path.parent.name == f"{__version__}-{build_hash(source_tree())[:16]}"
+    assert first.build == hashlib.sha256(first.path.read_bytes()).hexdigest()
+
+
+def test_unknown_host_keys_stop_the_deploy_and_labkit_is_missing(lab, inventory):
+    proc = labkit("deploy", str(inventory), timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "labkit: error: deploy failed on a, b"
+    assert re.search(r"a: failed: host key of \S+ \(ssh-ed25519 SHA256:\S+\) is not in .*--accept-new-host-keys",
+                     proc.stderr)
+    inv = load_inventory(inventory)
+    assert not (inventory.parent / "hosts").exists()
+    # What a sweep sees on a host with no labkit: one line that says what to run.
+    with SSHHost("a", ssh=lab.hosts["a"].ssh_alias, ssh_config=lab.ssh_config) as host:
+        with pytest.raises(LabkitError) as caught:
+            check_remote_labkit(host, inv.host("a"), inventory)
+    assert caught.value.message == (
+        f"labkit is not deployed on a (in {inventory.parent / 'hosts' / 'a'}); run `labkit deploy {inventory} a`"
+    )
+
+
+def test_deploy_offline_then_skip(lab, inventory, wheel):
+    proc = labkit("deploy", "--accept-new-host-keys", "--wheel", str(wheel.path), str(inventory), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    results = dict(re.findall(r"^(a|b): ((?:deployed|skipped|failed): .*)$", proc.stderr, re.M))
+    assert set(results) == {"a", "b"}, proc.stderr
+    for name in ("a", "b"):
+        assert results[name].startswith("deployed"), proc.stderr
+        assert "(offline, " in results[name]  # auto mode on a testbed inventory
+    assert "recorded new host key" in proc.stderr
+
+    inv = load_inventory(inventory)
+    build = wheel.short_build
+    assert f"labkit {__version__} build {build}: deploying to a, b" in proc.stderr
+    for name in ("a", "b"):
+        entry = inv.host(name)
+        marker = json.loads((inventory.parent / "hosts" / name / "build.json").read_text())
+        assert marker["build"] == wheel.build and marker["version"] == __version__
+        assert marker["mode"] == "offline"
+        with open_host(inv, name) as host:
+            # The argv the sweep will use, run over SSH.
+            result = host.run([*remote_labkit_argv(entry), "--version"], check=True)
+            assert result.stdout.strip() == f"labkit, version {__version__}"
+            assert check_remote_labkit(host, entry) == __version__
+            # Only the agent set is installed there: no pandas in the host's venv.
+            assert not host.run([*remote_labkit_argv(entry)[:1], "-c", "import pandas"]).ok
+
+    again = labkit("deploy", "--wheel", str(wheel.path), str(inventory), timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert re.search(rf"^a: skipped: already has labkit {re.escape(__version__)} build {build}", again.stderr, re.M)
+    assert re.search(rf"^b: skipped: already has labkit {re.escape(__version__)} build {build}", again.stderr, re.M)
+    assert "downloading" not in again.stderr  # the local wheelhouse cache was used
+
+    # Forced: reinstalled, but every file is already on the host, so nothing is sent again.
+    forced = labkit("deploy", "--force", "--offline", "--wheel", str(wheel.path), str(inventory), "a", timeout=120)
+    assert forced.returncode == 0, forced.stderr
+    assert re.search(r"^a: deployed: .*\(offline, nothing new sent\)", forced.stderr, re.M)
+    assert f"build {wheel.short_build}: deploying to a\n" in forced.stderr and not re.search("^b: ", forced.stderr, re.M)
+
+
+def test_the_deployed_agent_serves_and_calls_across_the_link(lab, inventory):
+    inv = load_inventory(inventory)
+    with open_host(inv, "a") as a, open_host(inv, "b") as b:
+        server = b.start([*remote_labkit_argv(inv.host("b")), "echo", "serve", "--bind", f"{inv.peer_address('b')}:0"])
+        with server:
+            port = json.loads(server.wait_for_line(lambda line: '"ready"' in line, timeout=30))["port"]
+            call = a.run([*remote_labkit_argv(inv.host("a")), "echo", "call", "--target", f"{inv.peer_address('b')}:{port}",
+                          "--sizes", "1000", "--repeats", "2", "--gap", "0s"], timeout=60, check=True)
+        calls = [json.loads(line) for line in call.stdout.splitlines()]
+        assert [c["ok"] for c in calls] == [True, True]
+        # Each call crossed the 5 ms + 5 ms link.
+        assert all(c["rtt_ns"] >= 10e6 for c in calls)
+    listed = subprocess.run(["ip", "netns", "pids", lab.hosts["b"].netns], capture_output=True, text=True).stdout.split()
+    assert server.pid not in map(int, listed)
+
+
+def test_deploy_unknown_host_is_exit_2(inventory):
+    proc = labkit("deploy", str(inventory), "a", "nosuch")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"labkit: error: no host 'nosuch' in inventory {inventory}; known hosts: a, b"
