@@ -381,9 +381,12 @@ class _Deployer:
         self._run(host, [*pip, "--no-deps", "--force-reinstall", "--no-index", f"{base}/wheelhouse/{self.wheel.path.name}"],
                   "installing the labkit wheel")
         self._step(name, "checking")
+        # Both ways in: the console script a person would type, and the argv sweeps use.
+        script = host.run([f"{base}/venv/bin/labkit", "--version"], timeout=60).stdout.strip()
         version = remote_labkit_version(host, entry)
-        if version != self.wheel.version:
-            raise LabkitError(f"{name}: after installing, `labkit --version` there says {version}, not {self.wheel.version}")
+        if script != f"labkit, version {self.wheel.version}" or version != self.wheel.version:
+            raise LabkitError(f"{name}: after installing, `labkit --version` there says {script or version!r}, "
+                              f"not {self.wheel.version}")
         self._run(host, [python, "-c", f"import {', '.join(AGENT_MODULES)}"], "importing labkit's agent modules")
         self._write_marker(host, entry, base, mode, target)
         sent_text = f"{len(missing)} file(s), {sent / 1e6:.1f} MB sent" if missing else "nothing new sent"

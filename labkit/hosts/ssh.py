@@ -436,6 +436,8 @@ class SSHHost:
             if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
                 raise LabkitError(f"`{shlex.join(argv)}` on {self.name} took longer than {timeout:g} s")
             status = channel.exit_status
+            if status == -1 and not channel.get_transport().is_active():
+                raise HostUnreachable(f"{self.name}: the SSH connection dropped while running `{shlex.join(argv)}`")
         finally:
             channel.close()
         stdout = out.decode(errors="replace")
@@ -568,17 +570,40 @@ class SSHProcess(BackgroundProcess):
         return self.channel.exit_status
 
     def stop(self, grace_s: float = 3.0) -> int | None:
-        """SIGTERM the process group, SIGKILL it after ``grace_s``; return the exit status."""
+        """SIGTERM the process group, SIGKILL it after ``grace_s``; return the exit status.
+
+        Works from the group id alone, so a process whose channel was lost with a
+        dropped connection is still stopped (through the new one). The status is
+        -1 when the process died of a signal (paramiko records exit-status only).
+        """
         if not self._stopped:
             self._stopped = True
-            if self.poll() is None:
-                self.host.signal_group(self._pid, "TERM")
-                if not self.channel.status_event.wait(grace_s):
-                    self.host.signal_group(self._pid, "KILL")
-                    self.channel.status_event.wait(5)
-            # Children that outlived the leader still share its group.
+            lost = self.channel.closed  # e.g. the connection dropped: the channel says nothing more
+            # TERM succeeds only while some process of the group exists.
+            if self.host.signal_group(self._pid, "TERM") and not self._wait_gone(grace_s, lost):
+                self.host.signal_group(self._pid, "KILL")
+                self._wait_gone(5, lost)
+            # Whatever of the group stopped holding stdout (and so the channel) open goes too.
             self.host.signal_group(self._pid, "KILL")
             for reader in self._readers:
                 reader.join(timeout=1)
             self.channel.close()
         return self.poll()
+
+    def _wait_gone(self, timeout: float, lost: bool) -> bool:
+        """Wait until the channel closes: every process holding its stdout/stderr has exited.
+
+        For a channel already lost, ask the host whether the group still exists
+        (a zombie still counts, so this may wait out the timeout).
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if lost:
+                if not self.host.signal_group(self._pid, "0"):
+                    return True
+                time.sleep(0.1)
+            elif self.channel.closed:
+                return True
+            else:
+                self.channel.status_event.wait(0.05)
+        return False
