@@ -1,0 +1,125 @@
+"""Which notebook analyses which experiment, and the small helpers every notebook uses.
+
+The notebooks live in ``notebooks/`` at the top of the repository, each as a
+jupytext ``py:percent`` file (the reviewed source) paired with an output-free
+``.ipynb``. :data:`NOTEBOOKS` maps a run's experiment to the notebooks that
+apply to it; ``labkit report`` runs them. Adding the notebook of a new
+experiment is one line there, e.g. ``"idle-step": ("idle_step",),``.
+
+Every notebook follows one contract, so that ``labkit report`` and the tests
+can drive any of them:
+
+- a cell tagged ``parameters`` with at least ``run_dir`` (a run path or id;
+  ``""`` means the notebook's shipped sample run), ``formats`` (comma-separated
+  figure formats), ``output_dir`` (where figures go; ``""`` means the run's
+  ``figures/``) and ``headline_path`` (the JSON file of headline numbers;
+  ``""`` means ``<output_dir>/<notebook>.json``);
+- it writes its figures with :func:`labkit.plots.export` into ``output_dir``
+  and its headline numbers with :func:`write_headline`: a JSON object whose
+  ``headline`` member is a flat mapping of names to numbers or strings (what
+  ``labkit report`` prints), next to any detail the notebook wants to keep,
+  and whose ``figures`` member lists the figure files it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from labkit.errors import LabkitError
+
+#: experiment (the run manifest's ``experiment``) -> notebooks (names in notebooks/, without suffix).
+NOTEBOOKS: dict[str, tuple[str, ...]] = {
+    "ping-vs-echo": ("ping_vs_echo",),
+    "import-ping": ("ping_vs_echo",),
+}
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def notebooks_dir() -> Path:
+    """Where the notebooks are: ``$LABKIT_NOTEBOOKS``, else ``notebooks/`` beside the labkit package."""
+    path = Path(os.environ.get("LABKIT_NOTEBOOKS") or _REPO / "notebooks")
+    if not path.is_dir():
+        raise LabkitError(f"no notebooks directory at {path} (set LABKIT_NOTEBOOKS to a checkout's notebooks/)")
+    return path
+
+
+def notebook_source(name: str) -> Path:
+    """The reviewed source of notebook ``name``: ``notebooks/<name>.py``."""
+    path = notebooks_dir() / f"{name}.py"
+    if not path.exists():
+        raise LabkitError(f"notebook {name!r} is registered but {path} does not exist")
+    return path
+
+
+def notebooks_for(experiment: str | None) -> tuple[str, ...]:
+    """The notebooks that apply to runs of ``experiment`` (empty when none does)."""
+    return NOTEBOOKS.get(experiment or "", ())
+
+
+def samples_dir() -> Path:
+    """The shipped sample runs: ``data/samples/`` of the checkout (or of the working directory)."""
+    for base in (_REPO, Path.cwd(), *Path.cwd().parents):
+        candidate = base / "data" / "samples"
+        if candidate.is_dir():
+            return candidate
+    raise LabkitError("no data/samples/ directory found beside labkit or above the working directory")
+
+
+def open_run(run_dir: str | os.PathLike | None, *, sample: str, runs_dir: str | os.PathLike | None = None):
+    """The run a notebook analyses: ``run_dir`` (a path, run id or unique part of one), else the shipped sample ``sample``."""
+    from labkit.store import Run, find_run
+
+    if run_dir:
+        return find_run(str(run_dir), runs_dir)
+    return Run.open(samples_dir() / sample)
+
+
+def output_dir(run, output_dir: str | os.PathLike | None) -> Path:
+    """Where a notebook writes figures: ``output_dir``, else the run's ``figures/`` (created)."""
+    path = Path(output_dir) if output_dir else Path(run.path) / "figures"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
+    """``"png,svg"`` or ``["png", "svg"]`` -> ``("png", "svg")``, refusing unknown formats."""
+    items = formats.split(",") if isinstance(formats, str) else list(formats)
+    chosen = tuple(dict.fromkeys(item.strip().lower() for item in items if item.strip()))
+    unknown = [f for f in chosen if f not in FIGURE_FORMATS]
+    if unknown or not chosen:
+        raise LabkitError(f"figure formats must be some of {','.join(FIGURE_FORMATS)}, not {formats!r}")
+    return chosen
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready: numpy scalars to Python, NaN/inf to None, tuples to lists, dict keys to str."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_headline(path: str | os.PathLike, data: dict[str, Any]) -> Path:
+    """Write a notebook's headline JSON (in the order given, no NaN) atomically; ``data`` must have a flat ``headline`` dict."""
+    headline = data.get("headline")
+    if not isinstance(headline, dict) or any(isinstance(v, (dict, list)) for v in headline.values()):
+        raise ValueError("data['headline'] must be a flat dict of names to numbers or strings")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(plain(data), indent=2, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,274 @@
+"""``labkit report RUN``: run the notebooks that apply to a run and collect what they made in ``RUN/report/``.
+
+Which notebooks apply is :data:`labkit.notebooks.NOTEBOOKS` (experiment ->
+notebooks). Each is read from its reviewed ``py:percent`` source with
+jupytext, executed with papermill in a kernel on this very Python interpreter
+(so no user-wide kernelspec is needed, and none can substitute another
+environment), and given the run, the figure formats and where to write. The
+report directory then holds::
+
+    report/index.html          the summary: headline numbers and every figure
+    report/<notebook>.ipynb    the executed notebook, outputs included
+    report/<notebook>.html     the same as a page (nbconvert)
+    report/<notebook>.json     the notebook's headline numbers
+    report/figures/            the notebook's figures in each format
+    report/kernel.log          what the kernels wrote on stderr
+
+The directory is rebuilt on every report.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+
+from labkit.errors import LabkitError
+from labkit.notebooks import FIGURE_FORMATS, NOTEBOOKS, notebook_source, notebooks_for, parse_formats
+
+
+@dataclass
+class NotebookReport:
+    """What one executed notebook left in the report directory."""
+
+    name: str
+    executed: Path
+    html: Path
+    headline_path: Path
+    headline: dict[str, Any]
+    figures: list[Path]
+    seconds: float
+
+
+@dataclass
+class Report:
+    run_path: Path
+    directory: Path
+    index: Path
+    notebooks: list[NotebookReport] = field(default_factory=list)
+
+
+def _kernel_manager_class(log_path: Path):
+    """A jupyter KernelManager that starts ipykernel on ``sys.executable``, its stderr into ``log_path``.
+
+    papermill looks kernels up by name in the user's and system's kernelspecs,
+    where ``python3`` may well be another interpreter, or missing in CI. The
+    notebooks must run in the environment labkit runs in, so the spec is made
+    here from ipykernel's own description of this interpreter.
+    """
+    from jupyter_client.kernelspec import KernelSpec
+    from jupyter_client.manager import KernelManager
+
+    class ThisPythonKernelManager(KernelManager):
+        @property
+        def kernel_spec(self):
+            if self._kernel_spec is None:
+                from ipykernel.kernelspec import get_kernel_dict
+
+                self._kernel_spec = KernelSpec(resource_dir="", **get_kernel_dict())
+            return self._kernel_spec
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            # ipykernel logs start-up notices on stderr; keep them out of the terminal.
+            kw["stderr"] = open(log_path, "ab")  # noqa: SIM115 (closed when the process object is)
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return ThisPythonKernelManager
+
+
+def execute_notebook(name: str, run_path: Path, report_dir: Path, formats: Sequence[str],
+                     parameters: dict[str, Any] | None = None) -> NotebookReport:
+    """Execute notebook ``name`` on the run at ``run_path``; executed notebook, HTML, JSON and figures into ``report_dir``."""
+    import jupytext
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    started = time.monotonic()
+    source = notebook_source(name)
+    figures_dir = report_dir / "figures"
+    headline_path = report_dir / f"{name}.json"
+    executed = report_dir / f"{name}.ipynb"
+    params = {
+        "run_dir": str(run_path),
+        "formats": ",".join(formats),
+        "output_dir": str(figures_dir),
+        "headline_path": str(headline_path),
+        **(parameters or {}),
+    }
+    notebook = jupytext.read(source)
+    try:
+        papermill.execute_notebook(
+            notebook,
+            str(executed),
+            parameters=params,
+            kernel_name="python3",
+            progress_bar=False,
+            log_output=False,
+            cwd=str(report_dir),
+            start_timeout=120,
+            kernel_manager_class=_kernel_manager_class(report_dir / "kernel.log"),
+        )
+    except papermill.PapermillExecutionError as exc:
+        raise LabkitError(
+            f"notebook {name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue.splitlines()[0] if exc.evalue else ''} "
+            f"(traceback in {executed})"
+        ) from None
+    if not headline_path.exists():
+        raise LabkitError(f"notebook {name} ran but wrote no headline JSON at {headline_path}")
+    data = json.loads(headline_path.read_text())
+    page, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    html_path = report_dir / f"{name}.html"
+    html_path.write_text(page, encoding="utf-8")
+    return NotebookReport(
+        name=name,
+        executed=executed,
+        html=html_path,
+        headline_path=headline_path,
+        headline=data.get("headline", {}),
+        figures=[figures_dir / f for f in data.get("figures", [])],
+        seconds=time.monotonic() - started,
+    )
+
+
+def make_report(run, formats: Sequence[str] = FIGURE_FORMATS, *, parameters: dict[str, Any] | None = None,
+                on_step: Callable[[str, str], None] | None = None) -> Report:
+    """Run every notebook that applies to ``run`` (a :class:`labkit.store.Run`) and write ``RUN/report/``.
+
+    ``on_step(notebook, state)`` is called with ``"start"`` and ``"done"`` around each notebook.
+    """
+    experiment = run.manifest.get("experiment")
+    names = notebooks_for(experiment)
+    if not names:
+        known = ", ".join(sorted(NOTEBOOKS))
+        raise LabkitError(f"no notebook applies to {run.path.name}: its experiment is {experiment!r} (notebooks exist for: {known})")
+    for name in names:
+        notebook_source(name)  # every notebook exists before anything is removed
+    formats = parse_formats(formats)
+    report_dir = Path(run.path) / "report"
+    if report_dir.exists():
+        shutil.rmtree(report_dir)
+    (report_dir / "figures").mkdir(parents=True)
+    report = Report(run_path=Path(run.path), directory=report_dir, index=report_dir / "index.html")
+    for name in names:
+        if on_step:
+            on_step(name, "start")
+        report.notebooks.append(execute_notebook(name, Path(run.path), report_dir, formats, parameters))
+        if on_step:
+            on_step(name, "done")
+    write_index(report, run)
+    return report
+
+
+def write_index(report: Report, run) -> Path:
+    """A small self-contained HTML page: the run, each notebook's headline numbers, and its figures."""
+    e = html.escape
+    manifest = run.manifest
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>labkit report: {e(run.run_id)}</title>",
+        "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:left}"
+        "td.num{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%;border:1px solid #eee}"
+        "figure{margin:1.5em 0}</style></head><body>",
+        f"<h1>Run {e(run.run_id)}</h1>",
+        f"<p>Experiment <code>{e(str(manifest.get('experiment')))}</code>, status {e(str(manifest.get('status')))}, "
+        f"started {e(str(manifest.get('started_utc')))}. Run directory: <code>{e(str(run.path))}</code>.</p>",
+    ]
+    for nb in report.notebooks:
+        parts.append(f"<h2>{e(nb.name)}</h2>")
+        parts.append(
+            f'<p>Executed notebook: <a href="{e(nb.html.name)}">{e(nb.html.name)}</a> '
+            f'(<a href="{e(nb.executed.name)}">ipynb</a>); headline numbers: '
+            f'<a href="{e(nb.headline_path.name)}">{e(nb.headline_path.name)}</a>; ran in {nb.seconds:.1f} s.</p>'
+        )
+        parts.append("<table><tr><th>headline</th><th>value</th></tr>")
+        for key, value in nb.headline.items():
+            parts.append(f'<tr><td>{e(key)}</td><td class="num">{e(_fmt(value))}</td></tr>')
+        parts.append("</table>")
+        for stem, files in _group_figures(nb.figures).items():
+            shown = next((f for f in files if f.suffix in (".png", ".svg")), None)
+            links = " · ".join(f'<a href="figures/{e(f.name)}">{e(f.suffix[1:])}</a>' for f in files)
+            image = f'<img src="figures/{e(shown.name)}" alt="{e(stem)}">' if shown else ""
+            parts.append(f"<figure>{image}<figcaption>{e(stem)}: {links}</figcaption></figure>")
+    parts.append("</body></html>")
+    report.index.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return report.index
+
+
+def _group_figures(paths: list[Path]) -> dict[str, list[Path]]:
+    groups: dict[str, list[Path]] = {}
+    for path in paths:
+        groups.setdefault(path.stem, []).append(path)
+    return groups
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+# --- the command ------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("run")
+@click.option("--formats", default=",".join(FIGURE_FORMATS), show_default=True, metavar="LIST",
+              help="Figure formats, comma-separated (png, svg, pdf).")
+@click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs live. [default: $LABKIT_RUNS or data/runs]")
+def report(run, formats, runs_dir):
+    """Execute the notebooks that apply to RUN; executed notebooks, figures and an HTML summary into RUN/report/.
+
+    RUN is a run directory, a run id, or a unique part of one. Which notebooks
+    apply follows from the run's experiment (ping-vs-echo and import-ping runs
+    get the ping-vs-echo notebook). Prints the files written and each
+    notebook's headline numbers.
+    """
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from labkit.store import find_run
+
+    try:
+        chosen = parse_formats(formats)
+    except LabkitError as exc:
+        raise click.BadParameter(exc.message, param_hint="--formats") from None
+    found = find_run(run, runs_dir)
+    console = Console(stderr=True)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True) as progress:
+        tasks: dict[str, Any] = {}
+
+        def on_step(name: str, state: str) -> None:
+            if state == "start":
+                tasks[name] = progress.add_task(f"notebook {name}: executing", total=1)
+            else:
+                progress.update(tasks[name], description=f"notebook {name}: done", completed=1)
+
+        result = make_report(found, chosen, on_step=on_step)
+    cwd = Path.cwd()
+    click.echo(f"report: {_short(result.index, cwd)}")
+    for nb in result.notebooks:
+        click.echo(f"notebook {nb.name} ({nb.seconds:.1f} s): {_short(nb.executed, cwd)}, {_short(nb.html, cwd)}")
+        click.echo(f"figures ({len(nb.figures)}): {_short(nb.figures[0].parent, cwd) if nb.figures else '-'}/")
+        for figure in nb.figures:
+            click.echo(f"  {figure.name}")
+        click.echo(f"headline numbers ({_short(nb.headline_path, cwd)}):")
+        width = max((len(k) for k in nb.headline), default=0)
+        for key, value in nb.headline.items():
+            click.echo(f"  {key:<{width}}  {_fmt(value)}")
+
+
+def _short(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
