@@ -137,19 +137,25 @@ def execute_notebook(name: str, run_path: Path, report_dir: Path, formats: Seque
     )
 
 
-def make_report(run, formats: Sequence[str] = FIGURE_FORMATS, *, parameters: dict[str, Any] | None = None,
-                on_step: Callable[[str, str], None] | None = None) -> Report:
-    """Run every notebook that applies to ``run`` (a :class:`labkit.store.Run`) and write ``RUN/report/``.
-
-    ``on_step(notebook, state)`` is called with ``"start"`` and ``"done"`` around each notebook.
-    """
+def applicable_notebooks(run) -> tuple[str, ...]:
+    """The notebooks for ``run``'s experiment, each checked to exist; a clear error when none applies."""
     experiment = run.manifest.get("experiment")
     names = notebooks_for(experiment)
     if not names:
         known = ", ".join(sorted(NOTEBOOKS))
         raise LabkitError(f"no notebook applies to {run.path.name}: its experiment is {experiment!r} (notebooks exist for: {known})")
     for name in names:
-        notebook_source(name)  # every notebook exists before anything is removed
+        notebook_source(name)
+    return names
+
+
+def make_report(run, formats: Sequence[str] = FIGURE_FORMATS, *, parameters: dict[str, Any] | None = None,
+                on_step: Callable[[str, str], None] | None = None) -> Report:
+    """Run every notebook that applies to ``run`` (a :class:`labkit.store.Run`) and write ``RUN/report/``.
+
+    ``on_step(notebook, state)`` is called with ``"start"`` and ``"done"`` around each notebook.
+    """
+    names = applicable_notebooks(run)
     formats = parse_formats(formats)
     report_dir = Path(run.path) / "report"
     if report_dir.exists():
@@ -242,18 +248,24 @@ def report(run, formats, runs_dir):
     except LabkitError as exc:
         raise click.BadParameter(exc.message, param_hint="--formats") from None
     found = find_run(run, runs_dir)
+    applicable_notebooks(found)  # refuse before showing any progress
     console = Console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                  transient=True) as progress:
-        tasks: dict[str, Any] = {}
+    if console.is_terminal:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                      transient=True) as progress:
+            tasks: dict[str, Any] = {}
 
-        def on_step(name: str, state: str) -> None:
-            if state == "start":
-                tasks[name] = progress.add_task(f"notebook {name}: executing", total=1)
-            else:
-                progress.update(tasks[name], description=f"notebook {name}: done", completed=1)
+            def on_step(name: str, state: str) -> None:
+                if state == "start":
+                    tasks[name] = progress.add_task(f"notebook {name}: executing", total=1)
+                else:
+                    progress.update(tasks[name], description=f"notebook {name}: done", completed=1)
 
-        result = make_report(found, chosen, on_step=on_step)
+            result = make_report(found, chosen, on_step=on_step)
+    else:
+        # Not a terminal (CI, a pipe): one plain line per step instead of a live display.
+        result = make_report(found, chosen, on_step=lambda name, state: click.echo(
+            f"notebook {name}: {'executing' if state == 'start' else 'done'}", err=True))
     cwd = Path.cwd()
     click.echo(f"report: {_short(result.index, cwd)}")
     for nb in result.notebooks:

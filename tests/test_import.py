@@ -239,3 +239,19 @@ def test_console_script_errors_are_one_line_and_exit_2(tmp_path, args, message):
     assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("labkit: error:")
     assert message in proc.stderr
     assert not any(tmp_path.iterdir())  # nothing was written
+
+
+def test_the_shipped_sample_is_what_import_makes_today(orca_run):
+    """data/samples/orca-2016 was made by `labkit import` (see its README); re-importing gives the same rows."""
+    from labkit.store import Run
+
+    result, _ = orca_run
+    sample = Run.open(REPO / "data" / "samples" / "orca-2016")
+    assert sample.manifest["experiment"] == "ping-vs-echo"
+    shipped = sample.samples().drop(columns="run_id")
+    fresh = result.run.samples().drop(columns="run_id")
+    assert shipped.equals(fresh), "the shipped sample is stale: regenerate it (data/samples/orca-2016/README.md)"
+    assert [i["tally"] for i in sample.manifest["imports"]] == [i["tally"] for i in result.run.manifest["imports"]]
+    assert pq.read_schema(sample.path / "samples.parquet").equals(SERIES_SCHEMA, check_metadata=False)
+    with pytest.raises(LabkitError, match="no samples.jsonl journal"):
+        import_files([("ping", PING / "linux_lo.txt")], out=str(sample.path), append=True)

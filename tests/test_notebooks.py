@@ -1,0 +1,152 @@
+"""Notebooks executed with papermill on the shipped data, and `labkit report` through the console script.
+
+The published 2016 table (research brief, experiment 2) is the target the
+ping-vs-echo notebook's "original" variant must reproduce from the raw logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import jupytext
+import nbformat
+import pytest
+
+from conftest import DATA, REPO, labkit
+
+from labkit.notebooks import NOTEBOOKS, notebooks_for
+
+NOTEBOOKS_DIR = REPO / "notebooks"
+SAMPLE = REPO / "data" / "samples" / "orca-2016"
+AGG = {**os.environ, "MPLBACKEND": "agg"}
+
+
+def cells(notebook):
+    return [(c.cell_type, c.source.strip(), tuple(c.metadata.get("tags", ()))) for c in notebook.cells]
+
+
+@pytest.mark.parametrize("name", sorted({n for names in NOTEBOOKS.values() for n in names}))
+def test_committed_notebook_is_output_free_and_paired_with_its_source(name):
+    paired = nbformat.read(NOTEBOOKS_DIR / f"{name}.ipynb", as_version=4)
+    for cell in paired.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{name}.ipynb has outputs: clear them"
+    source = jupytext.read(NOTEBOOKS_DIR / f"{name}.py")
+    assert cells(source) == cells(paired), f"{name}.ipynb differs from {name}.py: run `jupytext --sync notebooks/{name}.py`"
+    parameters = [c for c in source.cells if "parameters" in c.metadata.get("tags", ())]
+    assert len(parameters) == 1
+    for contract in ("run_dir", "formats", "output_dir", "headline_path"):
+        assert f"{contract} = " in parameters[0].source
+
+
+def test_which_notebooks_apply():
+    assert notebooks_for("ping-vs-echo") == ("ping_vs_echo",) == notebooks_for("import-ping")
+    assert notebooks_for("import-iperf3") == () and notebooks_for(None) == ()
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory):
+    run = tmp_path_factory.mktemp("report") / "orca-2016"
+    shutil.copytree(SAMPLE, run, ignore=shutil.ignore_patterns("figures", "report"))
+    proc = labkit("report", str(run), "--formats", "png,svg,pdf", env=AGG, timeout=240)
+    return run, proc
+
+
+def test_report_on_the_sample_run(sample_report):
+    run, proc = sample_report
+    assert proc.returncode == 0, proc.stderr
+    report = run / "report"
+    assert (report / "index.html").exists() and (report / "ping_vs_echo.html").exists()
+    executed = nbformat.read(report / "ping_vs_echo.ipynb", as_version=4)
+    assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    figures = sorted(p.name for p in (report / "figures").iterdir())
+    stems = ("ping_vs_echo_box", "ping_vs_echo_ecdf", "ping_vs_echo_violin")
+    assert figures == sorted(f"{s}.{f}" for s in stems for f in ("pdf", "png", "svg"))
+    magic = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}
+    for name in figures:
+        assert (report / "figures" / name).read_bytes().startswith(magic[name.rsplit(".", 1)[1]])
+    index = (report / "index.html").read_text()
+    assert all(f'href="figures/{name}"' in index for name in figures)
+    assert "original.ping.count" in index and "ping_vs_echo.html" in index
+    # The console output names the files and prints the headline numbers.
+    assert f"report: {report / 'index.html'}" in proc.stdout
+    assert any(line.split() == ["original.ping.count", "3567"] for line in proc.stdout.splitlines())
+    assert not (SAMPLE / "report").exists()  # the shipped sample was not written to
+
+
+def test_the_original_variant_reproduces_the_published_table(sample_report):
+    run, _ = sample_report
+    data = json.loads((run / "report" / "ping_vs_echo.json").read_text())
+    table = data["variants"]["original"]["table"]
+    # Published (ms): ping count 3567, mean 13.037, std 1.877, min 10.616, 25% 12.169, 50% 12.747, 75% 13.422, max 42.806;
+    # echo count 3538, mean 29.431, std 2.908, min 23.806, 25% 27.366, 50% 28.989, 75% 31.016, max 49.039.
+    published = {
+        "ping": [3567, 13.037, 1.877, 10.616, 12.169, 12.747, 13.422, 42.806],
+        "echo-cold": [3538, 29.431, 2.908, 23.806, 27.366, 28.989, 31.016, 49.039],
+    }
+    for probe, values in published.items():
+        got = [table[probe][k] for k in ("count", "mean", "std", "min", "25%", "50%", "75%", "max")]
+        assert got[0] == values[0]
+        assert got[1:] == pytest.approx(values[1:], abs=1.5e-3)
+    headline = data["headline"]
+    assert (headline["original.ping.count"], headline["original.echo-cold.count"]) == (3567, 3538)
+    assert headline["parsed_by_original.echo-cold"] == 3597 and headline["parsed_by_original.ping"] == 3593
+
+
+def test_the_corrected_variants_keep_every_sample(sample_report):
+    run, _ = sample_report
+    data = json.loads((run / "report" / "ping_vs_echo.json").read_text())
+    headline = data["headline"]
+    assert headline["samples.echo-cold"] == 3600 and headline["samples.ping"] == 3593 and headline["lost.ping"] == 7
+    assert headline["seconds_valued.echo-cold"] == 2
+    assert [(d["seq"], d["unit"]) for d in data["dropped_by_original"]] == [(17, "ms"), (2786, "s"), (3021, "s")]
+    assert [round(s["rtt_ms"], 3) for s in data["seconds_valued"]] == [1868.984, 2079.864]
+    for name in ("corrected_pooled", "corrected_per_group"):
+        variant = data["variants"][name]
+        # Every parsed echo sample entered the trimming (the two in seconds too); ping's lost probes were skipped.
+        assert variant["trim_counts"]["echo-cold"]["eligible"] == 3600
+        assert variant["trim_counts"]["ping"]["skipped"] == 7
+        assert variant["table"]["echo-cold"]["count"] == 3600 - variant["trim_counts"]["echo-cold"]["removed"]
+    assert data["variants"]["corrected_per_group"]["scope"] == "per-group"
+    assert data["untrimmed"]["echo-cold"]["max"] == pytest.approx(2079.863882)
+    assert data["untrimmed"]["echo-cold"]["count"] == 3600
+    assert 15 < headline["median_diff_ms"] < 18
+
+
+def test_notebook_defaults_to_the_shipped_sample(tmp_path, monkeypatch):
+    """Run the notebook itself with papermill: run_dir empty (the shipped sample), pooled scope, SVG only."""
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    out = tmp_path / "out"
+    out.mkdir()
+    result = execute_notebook("ping_vs_echo", SAMPLE, out, ["svg"], parameters={"run_dir": "", "scope": "pooled"})
+    data = json.loads(result.headline_path.read_text())
+    assert data["run_path"] == str(SAMPLE) and data["settings"]["scope"] == "pooled"
+    assert list(data["variants"]) == ["original", "corrected_pooled"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == [
+        "ping_vs_echo_box.svg", "ping_vs_echo_ecdf.svg", "ping_vs_echo_violin.svg"]
+    assert not (SAMPLE / "figures").exists() and not (SAMPLE / "report").exists()
+
+
+def test_report_on_a_ping_only_import(tmp_path):
+    labkit("import", "ping", str(DATA / "ping" / "linux_loss_plain.txt"), "--out", "lan", "--runs-dir", str(tmp_path), check=True)
+    proc = labkit("report", "lan", "--runs-dir", str(tmp_path), "--formats", "png", env=AGG, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = tmp_path.iterdir()
+    data = json.loads((run / "report" / "ping_vs_echo.json").read_text())
+    assert data["experiment"] == "import-ping" and data["probes"] == ["ping"]
+    assert data["headline"]["samples.ping"] == 19 and data["headline"]["lost.ping"] == 6
+    assert "median_diff_ms" not in data["headline"] and data["comparison"] is None
+    assert sorted(p.suffix for p in (run / "report" / "figures").iterdir()) == [".png"] * 3
+
+
+def test_report_refuses_a_run_no_notebook_applies_to(tmp_path):
+    labkit("import", "iperf3", str(DATA / "iperf3" / "client_100M.json"), "--out", "tput", "--runs-dir", str(tmp_path), check=True)
+    proc = labkit("report", "tput", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1
+    assert "no notebook applies" in proc.stderr and "'import-iperf3'" in proc.stderr
+    (run,) = tmp_path.iterdir()
+    assert not (run / "report").exists()
