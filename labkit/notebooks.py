@@ -43,7 +43,7 @@ _REPO = Path(__file__).resolve().parent.parent
 
 def notebooks_dir() -> Path:
     """Where the notebooks are: ``$LABKIT_NOTEBOOKS``, else ``notebooks/`` beside the labkit package."""
-    path = Path(os.environ.get("LABKIT_NOTEBOOKS") or _REPO / "notebooks")
+    path = Path(os.environ.get("LABKIT_NOTEBOOKS") or _REPO / "notebooks").resolve()
     if not path.is_dir():
         raise LabkitError(f"no notebooks directory at {path} (set LABKIT_NOTEBOOKS to a checkout's notebooks/)")
     return path

@@ -91,6 +91,8 @@ def execute_notebook(name: str, run_path: Path, report_dir: Path, formats: Seque
     from nbconvert import HTMLExporter
 
     started = time.monotonic()
+    # papermill changes the working directory while it executes: only absolute paths from here on.
+    run_path, report_dir = Path(run_path).resolve(), Path(report_dir).resolve()
     source = notebook_source(name)
     figures_dir = report_dir / "figures"
     headline_path = report_dir / f"{name}.json"
@@ -157,15 +159,15 @@ def make_report(run, formats: Sequence[str] = FIGURE_FORMATS, *, parameters: dic
     """
     names = applicable_notebooks(run)
     formats = parse_formats(formats)
-    report_dir = Path(run.path) / "report"
+    report_dir = Path(run.path).resolve() / "report"
     if report_dir.exists():
         shutil.rmtree(report_dir)
     (report_dir / "figures").mkdir(parents=True)
-    report = Report(run_path=Path(run.path), directory=report_dir, index=report_dir / "index.html")
+    report = Report(run_path=Path(run.path).resolve(), directory=report_dir, index=report_dir / "index.html")
     for name in names:
         if on_step:
             on_step(name, "start")
-        report.notebooks.append(execute_notebook(name, Path(run.path), report_dir, formats, parameters))
+        report.notebooks.append(execute_notebook(name, report.run_path, report_dir, formats, parameters))
         if on_step:
             on_step(name, "done")
     write_index(report, run)

@@ -132,8 +132,10 @@ def test_notebook_defaults_to_the_shipped_sample(tmp_path, monkeypatch):
 
 
 def test_report_on_a_ping_only_import(tmp_path):
-    labkit("import", "ping", str(DATA / "ping" / "linux_loss_plain.txt"), "--out", "lan", "--runs-dir", str(tmp_path), check=True)
-    proc = labkit("report", "lan", "--runs-dir", str(tmp_path), "--formats", "png", env=AGG, timeout=240)
+    # Relative paths on purpose: papermill changes the working directory while it executes.
+    labkit("import", "ping", str(DATA / "ping" / "linux_loss_plain.txt"), "--out", "lan", "--runs-dir", ".", cwd=tmp_path,
+           check=True)
+    proc = labkit("report", "lan", "--runs-dir", ".", "--formats", "png", env=AGG, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     (run,) = tmp_path.iterdir()
     data = json.loads((run / "report" / "ping_vs_echo.json").read_text())
