@@ -48,6 +48,7 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: ping_vs_echo.json in output_dir
 
 # %%
+import functools
 import re
 from pathlib import Path
 
@@ -114,7 +115,9 @@ STRICT_2016 = {
 }
 
 
-def raw_lines(record):
+@functools.cache
+def raw_lines(cell_id):
+    record = next(i for i in imports if i["cell_id"] == cell_id)
     return read_source(run.path / record["raw"])[1].splitlines()
 
 
@@ -122,7 +125,7 @@ def parse_like_2016(record):
     pattern = STRICT_2016.get(record["kind"])
     if pattern is None:
         return []
-    matches = (pattern.match(line) for line in raw_lines(record))
+    matches = (pattern.match(line) for line in raw_lines(record["cell_id"]))
     return [{"probe": record["probe"], "cell_id": record["cell_id"], "seq": int(m["seq"]), "rtt_ms": float(m["ms"]), "ok": True}
             for m in matches if m]
 
@@ -140,15 +143,24 @@ assert check["rtt_ms_labkit"].notna().all(), "the strict reading found a sample 
 assert (check["rtt_ms"] - check["rtt_ms_labkit"]).abs().max() < 1e-9 if len(check) else True
 
 # And these are the samples it lost.
-strict_cells = {r["cell_id"]: r for r in strict_records}
+strict_cells = [r["cell_id"] for r in strict_records]
 found = set(zip(original["cell_id"], original["seq"]))
-dropped = good[good["cell_id"].isin(list(strict_cells)) & ~pd.Series(list(zip(good["cell_id"], good["seq"])), index=good.index).isin(found)]
+in_original = pd.Series([key in found for key in zip(good["cell_id"], good["seq"])], index=good.index, dtype=bool)
+dropped = good[good["cell_id"].isin(strict_cells) & ~in_original]
+
+
+@functools.cache
+def lines_by_seq(cell_id):
+    """The first raw line that names each sequence number (icmp_seq=N, seq=N)."""
+    index = {}
+    for line in raw_lines(cell_id):
+        if m := re.search(r"seq[= ](\d+)\b", line):
+            index.setdefault(int(m[1]), line)
+    return index
 
 
 def raw_line_of(row):
-    record = strict_cells[row["cell_id"]]
-    seq_pattern = re.compile(rf"seq[= ]{row['seq']}\b")
-    return next((line for line in raw_lines(record) if seq_pattern.search(line)), "")
+    return lines_by_seq(row["cell_id"]).get(int(row["seq"]), "")
 
 
 dropped = dropped.assign(
