@@ -14,7 +14,7 @@ import socket
 import subprocess
 from typing import Any
 
-from labkit.parsers.ss import parse_ss
+from labkit.parsers.ss import ss_connections
 
 # ss field -> row column suffix; each is recorded as <column>_before and <column>_after.
 SAMPLED_FIELDS = {
@@ -47,11 +47,11 @@ def pick_connection(ss_text: str, pid: int) -> dict[str, Any] | None:
     gRPC opens one connection per channel; with the background sender both
     share it, so at most one of this process's connections goes to the target.
     """
-    rows = parse_ss(ss_text).rows
-    if rows.empty or "process" not in rows:
-        return None
-    mine = rows[rows["process"].fillna("").str.contains(f"pid={pid},", regex=False)]
-    return mine.iloc[0].to_dict() if len(mine) else None
+    marker = f"pid={pid},"
+    for connection in ss_connections(ss_text)[0]:
+        if marker in (connection.get("process") or ""):
+            return connection
+    return None
 
 
 class TcpInfoSampler:
@@ -73,10 +73,10 @@ class TcpInfoSampler:
     def _record(self, row: dict[str, Any], when: str) -> None:
         info = self.sample() or {}
         for field, column in SAMPLED_FIELDS.items():
-            row[f"{column}_{when}"] = _plain(info.get(field))
+            row[f"{column}_{when}"] = info.get(field)
         for field, column in CONSTANT_FIELDS.items():
             if row.get(column) is None:
-                row[column] = _plain(info.get(field))
+                row[column] = info.get(field)
 
     def before_call(self, row: dict[str, Any]) -> None:
         # A cold call has no connection yet: its "before" columns stay empty.
@@ -86,15 +86,3 @@ class TcpInfoSampler:
         self._record(row, "after")
 
 
-def _plain(value):
-    """JSON-friendly scalars: NaN and pandas/numpy types become None / int / float."""
-    if value is None:
-        return None
-    try:
-        if value != value:  # NaN
-            return None
-    except TypeError:
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    return value

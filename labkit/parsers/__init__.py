@@ -6,13 +6,31 @@ say how many lines were parsed, lost or unrecognised and never drops a sample
 silently. Tests feed them real recorded output (tests/data/, data/external/).
 """
 
-from labkit.parsers.base import ParseError, ParseResult
-from labkit.parsers.ghz import parse_ghz_json
-from labkit.parsers.goclient import parse_go_echo_log, parse_idle_step_output
-from labkit.parsers.godur import go_duration_unit, parse_go_duration_ms, parse_go_duration_ns
-from labkit.parsers.iperf3 import parse_iperf3_json
-from labkit.parsers.ping import parse_ping
-from labkit.parsers.ss import parse_ss, parse_ss_tcp_info
+import importlib
+
+# name -> module that defines it. Imported on first use: the echo client on a
+# remote host reads ss output without pandas, which the other parsers need.
+_EXPORTS = {
+    "ParseError": "base",
+    "ParseResult": "base",
+    "parse_ghz_json": "ghz",
+    "parse_go_echo_log": "goclient",
+    "parse_idle_step_output": "goclient",
+    "go_duration_unit": "godur",
+    "parse_go_duration_ms": "godur",
+    "parse_go_duration_ns": "godur",
+    "parse_iperf3_json": "iperf3",
+    "parse_ping": "ping",
+    "parse_ss": "ss",
+    "parse_ss_tcp_info": "ss",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"labkit.parsers.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'labkit.parsers' has no attribute {name!r}")
+
 
 __all__ = [
     "ParseError",

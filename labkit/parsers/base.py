@@ -12,9 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from labkit.errors import LabkitError
+
+if TYPE_CHECKING:  # pandas is only needed by whoever builds the rows; hosts running
+    import pandas as pd  # `labkit echo call --tcp-info` parse ss without it.
 
 
 class ParseError(LabkitError):

@@ -25,8 +25,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pandas as pd
-
 from labkit.parsers.base import LineTally, ParseResult, split_lines
 
 _MS_FIELDS = {"rto", "ato", "rcv_rtt", "minrtt", "lastsnd", "lastrcv", "lastack", "busy", "rwnd_limited", "sndbuf_limited"}
@@ -149,8 +147,12 @@ def _parse_pair(info: dict[str, Any], key: str, value: str) -> bool:
     return True
 
 
-def parse_ss(text: str) -> ParseResult:
-    """Parse a full ``ss -tin`` listing into one row per connection (addresses plus TCP info)."""
+def ss_connections(text: str) -> tuple[list[dict[str, Any]], LineTally]:
+    """The connections of a ``ss -tin`` listing as plain dicts, and the tally of its lines.
+
+    Needs no pandas, so the echo client can read its own connection's state on
+    hosts where only labkit's slim agent is installed.
+    """
     tally = LineTally()
     connections: list[dict[str, Any]] = []
     for number, raw in enumerate(split_lines(text), start=1):
@@ -172,6 +174,14 @@ def parse_ss(text: str) -> ParseResult:
             continue
         connections.append(conn)
         tally.recognised()
+    return connections, tally
+
+
+def parse_ss(text: str) -> ParseResult:
+    """Parse a full ``ss -tin`` listing into one row per connection (addresses plus TCP info)."""
+    import pandas as pd
+
+    connections, tally = ss_connections(text)
     frame = pd.DataFrame(connections)
     counts = tally.counts()
     counts["connections"] = len(connections)
