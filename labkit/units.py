@@ -96,3 +96,54 @@ RATE = _ParsingParam("rate", parse_rate)
 def size_list(minimum: int = 0, maximum: int | None = None) -> click.ParamType:
     """A click type for a comma-separated list of byte sizes within ``[minimum, maximum]``."""
     return _ParsingParam("sizes", lambda text: parse_size_list(text, minimum=minimum, maximum=maximum))
+
+
+_NONE_WORDS = {"none", "off", "keep"}
+
+
+def parse_list(text: str, item_parser, *, none_words: set[str] = frozenset()) -> list:
+    """Parse ``a,b,c`` with ``item_parser``; items in ``none_words`` (e.g. ``none``, ``keep``) become None."""
+    items = [item.strip() for item in str(text).split(",") if item.strip()]
+    if not items:
+        raise ValueError("expected a comma-separated list")
+    return [None if item.lower() in none_words else item_parser(item) for item in items]
+
+
+def _choice(choices: tuple[str, ...]):
+    def parse(item: str) -> str:
+        if item not in choices:
+            raise ValueError(f"{item!r} is not one of {', '.join(choices)}")
+        return item
+
+    return parse
+
+
+def _int_in(low: int, high: int):
+    def parse(item: str) -> int:
+        try:
+            value = int(item)
+        except ValueError:
+            raise ValueError(f"{item!r} is not an integer") from None
+        if not low <= value <= high:
+            raise ValueError(f"{value} is not between {low} and {high}")
+        return value
+
+    return parse
+
+
+def duration_list(allow_none: bool = False) -> click.ParamType:
+    """A click type for ``1s,100ms`` (and ``none`` when allowed) → seconds."""
+    words = _NONE_WORDS if allow_none else frozenset()
+    return _ParsingParam("durations", lambda text: parse_list(text, parse_duration, none_words=words))
+
+
+def int_list(low: int, high: int, allow_none: bool = False) -> click.ParamType:
+    """A click type for ``1,0`` or ``1000,none`` → ints within ``[low, high]``."""
+    words = _NONE_WORDS if allow_none else frozenset()
+    return _ParsingParam("integers", lambda text: parse_list(text, _int_in(low, high), none_words=words))
+
+
+def choice_list(choices: tuple[str, ...], allow_none: bool = False) -> click.ParamType:
+    """A click type for ``cubic,bbr`` (and ``keep`` when allowed)."""
+    words = _NONE_WORDS if allow_none else frozenset()
+    return _ParsingParam("choices", lambda text: parse_list(text, _choice(choices), none_words=words))

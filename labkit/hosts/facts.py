@@ -1,0 +1,121 @@
+"""Host facts recorded for every run: kernel, TCP sysctls, the route to the peer, tool versions.
+
+Collection runs plain commands through any host (local, namespace or SSH) and
+hands their output to the pure parsing functions below, so a host without
+labkit installed can still be described. A command that is missing or fails
+leaves its fact as None; it never fails the run.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+TCP_SYSCTLS = (
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_available_congestion_control",
+    "net.ipv4.tcp_allowed_congestion_control",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_notsent_lowat",
+    "net.ipv4.tcp_no_metrics_save",
+    "net.core.default_qdisc",
+)
+
+
+def parse_sysctl_output(text: str) -> dict[str, str]:
+    """``key = value`` lines of ``sysctl KEY...`` into a dict (whitespace inside values normalised)."""
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(" = ")
+        if sep:
+            values[key.strip()] = " ".join(value.split())
+    return values
+
+
+def parse_route_get(text: str) -> dict[str, Any]:
+    """The fields of ``ip route get ADDR`` that shape TCP: dev, src, via, mtu, initcwnd, congctl."""
+    tokens = text.split()
+    route: dict[str, Any] = {"line": " ".join(tokens) or None}
+    for key in ("dev", "src", "via", "congctl", "mtu", "initcwnd", "initrwnd", "advmss"):
+        if key in tokens and tokens.index(key) + 1 < len(tokens):
+            value = tokens[tokens.index(key) + 1]
+            if key == "congctl" and value == "lock":
+                value = tokens[tokens.index(key) + 2]
+            route[key] = int(value) if value.isdigit() else value
+        else:
+            route[key] = None
+    return route
+
+
+def parse_link_mtu(text: str) -> int | None:
+    """The MTU in ``ip -o link show dev IF`` output."""
+    match = re.search(r"\bmtu (\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def parse_qdisc(text: str) -> list[str]:
+    """One entry per qdisc line of ``tc qdisc show dev IF`` (kind and handle), e.g. ``noqueue 0:``."""
+    return [" ".join(line.split()[1:3]) for line in text.splitlines() if line.startswith("qdisc ")]
+
+
+def first_line(text: str) -> str | None:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else None
+
+
+def _output(host, argv: list[str]) -> str | None:
+    try:
+        result = host.run(argv, timeout=20)
+    except Exception:  # a missing tool or a dead host must not stop fact collection
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def collect_facts(host, peer_address: str | None = None, python_argv: list[str] | None = None) -> dict[str, Any]:
+    """Everything a reader needs to trust and repeat a measurement made on ``host``.
+
+    ``peer_address`` is where this host sends experiment traffic (the route,
+    its MTU and congestion control are recorded for it); ``python_argv`` runs
+    the Python that labkit uses on the host, for library versions.
+    """
+    facts: dict[str, Any] = {"host": host.name}
+    uname = _output(host, ["uname", "-srvm"])
+    facts["uname"] = first_line(uname) if uname else None
+    facts["kernel"] = facts["uname"].split()[1] if facts["uname"] else None
+    sysctls = _output(host, ["sysctl", *TCP_SYSCTLS]) or ""
+    facts["sysctl"] = parse_sysctl_output(sysctls)
+    facts["clocksource"] = first_line(
+        _output(host, ["cat", "/sys/devices/system/clocksource/clocksource0/current_clocksource"]) or ""
+    )
+    if peer_address:
+        route = parse_route_get(_output(host, ["ip", "-o", "route", "get", peer_address]) or "")
+        facts["route_to_peer"] = {"peer": peer_address, **route}
+        if route.get("dev"):
+            facts["interface_mtu"] = parse_link_mtu(_output(host, ["ip", "-o", "link", "show", "dev", route["dev"]]) or "")
+            facts["qdisc"] = parse_qdisc(_output(host, ["tc", "qdisc", "show", "dev", route["dev"]]) or "")
+    facts["tools"] = {
+        "iperf3": first_line(_output(host, ["iperf3", "--version"]) or ""),
+        "ping": first_line(_output(host, ["ping", "-V"]) or ""),
+        "ss": first_line(_output(host, ["ss", "--version"]) or ""),
+    }
+    if python_argv:
+        code = (
+            "import json, platform\n"
+            "from importlib.metadata import version, PackageNotFoundError\n"
+            "def v(p):\n"
+            "    try: return version(p)\n"
+            "    except PackageNotFoundError: return None\n"
+            "print(json.dumps({'python': platform.python_version(), "
+            "'grpcio': v('grpcio'), 'protobuf': v('protobuf'), 'labkit': v('labkit')}))"
+        )
+        out = _output(host, [*python_argv, "-c", code])
+        if out:
+            import json
+
+            try:
+                facts["python"] = json.loads(first_line(out) or "{}")
+            except ValueError:
+                facts["python"] = None
+    return facts
