@@ -206,7 +206,9 @@ def test_background_process_streams_lines_and_stop_kills_its_group(lab):
         assert [next(lines), next(lines), next(lines)] == ["one", "two", "ready"]  # the PID line is stripped
         assert process.poll() is None and process.returncode is None
         # The reported pid is the remote process group, and it runs inside a's namespace.
-        pids = processes_with(first) + processes_with(second)
+        deadline = time.monotonic() + 5  # "ready" comes before sh has exec'd both sleeps
+        while len(pids := processes_with(first) + processes_with(second)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert len(pids) == 2
         for pid in pids:
             assert os.getpgid(pid) == process.pid
@@ -255,6 +257,9 @@ def test_reconnects_after_the_transport_drops(lab, caplog):
         assert any("dropped; reconnecting" in message for message in messages)
         assert any("reconnected" in message for message in messages)
         # The process started before the drop is still stopped, through the new transport.
+        deadline = time.monotonic() + 5
+        while not processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert processes_with(marker)
         process.stop(grace_s=1)
         assert processes_with(marker) == []
