@@ -5,3 +5,23 @@ that need them, so that ``import labkit`` and ``labkit --version`` stay fast.
 """
 
 __version__ = "0.1.0"
+
+
+def sweep(inventory: str, *, runs_dir=None, quiet: bool = False, accept_new_host_keys: bool = False, **options):
+    """Run the idle-connection sweep from Python and return its :class:`labkit.store.Run`.
+
+    ``options`` are the fields of :class:`labkit.idle_step.SweepConfig`
+    (``client``, ``server``, ``sizes``, ``gaps_s``, ``repeats``,
+    ``slow_start_after_idle``, ``cc``, ...), e.g.::
+
+        run = labkit.sweep("inventory.toml", client="a", server="b",
+                           sizes=[1000, 14000, 16000], gaps_s=[1.0], repeats=5,
+                           slow_start_after_idle=[1, 0])
+        run.samples()  # a DataFrame, one row per call
+    """
+    from labkit.idle_step import SweepConfig, run_sweep
+
+    return run_sweep(
+        SweepConfig(inventory=str(inventory), **options),
+        runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
+    )

@@ -271,19 +271,14 @@ class HostPool:
 
 
 def _labkit_on(inventory, name: str, host) -> list[str]:
-    """argv prefix that runs labkit on host ``name``; a clear error when it is not installed there."""
-    from labkit.deploy import remote_labkit_argv
+    """argv prefix that runs labkit on host ``name``; a clear error when it is not deployed there."""
+    from labkit.deploy import check_remote_labkit, remote_labkit_argv
 
     entry = inventory.host(name)
-    # A local host runs this very labkit; a remote one the copy `labkit deploy` put there.
-    argv = [sys.executable, "-m", "labkit"] if entry.is_local else remote_labkit_argv(entry)
-    check = host.run([*argv, "--version"], timeout=60)
-    if check.returncode != 0:
-        raise LabkitError(
-            f"labkit is not installed on {name} ({(check.stderr or check.stdout).strip()[:80] or 'not found'}); "
-            f"run `labkit deploy {inventory.path} {name}`"
-        )
-    return argv
+    if entry.is_local:
+        return [sys.executable, "-m", "labkit"]  # a local host runs this very labkit
+    check_remote_labkit(host, entry, inventory.path)
+    return remote_labkit_argv(entry)
 
 
 class _Sweeper:

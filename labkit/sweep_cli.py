@@ -109,7 +109,7 @@ def sweep(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet,
           --client a --server b --sizes 1000,14000,16000,32000 --gaps 1s \\
           --repeats 5 --slow-start-after-idle 1,0
     """
-    from labkit.sweep import SweepConfig, run_sweep
+    from labkit.idle_step import SweepConfig, run_sweep
 
     # SIGTERM gets the same clean stop as Ctrl-C: processes stopped, settings restored.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -140,7 +140,7 @@ def print_summary(run) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from labkit.sweep import summarise
+    from labkit.idle_step import summarise
 
     baselines = run.manifest.get("baselines", {})
     ping = {pair: values.get("ping_before_0", {}).get("rtt_avg_ms") for pair, values in baselines.items()}

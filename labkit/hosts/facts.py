@@ -65,12 +65,13 @@ def first_line(text: str) -> str | None:
     return lines[0] if lines else None
 
 
-def _output(host, argv: list[str]) -> str | None:
+def _output(host, argv: list[str], *, partial_ok: bool = False) -> str | None:
+    """stdout of ``argv`` on ``host``; None when it failed (unless ``partial_ok``: keep what it printed)."""
     try:
         result = host.run(argv, timeout=20)
     except Exception:  # a missing tool or a dead host must not stop fact collection
         return None
-    return result.stdout if result.returncode == 0 else None
+    return result.stdout if result.returncode == 0 or partial_ok else None
 
 
 def collect_facts(host, peer_address: str | None = None, python_argv: list[str] | None = None) -> dict[str, Any]:
@@ -84,7 +85,8 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
     uname = _output(host, ["uname", "-srvm"])
     facts["uname"] = first_line(uname) if uname else None
     facts["kernel"] = facts["uname"].split()[1] if facts["uname"] else None
-    sysctls = _output(host, ["sysctl", *TCP_SYSCTLS]) or ""
+    # -e: a key this kernel (or namespace) lacks is skipped, not fatal to the others.
+    sysctls = _output(host, ["sysctl", "-e", *TCP_SYSCTLS], partial_ok=True) or ""
     facts["sysctl"] = parse_sysctl_output(sysctls)
     facts["clocksource"] = first_line(
         _output(host, ["cat", "/sys/devices/system/clocksource/clocksource0/current_clocksource"]) or ""

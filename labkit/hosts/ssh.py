@@ -36,6 +36,10 @@ from labkit.errors import LabkitError
 from labkit.hosts.local import BackgroundProcess, Result
 
 log = logging.getLogger(__name__)
+# paramiko logs failed handshakes with tracebacks from its transport thread;
+# without a handler Python would print them to stderr through its last-resort
+# handler. labkit reports each failure as one line instead.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 PID_PREFIX = "LABKIT_PID="
 # Printed first by every remote command so it can be signalled later; see the module docstring.

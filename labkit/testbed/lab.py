@@ -460,6 +460,9 @@ class Testbed:
                     "address": host.mgmt_address,
                     "data_address": host.data_address,
                     "netns": host.netns,
+                    # Testbed hosts share one filesystem, and every testbed names
+                    # its hosts a and b: deploy to a directory of this testbed's own.
+                    "labkit_dir": f"~/.labkit/{self.name}-{host.name}",
                 }
                 for host in state.hosts.values()
             },

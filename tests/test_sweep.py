@@ -1,0 +1,258 @@
+"""`labkit sweep` across a testbed of its own, over SSH to a deployed labkit (real parts throughout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import tomli_w
+import tomllib
+
+import labkit
+from conftest import LABKIT, labkit as run_labkit, require_testbed
+from labkit.idle_step import sweep_schema
+from labkit.store import Run
+
+pytestmark = pytest.mark.testbed
+
+ONE_WAY_S = 0.050
+SSAI = "/proc/sys/net/ipv4/tcp_slow_start_after_idle"
+QUICK_BASELINES = ["--ping-count", "3", "--iperf-seconds", "1"]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require_testbed()
+    from labkit.testbed.lab import LinkConfig, Testbed
+
+    testbed = Testbed("t-sweep", log=lambda message: None)
+    state = testbed.up(LinkConfig(one_way_delay_s=ONE_WAY_S, rate_bps=None, cc="cubic", emulator="tun"))
+    try:
+        yield state
+    finally:
+        testbed.down(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def inventory(lab, tmp_path_factory):
+    """The testbed's inventory, with labkit deployed (offline) into directories of this test module."""
+    base = tmp_path_factory.mktemp("sweep")
+    data = tomllib.loads(lab.inventory.read_text())
+    for name, table in data["hosts"].items():
+        table["labkit_dir"] = str(base / "hosts" / name)
+    path = base / "inventory.toml"
+    path.write_text(tomli_w.dumps(data))
+    run_labkit("deploy", str(path), "--offline", check=True, timeout=600)
+    return path
+
+
+def netns_read(lab, host: str, path: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", lab.hosts[host].netns, "cat", path],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def route_to_peer(lab, host: str, peer: str) -> str:
+    return subprocess.run(["ip", "-n", lab.hosts[host].netns, "-o", "route", "show", f"{lab.hosts[peer].data_address}/32"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def echo_processes(lab) -> list[str]:
+    """Command lines of echo servers/clients and iperf3 still running in the testbed's namespaces."""
+    found = []
+    for host in lab.hosts.values():
+        pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "echo serve" in cmdline or "echo call" in cmdline or "iperf3" in cmdline:
+                found.append(f"{host.name}:{pid}: {cmdline}")
+    return found
+
+
+def kernel_state(lab) -> dict:
+    return {
+        "ssai": (netns_read(lab, "a", SSAI), netns_read(lab, "b", SSAI)),
+        "routes": (route_to_peer(lab, "a", "b"), route_to_peer(lab, "b", "a")),
+    }
+
+
+def test_sweep_shows_the_idle_step_with_tcp_state_and_restores_the_kernel(lab, inventory, tmp_path):
+    before = kernel_state(lab)
+    proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000,30000",
+                      "--gaps", "1s", "--repeats", "3", "--slow-start-after-idle", "1,0", "--cc", "cubic",
+                      "--name", "step", "--runs-dir", str(tmp_path), "--quiet", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert kernel_state(lab) == before
+
+    run = Run.open(next(tmp_path.glob("*-step")))
+    assert run.status == "complete"
+    table = pq.read_table(run.path / "samples.parquet")
+    assert table.schema.equals(sweep_schema(), check_metadata=False)
+    samples = table.to_pandas()
+    assert len(samples) == 12 and samples.groupby("cell_id").size().tolist() == [6, 6]
+    assert samples["ok"].all()
+
+    rtt_ms = 2 * ONE_WAY_S * 1e3
+    warm = samples[~samples["cold"]]
+    medians = warm.groupby(["slow_start_after_idle", "payload_bytes"])["rtt_ms"].median() / rtt_ms
+    assert medians[(1, 30000)] > 1.6 and medians[(0, 30000)] < 1.3
+    assert medians[(1, 1000)] < 1.3 and medians[(0, 1000)] < 1.3
+
+    # The kernel's own view: each call followed more than one RTO of silence, on
+    # a cubic connection with the MSS of a 1460-byte MTU.
+    assert set(samples["mss"]) == {1408} and set(samples["tcp_cc"]) == {"cubic"}
+    assert (warm["lastsnd_ms_before"] > warm["rto_ms_before"]).all()
+    big_after_idle = warm[(warm["slow_start_after_idle"] == 1) & (warm["payload_bytes"] == 30000)]
+    assert (big_after_idle["cwnd_after"] >= 10).all()
+
+    manifest = run.manifest
+    for host in ("a", "b"):
+        facts = manifest["hosts"][host]
+        assert facts["kernel"] and facts["sysctl"]["net.ipv4.tcp_slow_start_after_idle"] in {"0", "1"}
+        assert facts["interface_mtu"] == 1460 and facts["route_to_peer"]["congctl"] == "cubic"
+        assert facts["python"]["labkit"] == labkit.__version__
+    assert manifest["kernel_originals"]["a->" + lab.hosts["b"].data_address]["slow_start_after_idle"] == before["ssai"][0]
+    raw = {path.name for path in run.raw_dir.iterdir()}
+    assert {"ping-a-b-before.txt", "ping-a-b-after.txt", "iperf3-a-b.json"} <= raw
+    iperf = json.loads((run.raw_dir / "iperf3-a-b.json").read_text())
+    assert iperf["end"]["sum_received"]["bits_per_second"] > 0
+    assert manifest["baselines"]["a-b"]["ping_before_0"]["received"] == 10
+
+
+def _start_sweep(inventory, runs_dir, name: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [LABKIT, "sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000",
+         "--gaps", "0.3s", "--repeats", "8", "--name", name, "--runs-dir", str(runs_dir), "--quiet",
+         *QUICK_BASELINES, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _wait_for_journal_rows(runs_dir: Path, name: str, rows: int, timeout: float = 90) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for journal in runs_dir.glob(f"*-{name}/samples.jsonl"):
+            if len(journal.read_text().splitlines()) >= rows:
+                return journal.parent
+        time.sleep(0.1)
+    raise AssertionError(f"the sweep wrote fewer than {rows} rows in {timeout} s")
+
+
+def _assert_every_cell_once(run_path: Path, cells: int, calls: int) -> None:
+    samples = pq.read_table(run_path / "samples.parquet").to_pandas()
+    per_cell = samples.groupby("cell_id").agg(rows=("seq", "size"), attempts=("attempt", "nunique"), seqs=("seq", "nunique"))
+    assert len(per_cell) == cells
+    assert (per_cell["rows"] == calls).all() and (per_cell["attempts"] == 1).all() and (per_cell["seqs"] == calls).all()
+
+
+def test_sigint_stops_everything_keeps_the_journal_and_resume_completes(lab, inventory, tmp_path):
+    before = kernel_state(lab)
+    sweep = _start_sweep(inventory, tmp_path, "sigint", "--slow-start-after-idle", "0,1")
+    run_path = _wait_for_journal_rows(tmp_path, "sigint", 3)
+    sweep.send_signal(signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130, stderr
+    assert echo_processes(lab) == []
+    assert kernel_state(lab) == before
+    run = Run.open(run_path)
+    assert run.status == "interrupted" and len(run.journal_rows()) >= 3
+
+    resumed = run_labkit("sweep", "--resume", run.run_id, "--runs-dir", str(tmp_path), "--quiet", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert Run.open(run_path).status == "complete"
+    _assert_every_cell_once(run_path, cells=2, calls=8)
+    assert echo_processes(lab) == [] and kernel_state(lab) == before
+
+
+def test_sigkill_then_cleanup_stops_remote_processes_restores_the_kernel_and_resume_completes(lab, inventory, tmp_path):
+    before = kernel_state(lab)
+    assert before["ssai"] == ("1", "1")
+    sweep = _start_sweep(inventory, tmp_path, "sigkill", "--slow-start-after-idle", "0")
+    run_path = _wait_for_journal_rows(tmp_path, "sigkill", 3)
+    sweep.kill()
+    sweep.communicate(timeout=30)
+    journal_rows = len(Run.open(run_path).journal_rows())
+    assert journal_rows >= 3
+    # The controller died without its finally blocks: the sysctl is still changed.
+    assert kernel_state(lab)["ssai"] == ("0", "0")
+
+    cleaned = run_labkit("runs", "cleanup", run_path.name, "--runs-dir", str(tmp_path), timeout=120)
+    assert cleaned.returncode == 0, cleaned.stderr
+    time.sleep(0.5)
+    assert echo_processes(lab) == []
+    assert kernel_state(lab) == before
+    run = Run.open(run_path)
+    assert run.status == "interrupted" and run.processes() == []
+    assert len(run.journal_rows()) >= journal_rows
+
+    resumed = run_labkit("sweep", "--resume", run.run_id, "--runs-dir", str(tmp_path), "--quiet", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_every_cell_once(run_path, cells=1, calls=8)
+    assert kernel_state(lab) == before
+
+
+def test_experiment_file_python_api_and_mesh(lab, inventory, tmp_path):
+    experiment = tmp_path / "quick.toml"
+    experiment.write_text(tomli_w.dumps({
+        "sweep": {"inventory": str(inventory), "client": "b", "server": "a", "sizes": [100, 2000],
+                  "gaps": "0s", "repeats": 2, "name": "fromfile", "ping_count": 2, "iperf_seconds": 1},
+    }))
+    from_file = run_labkit("sweep", "--config", str(experiment), "--repeats", "3", "--runs-dir", str(tmp_path), "--quiet", timeout=300)
+    assert from_file.returncode == 0, from_file.stderr
+    samples = Run.open(next(tmp_path.glob("*-fromfile"))).samples()
+    # The flag overrides the file: 2 sizes × 3 repeats, from b to a.
+    assert len(samples) == 6 and set(samples["src"]) == {"b"} and set(samples["dst"]) == {"a"}
+
+    run = labkit.sweep(inventory, mesh=True, sizes=[100], gaps_s=[0.0], repeats=2, name="mesh",
+                       ping_count=2, iperf_seconds=1, runs_dir=tmp_path, quiet=True)
+    pairs = run.samples().groupby(["src", "dst"]).size().to_dict()
+    assert pairs == {("a", "b"): 2, ("b", "a"): 2}
+    assert run.status == "complete"
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--client", "a", "--server", "zz"], "no host 'zz'"),
+        (["--client", "a", "--server", "a"], "different hosts"),
+        (["--client", "a", "--server", "b", "--sizes", "100,999999999"], "out of range"),
+        (["--client", "a", "--server", "b", "--gaps", "soon"], "not a duration"),
+        (["--client", "a"], "give --client and --server"),
+    ],
+)
+def test_bad_sweep_input_is_one_line_exit_2(inventory, tmp_path, args, expected):
+    proc = run_labkit("sweep", str(inventory), *args, "--runs-dir", str(tmp_path), "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_bad_inventories_and_hosts_are_one_line_exit_2(lab, inventory, tmp_path):
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[hosts.a]\nssh = "x"\n[hosts.b\n')
+    proc = run_labkit("sweep", str(broken), "--client", "a", "--server", "b", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 2 and "line 3" in proc.stderr and proc.stderr.count("\n") == 1
+
+    data = tomllib.loads(inventory.read_text())
+    # An SSH server that is not there, on an address inside our own testbed (port 9
+    # of host a's management address, where nothing listens): no traffic leaves it.
+    gone = {"ssh": lab.hosts["a"].mgmt_address, "port": 9, "connect_timeout": 2}
+    unreachable = dict(data, hosts={**data["hosts"], "gone": gone})
+    path = tmp_path / "unreachable.toml"
+    path.write_text(tomli_w.dumps(unreachable))
+    proc = run_labkit("sweep", str(path), "--client", "a", "--server", "gone", "--runs-dir", str(tmp_path), "--quiet")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "gone" in proc.stderr, proc.stderr
+
+    missing = dict(data, hosts={**data["hosts"], "b": {**data["hosts"]["b"], "labkit_dir": str(tmp_path / "nowhere")}})
+    path = tmp_path / "missing.toml"
+    path.write_text(tomli_w.dumps(missing))
+    proc = run_labkit("sweep", str(path), "--client", "a", "--server", "b", "--runs-dir", str(tmp_path), "--quiet")
+    assert proc.returncode == 2 and "labkit deploy" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
