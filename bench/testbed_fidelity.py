@@ -19,7 +19,7 @@ import json
 import statistics
 import sys
 
-from labkit.demo import echo_cell
+from labkit.echo.remote import echo_exchange
 from labkit.hosts import LocalHost
 from labkit.parsers.iperf3 import parse_iperf3_json
 from labkit.parsers.ping import parse_ping
@@ -59,7 +59,7 @@ def main() -> int:
         replies = ping.rows[ping.rows["ok"] & ~ping.rows["duplicate"]]["rtt_ms"].tolist()
         ping_mean = ping.summary["rtt_avg_ms"]
 
-        echo = [row["rtt_ns"] / 1e6 for row in echo_cell(client, server, b.data_address, sizes=[64],
+        echo = [row["rtt_ns"] / 1e6 for row in echo_exchange(client, server, b.data_address, sizes=[64],
                                                           repeats=args.echo_calls, gap_s=0.2, warmup=2)]
         idle_stats = delay_line_stats(state)
 

@@ -263,6 +263,10 @@ class HostPool:
                 self._hosts[name] = open_host(self.inventory, name, accept_new_host_keys=self.accept_new_host_keys)
             return self._hosts[name]
 
+    def hosts(self) -> list:
+        with self._lock:
+            return list(self._hosts.values())
+
     def close(self) -> None:
         for host in self._hosts.values():
             close = getattr(host, "close", None)
@@ -541,6 +545,9 @@ def run_sweep(
         run.manifest.setdefault("timing", {})[utc_now()] = {
             "wall_s": round(time.monotonic() - started, 3),
             "calls_measured": sweeper.calls_measured,
+            # Per-call orchestration must not cost SSH round trips: this stays
+            # constant per cell however many calls a cell makes.
+            "ssh_sessions_opened": sum(getattr(host, "sessions_opened", 0) for host in pool.hosts()),
         }
         run.save_manifest()
     run.finalize(sweep_schema())

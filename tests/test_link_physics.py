@@ -11,8 +11,9 @@ import statistics
 
 import pytest
 
-from labkit.demo import SSAI, echo_cell, labkit_argv, sysctl_set
+from labkit.echo.remote import echo_exchange, local_labkit_argv
 from labkit.hosts import LocalHost
+from labkit.hosts.kernel import SSAI, KernelConditions
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def _rtt_ms(wan_testbed) -> float:
 
 def test_echo_across_the_link_returns_the_right_lengths(hosts, wan_testbed):
     client, server, address = hosts
-    rows = list(echo_cell(client, server, address, sizes=[1, 1000, 20000], repeats=2, gap_s=0.0))
+    rows = list(echo_exchange(client, server, address, sizes=[1, 1000, 20000], repeats=2, gap_s=0.0))
     assert [row["payload_bytes"] for row in rows] == [1, 1, 1000, 1000, 20000, 20000]
     assert all(row["ok"] and row["grpc_code"] == "OK" for row in rows)
     # Every call crosses the link twice: it cannot be faster than one RTT.
@@ -36,10 +37,10 @@ def test_echo_across_the_link_returns_the_right_lengths(hosts, wan_testbed):
 
 def test_an_oversize_message_across_the_link_gets_resource_exhausted(hosts):
     client, server, address = hosts
-    with server.start(labkit_argv("echo", "serve", "--bind", f"{address}:0", "--max-message-bytes", "4096")) as proc:
+    with server.start(local_labkit_argv("echo", "serve", "--bind", f"{address}:0", "--max-message-bytes", "4096")) as proc:
         port = json.loads(proc.wait_for_line(lambda line: '"ready"' in line, timeout=30))["port"]
         result = client.run(
-            labkit_argv("echo", "call", "--target", f"{address}:{port}", "--sizes", "100,10000,100", "--repeats", "1", "--gap", "0"),
+            local_labkit_argv("echo", "call", "--target", f"{address}:{port}", "--sizes", "100,10000,100", "--repeats", "1", "--gap", "0"),
             timeout=60,
         )
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
@@ -49,8 +50,14 @@ def test_an_oversize_message_across_the_link_gets_resource_exhausted(hosts):
 
 
 def _median_rtt_ratio(client, server, address, *, size: int, value: int, rtt_ms: float) -> float:
-    with sysctl_set([client, server], SSAI, str(value)):
-        rows = list(echo_cell(client, server, address, sizes=[size], repeats=6, gap_s=1.0, warmup=2))
+    sides = [KernelConditions(client, address), KernelConditions(server, address)]
+    try:
+        for side in sides:
+            side.set_slow_start_after_idle(value)
+        rows = list(echo_exchange(client, server, address, sizes=[size], repeats=6, gap_s=1.0, warmup=2))
+    finally:
+        for side in sides:
+            side.restore()
     assert len(rows) == 6 and all(row["ok"] for row in rows)
     return statistics.median(row["rtt_ns"] / 1e6 for row in rows) / rtt_ms
 

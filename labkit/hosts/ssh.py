@@ -215,6 +215,7 @@ class SSHHost:
         self._sftp_transport: paramiko.Transport | None = None
         self._jump: SSHHost | None = None
         self.connects = 0  # transports opened so far (1 unless it had to reconnect)
+        self.sessions_opened = 0  # exec channels opened; bench/sweep_overhead.py counts them per call
 
     def __repr__(self) -> str:
         return f"SSHHost({self.name!r}, {self.describe()})"
@@ -377,7 +378,9 @@ class SSHHost:
         for attempt in (1, 2):
             transport = self.transport()
             try:
-                return transport.open_session(timeout=self.connect_timeout)
+                channel = transport.open_session(timeout=self.connect_timeout)
+                self.sessions_opened += 1
+                return channel
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 if attempt == 2:
                     raise HostUnreachable(f"{self.name}: cannot open an SSH channel: {exc}") from None

@@ -1,0 +1,107 @@
+#!/usr/bin/env python
+"""Sweep overhead, measured in one run on the local testbed.
+
+Prints:
+- the sweep's wall time in its cells divided by the sum of the planned idle gaps
+  and the measured RTTs of its calls (target ≤ 1.10), and the same for the whole
+  sweep including host facts, ping and iperf3 baselines;
+- SSH sessions opened per call (target 0) and per cell (a constant), from two
+  sweeps that differ only in the number of calls per cell.
+
+Needs root. Usage: .venv/bin/python bench/sweep_overhead.py [--one-way-delay 100ms]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from datetime import datetime
+
+from labkit.deploy import deploy
+from labkit.hosts.inventory import load_inventory
+from labkit.idle_step import SweepConfig, run_sweep
+from labkit.testbed.lab import LinkConfig, Testbed
+from labkit.units import parse_duration
+
+
+def _utc(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+def cell_seconds(run) -> float:
+    """Wall time spent inside cells, from the start/complete events of cells.jsonl."""
+    starts, total = {}, 0.0
+    for event in run.cell_events():
+        key = (event["cell"], event["attempt"])
+        if event["event"] == "start":
+            starts[key] = _utc(event["t_utc"])
+        elif event["event"] == "complete":
+            total += _utc(event["t_utc"]) - starts[key]
+    return total
+
+
+def planned_seconds(run, config: SweepConfig, cells: int) -> float:
+    """Idle gaps the client must wait (warm-up call included) plus the RTTs it measured."""
+    samples = run.samples()
+    calls_per_cell = len(config.sizes) * config.repeats + config.warmup
+    gaps = cells * (calls_per_cell - 1) * config.gaps_s[0]
+    return gaps + samples["rtt_ms"].sum() / 1e3
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--one-way-delay", default="100ms")
+    parser.add_argument("--name", default="bench-swp")
+    args = parser.parse_args()
+
+    lab = Testbed(args.name, log=lambda message: print(message, file=sys.stderr))
+    state = lab.up(LinkConfig(one_way_delay_s=parse_duration(args.one_way_delay), rate_bps=100e6, cc="cubic"))
+    try:
+        inventory = load_inventory(state.inventory)
+        if any(result.status == "failed" for result in deploy(inventory, mode="offline")):
+            raise SystemExit("deploy to the testbed failed")
+        results = {}
+        with tempfile.TemporaryDirectory() as runs_dir:
+            for repeats in (2, 6):
+                config = SweepConfig(
+                    inventory=str(state.inventory), client="a", server="b", sizes=[1000, 16000, 32000],
+                    gaps_s=[1.0], repeats=repeats, slow_start_after_idle=[1, 0], cc=["cubic"],
+                    name=f"overhead-{repeats}", ping_count=10, iperf_seconds=3,
+                )
+                run = run_sweep(config, runs_dir=runs_dir, quiet=True)
+                timing = next(iter(run.manifest["timing"].values()))
+                cells = 2
+                results[repeats] = {
+                    "calls": len(run.samples()),
+                    "cells": cells,
+                    "cell_wall_s": cell_seconds(run),
+                    "sweep_wall_s": timing["wall_s"],
+                    "planned_s": planned_seconds(run, config, cells),
+                    "ssh_sessions": timing["ssh_sessions_opened"],
+                }
+    finally:
+        lab.down(quiet=True)
+
+    small, large = results[2], results[6]
+    per_call = (large["ssh_sessions"] - small["ssh_sessions"]) / (large["calls"] - small["calls"])
+    rows = [
+        ("calls (sweep with 2 / 6 repeats)", f"{small['calls']} / {large['calls']}"),
+        ("planned gaps + measured RTTs (6 repeats)", f"{large['planned_s']:.2f} s"),
+        ("wall time in cells (6 repeats)", f"{large['cell_wall_s']:.2f} s"),
+        ("cell wall / planned (target ≤ 1.10)", f"{large['cell_wall_s'] / large['planned_s']:.3f}"),
+        ("whole sweep wall / planned (facts, ping, iperf3 included)", f"{large['sweep_wall_s'] / large['planned_s']:.3f}"),
+        ("SSH sessions opened (2 / 6 repeats)", f"{small['ssh_sessions']} / {large['ssh_sessions']}"),
+        ("SSH sessions per call (target 0)", f"{per_call:.3f}"),
+        ("SSH sessions per cell, whole sweep (6 repeats)", f"{large['ssh_sessions'] / large['cells']:.1f}"),
+    ]
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+    print(json.dumps({str(k): v for k, v in results.items()}), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""One echo exchange between two hosts: a server on one, a client on the other, rows streamed back.
+
+The smallest unit the testbed checks and benchmarks are built from; `labkit
+sweep` adds the run store, kernel conditions and resume on top.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from labkit.errors import LabkitError
+
+
+def local_labkit_argv(*args: str) -> list[str]:
+    """argv that runs this same labkit (testbed namespaces share this filesystem)."""
+    return [sys.executable, "-m", "labkit", *args]
+
+
+def echo_exchange(client, server, server_address: str, *, sizes: list[int], repeats: int, gap_s: float,
+                  warmup: int = 1, labkit_argv=local_labkit_argv, extra_client_args: tuple[str, ...] = ()):
+    """Start an echo server on ``server``, run the client on ``client``, and yield one dict per call.
+
+    Both processes are stopped when the generator finishes, fails or is closed.
+    """
+    with server.start(labkit_argv("echo", "serve", "--bind", f"{server_address}:0")) as server_proc:
+        ready = json.loads(server_proc.wait_for_line(lambda line: '"ready"' in line, timeout=30))
+        argv = labkit_argv(
+            "echo", "call", "--target", f"{server_address}:{ready['port']}",
+            "--sizes", ",".join(map(str, sizes)), "--repeats", str(repeats),
+            "--gap", f"{gap_s!r}s", "--warmup", str(warmup), *extra_client_args,
+        )
+        with client.start(argv) as client_proc:
+            for line in client_proc.lines(timeout=60 + 5 * gap_s):
+                if line.startswith("{"):
+                    yield json.loads(line)
+            if client_proc.wait() != 0:
+                detail = client_proc.stderr_lines[-1] if client_proc.stderr_lines else ""
+                raise LabkitError(f"the echo client failed on {client.name}: {detail}")
