@@ -28,12 +28,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 import random
-import socket
-import sys
-import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,182 +185,49 @@ def sweep_schema():
     )
 
 
-# -- progress ---------------------------------------------------------------------------
-
-
-class Progress:
-    """Calls done / total with an ETA: rich in a terminal, tqdm in a notebook, nothing when quiet."""
-
-    def __init__(self, total: int, quiet: bool = False):
-        self.total = total
-        self._lock = threading.Lock()
-        self._rich = self._tqdm = None
-        if quiet:
-            return
-        if "ipykernel" in sys.modules:
-            from tqdm.auto import tqdm
-
-            self._tqdm = tqdm(total=total, unit="call")
-        else:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
-
-            self._rich = RichProgress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                transient=False,
-            )
-            self._task = self._rich.add_task("sweep", total=total)
-            self._rich.start()
-
-    def describe(self, text: str) -> None:
-        with self._lock:
-            if self._rich:
-                self._rich.update(self._task, description=text)
-            elif self._tqdm:
-                self._tqdm.set_description(text)
-
-    def advance(self, count: int = 1) -> None:
-        with self._lock:
-            if self._rich:
-                self._rich.advance(self._task, count)
-            elif self._tqdm:
-                self._tqdm.update(count)
-
-    def log(self, message: str) -> None:
-        if self._rich:
-            self._rich.console.print(message)
-        elif self._tqdm:
-            self._tqdm.write(message)
-
-    def close(self) -> None:
-        if self._rich:
-            self._rich.stop()
-        elif self._tqdm:
-            self._tqdm.close()
-
-
 # -- running ----------------------------------------------------------------------------
 
 
-class HostPool:
-    """One open host object per inventory name, shared by every pair that uses it."""
-
-    def __init__(self, inventory, accept_new_host_keys: bool):
-        self.inventory = inventory
-        self.accept_new_host_keys = accept_new_host_keys
-        self._hosts: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str):
-        from labkit.hosts.inventory import open_host
-
-        with self._lock:
-            if name not in self._hosts:
-                self._hosts[name] = open_host(self.inventory, name, accept_new_host_keys=self.accept_new_host_keys)
-            return self._hosts[name]
-
-    def hosts(self) -> list:
-        with self._lock:
-            return list(self._hosts.values())
-
-    def close(self) -> None:
-        for host in self._hosts.values():
-            close = getattr(host, "close", None)
-            if close:
-                close()
-
-
-def _labkit_on(inventory, name: str, host) -> list[str]:
-    """argv prefix that runs labkit on host ``name``; a clear error when it is not deployed there."""
-    from labkit.deploy import check_remote_labkit, remote_labkit_argv
-
-    entry = inventory.host(name)
-    if entry.is_local:
-        return [sys.executable, "-m", "labkit"]  # a local host runs this very labkit
-    check_remote_labkit(host, entry, inventory.path)
-    return remote_labkit_argv(entry)
-
-
 class _Sweeper:
-    """Runs the cells of one run, pair by pair (several pairs at once with --mesh)."""
+    """Runs the cells of one sweep, pair by pair (several pairs at once with --mesh)."""
 
-    def __init__(self, run, config: SweepConfig, inventory, pool: HostPool, progress: Progress):
-        self.run = run
+    def __init__(self, session, config: SweepConfig):
+        self.session = session
+        self.run = session.run
         self.config = config
-        self.inventory = inventory
-        self.pool = pool
-        self.progress = progress
-        self.stopping = threading.Event()
-        # Filled in by run_sweep before any pair runs.
-        self.labkit_argv: dict[str, list[str]] = {}
+        self.inventory = session.inventory
+        self.progress = session.progress
+        # (client, server) -> the KernelConditions of both hosts; filled in before any cell runs.
         self.kernel_conditions: dict[tuple[str, str], tuple] = {}
-        self.live_processes: set = set()
-        self._live_lock = threading.Lock()
         self.calls_measured = 0
 
-    # processes started on hosts are registered in the run, so a SIGKILLed sweep
-    # can be cleaned up by `labkit runs cleanup`.
-    def _start(self, host_name: str, host, argv: list[str]):
-        proc = host.start(argv)
-        self.run.register_process(host_name, proc.pid, argv)
-        with self._live_lock:
-            self.live_processes.add(proc)
-        return proc
+    def capture_kernel_originals(self, pairs: list[tuple[str, str]]) -> None:
+        """Record each host's original settings in the manifest before any cell changes them."""
+        from labkit.hosts.kernel import KernelConditions
 
-    def _stop(self, host_name: str, proc) -> None:
-        try:
-            proc.stop()
-        finally:
-            self.run.unregister_process(host_name, proc.pid)
-            with self._live_lock:
-                self.live_processes.discard(proc)
-
-    def stop_everything(self) -> None:
-        """Called on Ctrl-C with --mesh: end every client and server so worker threads return."""
-        self.stopping.set()
-        with self._live_lock:
-            live = list(self.live_processes)
-        for proc in live:
-            try:
-                proc.stop(grace_s=1.0)
-            except Exception:
-                pass
-
-    def ping(self, host, address: str, label: str) -> dict[str, Any]:
-        from labkit.parsers.ping import parse_ping
-
-        count = self.config.ping_count
-        result = host.run(["ping", "-n", "-c", str(count), "-i", "0.2", address], timeout=count * 0.2 + 30)
-        self.run.write_raw(f"ping-{label}.txt", result.stdout + result.stderr)
-        summary = parse_ping(result.stdout).summary
-        return {k: summary.get(k) for k in ("transmitted", "received", "rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms")}
-
-    def iperf(self, client, server, server_name: str, address: str, label: str) -> dict[str, Any]:
-        from labkit.parsers.iperf3 import parse_iperf3_json
-
-        port = str(self.config.iperf_port)
-        iperf_server = self._start(server_name, server, ["iperf3", "-s", "-1", "--forceflush", "-B", address, "-p", port])
-        try:
-            iperf_server.wait_for_line(lambda line: "listening" in line.lower(), timeout=15)
-            result = client.run(
-                ["iperf3", "-c", address, "-p", port, "-t", str(self.config.iperf_seconds), "-b", self.config.iperf_rate, "-J"],
-                timeout=self.config.iperf_seconds + 30,
+        originals = self.run.manifest.setdefault("kernel_originals", {})
+        for src, dst in pairs:
+            sides = (
+                KernelConditions(self.session.host(src), self.inventory.peer_address(dst)),
+                KernelConditions(self.session.host(dst), self.inventory.peer_address(src)),
             )
-        finally:
-            self._stop(server_name, iperf_server)
-        self.run.write_raw(f"iperf3-{label}.json", result.stdout)
-        try:
-            summary = parse_iperf3_json(result.stdout).summary
-        except LabkitError as exc:
-            return {"error": str(exc)}
-        return {k: summary.get(k) for k in ("received_bps", "sent_bps", "retransmits", "sender_tcp_congestion", "error")}
+            self.kernel_conditions[(src, dst)] = sides
+            for name, side in zip((src, dst), sides):
+                key = f"{name}->{side.peer}"
+                if key in originals:
+                    # Resuming: the values from before the first attempt are the originals,
+                    # whatever a crashed attempt left behind.
+                    side.original_ssai = originals[key]["slow_start_after_idle"]
+                    side.original_route = originals[key]["route_to_peer"]
+                else:
+                    originals[key] = {"host": name, **side.capture()}
+        self.run.save_manifest()
 
     def run_pair(self, src: str, dst: str, cells: list[Cell]) -> None:
         from labkit.hosts.kernel import ConditionRefused
 
-        config, run = self.config, self.run
-        client, server = self.pool.get(src), self.pool.get(dst)
+        config, run, session = self.config, self.run, self.session
         conditions = self.kernel_conditions[(src, dst)]
-        client_labkit, server_labkit = self.labkit_argv[src], self.labkit_argv[dst]
         server_address = self.inventory.peer_address(dst)
         label = f"{src}-{dst}"
         finished = run.finished_cells()
@@ -375,19 +237,21 @@ class _Sweeper:
         if not todo:
             return
         baselines = run.manifest.setdefault("baselines", {}).setdefault(label, {})
+        attempt = len(run.manifest["resumed_utc"])
         echo_server = None
         try:
-            baselines[f"ping_before_{len(run.manifest['resumed_utc'])}"] = self.ping(client, server_address, f"{label}-before")
-            baselines["iperf3"] = self.iperf(client, server, dst, server_address, label)
+            baselines[f"ping_before_{attempt}"] = session.ping(src, server_address, f"{label}-before", config.ping_count)
+            baselines["iperf3"] = session.iperf(src, dst, server_address, label, seconds=config.iperf_seconds,
+                                                rate=config.iperf_rate, port=config.iperf_port)
             run.save_manifest()
-            serve = [*server_labkit, "echo", "serve", "--bind", f"{server_address}:0"]
+            serve = ["echo", "serve", "--bind", f"{server_address}:0"]
             keepalives = [k for k in config.keepalive_ms if k]
             if keepalives:
                 serve += ["--permit-keepalive-ms", str(min(keepalives))]
-            echo_server = self._start(dst, server, serve)
+            echo_server = session.start_labkit(dst, *serve)
             port = json.loads(echo_server.wait_for_line(lambda line: '"ready"' in line, timeout=60))["port"]
             for cell in todo:
-                if self.stopping.is_set():
+                if session.stopping.is_set():
                     raise KeyboardInterrupt
                 self.progress.describe(f"{src}→{dst} cc={cell.cc or 'keep'} ssai={_keep(cell.slow_start_after_idle)} gap={cell.gap_s:g}s")
                 try:
@@ -401,33 +265,33 @@ class _Sweeper:
                     self.progress.log(f"skipping {cell.id}: {exc}")
                     self.progress.advance(calls_per_cell)
                     continue
-                self.run_cell(cell, client, src, client_labkit, f"{server_address}:{port}")
-            baselines[f"ping_after_{len(run.manifest['resumed_utc'])}"] = self.ping(client, server_address, f"{label}-after")
+                self.run_cell(cell, f"{server_address}:{port}")
+            baselines[f"ping_after_{attempt}"] = session.ping(src, server_address, f"{label}-after", config.ping_count)
             run.save_manifest()
         finally:
             if echo_server is not None:
-                self._stop(dst, echo_server)
+                session.stop(dst, echo_server)
             problems = [problem for side in conditions for problem in side.restore()]
             for problem in problems:
                 self.progress.log(f"[red]{problem}[/red]")
 
-    def run_cell(self, cell: Cell, client, src: str, client_labkit: list[str], target: str) -> None:
+    def run_cell(self, cell: Cell, target: str) -> None:
         config, run = self.config, self.run
         expected = len(config.sizes) * config.repeats
         attempt = run.begin_cell(cell.id)
-        argv = [
-            *client_labkit, "echo", "call", "--target", target,
+        args = [
+            "echo", "call", "--target", target,
             "--sizes", ",".join(map(str, config.sizes)), "--repeats", str(config.repeats),
             "--gap", f"{cell.gap_s!r}s", "--warmup", str(config.warmup), "--tcp-info",
             "--order", config.order, "--seed", str(config.seed), "--timeout", f"{config.call_timeout_s!r}s",
         ]
         if cell.background_gap_s is not None:
-            argv += ["--background-gap", f"{cell.background_gap_s!r}s"]
+            args += ["--background-gap", f"{cell.background_gap_s!r}s"]
         if cell.keepalive_ms is not None:
-            argv += ["--keepalive-ms", str(cell.keepalive_ms)]
+            args += ["--keepalive-ms", str(cell.keepalive_ms)]
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, **cell.columns()}
         received = 0
-        proc = self._start(src, client, argv)
+        proc = self.session.start_labkit(cell.src, *args)
         try:
             # Silence for longer than a call's deadline plus its gap means the client is stuck.
             for line in proc.lines(timeout=config.call_timeout_s + cell.gap_s + 30):
@@ -442,10 +306,10 @@ class _Sweeper:
                 self.progress.advance()
             status = proc.wait()
         finally:
-            self._stop(src, proc)
+            self.session.stop(cell.src, proc)
         if status != 0 or received != expected:
             detail = proc.stderr_lines[-1] if proc.stderr_lines else f"exit status {status}"
-            raise LabkitError(f"the echo client on {src} stopped after {received} of {expected} calls: {detail}")
+            raise LabkitError(f"the echo client on {cell.src} stopped after {received} of {expected} calls: {detail}")
         run.complete_cell(cell.id, attempt, received)
 
 
@@ -463,19 +327,17 @@ def _pairs(config: SweepConfig, inventory) -> list[tuple[str, str]]:
 
 
 def run_sweep(
-    config: SweepConfig,
+    config: SweepConfig | None,
     *,
     runs_dir=None,
     resume: str | None = None,
     quiet: bool = False,
     accept_new_host_keys: bool = False,
 ):
-    """Run (or resume) a sweep and return its :class:`labkit.store.Run`."""
-    from labkit.hosts.facts import collect_facts
+    """Run (or, with ``resume``, continue) a sweep and return its :class:`labkit.store.Run`."""
+    from labkit.experiment import session
     from labkit.hosts.inventory import load_inventory
-    from labkit.hosts.kernel import KernelConditions
     from labkit.store import Run, find_run
-    from labkit.provenance import utc_now
 
     if resume:
         run = find_run(resume, runs_dir)
@@ -492,64 +354,16 @@ def run_sweep(
         run.mark_resumed()
     else:
         run = Run.create(runs_dir, config.name, EXPERIMENT, dataclasses.asdict(config))
-    run.update(controller={"pid": os.getpid(), "host": socket.gethostname()})
-
-    pool = HostPool(inventory, accept_new_host_keys)
-    progress = Progress(total=len(cells) * len(config.sizes) * config.repeats, quiet=quiet)
-    sweeper = _Sweeper(run, config, inventory, pool, progress)
-    started = time.monotonic()
-    try:
-        names = sorted({name for pair in pairs for name in pair})
-        # Connect, check labkit, and record facts and original kernel settings on
-        # every host before anything changes.
-        sweeper.labkit_argv = {name: _labkit_on(inventory, name, pool.get(name)) for name in names}
-        originals = run.manifest.setdefault("kernel_originals", {})
-        for src, dst in pairs:
-            sides = (
-                KernelConditions(pool.get(src), inventory.peer_address(dst)),
-                KernelConditions(pool.get(dst), inventory.peer_address(src)),
-            )
-            sweeper.kernel_conditions[(src, dst)] = sides
-            for name, side in zip((src, dst), sides):
-                key = f"{name}->{side.peer}"
-                if key in originals:
-                    # Resuming: the values from before the first attempt are the originals,
-                    # whatever a crashed attempt left behind.
-                    side.original_ssai = originals[key]["slow_start_after_idle"]
-                    side.original_route = originals[key]["route_to_peer"]
-                else:
-                    originals[key] = {"host": name, **side.capture()}
-        run.save_manifest()
-        for name in names:
-            peers = [inventory.peer_address(other) for other in names if other != name]
-            run.manifest["hosts"][name] = collect_facts(pool.get(name), peers[0] if peers else None, sweeper.labkit_argv[name][:1])
-        run.save_manifest()
-
+    names = sorted({name for pair in pairs for name in pair})
+    total = len(cells) * len(config.sizes) * config.repeats
+    with session(run, inventory, names, total=total, quiet=quiet, accept_new_host_keys=accept_new_host_keys) as current:
+        sweeper = _Sweeper(current, config)
+        sweeper.capture_kernel_originals(pairs)
         by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
         if len(pairs) == 1:
             sweeper.run_pair(*pairs[0], by_pair[pairs[0]])
         else:
             _run_mesh(sweeper, by_pair)
-    except KeyboardInterrupt:
-        sweeper.stop_everything()
-        run.set_status("interrupted")
-        raise
-    except BaseException:
-        sweeper.stop_everything()
-        run.set_status("failed")
-        raise
-    finally:
-        progress.close()
-        pool.close()
-        run.close()
-        run.manifest.setdefault("timing", {})[utc_now()] = {
-            "wall_s": round(time.monotonic() - started, 3),
-            "calls_measured": sweeper.calls_measured,
-            # Per-call orchestration must not cost SSH round trips: this stays
-            # constant per cell however many calls a cell makes.
-            "ssh_sessions_opened": sum(getattr(host, "sessions_opened", 0) for host in pool.hosts()),
-        }
-        run.save_manifest()
     run.finalize(sweep_schema())
     run.set_status("complete")
     return run
@@ -574,7 +388,7 @@ def _run_mesh(sweeper: _Sweeper, by_pair: dict[tuple[str, str], list[Cell]]) -> 
                     busy -= set(running.pop(future))
                     future.result()
         except BaseException:
-            sweeper.stop_everything()
+            sweeper.session.stop_everything()
             for future in running:
                 future.cancel()
             raise

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tomllib
 
-from conftest import LABKIT, REPO, labkit
+from conftest import REPO, labkit
 
 
 def _names(requirements: list[str]) -> set[str]:

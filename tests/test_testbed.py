@@ -138,7 +138,7 @@ def test_paramiko_reaches_both_hosts_with_strict_host_keys(wan_testbed):
 
 
 def test_a_host_presenting_another_key_is_refused(wan_testbed, tmp_path):
-    a, b = wan_testbed.hosts["a"], wan_testbed.hosts["b"]
+    a = wan_testbed.hosts["a"]
     b_key = (wan_testbed.dir / "b" / "ssh_host_ed25519_key.pub").read_text().split()[:2]
     wrong = tmp_path / "known_hosts"
     wrong.write_text(f"{a.mgmt_address} {' '.join(b_key)}\n")
@@ -157,7 +157,7 @@ def test_a_host_presenting_another_key_is_refused(wan_testbed, tmp_path):
 
 
 def test_openssh_client_uses_the_written_ssh_config(wan_testbed):
-    a, b = wan_testbed.hosts["a"], wan_testbed.hosts["b"]
+    b = wan_testbed.hosts["b"]
     proc = subprocess.run(
         ["ssh", "-F", str(wan_testbed.ssh_config), "-o", "BatchMode=yes", b.ssh_alias, "cat", "/proc/sys/net/ipv4/tcp_slow_start_after_idle"],
         capture_output=True, text=True, timeout=30,
