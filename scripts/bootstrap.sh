@@ -46,3 +46,17 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   .venv/bin/python -m pip install -q -e '.[dev,notebooks]'
   touch "$stamp"
 fi
+
+# ghz (gRPC load generator) from the Go module proxy, built static so that
+# `labkit deploy` can copy it to hosts of any distribution. Pinned: its JSON
+# output is what labkit's parser is tested on.
+GHZ_VERSION=v0.93.0
+if [[ ! -x .venv/bin/ghz ]]; then
+  if command -v go >/dev/null 2>&1; then
+    echo "bootstrap: building ghz $GHZ_VERSION into .venv/bin"
+    GOBIN="$PWD/.venv/bin" CGO_ENABLED=0 GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" \
+      || echo "bootstrap: could not build ghz; labkit load will say how to get it" >&2
+  else
+    echo "bootstrap: Go is not installed, so ghz is not built; labkit load needs it (https://ghz.sh)" >&2
+  fi
+fi
