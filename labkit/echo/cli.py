@@ -48,7 +48,14 @@ def echo():
     help="Accept client keepalive pings this often, even between calls. By default gRPC's "
     "policy applies (pings without calls refused, at most one per 5 min), as on most real servers.",
 )
-def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_keepalive_ms):
+@click.option(
+    "--tcp-echo-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Also serve the raw TCP echo (4-byte length-prefixed; see labkit.echo.tcp_echo) on this port "
+    "of the --bind host; 0 picks a free one, reported as tcp_echo_port in the ready line.",
+)
+def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_keepalive_ms, tcp_echo_port):
     """Run the echo server until SIGTERM or SIGINT.
 
     Once listening it prints one JSON line on stdout,
@@ -66,6 +73,8 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
         options["max_message_bytes"] = max_message_bytes
     if permit_keepalive_ms is not None:
         options["permit_keepalive_ms"] = permit_keepalive_ms
+    if tcp_echo_port is not None:
+        options["tcp_echo_port"] = tcp_echo_port
     server.serve_until_signalled(bind, grace_s=grace, reflection_enabled=reflection, **options)
 
 

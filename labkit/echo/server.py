@@ -184,6 +184,7 @@ def serve_until_signalled(
     *,
     grace_s: float = DEFAULT_GRACE_S,
     out=None,
+    tcp_echo_port: int | None = None,
     **kwargs,
 ) -> None:
     """Start a server, write the ready line, and stop gracefully on SIGTERM or SIGINT.
@@ -191,6 +192,10 @@ def serve_until_signalled(
     The ready line is one JSON object on ``out`` (stdout by default), written
     only once the port is listening, so a parent process can read it and
     connect at once.
+
+    With ``tcp_echo_port`` (0 = a free port) the same process also serves the
+    raw TCP echo of :mod:`labkit.echo.tcp_echo` on the host of ``bind``, with
+    the same message bound; the ready line then has ``tcp_echo_port``.
     """
     out = out or sys.stdout
     stop_requested = threading.Event()
@@ -206,6 +211,19 @@ def serve_until_signalled(
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         server, port = start_server(bind, **kwargs)
+        tcp_echo = None
+        if tcp_echo_port is not None:
+            from labkit.echo.tcp_echo import TcpEchoServer
+
+            tcp_echo = TcpEchoServer(
+                parse_host_port(bind, allow_port_zero=True)[0], tcp_echo_port,
+                max_message_bytes=kwargs.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
+            )
+            try:
+                tcp_echo.start()
+            except LabkitError:
+                server.stop(None)
+                raise
         started = time.monotonic()
         ready = {
             "event": "ready",
@@ -218,6 +236,8 @@ def serve_until_signalled(
             "labkit_version": __version__,
             "grpcio_version": grpc.__version__,
         }
+        if tcp_echo is not None:
+            ready["tcp_echo_port"] = tcp_echo.port
         out.write(json.dumps(ready) + "\n")
         out.flush()
         # Wait with a timeout so the signal handler always gets a chance to run
@@ -226,6 +246,8 @@ def serve_until_signalled(
             pass
         # In-flight calls get grace_s to finish; new ones are refused at once.
         server.stop(grace_s).wait()
+        if tcp_echo is not None:
+            tcp_echo.stop()
         print(
             f"labkit echo serve: stopped on {received[0]} after {time.monotonic() - started:.1f} s",
             file=sys.stderr,
