@@ -6,6 +6,8 @@ Per host, in ``labkit_dir`` (default ``~/.labkit/NAME``)::
     agent-requirements.txt    the agent set, pinned to the versions installed here
     venv/                     python3 -m venv; labkit installed with --no-deps
     build.json                marker: which build is installed (a host with the same build is skipped)
+    bin/ghz                   the static ghz binary of this machine, when it has one (labkit load's
+                              gRPC load generator); sent again only when its SHA-256 differs
 
 A host only runs the agent side of labkit (echo serve/call and the tool
 wrappers), so the venv gets the labkit wheel with ``--no-deps`` plus the small
@@ -59,6 +61,17 @@ _LIST_SCRIPT = """
 import json, os, sys
 d = sys.argv[1]
 print(json.dumps({n: os.path.getsize(os.path.join(d, n)) for n in os.listdir(d)} if os.path.isdir(d) else {}))
+"""
+# Run by the host's interpreter: its machine, and name -> SHA-256 of each named file in a directory.
+_TOOLS_SCRIPT = """
+import hashlib, json, os, platform, sys
+d, found = sys.argv[1], {}
+for name in sys.argv[2:]:
+    path = os.path.join(d, name)
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            found[name] = hashlib.file_digest(f, "sha256").hexdigest()
+print(json.dumps({"machine": platform.machine(), "files": found}))
 """
 _INDEX_PROBE_SCRIPT = """
 import socket, sys
@@ -245,6 +258,41 @@ def build_wheelhouse(target: Target, log=lambda message: None) -> Path:
     return house
 
 
+# -- static tools copied to hosts -----------------------------------------------------------
+# Binaries with no dependencies that deploy copies into a host's labkit_dir/bin:
+# ghz, the gRPC load generator of `labkit load` (scripts/bootstrap.sh builds it
+# static into .venv/bin from the Go module proxy when Go is present).
+TOOLS = ("ghz",)
+TOOL_HINTS = {
+    "ghz": "scripts/bootstrap.sh builds it into .venv/bin when Go is installed, or run "
+           "`CGO_ENABLED=0 go install github.com/bojand/ghz/cmd/ghz@v0.93.0`",
+}
+
+
+def local_tool(name: str) -> Path | None:
+    """This machine's copy of a tool deploy sends: beside this Python (the venv), on PATH, or in ~/go/bin."""
+    for candidate in (Path(sys.executable).parent / name, shutil.which(name), Path.home() / "go" / "bin" / name):
+        if candidate and os.access(candidate, os.X_OK) and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def host_tool_candidates(entry: HostEntry, name: str) -> list[str]:
+    """Where a host's copy of a tool may be, first match wins: deploy's bin/, then the host's PATH.
+
+    A local host (``ssh = "local"``) runs this machine's own copy first.
+    """
+    candidates = [f"{host_path(entry, entry.labkit_dir)}/bin/{name}", name]
+    if entry.is_local and local_tool(name) is not None:
+        candidates.insert(0, str(local_tool(name)))
+    return candidates
+
+
+def _sha256_file(path: Path) -> str:
+    with open(path, "rb") as source:
+        return hashlib.file_digest(source, "sha256").hexdigest()
+
+
 # -- one host ------------------------------------------------------------------------------
 def host_path(entry: HostEntry, path: str) -> str:
     """``path`` as the host's commands and SFTP see it.
@@ -309,6 +357,8 @@ class _Deployer:
         self.progress = progress
         self._tasks: dict[str, int] = {}
         self._wheelhouse_lock = threading.Lock()
+        self._tool_lock = threading.Lock()
+        self._tool_digests: dict[str, str] = {}
 
     def _step(self, name: str, text: str, total: float | None = None) -> None:
         if self.progress is not None:
@@ -348,7 +398,8 @@ class _Deployer:
         if not self.force:
             installed = self._read_marker(host, base)
             if installed.get("build") == self.wheel.build and remote_labkit_version(host, entry) == self.wheel.version:
-                return DeployResult(name, "skipped", f"already has labkit {self.wheel.version} build {self.wheel.short_build}")
+                tools = self._send_tools(host, entry, base)
+                return DeployResult(name, "skipped", f"already has labkit {self.wheel.version} build {self.wheel.short_build}{tools}")
         target = self._target(host, entry)
         mode = self._mode(host, entry)
         self._run(host, ["mkdir", "-p", f"{base}/wheelhouse"], "creating " + entry.labkit_dir)
@@ -389,8 +440,39 @@ class _Deployer:
                               f"not {self.wheel.version}")
         self._run(host, [python, "-c", f"import {', '.join(AGENT_MODULES)}"], "importing labkit's agent modules")
         self._write_marker(host, entry, base, mode, target)
+        tools = self._send_tools(host, entry, base)
         sent_text = f"{len(missing)} file(s), {sent / 1e6:.1f} MB sent" if missing else "nothing new sent"
-        return DeployResult(name, "deployed", f"labkit {version} build {self.wheel.short_build} ({mode}, {sent_text})")
+        return DeployResult(name, "deployed", f"labkit {version} build {self.wheel.short_build} ({mode}, {sent_text}){tools}")
+
+    def _send_tools(self, host, entry: HostEntry, base: str) -> str:
+        """Copy :data:`TOOLS` this machine has into the host's bin/ unless the same file is there; say what happened."""
+        import platform
+
+        if entry.is_local:
+            return ""  # a local host runs this machine's own copies
+        local = {name: local_tool(name) for name in TOOLS}
+        wanted = [name for name, path in local.items() if path is not None]
+        notes = [f"no {name} here to send" for name, path in local.items() if path is None]
+        if wanted:
+            self._step(entry.name, "checking tools")
+            there = json.loads(self._run(host, [entry.python, "-c", _TOOLS_SCRIPT, f"{base}/bin", *wanted],
+                                         "checking the tools").stdout)
+            if there["machine"] != platform.machine():
+                notes += [f"{name} not sent (built for {platform.machine()}, host is {there['machine']})" for name in wanted]
+                wanted = []
+            for name in wanted:
+                with self._tool_lock:
+                    digest = self._tool_digests.setdefault(name, _sha256_file(local[name]))
+                if there["files"].get(name) == digest:
+                    continue
+                self._step(entry.name, f"sending {name}")
+                self._run(host, ["mkdir", "-p", f"{base}/bin"], f"creating {entry.labkit_dir}/bin")
+                partial = f"{base}/bin/.{name}.partial"
+                host.put(local[name], partial)
+                self._run(host, ["chmod", "755", partial], f"making {name} executable")
+                self._run(host, ["mv", "-f", partial, f"{base}/bin/{name}"], f"installing {name}")
+                notes.append(f"{name} sent ({local[name].stat().st_size / 1e6:.1f} MB)")
+        return "; " + "; ".join(notes) if notes else ""
 
     def _read_marker(self, host, base: str) -> dict:
         result = host.run(["cat", f"{base}/{MARKER}"], timeout=30)
