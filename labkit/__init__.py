@@ -25,3 +25,22 @@ def sweep(inventory: str, *, runs_dir=None, quiet: bool = False, accept_new_host
         SweepConfig(inventory=str(inventory), **options),
         runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
     )
+
+
+def series(inventory: str, *, runs_dir=None, quiet: bool = False, accept_new_host_keys: bool = False, **options):
+    """Run ping vs echo over time from Python and return its :class:`labkit.store.Run`.
+
+    ``options`` are the fields of :class:`labkit.latency_series.SeriesConfig`
+    (``client``, ``server``, ``duration_s``, ``interval_s``, ``probes``,
+    ``payload_bytes``, ``cell_s``, ``timeout_s``, ``spread``, ``name``), e.g.::
+
+        run = labkit.series("inventory.toml", client="a", server="b",
+                            duration_s=3600, interval_s=1.0)
+        run.samples()  # a DataFrame, one row per probe per tick
+    """
+    from labkit.latency_series import SeriesConfig, run_series
+
+    return run_series(
+        SeriesConfig(inventory=str(inventory), **options),
+        runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
+    )

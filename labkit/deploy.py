@@ -43,7 +43,8 @@ from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_ho
 # What runs on a host: the echo service and client, and the CLI around them.
 AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "protobuf", "click", "rich", "tomli-w")
 # Imported on the host after installing, so a missing agent dependency fails the deploy, not the sweep.
-AGENT_MODULES = ("labkit.cli", "labkit.echo.cli", "labkit.echo.server", "labkit.echo.client", "labkit.echo.tcpinfo")
+AGENT_MODULES = ("labkit.cli", "labkit.echo.cli", "labkit.echo.server", "labkit.echo.client", "labkit.echo.tcpinfo",
+                 "labkit.echo.tcp_echo", "labkit.echo.series_agent")
 MARKER = "build.json"
 MIN_PYTHON = (3, 11)
 MODES = ("auto", "offline", "online")

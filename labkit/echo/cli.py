@@ -180,3 +180,31 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
         click.echo(f"labkit echo call: interrupted after {summary.describe()}", err=True)
         raise  # click turns this into exit status 130
     click.echo(f"labkit echo call: {summary.describe()}", err=True)
+
+
+@echo.command("series-agent", hidden=True)
+@click.option("--address", required=True, help="The server's data address (ping, gRPC and TCP echo go there).")
+@click.option("--grpc-port", type=click.IntRange(1, 65535), default=None, help="Port of the gRPC echo service.")
+@click.option("--tcp-echo-port", type=click.IntRange(1, 65535), default=None, help="Port of the raw TCP echo.")
+@click.option("--probes", required=True, help="Comma-separated: ping,echo-warm,echo-cold,tcp-echo,tcp-connect.")
+@click.option("--first-tick", type=click.IntRange(min=0), default=0, show_default=True, help="Number of the first tick.")
+@click.option("--ticks", type=click.IntRange(min=1), required=True, help="How many ticks to run.")
+@click.option("--interval", type=DURATION, required=True, help="Time between ticks.")
+@click.option("--payload-bytes", type=click.IntRange(0, MAX_REQUEST_BYTES), default=50, show_default=True)
+@click.option("--timeout", type=DURATION, default="5s", show_default=True, help="Deadline of each call and ping.")
+@click.option("--spread/--together", default=True, show_default=True,
+              help="Spread the probes evenly over each tick, or send them all at the tick.")
+def series_agent(address, grpc_port, tcp_echo_port, probes, first_tick, ticks, interval, payload_bytes, timeout, spread):
+    """The client side of `labkit series`: every probe on one schedule, JSON lines on stdout.
+
+    Started by `labkit series` on the client host; the protocol is described in
+    labkit.echo.series_agent.
+    """
+    from labkit.echo import series_agent
+
+    plan = series_agent.AgentPlan(
+        address=address, grpc_port=grpc_port, tcp_echo_port=tcp_echo_port,
+        probes=tuple(p.strip() for p in probes.split(",") if p.strip()), first_tick=first_tick, ticks=ticks,
+        interval_s=interval, payload_bytes=payload_bytes, timeout_s=timeout, spread=spread,
+    )
+    sys.exit(series_agent.main(plan))

@@ -57,6 +57,11 @@ class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
             yield echo_pb2.EchoResponse(payload_length=len(request.payload))
 
     def Upload(self, request_iterator, context):
+        from labkit.echo.cputime import cpu_now
+
+        cpu_start = cpu_now()
+        # What the client says it sends (optional metadata; gupload-style clients send none).
+        expected = dict(context.invocation_metadata())
         # Hash while receiving so the answer costs no extra pass over the data
         # and the server never holds more than one chunk.
         digest = hashlib.sha256()
@@ -66,12 +71,35 @@ class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
             digest.update(chunk.content)
             received += len(chunk.content)
             chunks += 1
-        return echo_pb2.UploadStatus(
-            message=f"received {chunks} chunks",
-            code=echo_pb2.OK,
-            bytes_received=received,
-            sha256=digest.hexdigest(),
+        sha256 = digest.hexdigest()
+        problems = upload_mismatches(expected.get(EXPECTED_LENGTH_METADATA), expected.get(EXPECTED_SHA256_METADATA),
+                                     received, sha256)
+        # The process's CPU from the call's start to its answer, for uploaders that time both ends.
+        context.set_trailing_metadata(
+            [(f"labkit-server-{key.replace('_', '-')}", "" if value is None else repr(value))
+             for key, value in cpu_now().since(cpu_start).items()]
         )
+        return echo_pb2.UploadStatus(
+            message="; ".join(problems) if problems else f"received {chunks} chunks",
+            code=echo_pb2.FAILED if problems else echo_pb2.OK,
+            bytes_received=received,
+            sha256=sha256,
+        )
+
+
+# Optional Upload metadata: the length and SHA-256 the client sends, checked by the server.
+EXPECTED_LENGTH_METADATA = "labkit-expected-length"
+EXPECTED_SHA256_METADATA = "labkit-expected-sha256"
+
+
+def upload_mismatches(expected_length: str | None, expected_sha256: str | None, received: int, sha256: str) -> list[str]:
+    """How an upload differs from what its client declared (nothing declared: nothing to differ)."""
+    problems = []
+    if expected_length is not None and expected_length != str(received):
+        problems.append(f"expected {expected_length} bytes, received {received}")
+    if expected_sha256 is not None and expected_sha256.lower() != sha256:
+        problems.append(f"expected sha256 {expected_sha256}, received {sha256}")
+    return problems
 
 
 def start_server(
@@ -185,6 +213,8 @@ def serve_until_signalled(
     grace_s: float = DEFAULT_GRACE_S,
     out=None,
     tcp_echo_port: int | None = None,
+    http2_port: int | None = None,
+    max_upload_bytes: int | None = None,
     **kwargs,
 ) -> None:
     """Start a server, write the ready line, and stop gracefully on SIGTERM or SIGINT.
@@ -196,6 +226,11 @@ def serve_until_signalled(
     With ``tcp_echo_port`` (0 = a free port) the same process also serves the
     raw TCP echo of :mod:`labkit.echo.tcp_echo` on the host of ``bind``, with
     the same message bound; the ready line then has ``tcp_echo_port``.
+
+    With ``http2_port`` (0 = a free port) it also serves ``POST /upload`` over
+    HTTP/2 (:mod:`labkit.echo.http2`; h2c, or TLS with ALPN h2 when the gRPC
+    server has TLS), bounded to ``max_upload_bytes`` per request body; the
+    ready line then has ``http2_port`` and ``max_upload_bytes``.
     """
     out = out or sys.stdout
     stop_requested = threading.Event()
@@ -224,6 +259,22 @@ def serve_until_signalled(
             except LabkitError:
                 server.stop(None)
                 raise
+        http2 = None
+        if http2_port is not None:
+            from labkit.echo.http2 import DEFAULT_MAX_UPLOAD_BYTES, Http2Server
+
+            http2 = Http2Server(
+                f"{parse_host_port(bind, allow_port_zero=True)[0]}:{http2_port}",
+                max_upload_bytes=DEFAULT_MAX_UPLOAD_BYTES if max_upload_bytes is None else max_upload_bytes,
+                tls_cert_pem=kwargs.get("tls_cert_pem"), tls_key_pem=kwargs.get("tls_key_pem"),
+            )
+            try:
+                http2.start()
+            except LabkitError:
+                server.stop(None)
+                if tcp_echo is not None:
+                    tcp_echo.stop()
+                raise
         started = time.monotonic()
         ready = {
             "event": "ready",
@@ -238,6 +289,8 @@ def serve_until_signalled(
         }
         if tcp_echo is not None:
             ready["tcp_echo_port"] = tcp_echo.port
+        if http2 is not None:
+            ready.update(http2_port=http2.port, max_upload_bytes=http2.max_upload_bytes, http2_window_bytes=http2.window_bytes)
         out.write(json.dumps(ready) + "\n")
         out.flush()
         # Wait with a timeout so the signal handler always gets a chance to run
@@ -248,6 +301,8 @@ def serve_until_signalled(
         server.stop(grace_s).wait()
         if tcp_echo is not None:
             tcp_echo.stop()
+        if http2 is not None:
+            http2.stop(grace_s)
         print(
             f"labkit echo serve: stopped on {received[0]} after {time.monotonic() - started:.1f} s",
             file=sys.stderr,

@@ -1,0 +1,415 @@
+"""The client-host side of ``labkit series``: every probe on one schedule, one JSON line per result.
+
+``labkit series`` starts this once per contiguous range of cells, as the
+hidden ``labkit echo series-agent`` on the client host, and reads its stdout
+over the one SSH channel; nothing here imports pandas (the deployed agent has
+only grpcio, protobuf, click, rich and tomli-w).
+
+The schedule: tick ``k`` of the range is due at ``t0 + (k - first_tick) ×
+interval``, where ``t0`` is a moment just after the warm connections are
+open. At every tick each probe sends once. With ``spread`` (the default) the
+``n`` probes are spread evenly over the tick, probe ``i`` (in the order
+given) at ``i × interval / n`` after it, so that no probe's timing includes
+the CPU work of another (a cold channel's set-up, a ping fork) on the client
+or the server; without it they all send at the tick itself. Either way every
+probe keeps the same period and each sample belongs to one tick:
+
+``ping``
+    its own ``LC_ALL=C ping -D -n -c 1 -W TIMEOUT ADDRESS`` run. One run per
+    tick, because iputils' ``-i`` is a minimum, not a period: a long ``ping
+    -i 1`` drifts by about 24 ms per probe on Linux 6.x, a whole tick every
+    40 s, so its probes would leave the shared schedule. Runs overlap when a
+    reply is slow. Its raw output is sent back whole and parsed by the
+    controller with :func:`labkit.parsers.ping.parse_ping`.
+``echo-warm``
+    a gRPC ``Echo`` on one channel opened (and used once, unrecorded) before
+    ``t0``; ``cold`` is true when that channel was not READY when the call
+    started (it had lost its connection and the call pays for a new one).
+``echo-cold``
+    a gRPC ``Echo`` on a new channel (its own connection) per call: TCP and
+    HTTP/2 set-up plus the call, which is what the 2016 Go client measured.
+``tcp-echo``
+    the raw TCP echo of :mod:`labkit.echo.tcp_echo` on one open connection;
+    a lost connection is re-opened before the next timed call, outside it.
+``tcp-connect``
+    the time to open a TCP connection to the TCP echo port (one RTT).
+
+Each probe has at most one call in flight. A tick that comes while the
+previous call of the same probe still runs is reported as a sample with
+``ok: false`` and ``error: "skipped: previous call still in flight"``; no
+tick of any probe goes unreported.
+
+Output, one JSON object per line, flushed as it happens (the protocol the
+controller reads)::
+
+    {"event": "start", "t0_utc_ns": N, "first_tick": F, "ticks": N, "interval_s": S,
+     "probes": [...], "offsets_s": {"ping": 0.0, ...}, "payload_bytes": P, "pid": PID,
+     "warmup": {"echo-warm": "", "tcp-echo": ""}}
+    {"event": "sample", "probe": "echo-warm", "tick": K, "t_utc_ns": N, "rtt_ns": N|null,
+     "ok": true, "error": "", "cold": false, "payload_bytes": P}
+    {"event": "ping", "tick": K, "t_utc_ns": N, "argv": [...], "status": 0, "stdout": "...", "stderr": "..."}
+    {"event": "end", "samples": N, "pings": N}
+
+``t_utc_ns`` of a sample is the UTC time just before the send (for a skipped
+tick, the time it was due); ``rtt_ns`` is ``perf_counter_ns`` around the call
+alone (for a failed call, the time until it failed; null when nothing was
+sent). ``warmup`` maps the warm probes to the error of their unrecorded first
+call ("" when it worked). ``t_utc_ns`` of a ping event is when its run started.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+PROBES = ("ping", "echo-warm", "echo-cold", "tcp-echo", "tcp-connect")
+DEFAULT_PROBES = ("ping", "echo-warm", "echo-cold", "tcp-echo")
+SKIPPED = "skipped: previous call still in flight"
+# Time between the warm-up and the first tick, so every probe's thread is waiting when it comes.
+LEAD_S = 0.2
+
+
+@dataclass(frozen=True)
+class AgentPlan:
+    """What one agent run measures: ticks ``first_tick .. first_tick + ticks - 1`` of a series."""
+
+    address: str
+    probes: tuple[str, ...]
+    first_tick: int
+    ticks: int
+    interval_s: float
+    payload_bytes: int
+    timeout_s: float
+    grpc_port: int | None = None
+    tcp_echo_port: int | None = None
+    spread: bool = True
+
+    def offset_s(self, probe: str) -> float:
+        """When ``probe`` sends, in seconds after each tick."""
+        return self.probes.index(probe) * self.interval_s / len(self.probes) if self.spread else 0.0
+
+    def check(self) -> None:
+        from labkit.errors import LabkitError
+
+        unknown = [p for p in self.probes if p not in PROBES]
+        if unknown or not self.probes:
+            raise LabkitError(f"probes must be some of {', '.join(PROBES)}, not {', '.join(unknown) or 'none'}")
+        if {"echo-warm", "echo-cold"} & set(self.probes) and not self.grpc_port:
+            raise LabkitError("the echo probes need the gRPC port (--grpc-port)")
+        if {"tcp-echo", "tcp-connect"} & set(self.probes) and not self.tcp_echo_port:
+            raise LabkitError("the tcp probes need the TCP echo port (--tcp-echo-port)")
+        if self.ticks < 1 or self.first_tick < 0:
+            raise LabkitError("ticks must be at least 1 and the first tick not negative")
+        if not 0 < self.interval_s <= 3600 or not 0 < self.timeout_s <= 3600:
+            raise LabkitError("interval and timeout must be between 0 and 3600 s")
+
+    @property
+    def grpc_target(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{host}:{self.grpc_port}"
+
+
+class _Output:
+    """Writes protocol lines; a broken pipe (the controller went away) stops the agent."""
+
+    def __init__(self, stream, stop: threading.Event):
+        self._stream = stream
+        self._stop = stop
+        self._lock = threading.Lock()
+        self.samples = 0
+        self.pings = 0
+
+    def emit(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event) + "\n"
+        with self._lock:
+            if event["event"] == "sample":
+                self.samples += 1
+            elif event["event"] == "ping":
+                self.pings += 1
+            try:
+                self._stream.write(line)
+                self._stream.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                self._stop.set()
+
+
+def _sleep_until(deadline_ns: int, stop: threading.Event) -> bool:
+    """Sleep until ``perf_counter_ns()`` reaches ``deadline_ns``; False if asked to stop first."""
+    while True:
+        remaining = deadline_ns - time.perf_counter_ns()
+        if remaining <= 0:
+            return not stop.is_set()
+        # Wake up early and sleep the last stretch: Event.wait overshoots by up to a millisecond.
+        if remaining > 2_000_000:
+            if stop.wait((remaining - 1_000_000) / 1e9):
+                return False
+        else:
+            time.sleep(remaining / 1e9)
+
+
+class _Schedule:
+    """Tick ``i`` of the range is due at ``t0 + i × interval`` (perf_counter and UTC clocks)."""
+
+    def __init__(self, plan: AgentPlan):
+        self.plan = plan
+        self.interval_ns = round(plan.interval_s * 1e9)
+        self.t0_perf_ns = time.perf_counter_ns() + round(LEAD_S * 1e9)
+        self.t0_utc_ns = time.time_ns() + round(LEAD_S * 1e9)
+
+    def due_perf(self, index: int, offset_s: float = 0.0) -> int:
+        return self.t0_perf_ns + index * self.interval_ns + round(offset_s * 1e9)
+
+    def due_utc(self, index: int, offset_s: float = 0.0) -> int:
+        return self.t0_utc_ns + index * self.interval_ns + round(offset_s * 1e9)
+
+
+# -- the probes ----------------------------------------------------------------------------
+# Each probe is a callable returning (rtt_ns | None, ok, error, cold), timed around the call alone.
+
+
+class _WarmEcho:
+    def __init__(self, plan: AgentPlan, payload: bytes):
+        import grpc
+
+        from labkit.echo.client import open_channel
+        from labkit.proto import echo_pb2, echo_pb2_grpc
+
+        self._grpc = grpc
+        self._timeout = plan.timeout_s
+        self._request = echo_pb2.EchoRequest(payload=payload)
+        self._size = len(payload)
+        self.channel = open_channel(plan.grpc_target)
+        self._stub = echo_pb2_grpc.EchoServiceStub(self.channel)
+        self._state = None
+        self.channel.subscribe(self._on_state, try_to_connect=True)
+
+    def _on_state(self, state) -> None:
+        self._state = state
+
+    def warm_up(self) -> str:
+        _, ok, error, _ = self()
+        return "" if ok else error
+
+    def __call__(self):
+        cold = self._state != self._grpc.ChannelConnectivity.READY
+        return (*_echo_call(self._grpc, self._stub, self._request, self._size, self._timeout), cold)
+
+    def close(self) -> None:
+        self.channel.unsubscribe(self._on_state)
+        self.channel.close()
+
+
+class _ColdEcho:
+    def __init__(self, plan: AgentPlan, payload: bytes):
+        import grpc
+
+        from labkit.echo.client import open_channel
+        from labkit.proto import echo_pb2, echo_pb2_grpc
+
+        self._grpc = grpc
+        self._open = lambda: open_channel(plan.grpc_target)
+        self._stub_class = echo_pb2_grpc.EchoServiceStub
+        self._timeout = plan.timeout_s
+        self._request = echo_pb2.EchoRequest(payload=payload)
+        self._size = len(payload)
+
+    def __call__(self):
+        # The channel object is made outside the timed window; its connection
+        # is opened by the call itself, inside it (as in labkit.echo.client).
+        channel = self._open()
+        try:
+            return (*_echo_call(self._grpc, self._stub_class(channel), self._request, self._size, self._timeout), True)
+        finally:
+            channel.close()
+
+
+def _echo_call(grpc, stub, request, size: int, timeout_s: float):
+    started = time.perf_counter_ns()
+    try:
+        response = stub.Echo(request, timeout=timeout_s)
+    except grpc.RpcError as exc:
+        elapsed = time.perf_counter_ns() - started
+        code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+        details = exc.details() if hasattr(exc, "details") else str(exc)
+        return elapsed, False, f"{code.name}: {details}" if details else code.name
+    elapsed = time.perf_counter_ns() - started
+    if response.payload_length != size:
+        return elapsed, False, f"server reported payload_length {response.payload_length}, sent {size} bytes"
+    return elapsed, True, ""
+
+
+class _TcpEcho:
+    def __init__(self, plan: AgentPlan, payload: bytes):
+        from labkit.echo.tcp_echo import TcpEchoClient
+
+        self._client = TcpEchoClient(plan.address, plan.tcp_echo_port, timeout_s=plan.timeout_s)
+        self._payload = payload
+
+    def warm_up(self) -> str:
+        _, ok, error, _ = self()
+        return "" if ok else error
+
+    def __call__(self):
+        from labkit.echo.tcp_echo import TcpEchoError
+
+        if not self._client.connected:
+            try:
+                self._client.connect()  # outside the timed window: this probe times warm calls
+            except TcpEchoError as exc:
+                return None, False, str(exc), False
+        try:
+            return self._client.call(self._payload), True, "", False
+        except TcpEchoError as exc:
+            return None, False, str(exc), False
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _TcpConnect:
+    def __init__(self, plan: AgentPlan, payload: bytes):
+        self._address = plan.address
+        self._port = plan.tcp_echo_port
+        self._timeout = plan.timeout_s
+
+    def __call__(self):
+        from labkit.echo.tcp_echo import TcpEchoError, time_connect
+
+        try:
+            return time_connect(self._address, self._port, timeout_s=self._timeout), True, "", True
+        except TcpEchoError as exc:
+            return None, False, str(exc), True
+
+
+_PROBE_CLASSES = {"echo-warm": _WarmEcho, "echo-cold": _ColdEcho, "tcp-echo": _TcpEcho, "tcp-connect": _TcpConnect}
+
+
+def _probe_loop(name: str, probe: Callable, plan: AgentPlan, schedule: _Schedule, out: _Output,
+                stop: threading.Event) -> None:
+    payload_bytes = 0 if name == "tcp-connect" else plan.payload_bytes
+    offset = plan.offset_s(name)
+    index = 0
+    while index < plan.ticks:
+        if not _sleep_until(schedule.due_perf(index, offset), stop):
+            return
+        t_utc_ns = time.time_ns()
+        try:
+            rtt_ns, ok, error, cold = probe()
+        except Exception as exc:  # a probe bug must still leave a row, and the others go on
+            rtt_ns, ok, error, cold = None, False, f"{type(exc).__name__}: {exc}", False
+        ended = time.perf_counter_ns()
+        out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index, "t_utc_ns": t_utc_ns,
+                  "rtt_ns": rtt_ns, "ok": ok, "error": error, "cold": cold, "payload_bytes": payload_bytes})
+        index += 1
+        while index < plan.ticks and schedule.due_perf(index, offset) < ended:
+            out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index,
+                      "t_utc_ns": schedule.due_utc(index, offset), "rtt_ns": None, "ok": False, "error": SKIPPED,
+                      "cold": False, "payload_bytes": payload_bytes})
+            index += 1
+
+
+def ping_argv(address: str, timeout_s: float) -> list[str]:
+    """One ICMP echo with a reply deadline; -D stamps each line with the UTC time, -n skips DNS."""
+    return ["ping", "-D", "-n", "-c", "1", "-W", str(max(1, math.ceil(timeout_s))), address]
+
+
+def _ping_loop(plan: AgentPlan, schedule: _Schedule, out: _Output, stop: threading.Event,
+               running: set[subprocess.Popen], lock: threading.Lock) -> None:
+    argv = ping_argv(plan.address, plan.timeout_s)
+    # LC_ALL=C: some locales print "time=0,045", which no parser should have to guess.
+    env = {**os.environ, "LC_ALL": "C"}
+    waiters = []
+    offset = plan.offset_s("ping")
+    for index in range(plan.ticks):
+        if not _sleep_until(schedule.due_perf(index, offset), stop):
+            break
+        tick = plan.first_tick + index
+        started_utc = time.time_ns()
+        try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        except OSError as exc:
+            out.emit({"event": "ping", "tick": tick, "t_utc_ns": started_utc, "argv": argv, "status": 127,
+                      "stdout": "", "stderr": f"cannot run ping: {exc.strerror or exc}"})
+            continue
+        with lock:
+            running.add(proc)
+        waiter = threading.Thread(target=_reap_ping, args=(proc, tick, started_utc, argv, out, running, lock),
+                                  name=f"ping-{tick}", daemon=True)
+        waiter.start()
+        waiters.append(waiter)
+        waiters = [w for w in waiters if w.is_alive()]
+    for waiter in waiters:
+        waiter.join()
+
+
+def _reap_ping(proc, tick, started_utc, argv, out: _Output, running, lock) -> None:
+    stdout, stderr = proc.communicate()
+    with lock:
+        running.discard(proc)
+    out.emit({"event": "ping", "tick": tick, "t_utc_ns": started_utc, "argv": argv, "status": proc.returncode,
+              "stdout": stdout, "stderr": stderr})
+
+
+def run_agent(plan: AgentPlan, out=None, stop: threading.Event | None = None) -> int:
+    """Measure every tick of ``plan`` and write the protocol lines to ``out``; return the exit status."""
+    import random
+
+    plan.check()
+    stop = stop or threading.Event()
+    output = _Output(out or sys.stdout, stop)
+    # Random bytes, so that no layer can compress the request; the same for every call.
+    payload = random.Random(plan.first_tick).randbytes(plan.payload_bytes)
+    probes = {name: _PROBE_CLASSES[name](plan, payload) for name in plan.probes if name != "ping"}
+    pings: set[subprocess.Popen] = set()
+    pings_lock = threading.Lock()
+    try:
+        warmup = {name: probe.warm_up() for name, probe in probes.items() if hasattr(probe, "warm_up")}
+        schedule = _Schedule(plan)
+        output.emit({"event": "start", "t0_utc_ns": schedule.t0_utc_ns, "first_tick": plan.first_tick,
+                     "ticks": plan.ticks, "interval_s": plan.interval_s, "probes": list(plan.probes),
+                     "offsets_s": {name: plan.offset_s(name) for name in plan.probes},
+                     "payload_bytes": plan.payload_bytes, "pid": os.getpid(), "warmup": warmup})
+        threads = [threading.Thread(target=_probe_loop, args=(name, probe, plan, schedule, output, stop),
+                                    name=name, daemon=True) for name, probe in probes.items()]
+        if "ping" in plan.probes:
+            threads.append(threading.Thread(target=_ping_loop, args=(plan, schedule, output, stop, pings, pings_lock),
+                                            name="ping", daemon=True))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # short joins keep the main thread responsive to signals
+        if stop.is_set():
+            return 1
+        output.emit({"event": "end", "samples": output.samples, "pings": output.pings})
+        return 0
+    finally:
+        stop.set()
+        with pings_lock:
+            for proc in list(pings):
+                proc.kill()
+        for probe in probes.values():
+            close = getattr(probe, "close", None)
+            if close:
+                close()
+
+
+def main(plan: AgentPlan) -> int:
+    """The command's body: SIGTERM/SIGINT stop the schedule and every ping run, then exit."""
+    stop = threading.Event()
+
+    def request_stop(signum, _frame):
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, request_stop)
+    status = run_agent(plan, stop=stop)
+    return 143 if status and stop.is_set() else status

@@ -1,0 +1,416 @@
+"""``labkit series``: ping vs echo over time (research brief, experiment 2) between two hosts.
+
+Every probe runs on one shared schedule (default 1 Hz) from the client host to
+the server host's data address, for ``duration``:
+
+- ``ping``: ICMP echo, one ``LC_ALL=C ping -D -n -c 1`` run per tick;
+- ``echo-warm``: a gRPC ``Echo`` on one channel kept open for the whole run;
+- ``echo-cold``: a gRPC ``Echo`` on a new channel per call (TCP and HTTP/2
+  set-up included: what the 2016 Go client actually measured);
+- ``tcp-echo``: the raw length-prefixed TCP echo on one open connection, the
+  floor for an application-level round trip;
+- ``tcp-connect`` (optional): the time to open a TCP connection.
+
+One agent process on the client host (``labkit echo series-agent``, see
+:mod:`labkit.echo.series_agent`) runs every probe and streams one JSON line per
+result back over a single SSH channel; the controller here appends each as a
+row of :data:`labkit.schemas.SERIES_SCHEMA` and parses each ping run's raw
+output (kept under ``raw/``) with :func:`labkit.parsers.ping.parse_ping`.
+
+Rows: one per probe per tick, plus one per duplicate ping reply. ``seq`` is
+the tick (0-based, shared by every probe: rows with the same ``seq`` were sent
+within the same interval); ``t_utc_ns`` is the UTC send time (for ping, the
+``-D`` reply stamp minus the RTT; for a ping with no reply, when its run
+started). A lost ping, a failed call and a tick skipped because the previous
+call of that probe was still in flight are rows with ``ok=False`` and the
+reason in ``error``: nothing goes missing silently. If the echo server dies,
+its probes record errors and the series goes on to the end.
+
+A **cell** is a chunk of consecutive ticks (``cell_s``, default 60 s); a cell
+is complete when every probe has reported every one of its ticks. ``--resume``
+redoes only the cells that are not complete, one agent per contiguous range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
+from labkit.errors import LabkitError
+
+EXPERIMENT = "series"
+MAX_PAYLOAD_BYTES = 1 << 20
+MAX_TICKS = 10_000_000
+
+
+@dataclass
+class SeriesConfig:
+    """Everything that defines a series; stored in the manifest as the resolved config."""
+
+    inventory: str
+    client: str | None = None
+    server: str | None = None
+    duration_s: float = 60.0
+    interval_s: float = 1.0
+    probes: list[str] = field(default_factory=lambda: list(DEFAULT_PROBES))
+    payload_bytes: int = 50
+    name: str = "series"
+    cell_s: float = 60.0
+    timeout_s: float = 5.0
+    spread: bool = True
+
+    def validate(self) -> None:
+        if not (self.client and self.server):
+            raise LabkitError("give --client and --server (host names from the inventory)")
+        if self.client == self.server:
+            raise LabkitError("client and server must be different hosts")
+        if not 0.01 <= self.interval_s <= 3600:
+            raise LabkitError(f"--interval must be between 10ms and 1h, not {self.interval_s:g} s")
+        if self.duration_s < self.interval_s:
+            raise LabkitError(f"--duration ({self.duration_s:g} s) must be at least one --interval ({self.interval_s:g} s)")
+        if self.ticks > MAX_TICKS:
+            raise LabkitError(f"{self.ticks} ticks is more than {MAX_TICKS}; use a longer --interval")
+        if not self.probes or any(p not in PROBES for p in self.probes) or len(set(self.probes)) != len(self.probes):
+            raise LabkitError(f"--probes must be distinct names from {','.join(PROBES)}, not {','.join(self.probes) or 'none'}")
+        if not 0 <= self.payload_bytes <= MAX_PAYLOAD_BYTES:
+            raise LabkitError(f"--payload-bytes must be between 0 and {MAX_PAYLOAD_BYTES}")
+        if self.cell_s < self.interval_s:
+            raise LabkitError("--cell must be at least one --interval")
+        if not 0 < self.timeout_s <= 3600:
+            raise LabkitError("--timeout must be between 0 and 1h")
+
+    @property
+    def ticks(self) -> int:
+        """Ticks in the whole series: ``duration / interval``, rounded."""
+        return max(1, round(self.duration_s / self.interval_s))
+
+    @property
+    def cell_ticks(self) -> int:
+        return max(1, round(self.cell_s / self.interval_s))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Ticks ``first .. first + count - 1`` of the series."""
+
+    src: str
+    dst: str
+    first: int
+    count: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.src}->{self.dst}|ticks={self.first}-{self.first + self.count - 1}"
+
+    @property
+    def label(self) -> str:
+        """A file-name-safe name for the cell."""
+        return f"ticks{self.first:07d}-{self.first + self.count - 1:07d}"
+
+
+def plan_cells(config: SeriesConfig) -> list[Cell]:
+    step = config.cell_ticks
+    return [Cell(config.client, config.server, first, min(step, config.ticks - first))
+            for first in range(0, config.ticks, step)]
+
+
+def contiguous_ranges(cells: list[Cell]) -> list[list[Cell]]:
+    """Group cells (in tick order) into runs of consecutive ticks: one agent per group."""
+    groups: list[list[Cell]] = []
+    for cell in sorted(cells, key=lambda c: c.first):
+        if groups and groups[-1][-1].first + groups[-1][-1].count == cell.first:
+            groups[-1].append(cell)
+        else:
+            groups.append([cell])
+    return groups
+
+
+def series_schema():
+    """The declared schema of a series' samples: :data:`labkit.schemas.SERIES_SCHEMA`."""
+    from labkit.schemas import SERIES_SCHEMA
+
+    return SERIES_SCHEMA
+
+
+# -- rows -----------------------------------------------------------------------------------
+
+
+def sample_row(event: dict[str, Any]) -> dict[str, Any]:
+    """The series columns of one agent ``sample`` event (pure)."""
+    rtt_ns = event.get("rtt_ns")
+    return {
+        "probe": event["probe"],
+        "seq": event["tick"],
+        "t_utc_ns": event["t_utc_ns"],
+        "rtt_ms": rtt_ns / 1e6 if rtt_ns is not None else None,
+        "ok": bool(event["ok"]),
+        "error": event.get("error") or "",
+        "cold": bool(event.get("cold")),
+        "duplicate": False,
+        "payload_bytes": event.get("payload_bytes"),
+        "unit": "ns" if rtt_ns is not None else None,
+        "source_file": None,
+        "line_number": None,
+    }
+
+
+def ping_rows(event: dict[str, Any], source_file: str | None = None) -> list[dict[str, Any]]:
+    """The series columns of one ping run (an agent ``ping`` event), parsed by :func:`parse_ping` (pure).
+
+    One row for the probe (its reply, or ok=False with the reason) plus one
+    per duplicate reply. A run that printed no probe at all (ping missing,
+    no permission, a bad address) still gives one row: ok=False, with ping's
+    exit status and last stderr line as the error.
+    """
+    import pandas as pd
+
+    from labkit.parsers.ping import parse_ping
+
+    tick, started = event["tick"], event["t_utc_ns"]
+    result = parse_ping(event.get("stdout") or "")
+    payload = result.summary.get("payload_bytes")
+    rows = []
+    for r in result.rows.itertuples(index=False):
+        rtt = None if math.isnan(r.rtt_ms) else float(r.rtt_ms)
+        stamp = None if pd.isna(r.t_utc_ns) else int(r.t_utc_ns)
+        if r.duplicate:
+            error = "duplicate"
+        elif r.ok:
+            error = ""
+        else:
+            error = str(r.error) if r.error else "no reply"
+        rows.append({
+            "probe": "ping",
+            "seq": tick,
+            # -D stamps the reply line; the request left one RTT earlier.
+            "t_utc_ns": stamp - round(rtt * 1e6) if stamp is not None and rtt is not None else started,
+            "rtt_ms": rtt,
+            "ok": bool(r.ok),
+            "error": error,
+            "cold": False,
+            "duplicate": bool(r.duplicate),
+            "payload_bytes": payload,
+            "unit": "ms" if rtt is not None else None,
+            "source_file": source_file,
+            "line_number": None,
+        })
+    if not any(not row["duplicate"] for row in rows):
+        stderr = [line for line in (event.get("stderr") or "").splitlines() if line.strip()]
+        reason = stderr[-1].strip() if stderr else "no output"
+        rows.append({
+            "probe": "ping", "seq": tick, "t_utc_ns": started, "rtt_ms": None, "ok": False,
+            "error": f"ping exited with status {event.get('status')}: {reason}", "cold": False, "duplicate": False,
+            "payload_bytes": payload, "unit": None, "source_file": source_file, "line_number": None,
+        })
+    return rows
+
+
+def ping_raw_text(events: list[dict[str, Any]]) -> str:
+    """The raw output of a cell's ping runs, in tick order, each after a '# tick' line saying how it ran."""
+    lines = ["# labkit series: one ping run per tick; each run's stdout follows its '# tick' line, "
+             "its stderr (if any) is on '# stderr:' lines"]
+    for event in sorted(events, key=lambda e: e["tick"]):
+        lines.append(f"# tick {event['tick']}: t_utc_ns={event['t_utc_ns']} exit={event['status']} "
+                     f"argv={json.dumps(event.get('argv'))}")
+        lines += (event.get("stdout") or "").rstrip("\n").splitlines()
+        lines += [f"# stderr: {line}" for line in (event.get("stderr") or "").rstrip("\n").splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+class _CellState:
+    def __init__(self, cell: Cell, attempt: int, probes: list[str]):
+        self.cell = cell
+        self.attempt = attempt
+        self.seen = {probe: set() for probe in probes if probe != "ping"}
+        self.pings: dict[int, dict[str, Any]] | None = {} if "ping" in probes else None
+        self.rows = 0
+
+    @property
+    def complete(self) -> bool:
+        ticks = set(range(self.cell.first, self.cell.first + self.cell.count))
+        if any(seen != ticks for seen in self.seen.values()):
+            return False
+        return self.pings is None or set(self.pings) == ticks
+
+
+class _Series:
+    def __init__(self, session, config: SeriesConfig):
+        self.session = session
+        self.run = session.run
+        self.config = config
+        self.progress = session.progress
+        self.cells_done = 0
+
+    def run_all(self, cells: list[Cell]) -> None:
+        config, run, session = self.config, self.run, self.session
+        finished = run.finished_cells()
+        todo = [cell for cell in cells if cell.id not in finished]
+        per_tick = len(config.probes)
+        self.progress.advance(per_tick * sum(cell.count for cell in cells if cell.id in finished))
+        if not todo:
+            return
+        address = session.inventory.peer_address(config.server)
+        attempt = len(run.manifest["resumed_utc"])
+        server = None
+        try:
+            serve = ["echo", "serve", "--bind", f"{address}:0", "--tcp-echo-port", "0",
+                     "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024))]
+            server = session.start_labkit(config.server, *serve)
+            ready = json.loads(server.wait_for_line(lambda line: '"ready"' in line, timeout=60))
+            run.manifest.setdefault("servers", {})[str(attempt)] = {"host": config.server, "address": address, **ready}
+            run.save_manifest()
+            for group in contiguous_ranges(todo):
+                if session.stopping.is_set():
+                    raise KeyboardInterrupt
+                self.run_range(group, address, ready)
+        finally:
+            if server is not None:
+                died = server.poll()
+                if died is not None:
+                    run.manifest.setdefault("server_exits", {})[str(attempt)] = {
+                        "status": died, "stderr_tail": server.stderr_lines[-5:]}
+                    run.save_manifest()
+                    self.progress.log(f"the echo server on {config.server} exited during the series (status {died}); "
+                                      "its probes recorded errors from then on")
+                session.stop(config.server, server)
+
+    def run_range(self, cells: list[Cell], address: str, ready: dict[str, Any]) -> None:
+        config, run = self.config, self.run
+        first, count = cells[0].first, sum(cell.count for cell in cells)
+        by_first = {cell.first: cell for cell in cells}
+        step = config.cell_ticks
+        args = [
+            "echo", "series-agent", "--address", address, "--grpc-port", str(ready["port"]),
+            "--tcp-echo-port", str(ready["tcp_echo_port"]), "--probes", ",".join(config.probes),
+            "--first-tick", str(first), "--ticks", str(count), "--interval", f"{config.interval_s!r}s",
+            "--payload-bytes", str(config.payload_bytes), "--timeout", f"{config.timeout_s!r}s",
+            "--spread" if config.spread else "--together",
+        ]
+        states: dict[int, _CellState] = {}
+        fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "src": config.client, "dst": config.server}
+
+        def state_of(tick: int) -> _CellState:
+            cell = by_first[tick - tick % step]
+            if cell.first not in states:
+                states[cell.first] = _CellState(cell, run.begin_cell(cell.id), config.probes)
+            return states[cell.first]
+
+        def append(state: _CellState, rows: list[dict[str, Any]]) -> None:
+            run.append([{**fixed, "cell_id": state.cell.id, "attempt": state.attempt, **row} for row in rows])
+            state.rows += len(rows)
+
+        def finish_if_complete(state: _CellState) -> None:
+            if state.complete and state.cell.id not in done:
+                if state.pings is not None:
+                    source = f"ping-{state.cell.label}-a{state.attempt}.txt"
+                    run.write_raw(source, ping_raw_text(list(state.pings.values())))
+                    for event in sorted(state.pings.values(), key=lambda e: e["tick"]):
+                        append(state, ping_rows(event, source))
+                run.complete_cell(state.cell.id, state.attempt, state.rows)
+                done.add(state.cell.id)
+
+        done: set[str] = set()
+        proc = self.session.start_labkit(config.client, *args)
+        try:
+            # Silence longer than a call's deadline (twice: warm-up of two probes) plus a tick means the agent is stuck.
+            for line in proc.lines(timeout=3 * config.timeout_s + config.interval_s + 60):
+                if not line.startswith("{"):
+                    continue
+                event = json.loads(line)
+                kind = event.get("event")
+                if kind == "start":
+                    run.manifest.setdefault("agents", []).append({k: v for k, v in event.items() if k != "event"})
+                    run.save_manifest()
+                    problems = {probe: error for probe, error in event.get("warmup", {}).items() if error}
+                    for probe, error in problems.items():
+                        self.progress.log(f"[yellow]{probe}: the unrecorded warm-up call failed: {error}[/yellow]")
+                elif kind == "sample":
+                    state = state_of(event["tick"])
+                    append(state, [sample_row(event)])
+                    state.seen[event["probe"]].add(event["tick"])
+                    self.progress.advance()
+                    finish_if_complete(state)
+                elif kind == "ping":
+                    state = state_of(event["tick"])
+                    state.pings[event["tick"]] = event
+                    self.progress.advance()
+                    self.progress.describe(f"{config.client}→{config.server} tick {event['tick'] + 1}/{config.ticks}")
+                    finish_if_complete(state)
+            status = proc.wait()
+        finally:
+            self.session.stop(config.client, proc)
+        missing = [cell for cell in cells if cell.id not in done]
+        self.cells_done += len(cells) - len(missing)
+        if status != 0 or missing:
+            detail = proc.stderr_lines[-1] if proc.stderr_lines else f"exit status {status}"
+            raise LabkitError(f"the series agent on {config.client} stopped with {len(missing)} of {len(cells)} cells "
+                              f"incomplete: {detail}")
+
+
+def run_series(
+    config: SeriesConfig | None,
+    *,
+    runs_dir=None,
+    resume: str | None = None,
+    quiet: bool = False,
+    accept_new_host_keys: bool = False,
+):
+    """Run (or, with ``resume``, continue) a series and return its :class:`labkit.store.Run`."""
+    from labkit.experiment import session
+    from labkit.hosts.inventory import load_inventory
+    from labkit.store import Run, find_run
+
+    if resume:
+        run = find_run(resume, runs_dir)
+        if run.manifest.get("experiment") != EXPERIMENT:
+            raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not a series")
+        if run.status == "complete":
+            raise LabkitError(f"{run.path} is already complete; nothing to resume")
+        config = SeriesConfig(**run.manifest["config"])
+    config.validate()
+    inventory = load_inventory(config.inventory)
+    for name in (config.client, config.server):
+        inventory.host(name)  # a clear error for an unknown name, before anything runs
+    cells = plan_cells(config)
+    if resume:
+        run.mark_resumed()
+    else:
+        run = Run.create(runs_dir, config.name, EXPERIMENT, dataclasses.asdict(config))
+    total = config.ticks * len(config.probes)
+    with session(run, inventory, [config.client, config.server], total=total, unit="sample", quiet=quiet,
+                 accept_new_host_keys=accept_new_host_keys) as current:
+        _Series(current, config).run_all(cells)
+    run.finalize(series_schema())
+    run.set_status("complete")
+    return run
+
+
+def summarise(samples):
+    """Per probe: rows, samples (ok), failed, and the RTT distribution of the ok samples in ms (a DataFrame).
+
+    ``vs_ping`` is each probe's median over ping's median (when ping ran).
+    """
+    import pandas as pd
+
+    probes = [p for p in PROBES if p in set(samples["probe"])]
+    table = []
+    for probe in probes:
+        rows = samples[(samples["probe"] == probe) & ~samples["duplicate"]]
+        ok = rows[rows["ok"]]["rtt_ms"]
+        table.append({
+            "probe": probe, "ticks": len(rows), "ok": int(len(ok)), "failed": int(len(rows) - len(ok)),
+            "p5_ms": ok.quantile(0.05) if len(ok) else None, "median_ms": ok.median() if len(ok) else None,
+            "p95_ms": ok.quantile(0.95) if len(ok) else None, "max_ms": ok.max() if len(ok) else None,
+        })
+    table = pd.DataFrame(table, columns=["probe", "ticks", "ok", "failed", "p5_ms", "median_ms", "p95_ms", "max_ms"])
+    ping = table.loc[table["probe"] == "ping", "median_ms"]
+    ping_median = ping.iloc[0] if len(ping) and ping.iloc[0] == ping.iloc[0] else None
+    table["vs_ping"] = table["median_ms"] / ping_median if ping_median else None
+    return table.set_index("probe")

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Records the single-probe ping runs that `labkit series` makes (one `ping -D -n -c 1 -W N`
+# per tick), for tests/test_series.py (tests/data/ping/series_*).
+#
+# Run as root from the repository root:  bash tests/data/tools/record_series_ping.sh [OUTDIR]
+# (OUTDIR defaults to tests/data). Traffic stays on loopback and inside a network
+# namespace it makes itself (`s4-rec`: a veth pair, 198.18.201.1/24 on one end and a
+# permanent neighbour entry for 198.18.201.2, so requests leave and nobody answers),
+# removed on exit. For each run it keeps stdout (.txt),
+# stderr (.stderr) and the exit status (.status).
+set -euo pipefail
+export LC_ALL=C
+
+OUT=${1:-tests/data}/ping
+mkdir -p "$OUT"
+NS=s4-rec
+
+cleanup() { ip netns del "$NS" 2>/dev/null || true; }
+trap cleanup EXIT
+cleanup
+ip netns add "$NS"
+ip -n "$NS" link add s4v0 type veth peer name s4v1
+ip -n "$NS" addr add 198.18.201.1/24 dev s4v0
+ip -n "$NS" link set s4v0 up
+ip -n "$NS" link set s4v1 up
+ip -n "$NS" neigh add 198.18.201.2 lladdr 02:00:00:00:00:02 dev s4v0 nud permanent
+
+record() {  # record NAME COMMAND...
+    local name=$1; shift
+    set +e
+    "$@" > "$OUT/$name.txt" 2> "$OUT/$name.stderr"
+    echo $? > "$OUT/$name.status"
+    set -e
+}
+
+# A reply on loopback.
+record series_reply ping -D -n -c 1 -W 1 127.0.0.1
+# No reply: the request goes out of s4v0 to a MAC address nobody has.
+record series_lost ip netns exec "$NS" ping -D -n -c 1 -W 1 198.18.201.2
+# No route at all (the namespace's loopback is down): ping prints only to stderr.
+record series_no_route ip netns exec "$NS" ping -D -n -c 1 -W 1 10.255.255.1

@@ -1,0 +1,300 @@
+"""`labkit series` across a testbed of its own (s4-series: 50 ms one way, no rate limit), over SSH to a deployed labkit.
+
+Plus the pure conversion of a ping run into series rows, on real recorded
+single-probe ping output (tests/data/ping/series_*).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import tomli_w
+import tomllib
+
+import labkit
+from conftest import DATA, LABKIT, labkit as run_labkit, require_testbed
+from labkit.schemas import SERIES_SCHEMA
+from labkit.latency_series import ping_rows, sample_row, summarise
+from labkit.series_cli import print_summary
+from labkit.store import Run
+
+ONE_WAY_S = 0.050
+RTT_MS = 2 * ONE_WAY_S * 1e3
+FOUR = ["ping", "echo-warm", "echo-cold", "tcp-echo"]
+
+
+# -- the pure part: real recorded ping runs ---------------------------------------------------
+
+
+def _ping_event(name: str, tick: int = 7, started: int = 1_795_338_526_000_000_000) -> dict:
+    base = DATA / "ping" / name
+    return {"event": "ping", "tick": tick, "t_utc_ns": started, "argv": ["ping"],
+            "status": int((base.with_suffix(".status")).read_text()),
+            "stdout": base.with_suffix(".txt").read_text(), "stderr": base.with_suffix(".stderr").read_text()}
+
+
+def test_a_ping_reply_is_one_row_sent_one_rtt_before_its_stamp():
+    [row] = ping_rows(_ping_event("series_reply"), "ping-x.txt")
+    # [1795338526.062047] ... time=0.023 ms
+    assert row["ok"] and row["error"] == "" and row["seq"] == 7 and row["rtt_ms"] == 0.023
+    assert row["t_utc_ns"] == 1_795_338_526_062_047_000 - 23_000
+    assert row["payload_bytes"] == 56 and row["unit"] == "ms" and row["source_file"] == "ping-x.txt"
+
+
+def test_a_lost_ping_is_a_row_with_no_reply():
+    [row] = ping_rows(_ping_event("series_lost"))
+    assert not row["ok"] and row["error"] == "no reply" and row["rtt_ms"] is None and row["unit"] is None
+    assert row["t_utc_ns"] == 1_795_338_526_000_000_000  # when its run started: nothing else says when it left
+
+
+def test_a_ping_that_could_not_send_still_gives_its_row_with_the_reason():
+    [row] = ping_rows(_ping_event("series_no_route"))
+    assert not row["ok"] and row["seq"] == 7
+    assert row["error"] == "ping exited with status 2: ping: connect: Network is unreachable"
+
+
+def test_agent_samples_become_rows_in_ms():
+    row = sample_row({"event": "sample", "probe": "echo-cold", "tick": 3, "t_utc_ns": 5, "rtt_ns": 201_500_000,
+                      "ok": True, "error": "", "cold": True, "payload_bytes": 50})
+    assert row["rtt_ms"] == 201.5 and row["seq"] == 3 and row["cold"] and row["unit"] == "ns"
+    skipped = sample_row({"event": "sample", "probe": "tcp-echo", "tick": 4, "t_utc_ns": 6, "rtt_ns": None,
+                          "ok": False, "error": "skipped: previous call still in flight", "cold": False, "payload_bytes": 50})
+    assert skipped["rtt_ms"] is None and skipped["unit"] is None and not skipped["ok"]
+
+
+# -- the testbed ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require_testbed()
+    from labkit.testbed.lab import LinkConfig, Testbed
+
+    testbed = Testbed("s4-series", log=lambda message: None)
+    state = testbed.up(LinkConfig(one_way_delay_s=ONE_WAY_S, rate_bps=None, cc="cubic", emulator="tun"))
+    try:
+        yield state
+    finally:
+        testbed.down(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def inventory(lab, tmp_path_factory):
+    """The testbed's inventory, with labkit deployed (offline) into directories of this test module."""
+    base = tmp_path_factory.mktemp("series")
+    data = tomllib.loads(lab.inventory.read_text())
+    for name, table in data["hosts"].items():
+        table["labkit_dir"] = str(base / "hosts" / name)
+    path = base / "inventory.toml"
+    path.write_text(tomli_w.dumps(data))
+    run_labkit("deploy", str(path), "--offline", check=True, timeout=600)
+    return path
+
+
+def series_processes(lab) -> list[str]:
+    """Echo servers, series agents and pings still running in the testbed's namespaces."""
+    found = []
+    for host in lab.hosts.values():
+        for pid in subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if any(word in cmdline for word in ("echo serve", "series-agent", "ping ")):
+                found.append(f"{host.name}:{pid}: {cmdline}")
+    return found
+
+
+def _samples(run: Run):
+    table = pq.read_table(run.path / "samples.parquet")
+    assert table.schema.equals(SERIES_SCHEMA, check_metadata=False)
+    return table.to_pandas()
+
+
+def test_a_series_runs_every_probe_on_one_schedule(lab, inventory, tmp_path):
+    proc = run_labkit("series", str(inventory), "--client", "a", "--server", "b", "--duration", "10s",
+                      "--interval", "1s", "--cell", "5s", "--probes", ",".join([*FOUR, "tcp-connect"]),
+                      "--name", "aligned", "--runs-dir", str(tmp_path), "--quiet", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "× ping" in proc.stdout and "tcp-connect" in proc.stdout
+    run = Run.open(next(tmp_path.glob("*-aligned")))
+    assert run.status == "complete" and run.processes() == []
+    assert series_processes(lab) == []
+    samples = _samples(run)
+
+    # Every probe, every tick, once; nothing failed on a healthy link.
+    counts = samples.groupby("probe")["seq"].agg(["size", "nunique", "min", "max"])
+    assert set(counts.index) == {*FOUR, "tcp-connect"}
+    assert (counts["size"] == 10).all() and (counts["nunique"] == 10).all()
+    assert (counts["min"] == 0).all() and (counts["max"] == 9).all()
+    assert samples["ok"].all() and not samples["duplicate"].any()
+    assert samples.groupby("cell_id").size().tolist() == [25, 25]
+
+    # Aligned: the sends of one tick lie within one interval, and each probe keeps a 1 s period.
+    by_tick = samples.groupby("seq")["t_utc_ns"]
+    assert ((by_tick.max() - by_tick.min()) < 0.95e9).all()
+    starts = by_tick.min().sort_index()
+    assert starts.diff().dropna().between(0.95e9, 1.05e9).all()
+    for probe, rows in samples.groupby("probe"):
+        steps = rows.sort_values("seq")["t_utc_ns"].diff().dropna()
+        assert steps.between(0.97e9, 1.03e9).all(), (probe, steps.tolist())
+
+    medians = samples.groupby("probe")["rtt_ms"].median()
+    assert RTT_MS <= medians["ping"] < RTT_MS + 10
+    # A new channel pays for the TCP handshake (one RTT) before its call.
+    assert medians["echo-cold"] - medians["echo-warm"] > 0.7 * RTT_MS
+    # The raw TCP echo is the floor: no faster than the link, no slower than gRPC on a warm channel.
+    assert RTT_MS <= medians["tcp-echo"] <= medians["echo-warm"] + 3
+    assert RTT_MS <= medians["tcp-connect"] < RTT_MS + 10
+    assert samples.loc[samples["probe"] == "echo-cold", "cold"].all()
+    assert not samples.loc[samples["probe"].isin(["ping", "echo-warm", "tcp-echo"]), "cold"].any()
+    summary = summarise(samples)
+    assert summary.loc["echo-warm", "vs_ping"] > 1 and summary.loc["ping", "vs_ping"] == 1
+
+    # Raw ping output kept, one file per cell, with the run that each row came from.
+    raw = sorted(path.name for path in run.raw_dir.glob("ping-*.txt"))
+    assert raw == ["ping-ticks0000000-0000004-a1.txt", "ping-ticks0000005-0000009-a1.txt"]
+    assert set(samples.loc[samples["probe"] == "ping", "source_file"]) == set(raw)
+    text = (run.raw_dir / raw[0]).read_text()
+    assert text.count("# tick ") == 5 and text.count("1 packets transmitted, 1 received") == 5
+    manifest = run.manifest
+    for host in ("a", "b"):
+        assert manifest["hosts"][host]["python"]["labkit"] == labkit.__version__
+    assert manifest["servers"]["0"]["tcp_echo_port"] > 0
+    assert manifest["agents"][0]["ticks"] == 10 and manifest["agents"][0]["warmup"] == {"echo-warm": "", "tcp-echo": ""}
+
+
+def _wait_for(predicate, timeout: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _journal_ticks(runs_dir: Path, name: str) -> tuple[Path | None, int]:
+    for journal in runs_dir.glob(f"*-{name}/samples.jsonl"):
+        rows = [json.loads(line) for line in journal.read_text().splitlines() if line.endswith("}")]
+        return journal.parent, max((row["seq"] for row in rows), default=-1)
+    return None, -1
+
+
+def test_killing_the_echo_server_gives_error_rows_and_the_series_goes_on(lab, inventory, tmp_path, capsys):
+    # From Python this time (labkit.series), in a thread, while the test kills the server.
+    outcome = {}
+
+    def measure():
+        try:
+            outcome["run"] = labkit.series(inventory, client="a", server="b", duration_s=6.0, name="killed",
+                                           runs_dir=tmp_path, quiet=True)
+        except BaseException as exc:  # handed to the test below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=measure)
+    thread.start()
+    try:
+        run_path = _wait_for(lambda: _journal_ticks(tmp_path, "killed")[1] >= 1 and _journal_ticks(tmp_path, "killed")[0],
+                             what="two ticks")
+        server_pid = Run.open(run_path).manifest["servers"]["0"]["pid"]
+        os.kill(server_pid, signal.SIGKILL)
+        killed_at = time.time_ns()
+    finally:
+        thread.join(timeout=90)
+    assert "error" not in outcome, outcome.get("error")
+    run = outcome["run"]
+    assert run.status == "complete" and series_processes(lab) == []
+    assert run.manifest["server_exits"]["0"]["status"] != 0
+    samples = _samples(run)
+    assert (samples.groupby("probe")["seq"].agg(["size", "max"]) == [6, 5]).all().all()
+    # The host is still there: every ping answered.
+    assert samples.loc[samples["probe"] == "ping", "ok"].all()
+    for probe in ("echo-warm", "echo-cold", "tcp-echo"):
+        rows = samples[samples["probe"] == probe].sort_values("seq")
+        before, after = rows[rows["t_utc_ns"] < killed_at - 200_000_000], rows[rows["t_utc_ns"] > killed_at + 200_000_000]
+        assert before["ok"].all() and len(before) >= 1, probe
+        assert len(after) >= 2 and not after["ok"].any(), probe
+        assert (after["error"].str.len() > 0).all(), probe
+    echo_errors = samples[(samples["probe"] == "echo-cold") & ~samples["ok"]]["error"]
+    assert echo_errors.str.startswith("UNAVAILABLE").all()
+    print_summary(run)
+    assert "the echo server exited during the series" in capsys.readouterr().out
+
+
+def test_sigint_then_resume_redoes_only_the_missing_cells(lab, inventory, tmp_path):
+    series = subprocess.Popen(
+        [LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "4s",
+         "--cell", "2s", "--probes", "ping,echo-warm", "--name", "resumed", "--runs-dir", str(tmp_path), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        run_path = _wait_for(lambda: _journal_ticks(tmp_path, "resumed")[1] >= 2 and _journal_ticks(tmp_path, "resumed")[0],
+                             what="the third tick")
+        series.send_signal(signal.SIGINT)
+        _, stderr = series.communicate(timeout=60)
+    finally:
+        if series.poll() is None:
+            series.kill()
+            series.communicate()
+    assert series.returncode == 130, stderr
+    assert series_processes(lab) == []
+    run = Run.open(run_path)
+    assert run.status == "interrupted" and run.processes() == []
+    first_cells = {e["cell"] for e in run.cell_events() if e["event"] == "complete"}
+    assert first_cells == {"a->b|ticks=0-1"}
+
+    resumed_at = time.time_ns()
+    resumed = run_labkit("series", "--resume", run.run_id, "--runs-dir", str(tmp_path), "--quiet", timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    run = Run.open(run_path)
+    samples = _samples(run)
+    assert run.status == "complete"
+    assert (samples.groupby("probe")["seq"].agg(["size", "nunique"]) == 4).all().all()
+    # Cells completed before the interruption were kept, not run again.
+    kept = samples[samples["cell_id"].isin(first_cells)]
+    assert len(kept) == 4 * len(first_cells) and (kept["t_utc_ns"] < resumed_at).all() and (kept["attempt"] == 1).all()
+    redone = samples[~samples["cell_id"].isin(first_cells)]
+    assert (redone["t_utc_ns"] > resumed_at).all()
+
+
+def test_an_experiment_file_with_flags_over_it(lab, inventory, tmp_path):
+    experiment = tmp_path / "series.toml"
+    experiment.write_text(tomli_w.dumps({"series": {
+        "inventory": str(inventory), "client": "b", "server": "a", "duration": "2s", "interval": "500ms",
+        "probes": ["ping", "tcp-echo"], "name": "fromfile"}}))
+    proc = run_labkit("series", "--config", str(experiment), "--payload-bytes", "1000", "--runs-dir", str(tmp_path),
+                      "--quiet", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    samples = Run.open(next(tmp_path.glob("*-fromfile"))).samples()
+    assert samples.groupby("probe").size().to_dict() == {"ping": 4, "tcp-echo": 4}
+    assert set(samples["src"]) == {"b"} and set(samples["dst"]) == {"a"}
+    assert set(samples.loc[samples["probe"] == "tcp-echo", "payload_bytes"]) == {1000}
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--client", "a", "--server", "zz"], "no host 'zz'"),
+        (["--client", "a", "--server", "a"], "different hosts"),
+        (["--client", "a", "--server", "b", "--duration", "soon"], "not a duration"),
+        (["--client", "a", "--server", "b", "--probes", "ping,icmp"], "'icmp' is not one of"),
+        (["--client", "a", "--server", "b", "--duration", "1s", "--interval", "2s"], "at least one --interval"),
+        (["--client", "a", "--server", "b", "--payload-bytes", "99999999"], "99999999"),
+        (["--client", "a"], "give --client and --server"),
+    ],
+)
+def test_bad_series_input_is_one_line_exit_2(inventory, tmp_path, args, expected):
+    proc = run_labkit("series", str(inventory), *args, "--runs-dir", str(tmp_path), "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr
+    assert not list(tmp_path.glob("*/manifest.json"))  # refused before any run was made
