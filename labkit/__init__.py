@@ -44,3 +44,22 @@ def series(inventory: str, *, runs_dir=None, quiet: bool = False, accept_new_hos
         SeriesConfig(inventory=str(inventory), **options),
         runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
     )
+
+
+def upload(inventory: str, *, runs_dir=None, quiet: bool = False, accept_new_host_keys: bool = False, **options):
+    """Run the chunked-upload experiment (gRPC streaming vs HTTP/2) from Python and return its Run.
+
+    ``options`` are the fields of :class:`labkit.chunked_upload.UploadConfig`
+    (``client``, ``server``, ``file_size`` or ``file``, ``chunk_sizes``,
+    ``repeats``, ``tls`` ("both", "on", "off"), ``transports``, ...), e.g.::
+
+        run = labkit.upload("inventory.toml", client="a", server="b",
+                            file_size=16 * 2**20, chunk_sizes=[1024, 32768, 2**20], repeats=5)
+        run.samples()  # a DataFrame, one row per upload
+    """
+    from labkit.chunked_upload import UploadConfig, run_upload
+
+    return run_upload(
+        UploadConfig(inventory=str(inventory), **options),
+        runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
+    )

@@ -41,10 +41,12 @@ from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_host
 
 # What runs on a host: the echo service and client, and the CLI around them.
-AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "protobuf", "click", "rich", "tomli-w")
+AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "protobuf", "click", "rich", "tomli-w",
+                      "h2")  # h2: the HTTP/2 upload endpoint and its client (labkit.echo.http2)
 # Imported on the host after installing, so a missing agent dependency fails the deploy, not the sweep.
 AGENT_MODULES = ("labkit.cli", "labkit.echo.cli", "labkit.echo.server", "labkit.echo.client", "labkit.echo.tcpinfo",
-                 "labkit.echo.tcp_echo", "labkit.echo.series_agent")
+                 "labkit.echo.tcp_echo", "labkit.echo.series_agent",
+                 "labkit.echo.http2", "labkit.echo.upload_agent")
 MARKER = "build.json"
 MIN_PYTHON = (3, 11)
 MODES = ("auto", "offline", "online")
