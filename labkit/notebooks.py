@@ -35,6 +35,7 @@ from labkit.errors import LabkitError
 NOTEBOOKS: dict[str, tuple[str, ...]] = {
     "ping-vs-echo": ("ping_vs_echo",),
     "import-ping": ("ping_vs_echo",),
+    "idle-step": ("idle_step",),
 }
 
 FIGURE_FORMATS = ("png", "svg", "pdf")

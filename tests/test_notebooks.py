@@ -2,6 +2,9 @@
 
 The published 2016 table (research brief, experiment 2) is the target the
 ping-vs-echo notebook's "original" variant must reproduce from the raw logs.
+The idle-step notebook must find the step of experiment 1 in the sweeps
+recorded on the testbed (data/samples/idle-step-*): within one MSS of
+iw × MSS = 10 × 1408 B.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from labkit.notebooks import NOTEBOOKS, notebooks_for
 
 NOTEBOOKS_DIR = REPO / "notebooks"
 SAMPLE = REPO / "data" / "samples" / "orca-2016"
+IDLE_STEP = REPO / "data" / "samples" / "idle-step-cubic"
+IDLE_KNOBS = REPO / "data" / "samples" / "idle-step-knobs"
 AGG = {**os.environ, "MPLBACKEND": "agg"}
+MAGIC = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}
 
 
 def cells(notebook):
@@ -43,6 +49,7 @@ def test_committed_notebook_is_output_free_and_paired_with_its_source(name):
 
 def test_which_notebooks_apply():
     assert notebooks_for("ping-vs-echo") == ("ping_vs_echo",) == notebooks_for("import-ping")
+    assert notebooks_for("idle-step") == ("idle_step",)
     assert notebooks_for("import-iperf3") == () and notebooks_for(None) == ()
 
 
@@ -152,3 +159,69 @@ def test_report_refuses_a_run_no_notebook_applies_to(tmp_path):
     assert "no notebook applies" in proc.stderr and "'import-iperf3'" in proc.stderr
     (run,) = tmp_path.iterdir()
     assert not (run / "report").exists()
+
+
+# --- the idle-connection step (experiment 1) ------------------------------------------------------
+
+
+def test_idle_step_notebook_finds_the_step_in_the_shipped_sample(tmp_path, monkeypatch):
+    """run_dir empty: the shipped sample, 100 ms one way, cubic, sysctl 1 and 0, 5 calls per size."""
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("idle_step", IDLE_STEP, tmp_path, ["png", "svg", "pdf"], parameters={"run_dir": ""})
+    data = json.loads(result.headline_path.read_text())
+    headline = data["headline"]
+    assert data["run_path"] == str(IDLE_STEP) and headline["reference_condition"] == "cubic ssai=1 gap=1s"
+    # The recorded TCP state: MSS 1408 on the 1460-byte link; gRPC + HTTP/2 framing of a request.
+    assert headline["mss_bytes"] == 1408 and headline["iw_x_mss_bytes"] == 14080
+    assert 40 <= headline["request_overhead_bytes"] <= 120
+    # The step model, from latency alone, puts the window within one MSS of iw × MSS, and the bracket the
+    # tested sizes allow contains it; with the recorded MSS it fits an initial window of 10 segments.
+    assert abs(headline["step.window_bytes"] - 14080) <= 1408
+    assert headline["step.window_from_bytes"] <= 14080 <= headline["step.window_to_bytes"]
+    assert headline["step.fitted_iw"] == 10
+    assert abs(headline["step.change_point_bytes"] - 14080) <= 1408 and 0.9 <= headline["step.change_point_jump_rtt"] <= 1.1
+    # At the largest size the reset costs whole round trips with the sysctl at 1, nothing with it at 0.
+    largest = str(headline["largest_size_bytes"])
+    by_sysctl = {c["slow_start_after_idle"]: c for c in data["conditions"]}
+    assert sorted(by_sysctl) == [0, 1]
+    assert by_sysctl[1]["median_rtt_multiple"][largest] >= 1.6 and by_sysctl[1]["steps"]
+    assert by_sysctl[0]["median_rtt_multiple"][largest] <= 1.3 and not by_sysctl[0]["steps"]
+    assert headline[f"rtt_multiple_at_largest.{by_sysctl[1]['condition']}"] == round(by_sysctl[1]["median_rtt_multiple"][largest], 3)
+    # sysctl 1 − sysctl 0 at the largest size: at least one RTT, the bootstrap interval clear of zero.
+    assert headline["cost_vs.cubic ssai=0 gap=1s.ms"] > 190 and headline["cost_vs.cubic ssai=0 gap=1s.ci_lo_ms"] > 100
+    # The lazy-restart rule predicts the round trips of every call with nothing in flight before it.
+    rule = data["restart_rule"]["by_in_flight"]
+    assert rule["nothing in flight"]["predicted"] == rule["nothing in flight"]["calls"] > 50
+    assert headline["restart_rule.calls"] == 100
+    stems = ("idle_step_cwnd", "idle_step_largest", "idle_step_latency")
+    assert sorted(data["figures"]) == sorted(f"{s}.{f}" for s in stems for f in ("pdf", "png", "svg"))
+    for name in data["figures"]:
+        assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC[name.rsplit(".", 1)[1]])
+    assert not (IDLE_STEP / "figures").exists() and not (IDLE_STEP / "report").exists()
+
+
+def test_report_on_the_idle_step_knobs_sample(tmp_path):
+    """`labkit report` on a copy of the second sample: cubic and BBR, short gaps, background calls, keepalive."""
+    run = tmp_path / "idle-step-knobs"
+    shutil.copytree(IDLE_KNOBS, run, ignore=shutil.ignore_patterns("figures", "report"))
+    proc = labkit("report", str(run), "--formats", "png,svg", env=AGG, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    report = run / "report"
+    assert (report / "index.html").exists() and (report / "idle_step.html").exists()
+    figures = sorted(p.name for p in (report / "figures").iterdir())
+    assert figures == sorted(f"idle_step_{s}.{f}" for s in ("cwnd", "largest", "latency") for f in ("png", "svg"))
+    index = (report / "index.html").read_text()
+    assert all(f'href="figures/{name}"' in index for name in figures) and "step.window_bytes" in index
+    assert f"report: {report / 'index.html'}" in proc.stdout
+    assert any(line.split()[:1] == ["step.fitted_iw"] and line.split()[-1] == "10" for line in proc.stdout.splitlines())
+    data = json.loads((report / "idle_step.json").read_text())
+    conditions = {c["condition"]: c for c in data["conditions"]}
+    assert len(conditions) == 16
+    # The reference steps; BBR never does (whatever the knobs), and neither do 0.1 s gaps.
+    assert conditions["cubic ssai=1 gap=1s"]["steps"]
+    assert not any(c["steps"] for name, c in conditions.items() if name.startswith("bbr") or "gap=0.1s" in name)
+    assert conditions["cubic ssai=1 gap=0.1s"]["median_rtt_multiple"]["32000"] <= 1.1
+    assert conditions["cubic ssai=1 gap=1s"]["median_rtt_multiple"]["32000"] >= 1.9
+    assert abs(data["headline"]["step.window_bytes"] - 14080) <= 1408

@@ -1,0 +1,683 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The idle-connection step: why a 15 KB call after one idle second takes two round trips
+#
+# Two grpc-go reports (issues #5599 and #8436; research brief, experiment 1)
+# saw, between two cloud VMs 205 ms apart, that with 1 s between calls a
+# 14000 B request takes one round trip, 16000 B take two, and about 100 KB
+# take three; with calls 0.1 s apart, or a 1-byte call on the same channel every
+# 0.25 s, everything stays at one round trip. The cause is TCP's congestion
+# window restart after idle: when a connection has sent nothing for longer than
+# one retransmission timeout (RTO ≈ RTT + 200 ms), Linux with
+# `net.ipv4.tcp_slow_start_after_idle=1` (the default) and a congestion control
+# such as CUBIC shrinks the congestion window (cwnd) back towards the initial
+# window of 10 segments, 10 × 1408 B = 14080 B at this link's MSS.
+#
+# This notebook reads a `labkit sweep` run (by default the shipped sample
+# `data/samples/idle-step-cubic/`, recorded on the local testbed: 100 ms each way,
+# MTU 1460, CUBIC, `tcp_slow_start_after_idle` at 1 and at 0) and
+#
+# 1. shows latency against request size for every condition of the run, in
+#    milliseconds and as multiples of the ping RTT measured before the sweep;
+# 2. fits the slow-start step model to the calls that step, and locates the
+#    step without a model (change point);
+# 3. plots the cwnd that `ss -tin` recorded before and after each call and
+#    explains why the reset hardly shows in it;
+# 4. predicts each call's number of round trips from its recorded TCP state;
+# 5. compares the conditions with bootstrap confidence intervals.
+#
+# It runs on any idle-step run; with `data/samples/idle-step-knobs/` it shows
+# the other fixes (BBR, short gaps, a background sender, keepalive pings).
+
+# %% tags=["parameters"]
+run_dir = ""  # a run (path, id or unique part of one); empty: the shipped sample data/samples/idle-step-cubic
+iw = 10  # initial window (segments) of the predicted step; 0: use the window fitted from latency
+fit_max_bytes = 32000  # fit the step model to sizes up to this (the first step; 0: every size), see below
+robust = True  # fits minimise absolute rather than squared residuals (a few slow calls do not move the step)
+formats = "png,svg,pdf"  # figure formats, comma-separated
+output_dir = ""  # where figures go; empty: the figures/ directory of the run
+headline_path = ""  # the headline JSON file; empty: idle_step.json in output_dir
+
+# %%
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from labkit import notebooks, plots
+from labkit.analysis import (
+    compare,
+    fit_slow_start,
+    locate_change_point,
+    locate_change_points,
+    slow_start_rounds,
+    step_edges,
+    summarize_with_ci,
+)
+
+run = notebooks.open_run(run_dir, sample="idle-step-cubic")
+figures_dir = notebooks.output_dir(run, output_dir)
+figure_formats = notebooks.parse_formats(formats)
+headline_file = Path(headline_path) if headline_path else figures_dir / "idle_step.json"
+if run.manifest.get("experiment") != "idle-step":
+    raise ValueError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not an idle-step sweep")
+pd.set_option("display.precision", 3)
+pd.set_option("display.width", 200)
+pd.set_option("display.max_rows", 400)
+
+samples = run.samples()
+manifest = run.manifest
+config = manifest.get("config", {})
+display(Markdown(
+    f"Run `{run.run_id}`: {len(samples)} calls recorded, {config.get('repeats')} per size in each cell, "
+    f"sizes {', '.join(str(s) for s in config.get('sizes', []))} B, call order {config.get('order')}."
+))
+
+# %% [markdown]
+# ## The link and the conditions
+#
+# The sweep pinged the server's data address before and after the calls; the
+# mean of the ping before the calls is the RTT every latency below is divided
+# by. Each **condition** is one cell of the sweep: the congestion control in
+# use (as `ss` reported it for the socket, not only as requested), the sysctl,
+# the idle gap between calls, the background sender and the keepalive
+# interval. The first call on each channel is a warm-up and is not recorded;
+# failed calls are counted here and left out of the latency figures.
+
+# %%
+baselines = manifest.get("baselines", {})
+ping_table = pd.DataFrame({
+    pair: {f"{key} ({field})": values.get(field) for key, values in sorted(b.items()) if key.startswith("ping_")
+           for field in ("rtt_avg_ms", "rtt_mdev_ms")}
+    for pair, b in baselines.items()
+}).T
+display(ping_table)
+ping_ms = {pair: b.get("ping_before_0", {}).get("rtt_avg_ms") for pair, b in baselines.items()}
+iperf = {pair: b.get("iperf3", {}) for pair, b in baselines.items()}
+display(Markdown("iperf3 baseline (rate-limited): " + "; ".join(
+    f"{pair}: {v.get('received_bps', float('nan')) / 1e6:.1f} Mbit/s received, {v.get('retransmits')} retransmits, "
+    f"{v.get('sender_tcp_congestion')}" for pair, v in iperf.items()) + "."))
+
+hosts = manifest.get("hosts", {})
+
+
+def effective_ssai(row):
+    """The cell's sysctl, or the client host's own value when the sweep left it ('keep')."""
+    if pd.notna(row["slow_start_after_idle"]):
+        return int(row["slow_start_after_idle"])
+    value = hosts.get(row["src"], {}).get("sysctl", {}).get("net.ipv4.tcp_slow_start_after_idle")
+    return int(value) if value is not None else -1
+
+
+samples = samples.assign(
+    pair=samples["src"] + "-" + samples["dst"],
+    ssai=samples.apply(effective_ssai, axis=1),
+)
+# The congestion control the socket actually used: ss reports it per call.
+in_use = samples.groupby("cell_id")["tcp_cc"].agg(lambda s: s.dropna().mode().iat[0] if s.notna().any() else None)
+samples["cc_used"] = samples["cell_id"].map(in_use).fillna(samples["cc"]).fillna("?")
+several_pairs = samples["pair"].nunique() > 1
+
+
+def label_of(row):
+    parts = [row["cc_used"], f"ssai={row['ssai']}", f"gap={row['gap_s']:g}s"]
+    if pd.notna(row["background_gap_s"]):
+        parts.append(f"bg={row['background_gap_s']:g}s")
+    if pd.notna(row["keepalive_ms"]):
+        parts.append(f"ka={int(row['keepalive_ms'])}ms")
+    return (f"{row['pair']} " if several_pairs else "") + " ".join(parts)
+
+
+samples["condition"] = samples.apply(label_of, axis=1)
+# Conditions in a readable order: pair, cc, sysctl 1 first, longest gap first, knobs off first.
+order_keys = samples.groupby("condition").agg(
+    pair=("pair", "first"), cc=("cc_used", "first"), ssai=("ssai", "first"), gap=("gap_s", "first"),
+    bg=("background_gap_s", "first"), ka=("keepalive_ms", "first"), cell=("cell_id", "first"),
+)
+order_keys = order_keys.assign(
+    _cc=order_keys["cc"] != "cubic", _ssai=-order_keys["ssai"], _gap=-order_keys["gap"],
+    _bg=order_keys["bg"].notna(), _ka=order_keys["ka"].notna(),
+).sort_values(["pair", "_cc", "cc", "_ssai", "_gap", "_bg", "bg", "_ka", "ka"])
+conditions = list(order_keys.index)
+
+samples["ping_ms"] = samples["pair"].map(ping_ms)
+samples["rtt_multiple"] = samples["rtt_ms"] / samples["ping_ms"]
+calls = samples[samples["ok"] & ~samples["cold"]].copy()
+failed = samples[~samples["ok"]]
+sizes = sorted(calls["payload_bytes"].unique())
+largest = int(sizes[-1])
+
+counts = samples.groupby("condition").agg(
+    cell=("cell_id", "first"), calls=("ok", "size"), ok=("ok", "sum"), cold=("cold", "sum"),
+    cc_requested=("cc", "first"), tcp_cc=("cc_used", "first"),
+).reindex(conditions)
+display(counts)
+skipped = run.row_counts().get("cells_skipped", 0)
+if skipped:
+    display(Markdown(f"**{skipped} cells skipped**: a host refused a kernel setting (the reasons are in `cells.jsonl`)."))
+if len(failed):
+    display(Markdown(f"**{len(failed)} failed calls** (kept in the run, left out below):"))
+    display(failed[["condition", "payload_bytes", "seq", "error"]])
+
+# %% [markdown]
+# ## How the request goes on the wire
+#
+# The client recorded `bytes_acked` before and after every call, so the bytes
+# each request put on the wire are known: the payload plus gRPC and HTTP/2
+# framing (a HEADERS frame, a 9-byte DATA frame header per 16 KiB, the 5-byte
+# gRPC message prefix and the protobuf field header). The smallest excess over
+# the payload is that framing; calls with more also carried a small control
+# frame (an HTTP/2 PING or its acknowledgement) in the same window. The MSS is
+# what `ss` reported for the socket.
+
+# %%
+wire = calls["bytes_acked_after"] - calls["bytes_acked_before"]
+excess = (wire - calls["payload_bytes"]).dropna()
+overhead = int(excess.min()) if len(excess) else 0
+mss = int(calls["mss"].dropna().mode().iat[0]) if calls["mss"].notna().any() else None
+display(Markdown(
+    f"Request framing: **{overhead} B** (the smallest of bytes on the wire − payload over {len(excess)} calls; "
+    f"most common {int(excess.mode().iat[0]) if len(excess) else 'n/a'} B). "
+    f"MSS recorded by `ss`: **{mss} B**."
+    + (f" {iw} segments × {mss} B = **{iw * mss} B** of request, so the largest payload that fits the initial window "
+       f"is {iw * mss - overhead} B." if mss and iw else "")
+))
+
+# %% [markdown]
+# ## Latency against request size
+#
+# Each point is one call; the right-hand axis gives the same latency as a
+# multiple of the ping RTT. The table gives the median multiple per condition
+# and size.
+
+# %%
+medians = calls.pivot_table(index="condition", columns="payload_bytes", values="rtt_multiple", aggfunc="median").reindex(conditions)
+display(Markdown("Median RTT of warm calls as a multiple of the ping RTT:"))
+display(medians.style.format("{:.2f}×"))
+
+# %% [markdown]
+# ## The step model and the change point
+#
+# The slow-start model: a request of *S* bytes on the wire needs the least *k*
+# round trips with iw·(2^k − 1) ≥ ⌈S / MSS⌉ segments, since the window starts
+# at iw segments and doubles every round trip; latency is *k* times a base RTT.
+# It is fitted to every condition whose latency steps (a change point jump of
+# at least half a ping RTT below `fit_max_bytes`), using the calls up to
+# `fit_max_bytes`:
+#
+# - **free window**: only the window in bytes is fitted, from latency alone;
+#   the data can place it anywhere between two tested sizes, so the fit reports
+#   that bracket and its midpoint;
+# - **iw fitted**: the recorded MSS is given, the number of segments fitted;
+# - **the predicted step** uses `iw` (the parameter) and the recorded MSS.
+#
+# Why only up to `fit_max_bytes`: the model assumes the window restarts at
+# iw. Linux restarts it lazily and only *halves* cwnd once per RTO of idle time,
+# down to iw at the lowest (next sections). Calls up to about 30 KB leave a
+# pre-idle cwnd small enough that two halvings reach iw; after 64 KB and
+# 100 KB calls cwnd had grown to 60–97 segments, and one second of idle only
+# brought it down to 15–24, not to 10. Beyond the first step the pure model
+# therefore predicts too many round trips (four at 100 KB where three and
+# sometimes two were measured: the brief's "3 RTT at around 100 KB").
+#
+# The change point needs no model: it is the split between two adjacent tested
+# sizes that best separates two latency levels, with a bootstrap interval.
+
+# %%
+step_fits = {}
+rows = []
+for condition in conditions:
+    frame = calls[calls["condition"] == condition]
+    if frame["payload_bytes"].nunique() < 2:
+        continue
+    cp = locate_change_point(frame["payload_bytes"], frame["rtt_ms"], robust=robust)
+    ping = frame["ping_ms"].iat[0]
+    # A step the model can be fitted to: at least half an RTT, inside the fitted range of sizes.
+    steps = cp.params["jump_ms"] >= 0.5 * ping and (not fit_max_bytes or cp.params["last_before"] < fit_max_bytes)
+    row = {"condition": condition, "steps": steps, "change_point_bytes": cp.params["location_bytes"],
+           "jump_rtt": cp.params["jump_ms"] / ping}
+    if steps:
+        fit_frame = frame[frame["payload_bytes"] <= fit_max_bytes] if fit_max_bytes else frame
+        free = fit_slow_start(fit_frame["payload_bytes"], fit_frame["rtt_ms"], overhead_bytes=overhead, robust=robust)
+        seg_mss = int(frame["mss"].dropna().mode().iat[0]) if frame["mss"].notna().any() else mss
+        by_iw = fit_slow_start(fit_frame["payload_bytes"], fit_frame["rtt_ms"], mss=seg_mss, overhead_bytes=overhead, robust=robust)
+        model_iw = iw or int(by_iw.params["iw"])
+        model = fit_slow_start(fit_frame["payload_bytes"], fit_frame["rtt_ms"], iw=model_iw, mss=seg_mss,
+                               overhead_bytes=overhead, robust=robust)
+        later = locate_change_points(frame["payload_bytes"], frame["rtt_ms"], n_changes=3, robust=robust)
+        lo, hi = free.intervals["threshold_bytes"]
+        step_fits[condition] = {"free": free, "by_iw": by_iw, "model": model, "change_point": cp, "later": later,
+                                "mss": seg_mss, "iw": model_iw}
+        row.update({
+            "window_bytes (free)": free.params["window_bytes"],
+            "window from": lo + overhead, "window to": hi + overhead,
+            "threshold payload (free)": free.params["threshold_bytes"],
+            "fitted iw": by_iw.params["iw"], "iw × mss": model_iw * seg_mss,
+            "base_rtt_ms": model.params["base_rtt_ms"],
+            "change points": ", ".join(f"{c:.0f}" for c in later),
+        })
+    rows.append(row)
+fit_table = pd.DataFrame(rows).set_index("condition")
+display(fit_table)
+
+reference = next(iter(step_fits), None)
+if reference is None:
+    display(Markdown("**No condition of this run steps**: every size took about the same number of round trips."))
+else:
+    f = step_fits[reference]
+    lo, hi = f["free"].intervals["threshold_bytes"]
+    display(Markdown(
+        f"Reference condition **{reference}**. From latency alone the window lies between "
+        f"{lo + overhead:.0f} and {hi + overhead:.0f} B on the wire (requests of {lo:.0f} B took one round trip, "
+        f"{hi:.0f} B two); iw × MSS = {f['iw']} × {f['mss']} = **{f['iw'] * f['mss']} B** is inside that bracket, "
+        f"and with the recorded MSS the fitted initial window is **{f['by_iw'].params['iw']:.0f} segments**. "
+        f"The change point puts the step between {f['change_point'].params['last_before']:.0f} and "
+        f"{f['change_point'].params['first_after']:.0f} B, a jump of "
+        f"{f['change_point'].params['jump_ms']:.0f} ms (one RTT). The base RTT of the model, "
+        f"{f['model'].params['base_rtt_ms']:.1f} ms, is the ping RTT plus the echo's own time."
+    ))
+
+# %%
+figures: list[str] = []
+
+
+def export(fig, name):
+    paths = plots.export(fig, figures_dir / f"idle_step_{name}", figure_formats)
+    figures.extend(p.name for p in paths)
+    display(fig)
+    plt.close(fig)
+
+
+def rtt_axis(ax, ping):
+    """A right-hand axis in multiples of the ping RTT."""
+    secondary = ax.secondary_yaxis("right", functions=(lambda ms: ms / ping, lambda m: m * ping))
+    secondary.set_ylabel(f"× ping RTT ({ping:.1f} ms)")
+    return secondary
+
+
+reference_ping = float(calls["ping_ms"].median())
+# One panel per congestion control (so each panel's conditions get distinct colours); the model in the reference's.
+panels = list(dict.fromkeys(order_keys.loc[conditions, "cc"]))
+with plots.theme():
+    fig, axes = plots.figure(1, len(panels), figsize=(7.5 * len(panels), 4.8), sharey=True, squeeze=False)
+    for ax, cc in zip(axes[0], panels):
+        shown = [c for c in conditions if order_keys.at[c, "cc"] == cc]
+        fits = [step_fits[reference]["model"]] if reference in shown else []
+        plots.latency_vs_size(calls[calls["condition"].isin(shown)], fits=fits, by="condition", order=shown,
+                              step_fit=fits[0] if fits else None, ax=ax)
+        ax.set_xscale("log")
+        ax.set_xlabel("request payload (bytes, log scale)")
+        ax.set_ylabel("call latency (ms)")
+        if ax is axes[0][-1]:
+            rtt_axis(ax, reference_ping)
+        if fits:
+            ax.axvline(step_fits[reference]["change_point"].params["location_bytes"], color="tab:red", linestyle=":",
+                       linewidth=1, label=f"change point ({reference})")
+            ax.set_title(f"{cc}; dashed: where the model (iw = {step_fits[reference]['iw']}) predicts one more round trip",
+                         fontsize="small")
+        else:
+            ax.set_title(cc, fontsize="small")
+        ax.legend(fontsize="x-small", loc="upper left")
+export(fig, "latency")
+
+# %% [markdown]
+# ## What `ss -tin` shows: a reset applied lazily
+#
+# The client sampled its socket with `ss -tin` just before and just after every
+# call. With the sysctl at 0, cwnd only grows. With the sysctl at 1 one might
+# expect to see cwnd = 10 before every call after an idle second, but the
+# sample *before* a call often shows the cwnd the connection had before it went
+# idle (up to 97 segments in the shipped sample), while that call still took
+# two or three round trips.
+#
+# The reason is in the kernel: the restart is not done by a timer while the
+# connection is idle. It is done when the next segment is sent
+# (`tcp_slow_start_after_idle_check()` before a send with nothing in flight):
+# if the last send (`lastsnd`) is more than one RTO ago, `tcp_cwnd_restart()`
+# halves cwnd once for every RTO elapsed, never below the initial window, and
+# slow start begins again. `ss` reads cwnd before that first send, so the reset
+# shows in the latency and in `lastsnd_ms_before > rto_ms_before`, not in
+# `cwnd_before`. The middle panel applies that rule to each call's recorded
+# `cwnd_before`, `lastsnd_ms_before` and `rto_ms_before`: the window the
+# request actually started with. Congestion controls that set the window
+# themselves (BBR has its own `cong_control`) skip the restart, which is why
+# the sysctl has no effect under BBR.
+
+# %%
+def restart_window(cwnd, idle_ms, rto_ms, initial):
+    """Linux tcp_cwnd_restart(): halve cwnd once per RTO of idle time, never below the initial window."""
+    restart = min(initial, cwnd)
+    idle = idle_ms - rto_ms
+    while idle > 0 and cwnd > restart:
+        cwnd >>= 1
+        idle -= rto_ms
+    return max(cwnd, restart)
+
+
+# The rule is about window-limited congestion controls; BBR paces its sends and is left out (see below).
+tcp = calls[calls["cc_used"] != "bbr"].dropna(subset=["cwnd_before", "lastsnd_ms_before", "rto_ms_before", "mss"]).copy()
+initial_window = iw or (int(step_fits[reference]["by_iw"].params["iw"]) if reference else 10)
+tcp["restarts"] = (tcp["ssai"] == 1) & (tcp["lastsnd_ms_before"] > tcp["rto_ms_before"])
+tcp["window_at_send"] = [
+    restart_window(int(c), l, r, initial_window) if go else int(c)
+    for c, l, r, go in zip(tcp["cwnd_before"], tcp["lastsnd_ms_before"], tcp["rto_ms_before"], tcp["restarts"])
+]
+with plots.theme():
+    fig, axes = plots.figure(1, 3, figsize=(13, 4.2), sharey=True)
+    for ax, column, title in zip(
+        axes, ["cwnd_before", "window_at_send", "cwnd_after"],
+        ["ss before the call", "at the first send (restart applied)", "ss after the call"],
+    ):
+        plots.cwnd_vs_size(tcp, cwnd=column, mss=mss, iw=initial_window, by="condition",
+                           order=[c for c in conditions if c in set(tcp["condition"])], ax=ax)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("request payload (bytes, log scale)")
+        ax.set_ylabel("cwnd (segments, log scale)")
+        ax.set_title(title, fontsize="small")
+        if ax is not axes[0]:
+            ax.get_legend().remove()
+        else:
+            ax.legend(fontsize="x-small", loc="upper left")
+export(fig, "cwnd")
+
+restarted = tcp[tcp["restarts"]]
+lines = []
+for condition in [c for c in conditions if c in set(tcp["condition"])]:
+    frame = tcp[tcp["condition"] == condition]
+    hidden = frame[frame["restarts"] & (frame["cwnd_before"] > frame["window_at_send"])]
+    lines.append(
+        f"- **{condition}**: cwnd before the calls {int(frame['cwnd_before'].min())}–{int(frame['cwnd_before'].max())}, "
+        f"after {int(frame['cwnd_after'].min())}–{int(frame['cwnd_after'].max())} segments; "
+        f"{int(frame['restarts'].sum())} of {len(frame)} calls restarted at their first send "
+        f"(idle longer than one RTO), {len(hidden)} of them with a larger cwnd in `ss` than the window they started with"
+        + (f" ({int(hidden['cwnd_before'].min())}–{int(hidden['cwnd_before'].max())} shown, "
+           f"{int(hidden['window_at_send'].min())}–{int(hidden['window_at_send'].max())} used)" if len(hidden) else "")
+        + "."
+    )
+display(Markdown("\n".join(lines)))
+
+# %% [markdown]
+# ## Every call's round trips, predicted from its TCP state
+#
+# With the window at the first send known, the slow-start rule predicts how
+# many round trips each request needs (request bytes on the wire = payload +
+# framing). The observed number is the call's latency in ping RTTs, rounded.
+# Calls are marked "sent shortly before" when the client had sent something
+# less than one smoothed RTT before the call (`lastsnd_ms_before < srtt`): that
+# segment was still unacknowledged and took a slot of the window.
+
+# %%
+tcp["predicted_rounds"] = [
+    int(slow_start_rounds([size + overhead], window, segment)[0])
+    for size, window, segment in zip(tcp["payload_bytes"], tcp["window_at_send"], tcp["mss"])
+]
+tcp["observed_rounds"] = tcp["rtt_multiple"].round().astype(int)
+tcp["in_flight"] = tcp["lastsnd_ms_before"] < tcp["srtt_ms_before"]
+tcp["agrees"] = tcp["predicted_rounds"] == tcp["observed_rounds"]
+agreement = tcp.groupby("in_flight")["agrees"].agg(calls="size", predicted="sum")
+agreement.index = agreement.index.map({False: "nothing in flight", True: "sent shortly before"})
+display(agreement)
+misses = tcp[~tcp["agrees"]]
+display(Markdown(
+    f"The rule predicts **{int(tcp['agrees'].sum())} of {len(tcp)}** calls' round trips "
+    f"({int(tcp[~tcp['in_flight']]['agrees'].sum())} of {int((~tcp['in_flight']).sum())} with nothing in flight); "
+    f"{int(misses['in_flight'].sum())} of the {len(misses)} it misses had a send less than one RTT before the call. The misses:"
+))
+display(misses[["condition", "payload_bytes", "seq", "rtt_ms", "rtt_multiple", "cwnd_before", "lastsnd_ms_before",
+                "srtt_ms_before", "window_at_send", "predicted_rounds"]])
+
+# %% [markdown]
+# The calls the rule misses had a send **shortly before the call**: the
+# client sends small HTTP/2 frames on its own between calls. A packet capture on the testbed, taken while this sample was prepared
+# (not part of the run), showed HTTP/2 PING frames sent by the grpc client at
+# intervals that grow over time, so they drift across the idle gap; this looks
+# like grpc core's bandwidth-delay-product probe (channel argument
+# `grpc.http2.bdp_probe`). Two effects follow, both visible above:
+#
+# - such a PING sent after more than one RTO of idle time triggers the restart
+#   itself, so `ss` shows cwnd = 10 before the call although `lastsnd_ms_before`
+#   is small;
+# - a PING sent less than one RTT before the call is still in flight when the
+#   request goes out, and takes one slot of the 10-segment window: a 14000 B
+#   request (exactly 10 segments) then needs a second round trip, and a call's
+#   last segment can leave when the PING's acknowledgement arrives, which gives
+#   latencies between one and two RTT (the "263–375 ms" outliers of the
+#   testbed notes).
+
+# %% [markdown]
+# ## The conditions compared
+#
+# Each condition against the reference condition, size by size: the
+# difference of median latencies (reference − condition: what the reference
+# costs more) with a seeded 95 % bootstrap interval, and the Mann–Whitney U
+# p-value. With a handful of calls per size the intervals are coarse; a two-RTT
+# against one-RTT difference is still far outside them.
+
+# %%
+summary = summarize_with_ci(calls, "rtt_ms", by=["condition", "payload_bytes"])
+summary = summary.assign(
+    median_rtt_multiple=[m / ping_ms_ for m, ping_ms_ in zip(
+        summary["50%"], [calls[calls["condition"] == c]["ping_ms"].iat[0] for c, _ in summary.index])],
+)
+display(Markdown("Summary per condition and size (ms; 50%_lo/_hi: 95 % bootstrap interval of the median):"))
+display(summary.reindex(conditions, level=0)[["count", "lost", "min", "50%", "50%_lo", "50%_hi", "max", "median_rtt_multiple"]])
+
+reference_condition = reference or (conditions[0] if conditions else None)
+comparisons = {}
+comparison_rows = []
+for condition in conditions:
+    if condition == reference_condition:
+        continue
+    for size in sizes:
+        a = calls[(calls["condition"] == condition) & (calls["payload_bytes"] == size)]["rtt_ms"]
+        b = calls[(calls["condition"] == reference_condition) & (calls["payload_bytes"] == size)]["rtt_ms"]
+        if len(a) < 2 or len(b) < 2:
+            continue
+        result = compare(a, b)
+        comparisons[(condition, int(size))] = result
+        comparison_rows.append({"condition": condition, "payload_bytes": int(size), "n": f"{result.n_b}/{result.n_a}",
+                                "reference − condition (ms)": result.median_diff,
+                                "ci_lo": result.median_diff_ci[0], "ci_hi": result.median_diff_ci[1],
+                                "mannwhitney_p": result.mannwhitney_p})
+if comparison_rows:
+    table = pd.DataFrame(comparison_rows)
+    table["cell"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+                     for d, lo, hi in zip(table["reference − condition (ms)"], table["ci_lo"], table["ci_hi"])]
+    display(Markdown(f"Reference: **{reference_condition}**. Reference − condition, median latency in ms "
+                     "[95 % bootstrap interval], by request size:"))
+    others = [c for c in conditions if c != reference_condition]
+    display(table.pivot(index="condition", columns="payload_bytes", values="cell").reindex(others))
+
+# %%
+with plots.theme():
+    at_largest = calls[calls["payload_bytes"] == largest]
+    present = [c for c in conditions if c in set(at_largest["condition"])]
+    fig, ax = plots.figure(figsize=(max(6.4, 1.1 * len(present) + 2), 4.4))
+    plots.box(at_largest, value="rtt_ms", by="condition", order=present, ax=ax, ylabel="call latency (ms)")
+    # A few calls per condition: draw every one of them over its box.
+    jitter = np.random.default_rng(0)
+    for position, condition in enumerate(present, start=1):
+        values = at_largest[at_largest["condition"] == condition]["rtt_ms"]
+        ax.scatter(position + jitter.uniform(-0.12, 0.12, len(values)), values, s=10, color="black", alpha=0.6, zorder=3)
+    rtt_axis(ax, reference_ping)
+    ax.set_xlabel("")
+    ax.tick_params(axis="x", labelrotation=30 if len(present) > 2 else 0, labelsize="x-small")
+    ax.set_title(f"{largest} B requests, every call", loc="left", fontsize="small")
+export(fig, "largest")
+
+# %% [markdown]
+# ## What this reproduces, and what it adds
+#
+# On the two shipped samples (`idle-step-cubic`, the default, and
+# `idle-step-knobs`: `labkit report data/samples/idle-step-knobs`):
+#
+# - **The step at ~14 KB.** After an idle second the request goes out with a
+#   window of 10 segments of 1408 B: 14080 B on the wire. With 61 B of gRPC and
+#   HTTP/2 framing a 14000 B payload fits (one RTT) and 15000 B does not (two
+#   RTT). The fit finds the window from latency alone, within the bracket of
+#   the tested sizes, and with the recorded MSS an initial window of exactly
+#   10 segments.
+# - **Three round trips around 64–100 KB, not more.** After a 64 KB or 100 KB
+#   call cwnd had grown to 60–97 segments; one idle second is two to three
+#   RTOs, so the restart halved it two or three times instead of resetting it
+#   to 10, and 100 KB took two or three round trips where a restart to 10
+#   segments would take four.
+# - **The sysctl at 0 removes the step**: every size stays at about one RTT,
+#   while cwnd keeps the size the previous calls gave it.
+# - **Traffic more often than one RTO.** With calls 0.1 s apart, or a 1-byte
+#   background call every 0.25 s, the connection is never idle for an RTO
+#   (`lastsnd_ms_before` stays below `rto_ms_before`), nothing restarts, and
+#   14–32 KB take one RTT. Larger requests can still take two while cwnd has
+#   not yet grown to their size (the first 100 KB calls of a cell).
+# - **Keepalive pings every 250 ms did not help**, and made 14000 B requests
+#   slower (two RTT). The data say why: `lastsnd_ms_before` is a few ms before
+#   every call and `cwnd_before` is 10, so the client did not send pings during
+#   the idle second but one just before each call. That ping, the first send
+#   after the idle second, restarted the window, and, still in flight, took one
+#   of its 10 slots. Most likely grpc core throttles pings sent while no data
+#   flows (`grpc.http2.min_time_between_pings_ms`, five minutes by default) so
+#   the keepalive fires only when the next call starts: a knob that says
+#   250 ms is not traffic every 250 ms. Only a capture of the idle gap shows
+#   what a keepalive setting really sends.
+# - **BBR does not restart** (no step at any size, with the sysctl at 1), but
+#   it paces a burst at its bandwidth estimate, which an application-limited
+#   connection keeps low: latency grows gradually with size, to 1.25 RTT at
+#   14 KB and 1.4–1.6 RTT at 32–100 KB in the knobs sample, instead of in
+#   whole round trips.
+# - **Raising `initcwnd`** on the route (`ip route change … initcwnd 32`) raises
+#   the window the restart falls back to, and so moves the step to iw × MSS:
+#   the model predicts it at the window computed below. The sweep has no
+#   initcwnd knob yet.
+# - **Why the in-process reproduction over loopback needed megabytes.**
+#   Loopback's MTU is 65536, so its segments carry up to 65483 B (`ss` showed
+#   47616 B on a fresh loopback connection on this machine: Linux sends
+#   smaller segments while the peer's window is small). Ten segments are then
+#   0.5–0.65 MB, and the second step, three times that, 1.4–2 MB: where the
+#   1.5–2 MB payloads of the report lie.
+
+# %%
+# Loopback: MTU 65536, advertised MSS 65483 (MTU − 40 B of IPv4/TCP headers − 12 B of timestamps, as ss prints it);
+# Linux may send smaller segments while the peer's window is small (47616 B on a fresh loopback connection here).
+what_if = pd.DataFrame({
+    "link": [f"this run (MSS {mss})", f"initcwnd 32 (MSS {mss})", "loopback (MSS 47616)", "loopback (MSS 65483)"],
+    "iw": [initial_window, 32, initial_window, initial_window],
+    "mss": [mss, mss, 47616, 65483],
+})
+what_if["first step (B on the wire)"] = what_if["iw"] * what_if["mss"]
+what_if["second step (B)"] = 3 * what_if["iw"] * what_if["mss"]
+display(what_if.set_index("link"))
+
+# %% [markdown]
+# ## Headline numbers
+#
+# Written to a small JSON file (`idle_step.json`) that `labkit report` prints
+# and the tests check. `step.*` describe the reference condition;
+# `rtt_multiple_at_largest.*` is each condition's median latency at the
+# largest size in ping RTTs; `cost_vs.*` the reference's median minus the
+# condition's at that size, with its bootstrap interval, for the conditions
+# that change one knob of the reference (every comparison is in the JSON's
+# `comparisons`).
+
+# %%
+headline: dict = {
+    "reference_condition": reference or "none",
+    "ping_rtt_ms": round(reference_ping, 3),
+    "mss_bytes": mss,
+    "request_overhead_bytes": overhead,
+    "iw_segments": initial_window,
+    "iw_x_mss_bytes": initial_window * mss if mss else None,
+}
+if reference:
+    f = step_fits[reference]
+    lo, hi = f["free"].intervals["threshold_bytes"]
+    headline.update({
+        "step.window_bytes": round(f["free"].params["window_bytes"], 1),
+        "step.window_from_bytes": round(lo + overhead, 1),
+        "step.window_to_bytes": round(hi + overhead, 1),
+        "step.window_minus_iw_x_mss_bytes": round(f["free"].params["window_bytes"] - f["iw"] * f["mss"], 1),
+        "step.threshold_payload_bytes": round(f["free"].params["threshold_bytes"], 1),
+        "step.fitted_iw": f["by_iw"].params["iw"],
+        "step.base_rtt_ms": round(f["model"].params["base_rtt_ms"], 3),
+        "step.change_point_bytes": f["change_point"].params["location_bytes"],
+        "step.change_point_jump_rtt": round(f["change_point"].params["jump_ms"] / reference_ping, 3),
+    })
+headline["restart_rule.calls"] = int(len(tcp))
+headline["restart_rule.predicted"] = int(tcp["agrees"].sum())
+headline["largest_size_bytes"] = largest
+for condition in conditions:
+    value = medians.at[condition, largest] if largest in medians.columns else np.nan
+    headline[f"rtt_multiple_at_largest.{condition}"] = round(float(value), 3)
+KNOB_COLUMNS = ["pair", "cc", "ssai", "gap", "bg", "ka"]
+
+
+def knobs_changed(condition):
+    """The knobs in which ``condition`` differs from the reference condition."""
+    a, b = order_keys.loc[condition], order_keys.loc[reference_condition]
+    return [k for k in KNOB_COLUMNS if not (a[k] == b[k] or (pd.isna(a[k]) and pd.isna(b[k])))]
+
+
+for condition in conditions:
+    result = comparisons.get((condition, largest))
+    # In the headline: the conditions that change one knob of the reference (all of them are in the JSON's comparisons).
+    if result is not None and len(knobs_changed(condition)) == 1:
+        headline[f"cost_vs.{condition}.ms"] = round(result.median_diff, 2)
+        headline[f"cost_vs.{condition}.ci_lo_ms"] = round(result.median_diff_ci[0], 2)
+        headline[f"cost_vs.{condition}.ci_hi_ms"] = round(result.median_diff_ci[1], 2)
+
+condition_detail = []
+for condition in conditions:
+    key = order_keys.loc[condition]
+    condition_detail.append({
+        "condition": condition, "cell_id": key["cell"], "pair": key["pair"], "cc": key["cc"], "slow_start_after_idle": int(key["ssai"]),
+        "gap_s": float(key["gap"]), "background_gap_s": None if pd.isna(key["bg"]) else float(key["bg"]),
+        "keepalive_ms": None if pd.isna(key["ka"]) else int(key["ka"]),
+        "median_rtt_multiple": {str(int(s)): medians.at[condition, s] for s in medians.columns},
+        "steps": bool(fit_table.at[condition, "steps"]) if condition in fit_table.index else False,
+    })
+result = {
+    "notebook": "idle_step",
+    "run_id": run.run_id,
+    "run_path": str(run.path),
+    "experiment": manifest["experiment"],
+    "settings": {"iw": iw, "fit_max_bytes": fit_max_bytes, "robust": robust},
+    "headline": headline,
+    "conditions": condition_detail,
+    "fits": {
+        condition: {
+            "free_window": {"params": f["free"].params, "intervals": f["free"].intervals},
+            "iw_fitted": {"params": f["by_iw"].params, "intervals": f["by_iw"].intervals},
+            "model": {"params": f["model"].params},
+            "change_point": {"params": f["change_point"].params, "intervals": f["change_point"].intervals},
+            "change_points": f["later"],
+            "predicted_steps_bytes": step_edges(f["model"], largest),
+        }
+        for condition, f in step_fits.items()
+    },
+    "comparisons": [{"condition": c, "payload_bytes": s, **r.as_dict()} for (c, s), r in comparisons.items()],
+    "restart_rule": {
+        "misses": misses[["condition", "payload_bytes", "seq", "rtt_ms", "cwnd_before", "lastsnd_ms_before",
+                          "srtt_ms_before", "window_at_send", "predicted_rounds", "observed_rounds"]].to_dict(orient="records"),
+        "by_in_flight": agreement.to_dict(orient="index"),
+    },
+    "figures": figures,
+}
+notebooks.write_headline(headline_file, result)
+display(Markdown(f"Figures in `{figures_dir}`; headline numbers in `{headline_file}`."))
+pd.Series(headline, name="value").to_frame()
