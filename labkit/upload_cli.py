@@ -150,7 +150,7 @@ def print_summary(run) -> None:
     table_data = summarise(run.samples())
     sizes = sorted(table_data["chunk_bytes"].unique())
     table = Table(title="median MB/s [failed uploads]")
-    table.add_column("transport")
+    table.add_column("transport", no_wrap=True)
     for size in sizes:
         table.add_column(_human(int(size)), justify="right")
     for (transport, tls), group in table_data.groupby(["transport", "tls"], sort=True):
@@ -163,7 +163,7 @@ def print_summary(run) -> None:
                 continue
             text = f"{row.median_mb_per_s:.1f}" if row.uploads else "—"
             values.append(text + (f" [{row.failed}]" if row.failed else ""))
-        table.add_row(f"{transport} {'TLS' if tls else 'plain'}", *values)
+        table.add_row(f"{transport}{'+TLS' if tls else ''}", *values)
     console = Console()
     console.print(table)
     counts = run.row_counts()
@@ -175,5 +175,5 @@ def print_summary(run) -> None:
 def _human(size: int) -> str:
     for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
         if size >= factor and size % factor == 0:
-            return f"{size // factor} {unit}"
-    return f"{size} B"
+            return f"{size // factor}{unit}"
+    return f"{size}B"

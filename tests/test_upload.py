@@ -255,7 +255,7 @@ def test_every_transport_and_tls_mode_uploads_with_matching_checksums(lab, inven
                       "--chunk-sizes", CHUNKS, "--repeats", "2", "--ping-count", "2", "--name", "all",
                       "--runs-dir", str(tmp_path), "--quiet", timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "http2 TLS" in proc.stdout and "grpc plain" in proc.stdout
+    assert "http2+TLS" in proc.stdout and "grpc " in proc.stdout
     run = Run.open(next(tmp_path.glob("*-all")))
     assert run.status == "complete"
     table = pq.read_table(run.path / "samples.parquet")
