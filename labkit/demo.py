@@ -4,7 +4,9 @@ Brings up the testbed (100 ms one way, 100 Mbit/s, MTU 1460, cubic: the cloud
 link of the brief), deploys labkit to its two hosts over SSH, runs `labkit
 sweep` from host a to host b with request sizes around the step, 1 s idle gaps
 and ``tcp_slow_start_after_idle`` at 1 and 0, prints the median RTT per size
-and condition as a multiple of the ping RTT, and tears the testbed down.
+and condition as a multiple of the ping RTT, tears the testbed down, and ends
+with ``labkit report`` on the run: the idle-step notebook executed on it, its
+figures and an HTML summary in the run's ``report/``.
 """
 
 from __future__ import annotations
@@ -30,13 +32,16 @@ DEFAULT_SIZES = "1000,10000,14000,16000,32000,64000"
               default=lambda: os.environ.get("LABKIT_RUNS", "data/runs"), show_default="data/runs or $LABKIT_RUNS",
               help="Where the run directory is written.")
 @click.option("--keep-testbed", is_flag=True, help="Leave the testbed (named 'demo') up afterwards.")
+@click.option("--no-report", is_flag=True, help="Do not run `labkit report` on the run afterwards.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def demo(delay, sizes, repeats, gap, runs_dir, keep_testbed, quiet):
+def demo(delay, sizes, repeats, gap, runs_dir, keep_testbed, no_report, quiet):
     """The main job: reproduce the idle-connection step on the local testbed.
 
     With 1 s between calls, Linux resets an idle connection's congestion
     window to 10 segments when tcp_slow_start_after_idle=1, so requests larger
     than ~14 KB take 2 RTT instead of 1; with the sysctl at 0 they take 1 RTT.
+    Ends with `labkit report` on the run (the idle-step notebook, its figures
+    and an HTML page in RUN/report/) unless --no-report.
     """
     from rich.console import Console
 
@@ -66,3 +71,30 @@ def demo(delay, sizes, repeats, gap, runs_dir, keep_testbed, quiet):
         if not keep_testbed:
             lab.down(quiet=True)
     print_summary(run)
+    if not no_report:
+        report_run(run, console)
+
+
+def report_run(run, console) -> bool:
+    """``labkit report`` on ``run``: print where the report and figures are; True when it worked.
+
+    The testbed is down and the run complete by now, so a report failure (a
+    notebook error, the notebooks extra not installed) is one line on stderr
+    and the measured result printed above stands.
+    """
+    from rich.markup import escape
+
+    from labkit.report import make_report, print_report
+
+    console.print(f"labkit report {escape(str(run.path))}: executing the notebooks of the run", soft_wrap=True)
+    try:
+        result = make_report(run, on_step=lambda name, state: console.print(
+            f"notebook {name}: {'executing' if state == 'start' else 'done'}"))
+    except Exception as exc:  # noqa: BLE001 (any failure: one line, the run stays as measured)
+        text = getattr(exc, "message", None) or str(exc)
+        reason = f"{type(exc).__name__}: {text.strip().splitlines()[0]}" if text.strip() else type(exc).__name__
+        console.print(f"[red]report failed[/red] ({escape(reason)}); the run is complete in {escape(str(run.path))}; "
+                      f"retry with: labkit report {escape(str(run.path))}", soft_wrap=True, highlight=False)
+        return False
+    print_report(result)
+    return True

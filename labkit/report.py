@@ -268,17 +268,22 @@ def report(run, formats, runs_dir):
         # Not a terminal (CI, a pipe): one plain line per step instead of a live display.
         result = make_report(found, chosen, on_step=lambda name, state: click.echo(
             f"notebook {name}: {'executing' if state == 'start' else 'done'}", err=True))
+    print_report(result)
+
+
+def print_report(result: Report, echo: Callable[[str], None] = click.echo) -> None:
+    """Print where a report's files are (relative to the working directory) and each notebook's headline numbers."""
     cwd = Path.cwd()
-    click.echo(f"report: {_short(result.index, cwd)}")
+    echo(f"report: {_short(result.index, cwd)}")
     for nb in result.notebooks:
-        click.echo(f"notebook {nb.name} ({nb.seconds:.1f} s): {_short(nb.executed, cwd)}, {_short(nb.html, cwd)}")
-        click.echo(f"figures ({len(nb.figures)}): {_short(nb.figures[0].parent, cwd) if nb.figures else '-'}/")
+        echo(f"notebook {nb.name} ({nb.seconds:.1f} s): {_short(nb.executed, cwd)}, {_short(nb.html, cwd)}")
+        echo(f"figures ({len(nb.figures)}): {_short(nb.figures[0].parent, cwd) if nb.figures else '-'}/")
         for figure in nb.figures:
-            click.echo(f"  {figure.name}")
-        click.echo(f"headline numbers ({_short(nb.headline_path, cwd)}):")
+            echo(f"  {figure.name}")
+        echo(f"headline numbers ({_short(nb.headline_path, cwd)}):")
         width = max((len(k) for k in nb.headline), default=0)
         for key, value in nb.headline.items():
-            click.echo(f"  {key:<{width}}  {_fmt(value)}")
+            echo(f"  {key:<{width}}  {_fmt(value)}")
 
 
 def _short(path: Path, cwd: Path) -> str:

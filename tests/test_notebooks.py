@@ -225,3 +225,50 @@ def test_report_on_the_idle_step_knobs_sample(tmp_path):
     assert conditions["cubic ssai=1 gap=0.1s"]["median_rtt_multiple"]["32000"] <= 1.1
     assert conditions["cubic ssai=1 gap=1s"]["median_rtt_multiple"]["32000"] >= 1.9
     assert abs(data["headline"]["step.window_bytes"] - 14080) <= 1408
+
+
+def test_the_main_job_ends_with_the_report(tmp_path, monkeypatch, capsys):
+    """What `labkit demo` runs after the summary: labkit report on the run, and where its figures are."""
+    import io
+
+    from rich.console import Console
+
+    from labkit.demo import report_run
+    from labkit.store import Run
+
+    shutil.copytree(IDLE_STEP, tmp_path / "run", ignore=shutil.ignore_patterns("figures", "report"))
+    run = Run.open(tmp_path / "run")
+    log = io.StringIO()
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    assert report_run(run, Console(file=log, width=200)) is True
+    out = capsys.readouterr().out
+    report = (tmp_path / "run" / "report").resolve()
+    assert f"report: {report / 'index.html'}" in out and f"figures (9): {report / 'figures'}/" in out
+    assert "idle_step_latency.png" in out and "step.window_bytes" in out
+    assert "notebook idle_step: done" in log.getvalue()
+
+
+def test_a_failed_report_is_one_line_and_leaves_the_run(tmp_path, monkeypatch, capsys):
+    import io
+
+    from rich.console import Console
+
+    from labkit.demo import report_run
+    from labkit.store import Run
+
+    shutil.copytree(IDLE_STEP, tmp_path / "run", ignore=shutil.ignore_patterns("figures", "report"))
+    before = sorted(p.name for p in (tmp_path / "run").iterdir())
+    # As where labkit is installed without a checkout's notebooks/.
+    monkeypatch.setenv("LABKIT_NOTEBOOKS", str(tmp_path / "no-notebooks"))
+    log = io.StringIO()
+    assert report_run(Run.open(tmp_path / "run"), Console(file=log, width=80)) is False
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("report failed (LabkitError: no notebooks directory at")
+    assert f"retry with: labkit report {tmp_path / 'run'}" in lines[1]
+    assert capsys.readouterr().out == ""
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == before
+
+
+def test_demo_has_a_no_report_flag():
+    proc = labkit("demo", "--help", check=True)
+    assert "--no-report" in proc.stdout and "labkit report" in proc.stdout
