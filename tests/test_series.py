@@ -1,14 +1,16 @@
 """`labkit series` across a testbed of its own (s4-series: 50 ms one way, no rate limit), over SSH to a deployed labkit.
 
 Plus the pure conversion of a ping run into series rows, on real recorded
-single-probe ping output (tests/data/ping/series_*).
+single-probe ping output (tests/data/ping/series/).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -21,6 +23,9 @@ import tomllib
 
 import labkit
 from conftest import DATA, LABKIT, labkit as run_labkit, require_testbed
+from labkit.echo.series_agent import PROBES, SKIPPED, AgentPlan, run_agent
+from labkit.echo.server import running_server
+from labkit.echo.tcp_echo import TcpEchoServer
 from labkit.schemas import SERIES_SCHEMA
 from labkit.latency_series import ping_rows, sample_row, summarise
 from labkit.series_cli import print_summary
@@ -35,14 +40,14 @@ FOUR = ["ping", "echo-warm", "echo-cold", "tcp-echo"]
 
 
 def _ping_event(name: str, tick: int = 7, started: int = 1_795_338_526_000_000_000) -> dict:
-    base = DATA / "ping" / name
+    base = DATA / "ping" / "series" / name
     return {"event": "ping", "tick": tick, "t_utc_ns": started, "argv": ["ping"],
             "status": int((base.with_suffix(".status")).read_text()),
             "stdout": base.with_suffix(".txt").read_text(), "stderr": base.with_suffix(".stderr").read_text()}
 
 
 def test_a_ping_reply_is_one_row_sent_one_rtt_before_its_stamp():
-    [row] = ping_rows(_ping_event("series_reply"), "ping-x.txt")
+    [row] = ping_rows(_ping_event("reply"), "ping-x.txt")
     # [1795338526.062047] ... time=0.023 ms
     assert row["ok"] and row["error"] == "" and row["seq"] == 7 and row["rtt_ms"] == 0.023
     assert row["t_utc_ns"] == 1_795_338_526_062_047_000 - 23_000
@@ -50,13 +55,13 @@ def test_a_ping_reply_is_one_row_sent_one_rtt_before_its_stamp():
 
 
 def test_a_lost_ping_is_a_row_with_no_reply():
-    [row] = ping_rows(_ping_event("series_lost"))
+    [row] = ping_rows(_ping_event("lost"))
     assert not row["ok"] and row["error"] == "no reply" and row["rtt_ms"] is None and row["unit"] is None
     assert row["t_utc_ns"] == 1_795_338_526_000_000_000  # when its run started: nothing else says when it left
 
 
 def test_a_ping_that_could_not_send_still_gives_its_row_with_the_reason():
-    [row] = ping_rows(_ping_event("series_no_route"))
+    [row] = ping_rows(_ping_event("no_route"))
     assert not row["ok"] and row["seq"] == 7
     assert row["error"] == "ping exited with status 2: ping: connect: Network is unreachable"
 
@@ -68,6 +73,54 @@ def test_agent_samples_become_rows_in_ms():
     skipped = sample_row({"event": "sample", "probe": "tcp-echo", "tick": 4, "t_utc_ns": 6, "rtt_ns": None,
                           "ok": False, "error": "skipped: previous call still in flight", "cold": False, "payload_bytes": 50})
     assert skipped["rtt_ms"] is None and skipped["unit"] is None and not skipped["ok"]
+
+
+# -- the agent on loopback: every tick of every probe reported, in process ----------------------
+
+
+def _agent_events(plan) -> list[dict]:
+    out = io.StringIO()
+    assert run_agent(plan, out=out) == 0
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_the_agent_reports_every_tick_of_every_probe_on_loopback():
+    with running_server("127.0.0.1:0") as grpc_port, TcpEchoServer("127.0.0.1", 0, max_message_bytes=1000) as tcp:
+        plan = AgentPlan(address="127.0.0.1", probes=PROBES, first_tick=20, ticks=3, interval_s=0.1, payload_bytes=100,
+                         timeout_s=2, grpc_port=grpc_port, tcp_echo_port=tcp.port)
+        events = _agent_events(plan)
+    start, end = events[0], events[-1]
+    assert start["event"] == "start" and end == {"event": "end", "samples": 12, "pings": 3}
+    assert start["offsets_s"] == pytest.approx({"ping": 0, "echo-warm": 0.02, "echo-cold": 0.04, "tcp-echo": 0.06, "tcp-connect": 0.08})
+    samples = [e for e in events if e["event"] == "sample"]
+    assert sorted((e["probe"], e["tick"]) for e in samples) == sorted(
+        (probe, tick) for probe in PROBES if probe != "ping" for tick in (20, 21, 22))
+    assert all(e["ok"] and e["rtt_ns"] > 0 and e["error"] == "" for e in samples)
+    for e in samples:  # each probe sends at its offset after its tick
+        due = start["t0_utc_ns"] + (e["tick"] - 20) * 100_000_000 + round(start["offsets_s"][e["probe"]] * 1e9)
+        assert 0 <= e["t_utc_ns"] - due < 50_000_000, e
+    pings = [e for e in events if e["event"] == "ping"]
+    assert [e["tick"] for e in sorted(pings, key=lambda e: e["tick"])] == [20, 21, 22]
+    assert all(ping_rows(e)[0]["ok"] for e in pings)
+    assert tcp.requests == 3 + 1  # one unrecorded warm-up call, then one per tick
+
+
+def test_a_call_still_in_flight_turns_the_ticks_it_covers_into_skipped_rows():
+    # A real listener that accepts and never answers: every TCP echo call runs into its deadline.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        plan = AgentPlan(address="127.0.0.1", probes=("tcp-echo",), ticks=6, first_tick=0, interval_s=0.1,
+                         payload_bytes=10, timeout_s=0.25, tcp_echo_port=silent.getsockname()[1])
+        events = _agent_events(plan)
+    assert events[0]["warmup"] == {"tcp-echo": "timed out"}
+    rows = [e for e in events if e["event"] == "sample"]
+    assert [e["tick"] for e in rows] == [0, 1, 2, 3, 4, 5]  # none missing, in order
+    assert not any(e["ok"] for e in rows)
+    skipped = [e for e in rows if e["error"] == SKIPPED]
+    timed_out = [e for e in rows if e["error"] == "timed out"]
+    assert len(skipped) >= 2 and len(timed_out) >= 2 and len(skipped) + len(timed_out) == 6
+    assert all(e["rtt_ns"] is None for e in skipped)
 
 
 # -- the testbed ----------------------------------------------------------------------------------

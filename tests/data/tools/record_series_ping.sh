@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records the single-probe ping runs that `labkit series` makes (one `ping -D -n -c 1 -W N`
-# per tick), for tests/test_series.py (tests/data/ping/series_*).
+# per tick), for tests/test_series.py (tests/data/ping/series/; a directory of their own, since
+# tests/test_parsers.py reads every ping/*.txt as a complete ping run and no_route.txt is empty).
 #
 # Run as root from the repository root:  bash tests/data/tools/record_series_ping.sh [OUTDIR]
 # (OUTDIR defaults to tests/data). Traffic stays on loopback and inside a network
@@ -11,7 +12,7 @@
 set -euo pipefail
 export LC_ALL=C
 
-OUT=${1:-tests/data}/ping
+OUT=${1:-tests/data}/ping/series
 mkdir -p "$OUT"
 NS=s4-rec
 
@@ -34,8 +35,8 @@ record() {  # record NAME COMMAND...
 }
 
 # A reply on loopback.
-record series_reply ping -D -n -c 1 -W 1 127.0.0.1
+record reply ping -D -n -c 1 -W 1 127.0.0.1
 # No reply: the request goes out of s4v0 to a MAC address nobody has.
-record series_lost ip netns exec "$NS" ping -D -n -c 1 -W 1 198.18.201.2
+record lost ip netns exec "$NS" ping -D -n -c 1 -W 1 198.18.201.2
 # No route at all (the namespace's loopback is down): ping prints only to stderr.
-record series_no_route ip netns exec "$NS" ping -D -n -c 1 -W 1 10.255.255.1
+record no_route ip netns exec "$NS" ping -D -n -c 1 -W 1 10.255.255.1
