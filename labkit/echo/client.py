@@ -119,6 +119,9 @@ def keepalive_options(interval_ms: int) -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", 1),
         # 0 = no limit on pings sent while there is no data to send.
         ("grpc.http2.max_pings_without_data", 0),
+        # grpc core also spaces pings without data at least this far apart
+        # (5 min by default), which silently overrides a shorter keepalive time.
+        ("grpc.http2.min_time_between_pings_ms", interval_ms),
     ]
 
 
