@@ -63,3 +63,22 @@ def upload(inventory: str, *, runs_dir=None, quiet: bool = False, accept_new_hos
         UploadConfig(inventory=str(inventory), **options),
         runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
     )
+
+
+def load(inventory: str, *, runs_dir=None, quiet: bool = False, accept_new_host_keys: bool = False, **options):
+    """Run the cost-of-a-call-under-load matrix (ghz, h2load) from Python and return its Run.
+
+    ``options`` are the fields of :class:`labkit.under_load.LoadConfig`
+    (``client``, ``server``, ``transports``, ``concurrency``, ``payload_bytes``,
+    ``connections``, ``keepalive_ms``, ``duration_s``, ``warmup_s``, ...), e.g.::
+
+        run = labkit.load("inventory.toml", client="a", server="b",
+                          concurrency=[1, 10, 50], payload_bytes=[64, 1024], duration_s=10)
+        run.samples()  # a DataFrame, one row per cell: rps, latency_p50_ms, ..., server_cpu_s
+    """
+    from labkit.under_load import LoadConfig, run_load
+
+    return run_load(
+        LoadConfig(inventory=str(inventory), **options),
+        runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
+    )

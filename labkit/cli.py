@@ -24,6 +24,7 @@ _SUBCOMMANDS = {
     "sweep": ("labkit.sweep_cli:sweep", "Sweep request size × idle gap × background traffic × kernel settings between hosts."),
     "series": ("labkit.series_cli:series", "Ping vs gRPC echo (warm, cold) vs raw TCP echo over time, on one schedule between hosts."),
     "upload": ("labkit.upload_cli:upload", "Chunked upload over gRPC streaming vs one HTTP/2 POST, with and without TLS."),
+    "load": ("labkit.load_cli:load", "The cost of a call under load: gRPC (ghz) and HTTP/2 (h2load) against one echo server."),
     "runs": ("labkit.runs_cli:runs", "List and inspect runs, and clean up after a killed one."),
     "import": ("labkit.importers.cli:import_logs", "Import ping, Go echo, idle-step, iperf3 or ghz logs into a run."),
     "report": ("labkit.report:report", "Run the notebooks that apply to a run; figures and an HTML summary in RUN/report/."),

@@ -1,12 +1,29 @@
-"""`labkit load`: h2load's parsers on recorded output."""
+"""`labkit load`: h2load's parsers on recorded output, and ghz/h2load cells on a testbed of its own (real parts)."""
 
 from __future__ import annotations
 
-import pytest
+import gzip
+import hashlib
+import json
+import subprocess
+import time
+from pathlib import Path
 
-from conftest import DATA
-from labkit.parsers import ParseError
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import tomli_w
+import tomllib
+
+import labkit
+from conftest import DATA, LABKIT, labkit as run_labkit, require_testbed
+from labkit.under_load import LoadConfig, load_schema, nearest_rank, plan_cells, window_stats
+from labkit.parsers import ParseError, parse_ghz_json
 from labkit.parsers.h2load import parse_h2load, parse_h2load_log
+from labkit.store import Run
+
+ONE_WAY_S = 0.005
+RTT_MS = 2 * ONE_WAY_S * 1e3
 
 
 def read(name: str) -> str:
@@ -58,7 +75,8 @@ def test_the_h2load_log_holds_the_measured_requests_and_agrees_with_the_report(n
     # The warm-up's requests are not in the log: every logged start lies within the measured 2 s.
     span_s = (rows["start_us"].max() - rows["start_us"].min()) / 1e6
     assert span_s < summary["duration_s"]
-    assert rows["ok"].sum() / summary["duration_s"] == pytest.approx(summary["rps"])
+    stats = window_stats(rows["latency_ms"], rows["ok"], summary["duration_s"])
+    assert stats["rps"] == pytest.approx(summary["rps"])
 
 
 def test_a_server_killed_under_h2load_shows_only_as_silence():
@@ -76,6 +94,8 @@ def test_h2load_failed_streams_and_refused_connections():
     assert reset["requests"]["failed"] == 5 and reset["requests"]["succeeded"] == 0
     log = parse_h2load_log(read("h2load/count_reset.log.tsv"))
     assert log.counts["failed_streams"] == 5 and log.counts["ok"] == 0 and (log.rows["status"] == -1).all()
+    stats = window_stats(log.rows["latency_ms"], log.rows["ok"], 1.0, log.rows["status"])
+    assert stats["errors"] == 5 and stats["latency_p50_ms"] is None and json.loads(stats["status_codes"]) == {"-1": 5}
 
     refused = parse_h2load(read("h2load/refused_timing.txt")).summary
     # Refused in a timing-based run: no request, no failure, no protocol negotiated.
@@ -90,3 +110,246 @@ def test_h2load_parsers_refuse_other_text():
         parse_h2load(read("ghz/echo_ok.json"))
     with pytest.raises(ParseError, match="not an h2load --log-file"):
         parse_h2load_log(read("h2load/timing_warmup.txt"))
+
+
+@pytest.mark.parametrize("name", ["echo_ok.json", "echo_errors.json"])
+def test_window_stats_percentiles_match_ghz_on_its_own_report(name):
+    parsed = parse_ghz_json(read(f"ghz/{name}"))
+    rows = parsed.rows
+    stats = window_stats(rows["latency_ms"], rows["ok"], 1.0, rows["status"], rows["error"])
+    ghz = parsed.summary["percentiles_ms"]
+    for p in (50, 90, 99):
+        assert stats[f"latency_p{p}_ms"] == pytest.approx(ghz[p], abs=1e-6)
+    assert stats["latency_max_ms"] == pytest.approx(parsed.summary["slowest_ms"], abs=1e-6)
+    assert json.loads(stats["status_codes"]) == parsed.summary["status_codes"]
+    assert stats["errors"] == parsed.counts["failed"]
+
+
+def test_nearest_rank():
+    values = [float(v) for v in range(1, 101)]
+    assert [nearest_rank(values, p) for p in (1, 50, 90, 99, 100)] == [1.0, 50.0, 90.0, 99.0, 100.0]
+    assert nearest_rank([7.0], 99) == 7.0
+
+
+def test_the_matrix_leaves_out_impossible_cells_and_says_why():
+    config = LoadConfig(inventory="x", client="a", server="b", concurrency=[1, 8], payload_bytes=[64],
+                        connections=[1, 4], keepalive_ms=[None, 10000])
+    cells, omitted = plan_cells(config)
+    described = [(c.transport, c.concurrency, c.connections, c.keepalive_ms) for c in cells]
+    assert described == [
+        ("grpc", 1, 1, None), ("grpc", 1, 1, 10000), ("grpc", 8, 1, None), ("grpc", 8, 1, 10000),
+        ("grpc-conns", 8, 4, None), ("grpc-conns", 8, 4, 10000),
+        ("http2", 1, 1, None), ("http2", 8, 1, None), ("http2", 8, 4, None),
+    ]
+    assert len(omitted) == 3 and all("need a concurrency of at least 4" in reason for reason in omitted)
+    http2 = [c for c in cells if c.transport == "http2" and c.connections == 4][0]
+    assert http2.streams_per_connection == 2 and http2.in_flight == 8
+
+
+def test_the_http2_echo_route_answers_the_body_length_and_leaves_upload_alone():
+    from labkit.echo.http2 import Http2Client, running_http2_server
+
+    with running_http2_server() as server:
+        client = Http2Client(f"127.0.0.1:{server.port}")
+        try:
+            for size in (0, 1, 70000):  # empty, one byte, several DATA frames
+                reply = client.post("/echo", [b"x" * size], length=size)
+                assert (reply.status, reply.json()) == (200, {"payload_length": size})
+            upload = client.post("/upload", [b"abc"], length=3)
+            assert upload.status == 200 and upload.json()["sha256"] == hashlib.sha256(b"abc").hexdigest()
+            assert client.post("/nothing", [b"x"], length=1).status == 404
+        finally:
+            client.close()
+
+
+# --- on the testbed ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require_testbed()
+    from labkit.testbed.lab import LinkConfig, Testbed
+
+    testbed = Testbed("l4-load", log=lambda message: None)
+    state = testbed.up(LinkConfig(one_way_delay_s=ONE_WAY_S, rate_bps=None, emulator="tun"))
+    try:
+        yield state
+    finally:
+        testbed.down(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    """This tree's wheel, built once: every deploy here sends exactly it, whatever changes in the tree meanwhile."""
+    from labkit.deploy import build_wheel
+
+    return build_wheel()
+
+
+@pytest.fixture(scope="module")
+def inventory(lab, wheel, tmp_path_factory):
+    """The testbed's inventory, with labkit (and ghz) deployed offline into directories of this module."""
+    base = tmp_path_factory.mktemp("load")
+    data = tomllib.loads(lab.inventory.read_text())
+    for name, table in data["hosts"].items():
+        table["labkit_dir"] = str(base / "hosts" / name)
+    path = base / "inventory.toml"
+    path.write_text(tomli_w.dumps(data))
+    assert (Path(LABKIT).parent / "ghz").exists(), "no ghz in .venv/bin: scripts/bootstrap.sh builds it when Go is installed"
+    deployed = run_labkit("deploy", str(path), "--offline", "--wheel", str(wheel.path), check=True, timeout=600)
+    assert "ghz sent" in deployed.stderr, deployed.stderr
+    return path
+
+
+def host_dir(inventory: Path, host: str) -> Path:
+    return Path(tomllib.loads(inventory.read_text())["hosts"][host]["labkit_dir"])
+
+
+def lab_processes(lab) -> list[str]:
+    """Command lines of echo servers and load tools still running in the testbed's namespaces."""
+    found = []
+    for host in lab.hosts.values():
+        for pid in subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "echo serve" in cmdline or "ghz" in cmdline or "h2load" in cmdline:
+                found.append(f"{host.name}:{pid}: {cmdline}")
+    return found
+
+
+def test_deploy_sent_ghz_and_sends_it_only_once(lab, inventory, wheel):
+    local = hashlib.sha256((Path(LABKIT).parent / "ghz").read_bytes()).hexdigest()
+    for host in ("a", "b"):
+        assert hashlib.sha256((host_dir(inventory, host) / "bin" / "ghz").read_bytes()).hexdigest() == local
+    again = run_labkit("deploy", str(inventory), "a", "--wheel", str(wheel.path), timeout=120)
+    assert again.returncode == 0 and "a: skipped: " in again.stderr and "ghz" not in again.stderr, again.stderr
+
+
+def test_ghz_and_h2load_cells_parse_into_the_store(lab, inventory, tmp_path):
+    run = labkit.load(inventory, client="a", server="b", transports=["grpc", "grpc-conns", "http2"], concurrency=[4],
+                      payload_bytes=[64], connections=[2], keepalive_ms=[None], duration_s=2.0, warmup_s=1.0,
+                      ping_count=2, name="quick", runs_dir=tmp_path, quiet=True)
+    assert run.status == "complete"
+    table = pq.read_table(run.path / "samples.parquet")
+    assert table.schema.equals(load_schema(), check_metadata=False)
+    rows = table.to_pandas().set_index("transport")
+    assert sorted(rows.index) == ["grpc", "grpc-conns", "http2"]
+    assert list(rows["tool"]) == [{"grpc": "ghz", "grpc-conns": "ghz", "http2": "h2load"}[t] for t in rows.index]
+    assert rows.loc["grpc-conns", "connections"] == 2 and rows.loc["http2", "streams_per_connection"] == 2
+    for transport, row in rows.iterrows():
+        assert pd.isna(row["error"]), (transport, row["error"])
+        assert row["ok"] > 20 and row["errors"] == 0 and row["requests"] == row["ok"]
+        assert row["rps"] == pytest.approx(row["ok"] / 2.0)
+        # Every call crosses the 10 ms RTT; 4 in flight can never beat 4 per RTT.
+        assert RTT_MS <= row["latency_min_ms"] <= row["latency_p50_ms"] <= row["latency_p90_ms"] <= row["latency_p99_ms"]
+        assert row["latency_p99_ms"] <= row["latency_max_ms"]
+        assert row["rps"] <= 4 / (RTT_MS / 1e3)
+        assert row["server_alive_after"] and row["server_cpu_s"] > 0 and 0 < row["server_cpu_util"] < 2.5
+        assert json.loads(row["status_codes"]) == ({"OK": row["ok"]} if row["tool"] == "ghz" else {"200": row["ok"]})
+        for name in row["raw_files"].split(","):
+            assert (run.raw_dir / name).stat().st_size > 0
+    # ghz ran for warm-up + duration; its own count includes the warm-up the row leaves out.
+    for transport in ("grpc", "grpc-conns"):
+        assert rows.loc[transport, "tool_requests"] > rows.loc[transport, "requests"]
+        report = json.loads(gzip.decompress((run.raw_dir / rows.loc[transport, "raw_files"]).read_bytes()))
+        assert report["count"] == rows.loc[transport, "tool_requests"]
+    # h2load's own req/s is the same count over the same window.
+    assert rows.loc["http2", "rps"] == pytest.approx(rows.loc["http2", "tool_rps"], rel=0.02)
+    assert "nghttp2" in rows.loc["http2", "tool_version"]
+    assert set(run.manifest["tools"]) == {"ghz", "h2load"}
+    assert run.manifest["baselines"]["ping_before_0"]["received"] == 2
+    assert lab_processes(lab) == []
+    leftovers = subprocess.run(["ip", "netns", "exec", lab.hosts["a"].netns, "sh", "-c", "ls -d /tmp/labkit-load.* 2>/dev/null"],
+                               capture_output=True, text=True).stdout
+    assert leftovers == ""
+
+
+def _wait_for_cell_start(runs_dir: Path, name: str, timeout: float = 90) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for cells in runs_dir.glob(f"*-{name}/cells.jsonl"):
+            if '"start"' in cells.read_text():
+                return cells.parent
+        time.sleep(0.05)
+    raise AssertionError(f"no cell started within {timeout} s")
+
+
+def _echo_server_pid(lab) -> int:
+    pids = subprocess.run(["ip", "netns", "pids", lab.hosts["b"].netns], capture_output=True, text=True).stdout.split()
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"echo" in cmdline and b"serve" in cmdline and cmdline[0].endswith(b"python"):
+            return int(pid)
+    raise AssertionError("no echo server in host b's namespace")
+
+
+def test_a_server_killed_mid_load_gives_error_counts_and_the_run_goes_on(lab, inventory, tmp_path):
+    experiment = tmp_path / "killed.toml"
+    experiment.write_text(tomli_w.dumps({"load": {
+        "inventory": str(inventory), "client": "a", "server": "b", "transports": ["grpc"], "concurrency": [2],
+        "payload_bytes": [64, 100], "keepalive_ms": "none", "duration": "3s", "warmup": "1s", "name": "killed",
+    }}))
+    proc = subprocess.Popen([LABKIT, "load", "--config", str(experiment), "--ping-count", "1", "--runs-dir", str(tmp_path),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_cell_start(tmp_path, "killed")
+        time.sleep(1.0 + 1.5)  # the warm-up, then half of the measured window
+        subprocess.run(["kill", "-9", str(_echo_server_pid(lab))], check=True)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    run = Run.open(next(tmp_path.glob("*-killed")))
+    rows = run.samples().sort_values("payload_bytes").reset_index(drop=True)
+    killed, after = rows.iloc[0], rows.iloc[1]
+    assert not killed["server_alive_after"] and "died during the cell" in killed["error"]
+    assert killed["ok"] > 10 and killed["errors"] > 0 and killed["requests"] == killed["ok"] + killed["errors"]
+    assert set(json.loads(killed["status_codes"])) == {"OK", "Unavailable"}
+    assert killed["rps"] == pytest.approx(killed["ok"] / 3.0)
+    # The next cell ran against a restarted server, with no errors.
+    assert after["server_alive_after"] and after["errors"] == 0 and after["ok"] > 10 and pd.isna(after["error"])
+    assert len(run.manifest["servers"]) == 2
+    assert "died during" in stdout  # the summary says what happened
+    assert lab_processes(lab) == []
+
+
+@pytest.mark.parametrize(
+    "transport, option, expected",
+    [
+        ("grpc", "--ghz", "ghz is not on a (looked for /nonexistent/ghz); run `labkit deploy "),
+        ("http2", "--h2load", "h2load is not on a (looked for /nonexistent/h2load); install Debian's nghttp2-client there"),
+    ],
+)
+def test_a_missing_tool_is_one_line_exit_2(lab, inventory, tmp_path, transport, option, expected):
+    proc = run_labkit("load", str(inventory), "--client", "a", "--server", "b", "--transports", transport,
+                      "--concurrency", "1", "--payload-bytes", "64", option, f"/nonexistent/{option[2:]}",
+                      "--runs-dir", str(tmp_path), "--quiet", timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert lines[0].startswith(f"labkit: error: {expected}"), lines[0]
+    assert lab_processes(lab) == []
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--transports", "grpc,quic"], "'quic' is not one of grpc, grpc-conns, http2"),
+        (["--transports", "grpc-conns", "--connections", "1"], "give --connections with a value above 1"),
+        (["--concurrency", "0"], "0 is not between 1 and 10000"),
+        (["--payload-bytes", "9MiB"], "out of range"),
+        (["--transports", "http2", "--concurrency", "1", "--connections", "2"], "no cell to run"),
+    ],
+)
+def test_bad_load_input_is_one_line_exit_2(inventory, tmp_path, args, expected):
+    proc = run_labkit("load", str(inventory), "--client", "a", "--server", "b", *args, "--runs-dir", str(tmp_path), "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr

@@ -16,6 +16,9 @@ with "a plain HTTP/2 POST of the same bytes". ``labkit echo serve
   found while counting) gets 413 at once and the rest of its stream is
   refused with RST_STREAM(NO_ERROR), as RFC 9113 §8.1 allows; the server goes
   on serving.
+- ``POST /echo``, the HTTP/2 baseline of ``labkit load``, answers
+  ``{"payload_length": N}`` like gRPC's ``Echo``: the body is counted, not
+  hashed, and no CPU time is read, so under load both stacks do the same work.
 
 Why the ``h2`` library directly rather than hypercorn: the endpoint is one
 route whose whole point is to be measured. With h2 the server's per-frame work
@@ -59,6 +62,8 @@ from labkit.echo.cputime import cpu_now
 from labkit.errors import LabkitError
 
 UPLOAD_PATH = "/upload"
+# labkit load's HTTP/2 baseline: like gRPC's Echo, the answer is only the body's length.
+ECHO_PATH = "/echo"
 EXPECTED_LENGTH_HEADER = "labkit-expected-length"
 EXPECTED_SHA256_HEADER = "labkit-expected-sha256"
 
@@ -114,6 +119,7 @@ class _Upload:
     digest: Any = field(default_factory=hashlib.sha256)
     received: int = 0
     done: bool = False  # answered (an early 413, or the final reply)
+    echo: bool = False  # a POST /echo: counted, not hashed, answered with its length
 
 
 class Http2Server:
@@ -293,7 +299,8 @@ class Http2Server:
             if upload.received > self.max_upload_bytes:
                 self._too_large(conn, event.stream_id, upload, f"more than {self.max_upload_bytes} bytes")
                 return
-            upload.digest.update(event.data)
+            if not upload.echo:
+                upload.digest.update(event.data)
         elif isinstance(event, h2.events.StreamEnded):
             upload = uploads.pop(event.stream_id, None)
             if upload is not None and not upload.done:
@@ -302,10 +309,18 @@ class Http2Server:
             uploads.pop(event.stream_id, None)
 
     def _request(self, conn, event, uploads: dict[int, _Upload]) -> None:
-        cpu_start = cpu_now()
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers}
         stream_id = event.stream_id
         path = headers.get(":path", "").split("?", 1)[0]
+        if path == ECHO_PATH and headers.get(":method") == "POST":
+            # As little work as gRPC's Echo does (no CPU reading, no hash), so a load test compares the stacks.
+            upload = _Upload(None, None, None, echo=True)
+            uploads[stream_id] = upload
+            if event.stream_ended is not None:  # an empty body
+                uploads.pop(stream_id)
+                self._finish(conn, stream_id, upload)
+            return
+        cpu_start = cpu_now()
         if path != UPLOAD_PATH:
             self._reply(conn, stream_id, 404, {"error": f"no such path {path!r}; POST {UPLOAD_PATH}"}, early=True)
             return
@@ -333,6 +348,9 @@ class Http2Server:
         self._reply(conn, stream_id, 413, body, early=True)
 
     def _finish(self, conn, stream_id: int, upload: _Upload) -> None:
+        if upload.echo:
+            self._reply(conn, stream_id, 200, {"payload_length": upload.received})
+            return
         sha256 = upload.digest.hexdigest()
         problems = []
         if upload.expected_length is not None and upload.expected_length != upload.received:

@@ -1,0 +1,156 @@
+"""``labkit load``: the command line of :mod:`labkit.under_load` (flags, a TOML experiment file, --resume)."""
+
+from __future__ import annotations
+
+import signal
+import tomllib
+from pathlib import Path
+
+import click
+
+from labkit.errors import LabkitError
+from labkit.under_load import MAX_PAYLOAD_BYTES, TRANSPORTS
+from labkit.units import DURATION, choice_list, int_list, size_list
+
+# option / file key -> LoadConfig field
+_FILE_KEYS = {
+    "inventory": "inventory", "client": "client", "server": "server", "transports": "transports",
+    "concurrency": "concurrency", "payload_bytes": "payload_bytes", "connections": "connections",
+    "keepalive_ms": "keepalive_ms", "duration": "duration_s", "warmup": "warmup_s", "name": "name", "seed": "seed",
+    "call_timeout": "call_timeout_s", "ping_count": "ping_count", "ghz": "ghz", "h2load": "h2load",
+}
+_CONVERTERS = {
+    "transports": choice_list(TRANSPORTS),
+    "concurrency": int_list(1, 10000),
+    "payload_bytes": size_list(0, MAX_PAYLOAD_BYTES),
+    "connections": int_list(1, 1000),
+    "keepalive_ms": int_list(1, 3_600_000, allow_none=True),
+    "duration": DURATION,
+    "warmup": DURATION,
+    "call_timeout": DURATION,
+}
+
+
+def _from_file(path: str) -> dict:
+    """Read an experiment file (a ``[load]`` table, or top-level keys); lists may be arrays or comma strings."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise LabkitError(f"experiment file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise LabkitError(f"{path}: {exc}") from None
+    data = data.get("load", data)
+    unknown = sorted(set(data) - set(_FILE_KEYS))
+    if unknown:
+        raise LabkitError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(_FILE_KEYS))})")
+    values = {}
+    for key, value in data.items():
+        if isinstance(value, list):
+            value = ",".join(str(item) for item in value)
+        converter = _CONVERTERS.get(key)
+        if converter is not None:
+            try:
+                value = converter.convert(str(value), None, None)
+            except click.BadParameter as exc:
+                raise LabkitError(f"{path}: {key}: {exc.message}") from None
+        values[_FILE_KEYS[key]] = value
+    if "inventory" in values and not Path(values["inventory"]).is_absolute():
+        # An inventory named in the file is relative to the file, not to the shell's directory.
+        values["inventory"] = str((Path(path).parent / values["inventory"]).resolve())
+    return values
+
+
+@click.command()
+@click.argument("inventory", required=False, type=click.Path(dir_okay=False))
+@click.option("--client", help="Inventory host that runs the load tools (ghz, h2load).")
+@click.option("--server", help="Inventory host that runs the echo server.")
+@click.option("--transports", type=choice_list(TRANSPORTS),
+              help="grpc (ghz, 1 connection), grpc-conns (ghz --connections N), http2 (h2load POST /echo). [default: all three]")
+@click.option("--concurrency", type=int_list(1, 10000), help="Requests in flight at once, e.g. 1,10,50. [default: 1,10,50]")
+@click.option("--payload-bytes", type=size_list(0, MAX_PAYLOAD_BYTES), help="Payload per request, e.g. 64,1024. [default: 64,1024]")
+@click.option("--connections", type=int_list(1, 1000),
+              help="Connections for grpc-conns (values above 1) and http2, e.g. 1,4. [default: 1,4]")
+@click.option("--keepalive-ms", type=int_list(1, 3_600_000, allow_none=True),
+              help="gRPC client keepalive ping interval, e.g. none,10000 (gRPC cells only). [default: none,10000]")
+@click.option("--duration", type=DURATION, help="Measured time of each cell, e.g. 10s. [default: 10s]")
+@click.option("--warmup", type=DURATION, help="Unmeasured load before each cell's window, e.g. 2s. [default: 2s]")
+@click.option("--call-timeout", type=DURATION, help="Deadline of each gRPC call. [default: 20s]")
+@click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: load]")
+@click.option("--seed", type=int, help="Seed of the payload bytes. [default: 1]")
+@click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in the baselines before and after. [default: 10]")
+@click.option("--ghz", help="ghz on the client host. [default: the one `labkit deploy` copied there, else PATH]")
+@click.option("--h2load", help="h2load on the client host. [default: h2load on its PATH]")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML experiment file; flags override it.")
+@click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs go. [default: $LABKIT_RUNS or data/runs]")
+@click.option("--resume", help="Continue an interrupted run (path or name): only missing cells run.")
+@click.option("--accept-new-host-keys", is_flag=True, help="Record unknown SSH host keys in known_hosts (never silently).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def load(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet, **options):
+    """The cost of a call under load: gRPC (ghz) and HTTP/2 (h2load) against one echo server.
+
+    Starts `labkit echo serve --http2-port 0` on the server host and, for every
+    cell of transport × concurrency × payload × connections × keepalive, runs
+    ghz or h2load on the client host for warm-up + duration. Each cell is one
+    row: req/s, p50/p90/p99/max latency and errors over the measured window,
+    and the echo server's CPU seconds. Raw tool outputs are kept in the run's
+    raw/. ghz comes with `labkit deploy`; h2load is Debian's nghttp2-client.
+    Example on the local testbed:
+
+    \b
+      labkit load ~/.local/state/labkit/testbeds/labkit/inventory.toml \\
+          --client a --server b --concurrency 1,10,50 --payload-bytes 64,1024 \\
+          --duration 10s --warmup 2s
+    """
+    from labkit.under_load import LoadConfig, run_load
+
+    # SIGTERM gets the same clean stop as Ctrl-C: every process stopped, the run marked interrupted.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if resume:
+        given = [key for key, value in options.items() if value is not None] + (["INVENTORY"] if inventory else [])
+        if given or config_file:
+            raise click.UsageError(f"--resume takes the run's own configuration; drop {', '.join(given) or '--config'}")
+        run = run_load(None, runs_dir=runs_dir, resume=resume, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
+    else:
+        values = _from_file(config_file) if config_file else {}
+        if inventory:
+            values["inventory"] = inventory
+        for option, value in options.items():
+            if value is not None:
+                values[_FILE_KEYS[option]] = value
+        if "inventory" not in values:
+            raise click.UsageError("give an INVENTORY (or `inventory = ...` in --config)")
+        if not Path(values["inventory"]).is_file():
+            raise LabkitError(f"inventory {values['inventory']} does not exist")
+        run = run_load(LoadConfig(**values), runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
+    print_summary(run)
+
+
+def print_summary(run) -> None:
+    """One line per cell: req/s, latency percentiles, errors and the server's CPU."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from labkit.under_load import summarise
+
+    table = Table(title=f"load: {run.run_id}")
+    for column in ("transport", "c", "conns", "ka ms", "bytes", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors",
+                   "server CPU"):
+        table.add_column(column, justify="left" if column == "transport" else "right")
+
+    def ms(value):
+        return "—" if value is None or value != value else f"{value:.2f}"
+
+    rows = summarise(run.samples())
+    for row in rows.itertuples():
+        keepalive = "—" if row.keepalive_ms is None or row.keepalive_ms != row.keepalive_ms else str(int(row.keepalive_ms))
+        cpu = "—" if row.server_cpu_util is None or row.server_cpu_util != row.server_cpu_util else f"{row.server_cpu_util:.0%}"
+        table.add_row(row.transport, str(row.concurrency), str(row.connections), keepalive, str(row.payload_bytes),
+                      f"{row.rps:.0f}", ms(row.latency_p50_ms), ms(row.latency_p90_ms), ms(row.latency_p99_ms),
+                      ms(row.latency_max_ms), str(row.errors), cpu)
+    console = Console()
+    console.print(table)
+    for row in rows.itertuples():
+        if isinstance(row.error, str) and row.error:
+            console.print(f"[yellow]{row.transport} c={row.concurrency} conns={row.connections} "
+                          f"{row.payload_bytes} B: {row.error}[/yellow]", highlight=False)
+    console.print(f"written to {run.path}")
