@@ -126,31 +126,37 @@ def load(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet, 
 
 
 def print_summary(run) -> None:
-    """One line per cell: req/s, latency percentiles, errors and the server's CPU."""
+    """One line per cell (fits an 80-column log): req/s, latency percentiles in ms, errors, the server's CPU."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     from labkit.under_load import summarise
 
-    table = Table(title=f"load: {run.run_id}")
-    for column in ("transport", "c", "conns", "ka ms", "bytes", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors",
-                   "server CPU"):
+    def missing(value) -> bool:
+        return value is None or value != value
+
+    def ms(value) -> str:
+        return "—" if missing(value) else f"{value:.1f}"
+
+    table = Table(title=f"{run.run_id}: latency in ms over each measured window", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("transport", "c", "n", "ka", "B", "req/s", "p50", "p90", "p99", "max", "err", "cpu"):
         table.add_column(column, justify="left" if column == "transport" else "right")
-
-    def ms(value):
-        return "—" if value is None or value != value else f"{value:.2f}"
-
     rows = summarise(run.samples())
     for row in rows.itertuples():
-        keepalive = "—" if row.keepalive_ms is None or row.keepalive_ms != row.keepalive_ms else str(int(row.keepalive_ms))
-        cpu = "—" if row.server_cpu_util is None or row.server_cpu_util != row.server_cpu_util else f"{row.server_cpu_util:.0%}"
-        table.add_row(row.transport, str(row.concurrency), str(row.connections), keepalive, str(row.payload_bytes),
+        table.add_row(row.transport, str(row.concurrency), str(row.connections),
+                      "—" if missing(row.keepalive_ms) else str(int(row.keepalive_ms)), str(row.payload_bytes),
                       f"{row.rps:.0f}", ms(row.latency_p50_ms), ms(row.latency_p90_ms), ms(row.latency_p99_ms),
-                      ms(row.latency_max_ms), str(row.errors), cpu)
+                      ms(row.latency_max_ms), str(row.errors),
+                      "—" if missing(row.server_cpu_util) else f"{row.server_cpu_util:.0%}")
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 80))
     console.print(table)
+    console.print("c: concurrency, n: connections, ka: keepalive ms, B: payload bytes, err: failed requests, "
+                  "cpu: the echo server's CPU time over the cell's wall time (100% = one core)", highlight=False)
     for row in rows.itertuples():
         if isinstance(row.error, str) and row.error:
             console.print(f"[yellow]{row.transport} c={row.concurrency} conns={row.connections} "
                           f"{row.payload_bytes} B: {row.error}[/yellow]", highlight=False)
-    console.print(f"written to {run.path}")
+    console.print(f"written to {run.path}", highlight=False, soft_wrap=True)

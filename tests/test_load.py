@@ -320,6 +320,40 @@ def test_a_server_killed_mid_load_gives_error_counts_and_the_run_goes_on(lab, in
     assert lab_processes(lab) == []
 
 
+def test_sigterm_stops_everything_and_resume_runs_only_the_missing_cell(lab, inventory, tmp_path):
+    argv = [LABKIT, "load", str(inventory), "--client", "a", "--server", "b", "--transports", "grpc", "--concurrency", "2",
+            "--payload-bytes", "64", "--keepalive-ms", "none,1000", "--duration", "2s", "--warmup", "0.5s",
+            "--ping-count", "1", "--name", "resumed", "--runs-dir", str(tmp_path), "--quiet"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_path = _wait_for_cell_start(tmp_path, "resumed")
+        deadline = time.monotonic() + 60
+        while '"complete"' not in (run_path / "cells.jsonl").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # into the second cell
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    assert lab_processes(lab) == []
+    assert Run.open(run_path).status == "interrupted"
+
+    resumed = run_labkit("load", "--resume", run_path.name, "--runs-dir", str(tmp_path), "--quiet", timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    run = Run.open(run_path)
+    rows = run.samples()
+    assert run.status == "complete" and len(rows) == 2
+    assert sorted(rows["keepalive_ms"].fillna(0).astype(int)) == [0, 1000]
+    # The first cell ran once; the interrupted one ran again as attempt 2.
+    assert sorted(rows["attempt"]) == [1, 2]
+    # Keepalive pings every second are allowed by the server: no call failed over it.
+    assert (rows["errors"] == 0).all() and (rows["ok"] > 10).all()
+    assert lab_processes(lab) == []
+
+
 @pytest.mark.parametrize(
     "transport, option, expected",
     [
