@@ -29,6 +29,12 @@ for warm-up + duration on the same connections and the calls that started in
 the first ``warmup_s`` (from its first call) are left out; ghz's own ``rps``
 would count them, which is why it is kept only as ``tool_rps``.
 
+**ghz finds the service in a protoset** compiled from labkit's own stubs and
+uploaded with the request bodies at the start of the run: ghz v0.93.0's
+server-reflection lookup against this Python server fails with "Symbol not
+found: echo.EchoService.Echo", although grpcio's own reflection client
+resolves that symbol.
+
 **A server that dies mid-cell** is recorded, not raised: ghz's calls fail
 (Unavailable) and are counted as errors; h2load stops getting answers and
 counts nothing, so the row says so in ``error`` and ``server_alive_after``.
