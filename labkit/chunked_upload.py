@@ -29,7 +29,6 @@ Completed cells are recorded, so ``resume`` redoes only what is missing.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -380,17 +379,12 @@ def run_upload(
     accept_new_host_keys: bool = False,
 ):
     """Run (or, with ``resume``, continue) an upload run and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import session
+    from labkit.experiment import begin_run, run_to_resume, session
     from labkit.hosts.inventory import load_inventory
-    from labkit.store import Run, find_run
 
+    run = None
     if resume:
-        run = find_run(resume, runs_dir)
-        if run.manifest.get("experiment") != EXPERIMENT:
-            raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not an upload run")
-        if run.status == "complete":
-            raise LabkitError(f"{run.path} is already complete; nothing to resume")
-        config = UploadConfig(**run.manifest["config"])
+        run, config = run_to_resume(EXPERIMENT, UploadConfig, resume, runs_dir)
     if config.file is not None:
         from pathlib import Path
 
@@ -401,10 +395,7 @@ def run_upload(
     for name in (config.client, config.server):
         inventory.host(name)  # a clear error for an unknown name, before anything runs
     cells = plan_cells(config)
-    if resume:
-        run.mark_resumed()
-    else:
-        run = Run.create(runs_dir, config.name, EXPERIMENT, dataclasses.asdict(config))
+    run = begin_run(run, EXPERIMENT, config, runs_dir)
     total = len(cells) * config.repeats
     with session(run, inventory, [config.client, config.server], total=total, unit="upload", quiet=quiet,
                  accept_new_host_keys=accept_new_host_keys) as current:

@@ -242,3 +242,30 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
             "ssh_sessions_opened": sum(getattr(host, "sessions_opened", 0) for host in pool.hosts()),
         }
         run.save_manifest()
+
+
+def run_to_resume(experiment: str, config_type, resume: str, runs_dir=None):
+    """The interrupted run ``resume`` names, and the config recorded in its manifest.
+
+    A resumed run keeps its recorded config, so the matrix it finishes is the one it started.
+    """
+    from labkit.store import find_run
+
+    run = find_run(resume, runs_dir)
+    if run.manifest.get("experiment") != experiment:
+        raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not a {experiment} run")
+    if run.status == "complete":
+        raise LabkitError(f"{run.path} is already complete; nothing to resume")
+    return run, config_type(**run.manifest["config"])
+
+
+def begin_run(run, experiment: str, config, runs_dir=None):
+    """Mark a resumed run as running again, or create the new one (after its config was checked)."""
+    import dataclasses
+
+    from labkit.store import Run
+
+    if run is not None:
+        run.mark_resumed()
+        return run
+    return Run.create(runs_dir, config.name, experiment, dataclasses.asdict(config))

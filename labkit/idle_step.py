@@ -25,7 +25,6 @@ Completed cells are recorded, so ``--resume`` redoes only what is missing.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import random
@@ -335,25 +334,17 @@ def run_sweep(
     accept_new_host_keys: bool = False,
 ):
     """Run (or, with ``resume``, continue) a sweep and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import session
+    from labkit.experiment import begin_run, run_to_resume, session
     from labkit.hosts.inventory import load_inventory
-    from labkit.store import Run, find_run
 
+    run = None
     if resume:
-        run = find_run(resume, runs_dir)
-        if run.manifest.get("experiment") != EXPERIMENT:
-            raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not a sweep")
-        if run.status == "complete":
-            raise LabkitError(f"{run.path} is already complete; nothing to resume")
-        config = SweepConfig(**run.manifest["config"])
+        run, config = run_to_resume(EXPERIMENT, SweepConfig, resume, runs_dir)
     config.validate()
     inventory = load_inventory(config.inventory)
     pairs = _pairs(config, inventory)
     cells = plan_cells(config, pairs)
-    if resume:
-        run.mark_resumed()
-    else:
-        run = Run.create(runs_dir, config.name, EXPERIMENT, dataclasses.asdict(config))
+    run = begin_run(run, EXPERIMENT, config, runs_dir)
     names = sorted({name for pair in pairs for name in pair})
     total = len(cells) * len(config.sizes) * config.repeats
     with session(run, inventory, names, total=total, quiet=quiet, accept_new_host_keys=accept_new_host_keys) as current:

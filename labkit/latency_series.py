@@ -40,7 +40,6 @@ columns once those import-only parts are skipped when a run has no imports.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -370,26 +369,18 @@ def run_series(
     accept_new_host_keys: bool = False,
 ):
     """Run (or, with ``resume``, continue) a series and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import session
+    from labkit.experiment import begin_run, run_to_resume, session
     from labkit.hosts.inventory import load_inventory
-    from labkit.store import Run, find_run
 
+    run = None
     if resume:
-        run = find_run(resume, runs_dir)
-        if run.manifest.get("experiment") != EXPERIMENT:
-            raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not a series")
-        if run.status == "complete":
-            raise LabkitError(f"{run.path} is already complete; nothing to resume")
-        config = SeriesConfig(**run.manifest["config"])
+        run, config = run_to_resume(EXPERIMENT, SeriesConfig, resume, runs_dir)
     config.validate()
     inventory = load_inventory(config.inventory)
     for name in (config.client, config.server):
         inventory.host(name)  # a clear error for an unknown name, before anything runs
     cells = plan_cells(config)
-    if resume:
-        run.mark_resumed()
-    else:
-        run = Run.create(runs_dir, config.name, EXPERIMENT, dataclasses.asdict(config))
+    run = begin_run(run, EXPERIMENT, config, runs_dir)
     total = config.ticks * len(config.probes)
     with session(run, inventory, [config.client, config.server], total=total, unit="sample", quiet=quiet,
                  accept_new_host_keys=accept_new_host_keys) as current:

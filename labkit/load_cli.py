@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import signal
-import tomllib
-from pathlib import Path
-
 import click
 
-from labkit.errors import LabkitError
 from labkit.under_load import MAX_PAYLOAD_BYTES, TRANSPORTS
 from labkit.units import DURATION, choice_list, int_list, size_list
 
@@ -19,45 +14,6 @@ _FILE_KEYS = {
     "keepalive_ms": "keepalive_ms", "duration": "duration_s", "warmup": "warmup_s", "name": "name", "seed": "seed",
     "call_timeout": "call_timeout_s", "ping_count": "ping_count", "ghz": "ghz", "h2load": "h2load",
 }
-_CONVERTERS = {
-    "transports": choice_list(TRANSPORTS),
-    "concurrency": int_list(1, 10000),
-    "payload_bytes": size_list(0, MAX_PAYLOAD_BYTES),
-    "connections": int_list(1, 1000),
-    "keepalive_ms": int_list(1, 3_600_000, allow_none=True),
-    "duration": DURATION,
-    "warmup": DURATION,
-    "call_timeout": DURATION,
-}
-
-
-def _from_file(path: str) -> dict:
-    """Read an experiment file (a ``[load]`` table, or top-level keys); lists may be arrays or comma strings."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise LabkitError(f"experiment file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LabkitError(f"{path}: {exc}") from None
-    data = data.get("load", data)
-    unknown = sorted(set(data) - set(_FILE_KEYS))
-    if unknown:
-        raise LabkitError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(_FILE_KEYS))})")
-    values = {}
-    for key, value in data.items():
-        if isinstance(value, list):
-            value = ",".join(str(item) for item in value)
-        converter = _CONVERTERS.get(key)
-        if converter is not None:
-            try:
-                value = converter.convert(str(value), None, None)
-            except click.BadParameter as exc:
-                raise LabkitError(f"{path}: {key}: {exc.message}") from None
-        values[_FILE_KEYS[key]] = value
-    if "inventory" in values and not Path(values["inventory"]).is_absolute():
-        # An inventory named in the file is relative to the file, not to the shell's directory.
-        values["inventory"] = str((Path(path).parent / values["inventory"]).resolve())
-    return values
 
 
 @click.command()
@@ -101,26 +57,15 @@ def load(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet, 
           --client a --server b --concurrency 1,10,50 --payload-bytes 64,1024 \\
           --duration 10s --warmup 2s
     """
+    from labkit.experiment_cli import config_values, refuse_options_with_resume, stop_cleanly_on_sigterm
     from labkit.under_load import LoadConfig, run_load
 
-    # SIGTERM gets the same clean stop as Ctrl-C: every process stopped, the run marked interrupted.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stop_cleanly_on_sigterm()
     if resume:
-        given = [key for key, value in options.items() if value is not None] + (["INVENTORY"] if inventory else [])
-        if given or config_file:
-            raise click.UsageError(f"--resume takes the run's own configuration; drop {', '.join(given) or '--config'}")
+        refuse_options_with_resume(inventory, config_file, options)
         run = run_load(None, runs_dir=runs_dir, resume=resume, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
     else:
-        values = _from_file(config_file) if config_file else {}
-        if inventory:
-            values["inventory"] = inventory
-        for option, value in options.items():
-            if value is not None:
-                values[_FILE_KEYS[option]] = value
-        if "inventory" not in values:
-            raise click.UsageError("give an INVENTORY (or `inventory = ...` in --config)")
-        if not Path(values["inventory"]).is_file():
-            raise LabkitError(f"inventory {values['inventory']} does not exist")
+        values = config_values(inventory, config_file, options, section="load", fields=_FILE_KEYS)
         run = run_load(LoadConfig(**values), runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
     print_summary(run)
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import signal
-import tomllib
-from pathlib import Path
 
 import click
 
 from labkit.echo.series_agent import PROBES
-from labkit.errors import LabkitError
 from labkit.units import DURATION, choice_list
 
 # option / file key -> SeriesConfig field
@@ -18,35 +14,6 @@ _FILE_KEYS = {
     "interval": "interval_s", "probes": "probes", "payload_bytes": "payload_bytes", "name": "name",
     "cell": "cell_s", "timeout": "timeout_s", "spread": "spread",
 }
-_DURATION_KEYS = ("duration", "interval", "cell", "timeout")
-
-
-def _from_file(path: str) -> dict:
-    """Read an experiment file (a [series] table or top-level keys); durations as "10s" strings or seconds."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise LabkitError(f"experiment file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LabkitError(f"{path}: {exc}") from None
-    data = data.get("series", data)
-    unknown = sorted(set(data) - set(_FILE_KEYS))
-    if unknown:
-        raise LabkitError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(_FILE_KEYS))})")
-    values = {}
-    for key, value in data.items():
-        try:
-            if key in _DURATION_KEYS:
-                value = DURATION.convert(str(value), None, None)
-            elif key == "probes":
-                value = choice_list(PROBES).convert(",".join(value) if isinstance(value, list) else str(value), None, None)
-        except click.BadParameter as exc:
-            raise LabkitError(f"{path}: {key}: {exc.message}") from None
-        values[_FILE_KEYS[key]] = value
-    if "inventory" in values and not Path(values["inventory"]).is_absolute():
-        # An inventory named in the file is relative to the file, not to the shell's directory.
-        values["inventory"] = str((Path(path).parent / values["inventory"]).resolve())
-    return values
 
 
 @click.command()
@@ -82,26 +49,15 @@ def series(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet
       labkit series ~/.local/state/labkit/testbeds/labkit/inventory.toml \\
           --client a --server b --duration 1h --interval 1s
     """
+    from labkit.experiment_cli import config_values, refuse_options_with_resume, stop_cleanly_on_sigterm
     from labkit.latency_series import SeriesConfig, run_series
 
-    # SIGTERM gets the same clean stop as Ctrl-C: every process stopped, the run marked interrupted.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stop_cleanly_on_sigterm()
     if resume:
-        given = [key for key, value in options.items() if value is not None] + (["INVENTORY"] if inventory else [])
-        if given or config_file:
-            raise click.UsageError(f"--resume takes the run's own configuration; drop {', '.join(given) or '--config'}")
+        refuse_options_with_resume(inventory, config_file, options)
         run = run_series(None, runs_dir=runs_dir, resume=resume, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
     else:
-        values = _from_file(config_file) if config_file else {}
-        if inventory:
-            values["inventory"] = inventory
-        for option, value in options.items():
-            if value is not None:
-                values[_FILE_KEYS[option]] = value
-        if "inventory" not in values:
-            raise click.UsageError("give an INVENTORY (or `inventory = ...` in --config)")
-        if not Path(values["inventory"]).is_file():
-            raise LabkitError(f"inventory {values['inventory']} does not exist")
+        values = config_values(inventory, config_file, options, section="series", fields=_FILE_KEYS)
         config = SeriesConfig(**values)
         config.validate()  # bad values fail here, before any host is contacted
         run = run_series(config, runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys)

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import signal
-import tomllib
-from pathlib import Path
-
 import click
 
-from labkit.errors import LabkitError
 from labkit.units import choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 
-# option name -> (SweepConfig field, converter for values from a TOML file)
+# option name (and key of an experiment file) -> SweepConfig field
 _FILE_KEYS = {
     "inventory": "inventory", "client": "client", "server": "server", "sizes": "sizes",
     "gaps": "gaps_s", "repeats": "repeats", "background_gap": "background_gaps_s",
@@ -22,46 +17,6 @@ _FILE_KEYS = {
     "ping_count": "ping_count", "iperf_seconds": "iperf_seconds", "iperf_rate": "iperf_rate",
     "iperf_port": "iperf_port",
 }
-
-
-def _from_file(path: str) -> dict:
-    """Read an experiment file; lists may be TOML arrays or comma strings like on the command line."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise LabkitError(f"experiment file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LabkitError(f"{path}: {exc}") from None
-    data = data.get("sweep", data)
-    unknown = sorted(set(data) - set(_FILE_KEYS))
-    if unknown:
-        raise LabkitError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(_FILE_KEYS))})")
-    converters = {
-        "sizes": size_list(0, 64 * 2**20),
-        "gaps": duration_list(),
-        "background_gap": duration_list(allow_none=True),
-        "keepalive_ms": int_list(1, 3_600_000, allow_none=True),
-        "slow_start_after_idle": int_list(0, 1, allow_none=True),
-        "cc": choice_list(CONGESTION_CONTROLS, allow_none=True),
-        "hosts": None,
-    }
-    values = {}
-    for key, value in data.items():
-        if isinstance(value, list):
-            value = ",".join(str(item) for item in value)
-        converter = converters.get(key)
-        if key == "hosts":
-            value = [name.strip() for name in str(value).split(",") if name.strip()]
-        elif converter is not None:
-            try:
-                value = converter.convert(str(value), None, None)
-            except click.BadParameter as exc:
-                raise LabkitError(f"{path}: {key}: {exc.message}") from None
-        values[_FILE_KEYS[key]] = value
-    if "inventory" in values and not Path(values["inventory"]).is_absolute():
-        # An inventory named in the file is relative to the file, not to the shell's directory.
-        values["inventory"] = str((Path(path).parent / values["inventory"]).resolve())
-    return values
 
 
 @click.command()
@@ -109,28 +64,17 @@ def sweep(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet,
           --client a --server b --sizes 1000,14000,16000,32000 --gaps 1s \\
           --repeats 5 --slow-start-after-idle 1,0
     """
+    from labkit.experiment_cli import config_values, refuse_options_with_resume, stop_cleanly_on_sigterm
     from labkit.idle_step import SweepConfig, run_sweep
 
-    # SIGTERM gets the same clean stop as Ctrl-C: processes stopped, settings restored.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stop_cleanly_on_sigterm()
     if resume:
-        given = [key for key, value in options.items() if value is not None] + (["INVENTORY"] if inventory else [])
-        if given or config_file:
-            raise click.UsageError(f"--resume takes the run's own configuration; drop {', '.join(given) or '--config'}")
+        refuse_options_with_resume(inventory, config_file, options)
         run = run_sweep(None, runs_dir=runs_dir, resume=resume, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
     else:
-        values = _from_file(config_file) if config_file else {}
-        if inventory:
-            values["inventory"] = inventory
-        for option, value in options.items():
-            if value is not None:
-                values[_FILE_KEYS[option]] = value
+        values = config_values(inventory, config_file, options, section="sweep", fields=_FILE_KEYS)
         if isinstance(values.get("hosts"), str):
             values["hosts"] = [name.strip() for name in values["hosts"].split(",") if name.strip()]
-        if "inventory" not in values:
-            raise click.UsageError("give an INVENTORY (or `inventory = ...` in --config)")
-        if not Path(values["inventory"]).is_file():
-            raise LabkitError(f"inventory {values['inventory']} does not exist")
         run = run_sweep(SweepConfig(**values), runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
     print_summary(run)
 

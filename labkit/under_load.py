@@ -46,7 +46,6 @@ Completed cells are recorded, so ``--resume`` redoes only what is missing.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import gzip
 import itertools
 import json
@@ -598,17 +597,12 @@ def run_load(
     accept_new_host_keys: bool = False,
 ):
     """Run (or, with ``resume``, continue) a load run and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import session
+    from labkit.experiment import begin_run, run_to_resume, session
     from labkit.hosts.inventory import load_inventory
-    from labkit.store import Run, find_run
 
+    run = None
     if resume:
-        run = find_run(resume, runs_dir)
-        if run.manifest.get("experiment") != EXPERIMENT:
-            raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not a load run")
-        if run.status == "complete":
-            raise LabkitError(f"{run.path} is already complete; nothing to resume")
-        config = LoadConfig(**run.manifest["config"])
+        run, config = run_to_resume(EXPERIMENT, LoadConfig, resume, runs_dir)
     config.validate()
     inventory = load_inventory(config.inventory)
     for name in (config.client, config.server):
@@ -616,10 +610,9 @@ def run_load(
     cells, omitted = plan_cells(config)
     if not cells:
         raise LabkitError("no cell to run: " + "; ".join(omitted[:3]))
-    if resume:
-        run.mark_resumed()
-    else:
-        run = Run.create(runs_dir, config.name, EXPERIMENT, dataclasses.asdict(config))
+    resumed = run is not None
+    run = begin_run(run, EXPERIMENT, config, runs_dir)
+    if not resumed:
         run.update(omitted_cells=omitted)
     with session(run, inventory, [config.client, config.server], total=len(cells), unit="cell", quiet=quiet,
                  accept_new_host_keys=accept_new_host_keys) as current:

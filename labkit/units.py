@@ -91,6 +91,7 @@ class _ParsingParam(click.ParamType):
 
 DURATION = _ParsingParam("duration", parse_duration)
 RATE = _ParsingParam("rate", parse_rate)
+SIZE = _ParsingParam("size", parse_size)
 
 
 def size_list(minimum: int = 0, maximum: int | None = None) -> click.ParamType:

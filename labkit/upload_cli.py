@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import signal
-import tomllib
 from pathlib import Path
 
 import click
 
-from labkit.errors import LabkitError
-from labkit.units import DURATION, choice_list, parse_size, size_list
+from labkit.units import DURATION, SIZE, choice_list, size_list
 
 # option name -> UploadConfig field
 _FILE_KEYS = {
@@ -20,55 +17,8 @@ _FILE_KEYS = {
 }
 
 
-class _Size(click.ParamType):
-    """One byte size: 16777216, 16MiB, 143m."""
-
-    name = "size"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-SIZE = _Size()
 CHUNK_SIZES = size_list(1)
 TRANSPORT_LIST = choice_list(("grpc", "http2"))
-
-
-def _from_file(path: str) -> dict:
-    """Read an experiment file (an ``[upload]`` table, or top-level keys named like the flags)."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise LabkitError(f"experiment file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LabkitError(f"{path}: {exc}") from None
-    data = data.get("upload", data)
-    data = {key.replace("-", "_"): value for key, value in data.items()}
-    unknown = sorted(set(data) - set(_FILE_KEYS))
-    if unknown:
-        raise LabkitError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(_FILE_KEYS))})")
-    converters = {"file_size": SIZE, "chunk_sizes": CHUNK_SIZES, "transports": TRANSPORT_LIST, "timeout": DURATION}
-    values = {}
-    for key, value in data.items():
-        converter = converters.get(key)
-        if isinstance(value, list):
-            value = ",".join(str(item) for item in value)
-        if converter is not None:
-            try:
-                value = converter.convert(str(value), None, None)
-            except click.BadParameter as exc:
-                raise LabkitError(f"{path}: {key}: {exc.message}") from None
-        values[_FILE_KEYS[key]] = value
-    for key in ("inventory", "file"):
-        # Paths named in the file are relative to the file, not to the shell's directory.
-        if key in values and not Path(values[key]).expanduser().is_absolute():
-            values[key] = str((Path(path).parent / values[key]).resolve())
-    return values
 
 
 @click.command()
@@ -110,32 +60,21 @@ def upload(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet
       labkit upload ~/.local/state/labkit/testbeds/labkit/inventory.toml \\
           --client a --server b --file-size 16MiB --chunk-sizes 1KiB,32KiB,1MiB --repeats 5
     """
+    from labkit.experiment_cli import config_values, refuse_options_with_resume, stop_cleanly_on_sigterm
     from labkit.chunked_upload import UploadConfig, run_upload
 
-    # SIGTERM gets the same clean stop as Ctrl-C: processes stopped, TLS keys removed from the hosts.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stop_cleanly_on_sigterm()
     if resume:
-        given = [key for key, value in options.items() if value is not None] + (["INVENTORY"] if inventory else [])
-        if given or config_file:
-            raise click.UsageError(f"--resume takes the run's own configuration; drop {', '.join(given) or '--config'}")
+        refuse_options_with_resume(inventory, config_file, options)
         run = run_upload(None, runs_dir=runs_dir, resume=resume, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
     else:
         if options.get("file") and options.get("file_size") is not None:
             raise click.UsageError("give --file or --file-size, not both")
-        values = _from_file(config_file) if config_file else {}
-        if inventory:
-            values["inventory"] = inventory
-        for option, value in options.items():
-            if value is not None:
-                values[_FILE_KEYS[option]] = value
+        values = config_values(inventory, config_file, options, section="upload", fields=_FILE_KEYS, path_keys=("inventory", "file"))
         if options.get("file_size") is not None:
             values.pop("file", None)  # --file-size on the command line overrides a file named in --config
         if values.get("file"):
             values["file"] = str(Path(values["file"]).expanduser().resolve())
-        if "inventory" not in values:
-            raise click.UsageError("give an INVENTORY (or `inventory = ...` in --config)")
-        if not Path(values["inventory"]).is_file():
-            raise LabkitError(f"inventory {values['inventory']} does not exist")
         run = run_upload(UploadConfig(**values), runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
     print_summary(run)
 
