@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 REPO = Path(__file__).resolve().parent.parent
 LABKIT = str(Path(sys.executable).with_name("labkit"))
@@ -50,12 +53,49 @@ def wan_testbed():
     50 ms keeps the idle-connection tests quick while the RTT stays far above
     every other source of latency on this machine.
     """
+    with own_testbed("t-wan", 0.050, cc="cubic") as state:
+        yield state
+
+
+@contextmanager
+def own_testbed(name: str, one_way_delay_s: float, **link):
+    """A testbed of the calling test module's own (no rate limit unless given), torn down at the end."""
     require_testbed()
     from labkit.testbed.lab import LinkConfig, Testbed
 
-    lab = Testbed("t-wan", log=lambda message: None)
-    state = lab.up(LinkConfig(one_way_delay_s=0.050, rate_bps=None, cc="cubic", emulator="tun"))
+    testbed = Testbed(name, log=lambda message: None)
+    state = testbed.up(LinkConfig(one_way_delay_s=one_way_delay_s, **{"rate_bps": None, "emulator": "tun", **link}))
     try:
         yield state
     finally:
-        lab.down(quiet=True)
+        testbed.down(quiet=True)
+
+
+def deployed_inventory(state, base: Path, *deploy_args: str) -> Path:
+    """The testbed's inventory with labkit deployed (offline) into directories under ``base``.
+
+    Each test module deploys into its own directories, so no module depends on
+    what another left on the hosts.
+    """
+    data = tomllib.loads(state.inventory.read_text())
+    for name, table in data["hosts"].items():
+        table["labkit_dir"] = str(base / "hosts" / name)
+    path = base / "inventory.toml"
+    path.write_text(tomli_w.dumps(data))
+    labkit("deploy", str(path), "--offline", *deploy_args, check=True, timeout=600)
+    return path
+
+
+def leftover_processes(state, words: tuple[str, ...]) -> list[str]:
+    """Command lines, in the testbed's namespaces, that contain any of ``words`` (e.g. leftover servers)."""
+    found = []
+    for host in state.hosts.values():
+        pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if any(word in cmdline for word in words):
+                found.append(f"{host.name}:{pid}: {cmdline}")
+    return found

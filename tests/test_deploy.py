@@ -15,7 +15,7 @@ import pytest
 import tomli_w
 import tomllib
 
-from conftest import labkit, require_testbed
+from conftest import labkit, own_testbed
 from labkit import __version__
 from labkit.deploy import build_hash, build_wheel, check_remote_labkit, remote_labkit_argv, source_tree
 from labkit.errors import LabkitError
@@ -26,15 +26,8 @@ pytestmark = pytest.mark.testbed
 
 @pytest.fixture(scope="module")
 def lab():
-    require_testbed()
-    from labkit.testbed.lab import LinkConfig, Testbed
-
-    testbed = Testbed("h3-deploy", log=lambda message: None)
-    state = testbed.up(LinkConfig(one_way_delay_s=0.005, rate_bps=None, emulator="tun"))
-    try:
+    with own_testbed("h3-deploy", 0.005) as state:
         yield state
-    finally:
-        testbed.down(quiet=True)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import tomli_w
 import tomllib
 
 import labkit
-from conftest import DATA, LABKIT, labkit as run_labkit, require_testbed
+from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
 from labkit.under_load import LoadConfig, load_schema, nearest_rank, plan_cells, window_stats
 from labkit.parsers import ParseError, parse_ghz_json
 from labkit.parsers.h2load import parse_h2load, parse_h2load_log
@@ -167,15 +167,8 @@ def test_the_http2_echo_route_answers_the_body_length_and_leaves_upload_alone():
 
 @pytest.fixture(scope="module")
 def lab():
-    require_testbed()
-    from labkit.testbed.lab import LinkConfig, Testbed
-
-    testbed = Testbed("l4-load", log=lambda message: None)
-    state = testbed.up(LinkConfig(one_way_delay_s=ONE_WAY_S, rate_bps=None, emulator="tun"))
-    try:
+    with own_testbed("l4-load", ONE_WAY_S) as state:
         yield state
-    finally:
-        testbed.down(quiet=True)
 
 
 @pytest.fixture(scope="module")
@@ -189,16 +182,8 @@ def wheel():
 @pytest.fixture(scope="module")
 def inventory(lab, wheel, tmp_path_factory):
     """The testbed's inventory, with labkit (and ghz) deployed offline into directories of this module."""
-    base = tmp_path_factory.mktemp("load")
-    data = tomllib.loads(lab.inventory.read_text())
-    for name, table in data["hosts"].items():
-        table["labkit_dir"] = str(base / "hosts" / name)
-    path = base / "inventory.toml"
-    path.write_text(tomli_w.dumps(data))
     assert (Path(LABKIT).parent / "ghz").exists(), "no ghz in .venv/bin: scripts/bootstrap.sh builds it when Go is installed"
-    deployed = run_labkit("deploy", str(path), "--offline", "--wheel", str(wheel.path), check=True, timeout=600)
-    assert "ghz sent" in deployed.stderr, deployed.stderr
-    return path
+    return deployed_inventory(lab, tmp_path_factory.mktemp("load"), "--wheel", str(wheel.path))
 
 
 def host_dir(inventory: Path, host: str) -> Path:
@@ -207,16 +192,7 @@ def host_dir(inventory: Path, host: str) -> Path:
 
 def lab_processes(lab) -> list[str]:
     """Command lines of echo servers and load tools still running in the testbed's namespaces."""
-    found = []
-    for host in lab.hosts.values():
-        for pid in subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split():
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "echo serve" in cmdline or "ghz" in cmdline or "h2load" in cmdline:
-                found.append(f"{host.name}:{pid}: {cmdline}")
-    return found
+    return leftover_processes(lab, ("echo serve", "ghz", "h2load"))
 
 
 def test_deploy_sent_ghz_and_sends_it_only_once(lab, inventory, wheel):

@@ -19,10 +19,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import tomli_w
-import tomllib
 
 import labkit
-from conftest import DATA, LABKIT, labkit as run_labkit, require_testbed
+from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
 from labkit.echo.series_agent import PROBES, SKIPPED, AgentPlan, run_agent
 from labkit.echo.server import running_server
 from labkit.echo.tcp_echo import TcpEchoServer
@@ -128,42 +127,18 @@ def test_a_call_still_in_flight_turns_the_ticks_it_covers_into_skipped_rows():
 
 @pytest.fixture(scope="module")
 def lab():
-    require_testbed()
-    from labkit.testbed.lab import LinkConfig, Testbed
-
-    testbed = Testbed("s4-series", log=lambda message: None)
-    state = testbed.up(LinkConfig(one_way_delay_s=ONE_WAY_S, rate_bps=None, cc="cubic", emulator="tun"))
-    try:
+    with own_testbed("s4-series", ONE_WAY_S, cc="cubic") as state:
         yield state
-    finally:
-        testbed.down(quiet=True)
 
 
 @pytest.fixture(scope="module")
 def inventory(lab, tmp_path_factory):
     """The testbed's inventory, with labkit deployed (offline) into directories of this test module."""
-    base = tmp_path_factory.mktemp("series")
-    data = tomllib.loads(lab.inventory.read_text())
-    for name, table in data["hosts"].items():
-        table["labkit_dir"] = str(base / "hosts" / name)
-    path = base / "inventory.toml"
-    path.write_text(tomli_w.dumps(data))
-    run_labkit("deploy", str(path), "--offline", check=True, timeout=600)
-    return path
+    return deployed_inventory(lab, tmp_path_factory.mktemp("series"))
 
 
 def series_processes(lab) -> list[str]:
-    """Echo servers, series agents and pings still running in the testbed's namespaces."""
-    found = []
-    for host in lab.hosts.values():
-        for pid in subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split():
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if any(word in cmdline for word in ("echo serve", "series-agent", "ping ")):
-                found.append(f"{host.name}:{pid}: {cmdline}")
-    return found
+    return leftover_processes(lab, ("echo serve", "series-agent", "ping "))
 
 
 def _samples(run: Run):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LABKIT, labkit, require_testbed
+from conftest import LABKIT, labkit, own_testbed
 from labkit.errors import LabkitError
 from labkit.hosts import SSHHost, load_inventory, open_host
 from labkit.hosts.ssh import HostKeyRejected
@@ -28,15 +28,8 @@ pytestmark = pytest.mark.testbed
 
 @pytest.fixture(scope="module")
 def lab():
-    require_testbed()
-    from labkit.testbed.lab import LinkConfig, Testbed
-
-    testbed = Testbed("h3-ssh", log=lambda message: None)
-    state = testbed.up(LinkConfig(one_way_delay_s=0.005, rate_bps=None, emulator="tun"))
-    try:
+    with own_testbed("h3-ssh", 0.005) as state:
         yield state
-    finally:
-        testbed.down(quiet=True)
 
 
 def host_a(lab, **kwargs) -> SSHHost:

@@ -14,7 +14,7 @@ import tomli_w
 import tomllib
 
 import labkit
-from conftest import LABKIT, labkit as run_labkit, require_testbed
+from conftest import LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
 from labkit.idle_step import sweep_schema
 from labkit.store import Run
 
@@ -27,28 +27,14 @@ QUICK_BASELINES = ["--ping-count", "3", "--iperf-seconds", "1"]
 
 @pytest.fixture(scope="module")
 def lab():
-    require_testbed()
-    from labkit.testbed.lab import LinkConfig, Testbed
-
-    testbed = Testbed("t-sweep", log=lambda message: None)
-    state = testbed.up(LinkConfig(one_way_delay_s=ONE_WAY_S, rate_bps=None, cc="cubic", emulator="tun"))
-    try:
+    with own_testbed("t-sweep", ONE_WAY_S, cc="cubic") as state:
         yield state
-    finally:
-        testbed.down(quiet=True)
 
 
 @pytest.fixture(scope="module")
 def inventory(lab, tmp_path_factory):
     """The testbed's inventory, with labkit deployed (offline) into directories of this test module."""
-    base = tmp_path_factory.mktemp("sweep")
-    data = tomllib.loads(lab.inventory.read_text())
-    for name, table in data["hosts"].items():
-        table["labkit_dir"] = str(base / "hosts" / name)
-    path = base / "inventory.toml"
-    path.write_text(tomli_w.dumps(data))
-    run_labkit("deploy", str(path), "--offline", check=True, timeout=600)
-    return path
+    return deployed_inventory(lab, tmp_path_factory.mktemp("sweep"))
 
 
 def netns_read(lab, host: str, path: str) -> str:
@@ -62,18 +48,7 @@ def route_to_peer(lab, host: str, peer: str) -> str:
 
 
 def echo_processes(lab) -> list[str]:
-    """Command lines of echo servers/clients and iperf3 still running in the testbed's namespaces."""
-    found = []
-    for host in lab.hosts.values():
-        pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split()
-        for pid in pids:
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "echo serve" in cmdline or "echo call" in cmdline or "iperf3" in cmdline:
-                found.append(f"{host.name}:{pid}: {cmdline}")
-    return found
+    return leftover_processes(lab, ("echo serve", "echo call", "iperf3"))
 
 
 def kernel_state(lab) -> dict:

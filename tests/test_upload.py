@@ -19,16 +19,14 @@ import socket
 import ssl
 import subprocess
 import time
-from pathlib import Path
 
 import grpc
 import pyarrow.parquet as pq
 import pytest
 import tomli_w
-import tomllib
 
 import labkit
-from conftest import LABKIT, labkit as run_labkit, require_testbed
+from conftest import LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
 from labkit.echo.http2 import Http2Client, Http2Error, running_http2_server
 from labkit.echo.server import EXPECTED_LENGTH_METADATA, EXPECTED_SHA256_METADATA, running_server
 from labkit.echo.upload_agent import chunk_message_bytes
@@ -202,43 +200,18 @@ def test_chunk_message_size_is_what_grpc_compares_with_its_bound():
 
 @pytest.fixture(scope="module")
 def lab():
-    require_testbed()
-    from labkit.testbed.lab import LinkConfig, Testbed
-
-    testbed = Testbed("u4-upload", log=lambda message: None)
-    state = testbed.up(LinkConfig(one_way_delay_s=ONE_WAY_S, rate_bps=None, cc="cubic", emulator="tun"))
-    try:
+    with own_testbed("u4-upload", ONE_WAY_S, cc="cubic") as state:
         yield state
-    finally:
-        testbed.down(quiet=True)
 
 
 @pytest.fixture(scope="module")
 def inventory(lab, tmp_path_factory):
     """The testbed's inventory, with labkit deployed (offline) into directories of this test module."""
-    base = tmp_path_factory.mktemp("upload")
-    data = tomllib.loads(lab.inventory.read_text())
-    for name, table in data["hosts"].items():
-        table["labkit_dir"] = str(base / "hosts" / name)
-    path = base / "inventory.toml"
-    path.write_text(tomli_w.dumps(data))
-    run_labkit("deploy", str(path), "--offline", check=True, timeout=600)
-    return path
+    return deployed_inventory(lab, tmp_path_factory.mktemp("upload"))
 
 
 def upload_processes(lab) -> list[str]:
-    """Echo servers and upload agents still running in the testbed's namespaces."""
-    found = []
-    for host in lab.hosts.values():
-        pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split()
-        for pid in pids:
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "echo serve" in cmdline or "upload-agent" in cmdline:
-                found.append(f"{host.name}:{pid}: {cmdline}")
-    return found
+    return leftover_processes(lab, ("echo serve", "upload-agent"))
 
 
 def _seeded(size: int, seed: int) -> bytes:
