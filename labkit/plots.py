@@ -376,6 +376,58 @@ def cwnd_vs_size(
     return Drawn(ax, artists)
 
 
+# --- summaries against a knob --------------------------------------------------------------------
+
+
+def lines_with_ci(
+    table: pd.DataFrame,
+    x: str,
+    y: str,
+    lo: str | None = None,
+    hi: str | None = None,
+    by: str | None = None,
+    *,
+    order=None,
+    logx: bool = False,
+    logy: bool = False,
+    ax=None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+) -> Drawn:
+    """A summary (one row per group and ``x``: e.g. a median) as a line per group, with its interval as a band.
+
+    ``table`` is already summarised (e.g. ``summarize_with_ci(...).reset_index()``):
+    ``y`` is drawn against ``x`` with markers, sorted by ``x``; with ``lo`` and
+    ``hi`` (e.g. ``50%_lo``, ``50%_hi``) the interval between them is shaded in
+    the group's colour. Rows whose ``y`` is missing are not drawn.
+    """
+    ax = _ax(ax)
+    artists: dict[str, list] = {"lines": [], "bands": []}
+    with theme():
+        colors = _colors(table, by)
+        for key, frame in _groups(table, by, order):
+            frame = frame[np.isfinite(pd.to_numeric(frame[y], errors="coerce"))].sort_values(x)
+            if frame.empty:
+                continue
+            label = str(key) if key is not None else y
+            (line,) = ax.plot(frame[x], frame[y], marker="o", markersize=4, linewidth=1.5, color=colors[key], label=label)
+            artists["lines"].append(line)
+            if lo is not None and hi is not None:
+                artists["bands"].append(
+                    ax.fill_between(frame[x].to_numpy(dtype=float), frame[lo].to_numpy(dtype=float),
+                                    frame[hi].to_numpy(dtype=float), color=colors[key], alpha=0.2, linewidth=0)
+                )
+        if logx:
+            ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel or x)
+        ax.set_ylabel(ylabel or y)
+        if by:
+            ax.legend(title=by, fontsize="small")
+    return Drawn(ax, artists)
+
+
 # --- export --------------------------------------------------------------------------------------
 
 

@@ -182,3 +182,28 @@ def test_a_group_keeps_its_colour_whatever_the_order(orca):
     assert to_rgb(boxes[0].get_facecolor()) == to_rgb(lines[1].get_color())  # ping
     assert to_rgb(boxes[1].get_facecolor()) == to_rgb(lines[0].get_color())  # echo
     assert to_rgb(boxes[0].get_facecolor()) != to_rgb(boxes[1].get_facecolor())
+
+
+def test_lines_with_ci_draws_a_line_and_a_band_per_group():
+    from matplotlib.colors import to_rgb
+
+    table = pd.DataFrame({
+        "transport": ["grpc"] * 3 + ["http2"] * 3 + ["tcp"],
+        "chunk_bytes": [1024, 64, 16384, 64, 1024, 16384, 64],
+        "median": [10.0, 1.0, 40.0, 3.0, 30.0, 90.0, np.nan],  # tcp has nothing to draw
+        "lo": [8.0, 0.5, 30.0, 2.0, 25.0, 80.0, np.nan],
+        "hi": [12.0, 1.5, 50.0, 4.0, 35.0, 99.0, np.nan],
+    })
+    drawn = plots.lines_with_ci(table, "chunk_bytes", "median", "lo", "hi", by="transport", logx=True)
+    lines, bands = drawn.artists["lines"], drawn.artists["bands"]
+    assert [line.get_label() for line in lines] == ["grpc", "http2"] and len(bands) == 2
+    # Sorted by x, whatever the table's order.
+    assert list(lines[0].get_xdata()) == [64, 1024, 16384] and list(lines[0].get_ydata()) == [1.0, 10.0, 40.0]
+    band = bands[1].get_paths()[0].vertices
+    assert band[:, 1].min() == 2.0 and band[:, 1].max() == 99.0
+    assert to_rgb(bands[1].get_facecolor()[0]) == to_rgb(lines[1].get_color())
+    assert drawn.ax.get_xscale() == "log" and drawn.ax.get_xlabel() == "chunk_bytes"
+    # Without an interval: lines only.
+    again = plots.lines_with_ci(table, "chunk_bytes", "median", by="transport", order=["http2"])
+    assert len(again.artists["lines"]) == 1 and again.artists["bands"] == []
+    plt.close("all")
