@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
@@ -63,6 +64,11 @@ class UploadConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     ping_count: int = 10
     upload_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.file is not None:
+            # Absolute, so a resumed run finds the same file from any directory.
+            self.file = str(Path(self.file).expanduser().resolve())
 
     def validate(self) -> None:
         """Refuse, with one clear line, anything that would fail once the run has started."""
@@ -379,30 +385,16 @@ def run_upload(
     accept_new_host_keys: bool = False,
 ):
     """Run (or, with ``resume``, continue) an upload run and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import begin_run, run_to_resume, session
-    from labkit.hosts.inventory import load_inventory
+    from labkit.experiment import begin_run, prepare_run, session
 
-    run = None
-    if resume:
-        run, config = run_to_resume(EXPERIMENT, UploadConfig, resume, runs_dir)
-    if config.file is not None:
-        from pathlib import Path
-
-        # Absolute, so a resumed run finds the same file from any directory.
-        config.file = str(Path(config.file).expanduser().resolve())
-    config.validate()
-    inventory = load_inventory(config.inventory)
-    for name in (config.client, config.server):
-        inventory.host(name)  # a clear error for an unknown name, before anything runs
+    run, config, inventory = prepare_run(EXPERIMENT, UploadConfig, config, resume=resume, runs_dir=runs_dir)
     cells = plan_cells(config)
     run = begin_run(run, EXPERIMENT, config, runs_dir)
     total = len(cells) * config.repeats
     with session(run, inventory, [config.client, config.server], total=total, unit="upload", quiet=quiet,
                  accept_new_host_keys=accept_new_host_keys) as current:
         _Uploader(current, config).run_cells(cells)
-    run.finalize(upload_schema())
-    run.set_status("complete")
-    return run
+    return run.finish(upload_schema())
 
 
 def summarise(samples):

@@ -244,19 +244,30 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
         run.save_manifest()
 
 
-def run_to_resume(experiment: str, config_type, resume: str, runs_dir=None):
-    """The interrupted run ``resume`` names, and the config recorded in its manifest.
+def prepare_run(experiment: str, config_type, config, *, resume: str | None = None, runs_dir=None):
+    """Check everything that can be checked before a run exists; return (run to resume or None, config, inventory).
 
-    A resumed run keeps its recorded config, so the matrix it finishes is the one it started.
+    Resuming takes the config recorded in the run's manifest, so the matrix it
+    finishes is the one it started. Bad values, a bad inventory or an unknown
+    host fail here, so no run directory is left behind by a typo.
     """
+    from labkit.hosts.inventory import load_inventory
     from labkit.store import find_run
 
-    run = find_run(resume, runs_dir)
-    if run.manifest.get("experiment") != experiment:
-        raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not a {experiment} run")
-    if run.status == "complete":
-        raise LabkitError(f"{run.path} is already complete; nothing to resume")
-    return run, config_type(**run.manifest["config"])
+    run = None
+    if resume:
+        run = find_run(resume, runs_dir)
+        if run.manifest.get("experiment") != experiment:
+            raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not a {experiment} run")
+        if run.status == "complete":
+            raise LabkitError(f"{run.path} is already complete; nothing to resume")
+        config = config_type(**run.manifest["config"])
+    config.validate()
+    inventory = load_inventory(config.inventory)
+    for name in (getattr(config, "client", None), getattr(config, "server", None)):
+        if name:
+            inventory.host(name)  # a clear error for an unknown name
+    return run, config, inventory
 
 
 def begin_run(run, experiment: str, config, runs_dir=None):

@@ -334,14 +334,9 @@ def run_sweep(
     accept_new_host_keys: bool = False,
 ):
     """Run (or, with ``resume``, continue) a sweep and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import begin_run, run_to_resume, session
-    from labkit.hosts.inventory import load_inventory
+    from labkit.experiment import begin_run, prepare_run, session
 
-    run = None
-    if resume:
-        run, config = run_to_resume(EXPERIMENT, SweepConfig, resume, runs_dir)
-    config.validate()
-    inventory = load_inventory(config.inventory)
+    run, config, inventory = prepare_run(EXPERIMENT, SweepConfig, config, resume=resume, runs_dir=runs_dir)
     pairs = _pairs(config, inventory)
     cells = plan_cells(config, pairs)
     run = begin_run(run, EXPERIMENT, config, runs_dir)
@@ -355,9 +350,7 @@ def run_sweep(
             sweeper.run_pair(*pairs[0], by_pair[pairs[0]])
         else:
             _run_mesh(sweeper, by_pair)
-    run.finalize(sweep_schema())
-    run.set_status("complete")
-    return run
+    return run.finish(sweep_schema())
 
 
 def _run_mesh(sweeper: _Sweeper, by_pair: dict[tuple[str, str], list[Cell]]) -> None:

@@ -369,25 +369,16 @@ def run_series(
     accept_new_host_keys: bool = False,
 ):
     """Run (or, with ``resume``, continue) a series and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import begin_run, run_to_resume, session
-    from labkit.hosts.inventory import load_inventory
+    from labkit.experiment import begin_run, prepare_run, session
 
-    run = None
-    if resume:
-        run, config = run_to_resume(EXPERIMENT, SeriesConfig, resume, runs_dir)
-    config.validate()
-    inventory = load_inventory(config.inventory)
-    for name in (config.client, config.server):
-        inventory.host(name)  # a clear error for an unknown name, before anything runs
+    run, config, inventory = prepare_run(EXPERIMENT, SeriesConfig, config, resume=resume, runs_dir=runs_dir)
     cells = plan_cells(config)
     run = begin_run(run, EXPERIMENT, config, runs_dir)
     total = config.ticks * len(config.probes)
     with session(run, inventory, [config.client, config.server], total=total, unit="sample", quiet=quiet,
                  accept_new_host_keys=accept_new_host_keys) as current:
         _Series(current, config).run_all(cells)
-    run.finalize(series_schema())
-    run.set_status("complete")
-    return run
+    return run.finish(series_schema())
 
 
 def summarise(samples):

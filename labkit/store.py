@@ -280,6 +280,12 @@ class Run:
         os.replace(tmp, path)
         return path
 
+    def finish(self, schema) -> "Run":
+        """Write the final Parquet dataset and mark the run complete."""
+        self.finalize(schema)
+        self.set_status("complete")
+        return self
+
     def samples(self):
         """The run's samples as a DataFrame: the Parquet file, or the journal of an unfinished run."""
         import pandas as pd

@@ -597,16 +597,9 @@ def run_load(
     accept_new_host_keys: bool = False,
 ):
     """Run (or, with ``resume``, continue) a load run and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import begin_run, run_to_resume, session
-    from labkit.hosts.inventory import load_inventory
+    from labkit.experiment import begin_run, prepare_run, session
 
-    run = None
-    if resume:
-        run, config = run_to_resume(EXPERIMENT, LoadConfig, resume, runs_dir)
-    config.validate()
-    inventory = load_inventory(config.inventory)
-    for name in (config.client, config.server):
-        inventory.host(name)  # a clear error for an unknown name, before anything runs
+    run, config, inventory = prepare_run(EXPERIMENT, LoadConfig, config, resume=resume, runs_dir=runs_dir)
     cells, omitted = plan_cells(config)
     if not cells:
         raise LabkitError("no cell to run: " + "; ".join(omitted[:3]))
@@ -617,9 +610,7 @@ def run_load(
     with session(run, inventory, [config.client, config.server], total=len(cells), unit="cell", quiet=quiet,
                  accept_new_host_keys=accept_new_host_keys) as current:
         _Loader(current, config).run_all(cells)
-    run.finalize(load_schema())
-    run.set_status("complete")
-    return run
+    return run.finish(load_schema())
 
 
 def summarise(samples):
