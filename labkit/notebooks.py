@@ -36,6 +36,8 @@ NOTEBOOKS: dict[str, tuple[str, ...]] = {
     "ping-vs-echo": ("ping_vs_echo",),
     "import-ping": ("ping_vs_echo",),
     "idle-step": ("idle_step",),
+    "upload": ("upload",),
+    "load": ("load",),
 }
 
 FIGURE_FORMATS = ("png", "svg", "pdf")

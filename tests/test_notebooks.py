@@ -272,3 +272,83 @@ def test_a_failed_report_is_one_line_and_leaves_the_run(tmp_path, monkeypatch, c
 def test_demo_has_a_no_report_flag():
     proc = labkit("demo", "--help", check=True)
     assert "--no-report" in proc.stdout and "labkit report" in proc.stdout
+
+
+# --- chunked upload (experiment 3) and the cost of a call (experiment 4) ----------------------------
+
+UPLOAD_SMALL = REPO / "data" / "samples" / "upload-small"
+LOAD_SMALL = REPO / "data" / "samples" / "load-small"
+
+
+def test_upload_and_load_notebooks_are_registered():
+    assert notebooks_for("upload") == ("upload",)
+    assert "load" in notebooks_for("load")
+
+
+def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
+    """run_dir empty: 4 MiB, chunks 64 B … 1 MiB, grpc and http2 with and without TLS, 3 uploads a cell, 5 ms each way."""
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("upload", UPLOAD_SMALL, tmp_path, ["png", "svg"], parameters={"run_dir": ""})
+    data = json.loads(result.headline_path.read_text())
+    headline = data["headline"]
+    assert data["run_path"] == str(UPLOAD_SMALL)
+    assert (headline["uploads"], headline["failed"], headline["file_bytes"]) == (60, 0, 4 * 2**20)
+    assert (headline["smallest_chunk_bytes"], headline["largest_chunk_bytes"]) == (64, 2**20)
+    conditions = ("grpc", "grpc+TLS", "http2", "http2+TLS")
+    for c in conditions:
+        # Larger chunks are faster, by far: 64 B chunks are CPU-bound.
+        assert headline[f"mb_per_s.{c}.1048576"] > 5 * headline[f"mb_per_s.{c}.64"]
+        assert headline[f"mb_per_s.{c}.64_lo"] <= headline[f"mb_per_s.{c}.64"] <= headline[f"mb_per_s.{c}.64_hi"]
+        # CPU per MB falls with the chunk size, at both ends of the connection.
+        assert headline[f"client_cpu_s_per_mb.{c}.64"] > 10 * headline[f"client_cpu_s_per_mb.{c}.1048576"]
+        assert headline[f"server_cpu_s_per_mb.{c}.64"] > 10 * headline[f"server_cpu_s_per_mb.{c}.1048576"]
+        # At 64 B the client spends a large part of the upload's wall time on CPU.
+        assert headline[f"client_cpu_util.{c}.64"] > 0.3
+    cells = {(cell["condition"], cell["chunk_bytes"]): cell for cell in data["cells"]}
+    assert len(cells) == 20 and all(cell["uploads"] == 3 for cell in cells.values())
+    for c in conditions:
+        per_mb = [cells[(c, size)]["client_cpu_s_per_mb"] for size in (64, 1024, 16384)]
+        assert per_mb == sorted(per_mb, reverse=True)
+        # The headline is the median of the cell's three uploads.
+        assert cells[(c, 64)]["mb_per_s"]["50%"] == pytest.approx(headline[f"mb_per_s.{c}.64"], abs=1e-3)
+    # HTTP/2 vs gRPC at 64 B, both timed to the server's acknowledgement: the POST is faster.
+    assert headline["http2_vs_grpc.plain.64"] > 1 and headline["http2_vs_grpc.tls.64"] > 1
+    assert {"tls_effect.grpc.64", "tls_effect.http2.1048576"} <= set(headline)
+    stems = ("upload_cpu", "upload_spread", "upload_throughput")
+    assert sorted(data["figures"]) == sorted(f"{s}.{f}" for s in stems for f in ("png", "svg"))
+    for name in data["figures"]:
+        assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC[name.rsplit(".", 1)[1]])
+    assert not (UPLOAD_SMALL / "figures").exists() and not (UPLOAD_SMALL / "report").exists()
+
+
+def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
+    """run_dir empty: grpc, grpc-conns and http2 at concurrency 1, 10 and 50, 64 B, 3 s cells, 5 ms each way."""
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("load", LOAD_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 200})
+    data = json.loads(result.headline_path.read_text())
+    headline = data["headline"]
+    assert data["run_path"] == str(LOAD_SMALL) and headline["cells"] == 10 and headline["errors"] == 0
+    # The per-request raw outputs give back exactly the recorded cells.
+    assert headline["raw_count_mismatches"] == 0 and headline["raw_vs_recorded_p50_max_gap_ms"] < 0.5
+    # req/s grows with concurrency (one call in flight is held to about one per RTT), for gRPC and HTTP/2.
+    for series in ("grpc n=1", "http2 n=1"):
+        rps = [headline[f"rps.{series}.c={c}"] for c in (1, 10, 50)]
+        assert rps[0] < rps[1] < rps[2]
+        assert 0.5 * 1000 / headline["ping_rtt_ms"] < rps[0] < 1000 / headline["ping_rtt_ms"]
+        # Nothing is faster than the round trip; the tail is above the median.
+        assert headline["ping_rtt_ms"] < headline[f"p50_ms.{series}.c=1"] <= headline[f"p99_ms.{series}.c=1"]
+        assert headline[f"p50_ms.{series}.c=50_lo"] <= headline[f"p50_ms.{series}.c=50"] <= headline[f"p50_ms.{series}.c=50_hi"]
+        assert headline[f"server_cpu_us_per_request.{series}"] > 0
+    assert headline["rps.grpc-conns n=4.c=50"] > headline["rps.grpc-conns n=4.c=10"]
+    # Little's law holds in every cell: the tools kept the concurrency in flight.
+    assert headline["littles_law_max_deviation"] < 0.1
+    # The brief's wrk ratios are reproduced as published; this run's are computed from its cells.
+    assert headline["http2_over_grpc.rps.wrk"] == pytest.approx(4436 / 7562, abs=1e-3)
+    at10 = {c["series"]: c for c in data["cells"] if c["concurrency"] == 10}
+    assert headline["http2_over_grpc.rps.this_run"] == pytest.approx(at10["http2 n=1"]["rps"] / at10["grpc n=1"]["rps"], abs=1e-3)
+    assert sorted(data["figures"]) == ["load_latency.png", "load_throughput.png"]
+    assert not (LOAD_SMALL / "figures").exists() and not (LOAD_SMALL / "report").exists()

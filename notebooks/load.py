@@ -1,0 +1,382 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The cost of a call under load: gRPC and HTTP/2 against one echo server
+#
+# The original (Apostolov; research brief, experiment 4) drove a service on
+# one laptop with wrk (2 threads, 10 connections, 10 s) directly over HTTP and
+# through gRPC, HTTP/2 and NATS request-reply, and compared average and
+# maximum latency and req/s. labkit compares transports on one host pair
+# under the same load schedule: `labkit load` runs **ghz** (gRPC unary `Echo`,
+# on one connection or spread over N) and **h2load** (`POST /echo` to the
+# HTTP/2 endpoint of the same `labkit echo serve` process) for a fixed
+# duration after an uncounted warm-up, at each concurrency.
+#
+# This notebook reads a `labkit load` run (by default the shipped sample
+# `data/samples/load-small/`: 64 B payloads, concurrency 1, 10 and 50, one and
+# four connections, 3 s per cell after 1 s of warm-up, on the local testbed
+# with 5 ms each way) and shows
+#
+# 1. req/s against concurrency per transport;
+# 2. p50 and p99 latency against concurrency, with bootstrap intervals from
+#    every request the tools logged;
+# 3. the echo server's CPU per request;
+# 4. the same comparison as the wrk figures of the brief, as ratios.
+
+# %% tags=["parameters"]
+run_dir = ""  # a run (path, id or unique part of one); empty: the shipped sample data/samples/load-small
+n_resamples = 1000  # bootstrap resamples of the per-request latency percentiles (0: no intervals)
+confidence = 0.95  # of the bootstrap intervals
+formats = "png,svg,pdf"  # figure formats, comma-separated
+output_dir = ""  # where figures go; empty: the figures/ directory of the run
+headline_path = ""  # the headline JSON file; empty: load.json in output_dir
+
+# %%
+import gzip
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from labkit import notebooks, plots
+from labkit.analysis import summarize_with_ci
+from labkit.parsers import parse_ghz_json, parse_h2load_log
+
+run = notebooks.open_run(run_dir, sample="load-small")
+figures_dir = notebooks.output_dir(run, output_dir)
+figure_formats = notebooks.parse_formats(formats)
+headline_file = Path(headline_path) if headline_path else figures_dir / "load.json"
+if run.manifest.get("experiment") != "load":
+    raise ValueError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not a labkit load run")
+pd.set_option("display.precision", 3)
+pd.set_option("display.width", 200)
+pd.set_option("display.max_rows", 200)
+
+manifest = run.manifest
+config = manifest.get("config", {})
+cells = run.samples()
+tools = manifest.get("tools", {})
+display(Markdown(
+    f"Run `{run.run_id}`: {len(cells)} cells, {config.get('duration_s'):g} s measured after {config.get('warmup_s'):g} s "
+    f"of warm-up each; tools: " + ", ".join(f"{name} ({t.get('version')})" for name, t in tools.items()) + "."
+    + (f" Left out of the matrix: {len(manifest['omitted_cells'])} combinations with fewer requests in flight than "
+       "connections." if manifest.get("omitted_cells") else "")
+))
+
+# %% [markdown]
+# ## The link and the cells
+#
+# One row per cell: the tool ran for warm-up + duration, and only the
+# requests in the measured window count (`rps` is successful requests over
+# the window). A **series** is a transport with its number of connections
+# (`grpc n=1`: ghz on one connection; `grpc-conns n=4`: ghz spreading the
+# same concurrency over four; `http2 n=4`: h2load with four connections,
+# concurrency / 4 streams each). Failed requests are counted in `errors`.
+
+# %%
+baselines = manifest.get("baselines", {})
+pings = {key: value for key, value in baselines.items() if key.startswith("ping_")}
+pings.update({f"{pair} {key}": value for pair, inner in baselines.items() if isinstance(inner, dict)
+              for key, value in inner.items() if key.startswith("ping_") and isinstance(value, dict)})
+ping_table = pd.DataFrame({k: {f: v.get(f) for f in ("rtt_avg_ms", "rtt_mdev_ms", "received")} for k, v in pings.items()
+                           if isinstance(v, dict) and "rtt_avg_ms" in v}).T
+display(ping_table)
+ping_ms = float(ping_table.loc[[k for k in ping_table.index if "before" in k], "rtt_avg_ms"].astype(float).mean())
+
+several_payloads = cells["payload_bytes"].nunique() > 1
+
+
+def series_of(row) -> str:
+    label = f"{row['transport']} n={int(row['connections'])}"
+    if pd.notna(row["keepalive_ms"]):
+        label += f" ka={int(row['keepalive_ms'])}ms"
+    if several_payloads:
+        label += f" {int(row['payload_bytes'])}B"
+    return label
+
+
+cells = cells.assign(series=cells.apply(series_of, axis=1))
+order = cells.sort_values(["transport", "connections", "keepalive_ms", "payload_bytes"])["series"].drop_duplicates().tolist()
+concurrencies = sorted(int(c) for c in cells["concurrency"].unique())
+# Server CPU per request: the server's CPU over the whole cell (warm-up included) over the requests of the
+# whole cell at the measured rate. Little's law: with `in_flight` requests outstanding, req/s = in_flight / mean latency.
+cells["server_cpu_us_per_request"] = cells["server_cpu_s"] / (cells["rps"] * (cells["warmup_s"] + cells["duration_s"])) * 1e6
+cells["littles_law_rps"] = cells["in_flight"] / (cells["latency_mean_ms"] / 1e3)
+display(cells[["series", "concurrency", "in_flight", "requests", "errors", "rps", "littles_law_rps", "latency_p50_ms",
+               "latency_p90_ms", "latency_p99_ms", "latency_max_ms", "server_cpu_util", "server_cpu_us_per_request", "error"]]
+        .sort_values(["series", "concurrency"]).set_index(["series", "concurrency"]))
+display(Markdown(
+    f"Ping RTT before the load: **{ping_ms:.2f} ms**. Requests: {int(cells['requests'].sum())} in the measured windows, "
+    f"**{int(cells['errors'].sum())} failed**. req/s agrees with Little's law (in flight / mean latency) within "
+    f"{(cells['rps'] / cells['littles_law_rps'] - 1).abs().max():.1%} in every cell: the tools kept the asked "
+    "concurrency in flight, and throughput here is concurrency over latency."
+))
+
+# %% [markdown]
+# ## Every request: percentiles with bootstrap intervals
+#
+# The run keeps both tools' per-request outputs in `raw/` (ghz's JSON report
+# with every call, h2load's `--log-file`). They are read with labkit's
+# parsers and cut to the measured window as `labkit load` did (ghz: the calls
+# that started from `warmup_s` after its first call, for `duration_s`; h2load
+# logs the measured window only), so each cell's p50 and p99 get a seeded
+# bootstrap interval. The recorded p50/p99 are nearest-rank (as ghz computes
+# them); the summary here interpolates, so the two can differ by a fraction of
+# the spacing between neighbouring requests.
+
+# %%
+def requests_of(row) -> pd.DataFrame | None:
+    """The cell's successful and failed requests in the measured window, from its raw output (None if not kept)."""
+    names = [n for n in str(row["raw_files"]).split(",") if n.endswith(".gz")]
+    path = run.path / "raw" / names[0] if names else None
+    if path is None or not path.exists():
+        return None
+    text = gzip.decompress(path.read_bytes()).decode()
+    if row["tool"] == "ghz":
+        frame = parse_ghz_json(text).rows
+        start = frame["t_utc"].min() + pd.Timedelta(seconds=float(row["warmup_s"]))
+        frame = frame[(frame["t_utc"] >= start) & (frame["t_utc"] < start + pd.Timedelta(seconds=float(row["duration_s"])))]
+    else:
+        frame = parse_h2load_log(text).rows
+    return frame[["latency_ms", "ok"]].assign(series=row["series"], concurrency=int(row["concurrency"]))
+
+
+per_request = [requests_of(row) for _, row in cells.iterrows()]
+missing_raw = int(sum(frame is None for frame in per_request))
+requests = pd.concat([f for f in per_request if f is not None], ignore_index=True) if missing_raw < len(cells) else None
+if requests is not None and n_resamples:
+    latency = summarize_with_ci(requests, "latency_ms", by=["series", "concurrency"], confidence=confidence,
+                                n_resamples=n_resamples).reset_index()
+    latency = latency.rename(columns={"level_0": "series", "level_1": "concurrency"})
+else:
+    # No per-request data: the recorded percentiles, without intervals.
+    latency = cells.rename(columns={"latency_p50_ms": "50%", "latency_p99_ms": "p99", "ok": "count"})[
+        ["series", "concurrency", "count", "50%", "p99"]].assign(**{"50%_lo": np.nan, "50%_hi": np.nan,
+                                                                    "p99_lo": np.nan, "p99_hi": np.nan})
+recorded = cells.set_index(["series", "concurrency"])
+latency = latency.set_index(["series", "concurrency"])
+latency["recorded_count"] = recorded["ok"]
+latency["recorded_p50"] = recorded["latency_p50_ms"]
+latency["recorded_p99"] = recorded["latency_p99_ms"]
+count_mismatch = int((latency["count"] != latency["recorded_count"]).sum())
+p50_gap = float((latency["50%"] - latency["recorded_p50"]).abs().max())
+display(latency[["count", "recorded_count", "50%", "50%_lo", "50%_hi", "recorded_p50", "p99", "p99_lo", "p99_hi",
+                 "recorded_p99"]].reindex(order, level=0))
+display(Markdown(
+    (f"{missing_raw} cells have no raw output (their percentiles are the recorded ones, without intervals). "
+     if missing_raw else "")
+    + f"Requests re-read from the raw outputs: {count_mismatch} cells whose count differs from the recorded one; "
+      f"the largest difference between the interpolated and the recorded p50 is {p50_gap:.3f} ms."
+))
+latency = latency.reset_index()
+
+# %% [markdown]
+# ## Throughput and latency against concurrency
+#
+# With a 10 ms round trip, a single call in flight is limited by the link:
+# req/s at concurrency 1 is about 1000 / RTT. More calls in flight add
+# throughput as long as the server keeps up; when it does not, the extra calls
+# queue and p50 and p99 grow instead.
+
+# %%
+figures: list[str] = []
+
+
+def export(fig, name):
+    paths = plots.export(fig, figures_dir / f"load_{name}", figure_formats)
+    figures.extend(p.name for p in paths)
+    display(fig)
+    plt.close(fig)
+
+
+def concurrency_axis(ax):
+    ax.set_xticks(concurrencies, [str(c) for c in concurrencies])
+    ax.minorticks_off()
+
+
+with plots.theme():
+    fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0))
+    plots.lines_with_ci(cells, "concurrency", "rps", by="series", order=order, logx=True, ax=axes[0],
+                        xlabel="concurrency (requests in flight)", ylabel="req/s (measured window)")
+    axes[0].set_ylim(bottom=0)
+    plots.lines_with_ci(cells, "concurrency", "server_cpu_us_per_request", by="series", order=order, logx=True, ax=axes[1],
+                        xlabel="concurrency (requests in flight)", ylabel="server CPU µs per request")
+    axes[1].set_ylim(bottom=0)
+    for ax in axes:
+        concurrency_axis(ax)
+    axes[0].set_title(f"ping RTT {ping_ms:.1f} ms", loc="left", fontsize="small")
+export(fig, "throughput")
+
+with plots.theme():
+    fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0), sharey=True)
+    for ax, (column, name) in zip(axes, (("50%", "p50"), ("p99", "p99"))):
+        plots.lines_with_ci(latency, "concurrency", column, f"{column}_lo", f"{column}_hi", by="series", order=order,
+                            logx=True, ax=ax, xlabel="concurrency (requests in flight)", ylabel=f"{name} latency (ms, 95 % CI)")
+        ax.axhline(ping_ms, color="0.4", linestyle="--", linewidth=0.8, label="ping RTT")
+        concurrency_axis(ax)
+        ax.set_title(name, loc="left", fontsize="small")
+    axes[0].legend(fontsize="x-small")
+export(fig, "latency")
+
+# %% [markdown]
+# ## The cost of one call
+#
+# At concurrency 1 a call's latency is the round trip plus what client and
+# server spend on it; p50 − ping RTT is that cost. The server's CPU per
+# request is the other half of the cost of a call: the echo server is Python
+# (grpcio's server for gRPC, labkit's `h2` endpoint for HTTP/2), so it is the
+# first thing to saturate. Its CPU time is read from `/proc` before and after
+# each cell, so the warm-up's requests are counted at the measured rate (see
+# the formula above) and per-request numbers at concurrency 1, where the
+# server is mostly idle, carry its idle wake-ups too.
+
+# %%
+top = concurrencies[-1]
+cost = pd.DataFrame({
+    "p50 − ping at c=1 (ms)": cells[cells["concurrency"] == 1].set_index("series")["latency_p50_ms"] - ping_ms,
+    f"req/s at c={top}": cells[cells["concurrency"] == top].set_index("series")["rps"],
+    f"server CPU µs/request at c={top}": cells[cells["concurrency"] == top].set_index("series")["server_cpu_us_per_request"],
+    f"server CPU util at c={top}": cells[cells["concurrency"] == top].set_index("series")["server_cpu_util"],
+}).reindex(order)
+display(cost)
+
+# %% [markdown]
+# ## Against the wrk figures of the brief
+#
+# The original ran everything on one laptop (no network between client and
+# server), wrk with 10 connections, and reported average and maximum latency
+# and req/s. The hardware, the servers (Go there, Python here) and the link
+# differ, so only **ratios between transports** can be compared, and only at
+# the same concurrency (10). Two caveats make even the ratios different
+# things:
+#
+# - on one laptop the server's CPU is the limit, so req/s measures the cost of
+#   a call; on this testbed at concurrency 10 the 10 ms round trip is the
+#   limit (Little's law above), so req/s ratios stay near 1 and say little;
+#   the server's CPU per request is the comparable cost;
+# - the original's "through HTTP/2" and "through gRPC" were proxies in front
+#   of a plain HTTP service, here both are the echo itself.
+
+# %%
+# The published wrk figures (research brief, experiment 4): average / max latency in ms, req/s.
+wrk = pd.DataFrame({
+    "avg_ms": {"direct HTTP": 0.99, "gRPC": 1.34, "HTTP/2": 2.73, "NATS": 6.14},
+    "max_ms": {"direct HTTP": 9.49, "gRPC": 36.12, "HTTP/2": 55.29, "NATS": 29.30},
+    "rps": {"direct HTTP": 10073, "gRPC": 7562, "HTTP/2": 4436, "NATS": 1634},
+})
+display(wrk)
+c_ref = 10 if 10 in concurrencies else concurrencies[len(concurrencies) // 2]
+at_ref = cells[cells["concurrency"] == c_ref].set_index("series")
+grpc_series = next((s for s in order if s.startswith("grpc n=1")), None)
+http2_series = next((s for s in order if s.startswith("http2 n=1")), None)
+ratios = {}  # short name -> (label, wrk's ratio, this run's ratio): HTTP/2 over gRPC
+if grpc_series in at_ref.index and http2_series in at_ref.index:
+    g, h = at_ref.loc[grpc_series], at_ref.loc[http2_series]
+    ratios = {
+        "rps": ("req/s", wrk.at["HTTP/2", "rps"] / wrk.at["gRPC", "rps"], h["rps"] / g["rps"]),
+        "mean_latency": ("mean latency", wrk.at["HTTP/2", "avg_ms"] / wrk.at["gRPC", "avg_ms"],
+                         h["latency_mean_ms"] / g["latency_mean_ms"]),
+        "max_latency": ("max latency", wrk.at["HTTP/2", "max_ms"] / wrk.at["gRPC", "max_ms"],
+                        h["latency_max_ms"] / g["latency_max_ms"]),
+        "server_cpu_per_request": ("server CPU per request", np.nan,
+                                   h["server_cpu_us_per_request"] / g["server_cpu_us_per_request"]),
+    }
+    display(Markdown(f"HTTP/2 ÷ gRPC, wrk (one laptop, 10 connections) against this run (`{http2_series}` ÷ "
+                     f"`{grpc_series}`, concurrency {c_ref}):"))
+    display(pd.DataFrame({label: {"wrk (brief)": a, "this run": b} for label, a, b in ratios.values()}).T)
+    cpu_ratio = ratios["server_cpu_per_request"][2]
+    display(Markdown(
+        f"In the brief HTTP/2 (a proxy in front of the service) delivered {ratios['rps'][1]:.2f}× gRPC's req/s; here, "
+        f"with the same echo behind both and the link limiting throughput, the ratio is {ratios['rps'][2]:.2f}, and "
+        f"the echo server spends {cpu_ratio:.2f}× as much CPU on an HTTP/2 request as on a gRPC call: HTTP/2 is "
+        f"{'the cheaper' if cpu_ratio < 1 else 'the dearer'} of the two here. That compares these two server "
+        "implementations (grpcio's server, labkit's h2 endpoint) in one Python process, as the brief's compared "
+        "what stood behind each transport there."
+    ))
+
+# %% [markdown]
+# Not in `labkit load` yet: the raw TCP echo and gRPC streaming of the brief's
+# transport list (the raw TCP echo floor is in `labkit series` runs).
+
+# %% [markdown]
+# ## Headline numbers
+#
+# Written to `load.json`, which `labkit report` prints and the tests check:
+# `rps.<series>.c=<N>` req/s, `p50_ms.` and `p99_ms.` latency (interpolated,
+# from every request) with `_lo`/`_hi` bootstrap bounds at the highest
+# concurrency, `server_cpu_us_per_request.<series>` at the highest
+# concurrency, `call_cost_ms.<series>` (p50 − ping at concurrency 1) and
+# `http2_over_grpc.<what>.this_run` / `.wrk`, the ratios against the wrk
+# figures. The JSON's `cells` hold every cell.
+
+# %%
+headline: dict = {
+    "ping_rtt_ms": round(ping_ms, 3),
+    "cells": int(len(cells)),
+    "requests": int(cells["requests"].sum()),
+    "errors": int(cells["errors"].sum()),
+    "max_concurrency": top,
+    "littles_law_max_deviation": round(float((cells["rps"] / cells["littles_law_rps"] - 1).abs().max()), 4),
+    "raw_count_mismatches": count_mismatch,
+    "raw_vs_recorded_p50_max_gap_ms": round(p50_gap, 4),
+}
+by_cell = latency.set_index(["series", "concurrency"])
+for series in order:
+    frame = cells[cells["series"] == series].set_index("concurrency")
+    for c in frame.index:
+        headline[f"rps.{series}.c={c}"] = round(float(frame.at[c, "rps"]), 2)
+    for c in frame.index:
+        headline[f"p50_ms.{series}.c={c}"] = round(float(by_cell.at[(series, c), "50%"]), 3)
+        headline[f"p99_ms.{series}.c={c}"] = round(float(by_cell.at[(series, c), "p99"]), 3)
+    if top in frame.index:
+        for stat in ("50%", "p99"):
+            name = "p50_ms" if stat == "50%" else "p99_ms"
+            for bound in ("lo", "hi"):
+                headline[f"{name}.{series}.c={top}_{bound}"] = round(float(by_cell.at[(series, top), f"{stat}_{bound}"]), 3)
+        headline[f"server_cpu_us_per_request.{series}"] = round(float(frame.at[top, "server_cpu_us_per_request"]), 2)
+    if 1 in frame.index:
+        headline[f"call_cost_ms.{series}"] = round(float(frame.at[1, "latency_p50_ms"] - ping_ms), 3)
+for name, (_, published, here) in ratios.items():
+    headline[f"http2_over_grpc.{name}.this_run"] = round(float(here), 3)
+    if np.isfinite(published):
+        headline[f"http2_over_grpc.{name}.wrk"] = round(float(published), 3)
+
+result = {
+    "notebook": "load",
+    "run_id": run.run_id,
+    "run_path": str(run.path),
+    "experiment": manifest["experiment"],
+    "settings": {"n_resamples": n_resamples, "confidence": confidence},
+    "headline": headline,
+    "cells": [
+        {**{k: row[k] for k in ("series", "transport", "concurrency", "connections", "in_flight", "keepalive_ms", "payload_bytes",
+                                 "requests", "errors", "rps", "littles_law_rps", "latency_p50_ms", "latency_p90_ms",
+                                 "latency_p99_ms", "latency_max_ms", "server_cpu_s", "server_cpu_util",
+                                 "server_cpu_us_per_request")},
+         "latency_ci": {k: by_cell.at[(row["series"], row["concurrency"]), k]
+                        for k in ("count", "50%", "50%_lo", "50%_hi", "p99", "p99_lo", "p99_hi")}}
+        for _, row in cells.sort_values(["series", "concurrency"]).iterrows()
+    ],
+    "wrk": wrk.to_dict(orient="index"),
+    "ratios": {name: {"what": label, "wrk": published, "this_run": here, "concurrency": c_ref}
+               for name, (label, published, here) in ratios.items()},
+    "figures": figures,
+}
+notebooks.write_headline(headline_file, result)
+display(Markdown(f"Figures in `{figures_dir}`; headline numbers in `{headline_file}`."))
+pd.Series(headline, name="value").to_frame()
