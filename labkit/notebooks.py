@@ -36,6 +36,7 @@ NOTEBOOKS: dict[str, tuple[str, ...]] = {
     "ping-vs-echo": ("ping_vs_echo",),
     "import-ping": ("ping_vs_echo",),
     "idle-step": ("idle_step",),
+    "series": ("series",),
     "upload": ("upload",),
     "load": ("load",),
 }

@@ -25,6 +25,8 @@ NOTEBOOKS_DIR = REPO / "notebooks"
 SAMPLE = REPO / "data" / "samples" / "orca-2016"
 IDLE_STEP = REPO / "data" / "samples" / "idle-step-cubic"
 IDLE_KNOBS = REPO / "data" / "samples" / "idle-step-knobs"
+SERIES_WAN = REPO / "data" / "samples" / "series-wan"
+SERIES_LAN = REPO / "data" / "samples" / "series-lan"
 AGG = {**os.environ, "MPLBACKEND": "agg"}
 MAGIC = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}
 
@@ -50,6 +52,7 @@ def test_committed_notebook_is_output_free_and_paired_with_its_source(name):
 def test_which_notebooks_apply():
     assert notebooks_for("ping-vs-echo") == ("ping_vs_echo",) == notebooks_for("import-ping")
     assert notebooks_for("idle-step") == ("idle_step",)
+    assert notebooks_for("series") == ("series",)
     assert notebooks_for("import-iperf3") == () and notebooks_for(None) == ()
 
 
@@ -352,3 +355,70 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
     assert headline["http2_over_grpc.rps.this_run"] == pytest.approx(at10["http2 n=1"]["rps"] / at10["grpc n=1"]["rps"], abs=1e-3)
     assert sorted(data["figures"]) == ["load_latency.png", "load_throughput.png"]
     assert not (LOAD_SMALL / "figures").exists() and not (LOAD_SMALL / "report").exists()
+
+
+# --- ping vs echo over time: `labkit series` runs (experiment 2) ----------------------------------
+
+
+def test_series_notebook_on_the_shipped_wan_sample_against_the_lan_one(tmp_path, monkeypatch):
+    """run_dir and compare_run_dir empty: series-wan (100 ms one way, 120 ticks) against series-lan (1 ms, 60 ticks)."""
+    import pandas as pd
+
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("series", SERIES_WAN, tmp_path, ["svg"], parameters={"run_dir": ""})
+    data = json.loads(result.headline_path.read_text())
+    headline = data["headline"]
+    assert data["run_path"] == str(SERIES_WAN) and data["probes"] == ["ping", "echo-warm", "echo-cold", "tcp-echo"]
+    # Every probe has a row for every tick; a sample is a row that is ok, the rest are counted as lost.
+    manifest = json.loads((SERIES_WAN / "manifest.json").read_text())
+    ticks = round(manifest["config"]["duration_s"] / manifest["config"]["interval_s"])
+    rows = pd.read_parquet(SERIES_WAN / "samples.parquet")
+    rows = rows[~rows["duplicate"]]
+    assert headline["ticks"] == ticks == 120
+    for probe, frame in rows.groupby("probe"):
+        assert sorted(frame["seq"]) == list(range(ticks))
+        lost = int((~frame["ok"]).sum())
+        assert (headline[f"count.{probe}"], headline[f"lost.{probe}"]) == (ticks - lost, lost)
+        assert headline[f"median_ms.{probe}"] == pytest.approx(frame.loc[frame["ok"], "rtt_ms"].median(), abs=1e-3)
+    # A new channel pays for its set-up in round trips (TCP handshake, then the server's HTTP/2 SETTINGS).
+    rtt = headline["ping_rtt_ms"]
+    assert 195 <= rtt <= 210
+    assert headline["cold_minus_warm_ms"] > 0.7 * rtt and headline["cold_minus_warm_ci_lo_ms"] > 0.7 * rtt
+    assert headline["cold_minus_warm_ms"] == pytest.approx(headline["median_ms.echo-cold"] - headline["median_ms.echo-warm"],
+                                                           abs=2e-3)
+    # A raw TCP echo is the floor: gRPC on a warm channel costs more, a little against the round trip.
+    assert headline["median_ms.tcp-echo"] <= headline["median_ms.echo-warm"]
+    assert 0 <= headline["warm_minus_tcp_ms"] < 0.05 * rtt
+    # The LAN sample: a round trip a hundred times shorter, the RPC stack's cost about the same in ms.
+    lan = json.loads((SERIES_LAN / "manifest.json").read_text())
+    assert headline["compare.run_id"] == lan["run_id"] and headline["compare.ping_rtt_ms"] < 10
+    assert headline["compare.median_ms.tcp-echo"] <= headline["compare.median_ms.echo-warm"]
+    assert headline["compare.cold_minus_warm_ms"] > 0.7 * headline["compare.ping_rtt_ms"]
+    stems = ("series_box", "series_compare", "series_time")
+    assert sorted(data["figures"]) == sorted(f"{s}.svg" for s in stems)
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(data["figures"])
+    for sample in (SERIES_WAN, SERIES_LAN):
+        assert not (sample / "figures").exists() and not (sample / "report").exists()
+
+
+def test_report_on_the_series_lan_sample(tmp_path):
+    """`labkit report` on a copy of series-lan: the default comparison is that run itself, so none is made."""
+    run = tmp_path / "series-lan"
+    shutil.copytree(SERIES_LAN, run, ignore=shutil.ignore_patterns("figures", "report"))
+    proc = labkit("report", str(run), "--formats", "png,pdf", env=AGG, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    report = run / "report"
+    assert (report / "index.html").exists() and (report / "series.html").exists()
+    figures = sorted(p.name for p in (report / "figures").iterdir())
+    assert figures == sorted(f"series_{s}.{f}" for s in ("box", "time") for f in ("pdf", "png"))
+    for name in figures:
+        assert (report / "figures" / name).read_bytes().startswith(MAGIC[name.rsplit(".", 1)[1]])
+    index = (report / "index.html").read_text()
+    assert all(f'href="figures/{name}"' in index for name in figures) and "cold_minus_warm_ms" in index
+    assert f"report: {report / 'index.html'}" in proc.stdout
+    assert any(line.split() == ["count.ping", "60"] for line in proc.stdout.splitlines())
+    data = json.loads((report / "series.json").read_text())
+    assert data["compare"] is None and not any(k.startswith("compare.") for k in data["headline"])
+    assert data["headline"]["median_ms.tcp-echo"] <= data["headline"]["median_ms.echo-warm"]
