@@ -65,6 +65,8 @@ figures_dir = notebooks.output_dir(run, output_dir)
 figure_formats = notebooks.parse_formats(formats)
 headline_file = Path(headline_path) if headline_path else figures_dir / "ping_vs_echo.json"
 
+if run.manifest.get("experiment") == "series":
+    raise ValueError(f"{run.path} is a `labkit series` run: its notebook is notebooks/series.py (this one reads imported logs)")
 samples = run.samples()
 if "ping" not in set(samples["probe"]):
     raise ValueError(f"{run.path} has no ping samples (probes: {sorted(set(samples['probe']))})")

@@ -422,3 +422,12 @@ def test_report_on_the_series_lan_sample(tmp_path):
     data = json.loads((report / "series.json").read_text())
     assert data["compare"] is None and not any(k.startswith("compare.") for k in data["headline"])
     assert data["headline"]["median_ms.tcp-echo"] <= data["headline"]["median_ms.echo-warm"]
+
+
+def test_ping_vs_echo_names_the_series_notebook_for_a_series_run(tmp_path, monkeypatch):
+    from labkit.errors import LabkitError
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    with pytest.raises(LabkitError, match=r"ValueError: .* is a `labkit series` run: its notebook is notebooks/series\.py"):
+        execute_notebook("ping_vs_echo", SERIES_LAN, tmp_path, ["png"])
