@@ -30,12 +30,12 @@ A **cell** is a chunk of consecutive ticks (``cell_s``, default 60 s); a cell
 is complete when every probe has reported every one of its ticks. ``--resume``
 redoes only the cells that are not complete, one agent per contiguous range.
 
-No notebook is registered for ``series`` runs yet (:data:`labkit.notebooks.NOTEBOOKS`):
-``notebooks/ping_vs_echo.py`` reads *imported* runs (it tabulates
-``manifest["imports"]`` and re-reads each imported log with the 2016 regular
-expressions) and fails on a series run in its first table. Its trimming,
-tables and plots would apply as they are to a series' ``probe``/``rtt_ms``
-columns once those import-only parts are skipped when a run has no imports.
+The notebook of series runs is ``notebooks/series.py`` (registered in
+:data:`labkit.notebooks.NOTEBOOKS`; shipped samples ``data/samples/series-wan``
+and ``series-lan``): per-probe tables with bootstrap intervals, the warm/cold
+split and a second run compared. ``notebooks/ping_vs_echo.py`` stays the
+notebook of *imported* 2016 logs (it re-reads them with the original regular
+expressions) and refuses a series run.
 """
 
 from __future__ import annotations
