@@ -40,6 +40,8 @@ NOTEBOOKS: dict[str, tuple[str, ...]] = {
     "upload": ("upload",),
     "load": ("load",),
 }
+# The tuning notebook (experiment 5's knobs) reads load runs too, beside whatever else is registered for them.
+NOTEBOOKS["load"] = tuple(dict.fromkeys([*NOTEBOOKS.get("load", ()), "tuning"]))
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 _REPO = Path(__file__).resolve().parent.parent
