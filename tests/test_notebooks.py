@@ -431,3 +431,77 @@ def test_ping_vs_echo_names_the_series_notebook_for_a_series_run(tmp_path, monke
     monkeypatch.setenv("MPLBACKEND", "agg")
     with pytest.raises(LabkitError, match=r"ValueError: .* is a `labkit series` run: its notebook is notebooks/series\.py"):
         execute_notebook("ping_vs_echo", SERIES_LAN, tmp_path, ["png"])
+
+
+# --- tuning knobs (experiment 5) ----------------------------------------------------------------
+
+TUNING = REPO / "data" / "samples" / "tuning-load"
+
+
+def test_tuning_notebook_applies_to_load_runs():
+    assert "tuning" in notebooks_for("load")
+
+
+def test_tuning_notebook_on_the_shipped_samples(tmp_path, monkeypatch):
+    """run_dir and idle_run_dir empty: the shipped tuning-load run (ghz, 25 ms one way) and idle-step-knobs."""
+    import math
+
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("tuning", TUNING, tmp_path, ["png"],
+                              parameters={"run_dir": "", "idle_run_dir": "", "n_resamples": 500})
+    data = json.loads(result.headline_path.read_text())
+    headline = data["headline"]
+    assert data["run_path"] == str(TUNING) and data["idle_run_path"] == str(IDLE_KNOBS)
+    # 2 transports (1 and 4 connections) × 2 concurrencies × 2 payloads × 2 keepalives; every call of the windows
+    # was read from ghz's raw output (the notebook refuses a cell whose calls do not add up to its row).
+    assert headline["cells"] == 16 and headline["calls"] > 10000 and headline["failed_calls"] == 0
+    # Every knob is compared in each of the 8 combinations of the other knobs, each with an interval per metric.
+    comparisons = data["comparisons"]
+    assert sorted(c["knob"] for c in comparisons) == ["keepalive"] * 8 + ["payload"] * 8 + ["pool"] * 8
+    for c in comparisons:
+        for metric in ("p50", "p99", "rps"):
+            lo, hi = c[f"{metric}_lo"], c[f"{metric}_hi"]
+            assert math.isfinite(lo) and lo <= hi
+            assert c[f"{metric}_verdict"] == ("higher" if lo > 0 else "lower" if hi < 0 else "unclear")
+    for knob in ("keepalive", "pool", "payload"):
+        for metric in ("p50", "p99", "rps"):
+            assert sum(headline[f"{knob}.{metric}.ci_{v}"] for v in ("higher", "lower", "unclear")) == 8
+    pool = [c for c in comparisons if c["knob"] == "pool"]
+    assert {(c["concurrency"], c["payload_bytes"], c["ka"]) for c in pool} == {
+        (c, p, k) for c in (10, 50) for p in (64, 65536) for k in (0, 10000)}
+    # The A/A control: its largest differences are those of the keepalive rows.
+    keepalive = [c for c in comparisons if c["knob"] == "keepalive"]
+    for metric in ("p50", "p99", "rps"):
+        assert headline[f"aa_keepalive.{metric}.max_abs_diff"] == round(max(abs(c[f"{metric}_diff"]) for c in keepalive), 2)
+    # 64 KiB messages cost latency in every combination and req/s in every one, most at concurrency 50
+    # (beyond the A/A differences there in all four).
+    assert headline["payload.p50.diff_min"] > 0 and headline["payload.rps.diff_max"] < 0
+    assert headline["payload.rps.beyond_aa_lower"] == 4
+    # The idle penalty: keepalive pings every 250 ms did not help (16000 B take two RTT either way) and made
+    # 14000 B slower (one RTT without, two with).
+    assert headline["idle.ka=none.rtt_multiple.16000"] >= 1.6 and headline["idle.ka=250ms.rtt_multiple.16000"] >= 1.6
+    assert headline["idle.ka=250ms.diff_verdict.16000"] == "unclear"
+    assert headline["idle.ka=none.rtt_multiple.14000"] <= 1.1 <= 1.6 <= headline["idle.ka=250ms.rtt_multiple.14000"]
+    assert headline["idle.ka=250ms.diff_verdict.14000"] == "higher"
+    assert "streaming vs unary" in headline["not_tested"]
+    assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive")]
+    for name in data["figures"]:
+        assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC["png"])
+    assert not (TUNING / "figures").exists() and not (IDLE_KNOBS / "figures").exists()
+
+
+def test_tuning_notebook_on_a_load_run_with_fewer_knobs(tmp_path, monkeypatch):
+    """`labkit report` runs it on every load run: load-small has HTTP/2 cells, one payload and no keepalive."""
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    run = REPO / "data" / "samples" / "load-small"
+    result = execute_notebook("tuning", run, tmp_path, ["png"], parameters={"n_resamples": 200})
+    headline = json.loads(result.headline_path.read_text())["headline"]
+    # The 5 ghz cells only; 1 against 4 connections at concurrency 10 and 50; nothing else varied, so no A/A control.
+    assert headline["cells"] == 5 and headline["pool.compared"] == 2
+    assert headline["keepalive.compared"] == 0 == headline["payload.compared"]
+    assert not any(key.startswith(("aa_keepalive.", "keepalive.p", "payload.p")) for key in headline)
+    assert "keepalive (not varied)" in headline["not_tested"] and "payload (not varied)" in headline["not_tested"]
