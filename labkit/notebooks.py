@@ -77,13 +77,24 @@ def samples_dir() -> Path:
     raise LabkitError("no data/samples/ directory found beside labkit or above the working directory")
 
 
-def open_run(run_dir: str | os.PathLike | None, *, sample: str, runs_dir: str | os.PathLike | None = None):
-    """The run a notebook analyses: ``run_dir`` (a path, run id or unique part of one), else the shipped sample ``sample``."""
+def open_run(run_dir: str | os.PathLike | None, *, sample: str, experiment: str | None = None,
+             runs_dir: str | os.PathLike | None = None):
+    """The run a notebook analyses: ``run_dir`` (a path, run id or unique part of one), else the shipped sample ``sample``.
+
+    With ``experiment``, a run of another experiment is refused with a message
+    saying which it is, instead of failing later on a missing column.
+    """
     from labkit.store import Run, find_run
 
-    if run_dir:
-        return find_run(str(run_dir), runs_dir)
-    return Run.open(samples_dir() / sample)
+    run = find_run(str(run_dir), runs_dir) if run_dir else Run.open(samples_dir() / sample)
+    if experiment is not None and run.manifest.get("experiment") != experiment:
+        raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not a {experiment!r} run")
+    return run
+
+
+def headline_file(headline_path: str | os.PathLike | None, figures_dir: Path, name: str) -> Path:
+    """Where a notebook writes its headline JSON: ``headline_path``, else ``<figures_dir>/<name>.json``."""
+    return Path(headline_path) if headline_path else Path(figures_dir) / f"{name}.json"
 
 
 def output_dir(run, output_dir: str | os.PathLike | None) -> Path:

@@ -53,7 +53,6 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: idle_step.json in output_dir
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -71,12 +70,10 @@ from labkit.analysis import (
     summarize_with_ci,
 )
 
-run = notebooks.open_run(run_dir, sample="idle-step-cubic")
+run = notebooks.open_run(run_dir, sample="idle-step-cubic", experiment="idle-step")
 figures_dir = notebooks.output_dir(run, output_dir)
 figure_formats = notebooks.parse_formats(formats)
-headline_file = Path(headline_path) if headline_path else figures_dir / "idle_step.json"
-if run.manifest.get("experiment") != "idle-step":
-    raise ValueError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not an idle-step sweep")
+headline_file = notebooks.headline_file(headline_path, figures_dir, "idle_step")
 pd.set_option("display.precision", 3)
 pd.set_option("display.width", 200)
 pd.set_option("display.max_rows", 400)

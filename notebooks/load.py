@@ -46,7 +46,6 @@ headline_path = ""  # the headline JSON file; empty: load.json in output_dir
 
 # %%
 import gzip
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -57,12 +56,10 @@ from labkit import notebooks, plots
 from labkit.analysis import summarize_with_ci
 from labkit.parsers import parse_ghz_json, parse_h2load_log
 
-run = notebooks.open_run(run_dir, sample="load-small")
+run = notebooks.open_run(run_dir, sample="load-small", experiment="load")
 figures_dir = notebooks.output_dir(run, output_dir)
 figure_formats = notebooks.parse_formats(formats)
-headline_file = Path(headline_path) if headline_path else figures_dir / "load.json"
-if run.manifest.get("experiment") != "load":
-    raise ValueError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not a labkit load run")
+headline_file = notebooks.headline_file(headline_path, figures_dir, "load")
 pd.set_option("display.precision", 3)
 pd.set_option("display.width", 200)
 pd.set_option("display.max_rows", 200)

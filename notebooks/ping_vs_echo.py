@@ -50,7 +50,6 @@ headline_path = ""  # the headline JSON file; empty: ping_vs_echo.json in output
 # %%
 import functools
 import re
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -63,7 +62,7 @@ from labkit.importers import read_source
 run = notebooks.open_run(run_dir, sample="orca-2016")
 figures_dir = notebooks.output_dir(run, output_dir)
 figure_formats = notebooks.parse_formats(formats)
-headline_file = Path(headline_path) if headline_path else figures_dir / "ping_vs_echo.json"
+headline_file = notebooks.headline_file(headline_path, figures_dir, "ping_vs_echo")
 
 if run.manifest.get("experiment") == "series":
     raise ValueError(f"{run.path} is a `labkit series` run: its notebook is notebooks/series.py (this one reads imported logs)")

@@ -55,7 +55,6 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: series.json in output_dir
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -70,10 +69,7 @@ TABLE = ["count", "lost", "mean", "std", "min", "25%", "50%", "50%_lo", "50%_hi"
 
 
 def open_series(ref, sample):
-    run = notebooks.open_run(ref, sample=sample)
-    if run.manifest.get("experiment") != "series":
-        raise ValueError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not a `labkit series` run "
-                         "(imported 2016 logs: the ping_vs_echo notebook)")
+    run = notebooks.open_run(ref, sample=sample, experiment="series")
     frame = run.samples()
     probes = [p for p in PROBE_ORDER if p in set(frame["probe"])]
     return run, frame, probes
@@ -82,7 +78,7 @@ def open_series(ref, sample):
 run, samples, probes = open_series(run_dir, "series-wan")
 figures_dir = notebooks.output_dir(run, output_dir)
 figure_formats = notebooks.parse_formats(formats)
-headline_file = Path(headline_path) if headline_path else figures_dir / "series.json"
+headline_file = notebooks.headline_file(headline_path, figures_dir, "series")
 config = run.manifest["config"]
 ticks = int(samples["seq"].nunique())
 pd.set_option("display.precision", 3)

@@ -48,8 +48,6 @@ headline_path = ""  # the headline JSON file; empty: tuning.json in output_dir
 
 # %%
 import gzip
-import math
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -60,15 +58,11 @@ from labkit import notebooks, plots
 from labkit.analysis import compare, summarize_with_ci
 from labkit.parsers.ghz import parse_ghz_json
 
-run = notebooks.open_run(run_dir, sample="tuning-load")
-idle_run = notebooks.open_run(idle_run_dir, sample="idle-step-knobs")
+run = notebooks.open_run(run_dir, sample="tuning-load", experiment="load")
+idle_run = notebooks.open_run(idle_run_dir, sample="idle-step-knobs", experiment="idle-step")
 figures_dir = notebooks.output_dir(run, output_dir)
 figure_formats = notebooks.parse_formats(formats)
-headline_file = Path(headline_path) if headline_path else figures_dir / "tuning.json"
-if run.manifest.get("experiment") != "load":
-    raise ValueError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not a `labkit load` run")
-if idle_run.manifest.get("experiment") != "idle-step":
-    raise ValueError(f"{idle_run.path} is a {idle_run.manifest.get('experiment')!r} run, not an idle-step sweep")
+headline_file = notebooks.headline_file(headline_path, figures_dir, "tuning")
 pd.set_option("display.precision", 3)
 pd.set_option("display.width", 200)
 pd.set_option("display.max_rows", 200)

@@ -55,7 +55,6 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: upload.json in output_dir
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -65,12 +64,10 @@ from IPython.display import Markdown, display
 from labkit import notebooks, plots
 from labkit.analysis import compare, summarize_with_ci
 
-run = notebooks.open_run(run_dir, sample="upload-small")
+run = notebooks.open_run(run_dir, sample="upload-small", experiment="upload")
 figures_dir = notebooks.output_dir(run, output_dir)
 figure_formats = notebooks.parse_formats(formats)
-headline_file = Path(headline_path) if headline_path else figures_dir / "upload.json"
-if run.manifest.get("experiment") != "upload":
-    raise ValueError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not a labkit upload run")
+headline_file = notebooks.headline_file(headline_path, figures_dir, "upload")
 pd.set_option("display.precision", 3)
 pd.set_option("display.width", 200)
 pd.set_option("display.max_rows", 200)
