@@ -247,6 +247,11 @@ class Testbed:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def existing_namespaces(self) -> list[str]:
+        """This testbed's namespaces that exist now (exact names: testbed "x" must not claim "x-y")."""
+        ours = {netns_name(self.name, host) for host in HOSTS}
+        return [name for name in ns.list_netns() if name in ours]
+
     def _allocate_index(self) -> int:
         taken = set()
         for other in testbeds_dir().glob("*/state.json"):
@@ -278,7 +283,7 @@ class Testbed:
                     return self._change_link(state, link)
                 self.log(f"testbed {self.name} is broken ({'; '.join(problems)}); rebuilding it")
                 self.down(quiet=True)
-            elif any(n.startswith(f"{NETNS_PREFIX}{self.name}-") for n in ns.list_netns()):
+            elif self.existing_namespaces():
                 self.log(f"testbed {self.name} has leftovers from a crash; removing them first")
                 self.down(quiet=True)
             emulator = self._pick_emulator(link.emulator)
@@ -542,7 +547,7 @@ class Testbed:
     def status(self, measure: bool = True) -> dict:
         state = self.load_state()
         if state is None:
-            leftovers = [n for n in ns.list_netns() if n.startswith(f"{NETNS_PREFIX}{self.name}-")]
+            leftovers = self.existing_namespaces()
             return {"name": self.name, "up": False, "leftovers": leftovers}
         health = self.health(state)
         result = {
@@ -568,7 +573,7 @@ class Testbed:
         """Remove everything `up` made, even if `up` crashed half way; return what was removed."""
         removed = []
         state = self.load_state()
-        namespaces = [n for n in ns.list_netns() if n.startswith(f"{NETNS_PREFIX}{self.name}-") and n[len(NETNS_PREFIX) + len(self.name) + 1:] in HOSTS]
+        namespaces = self.existing_namespaces()
         # Every process inside the namespaces (sshd, login sessions, servers started
         # over SSH) goes first, then the delay line, then the namespaces themselves.
         pids = [pid for netns in namespaces for pid in ns.netns_pids(netns)]
