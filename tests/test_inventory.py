@@ -8,7 +8,6 @@ import pytest
 
 from labkit.errors import LabkitError
 from labkit.hosts import LocalHost, load_inventory, open_host, peer_address
-from labkit.hosts.check import parse_route_get
 from labkit.hosts.inventory import parse_inventory
 from labkit.hosts.ssh import SSHHost, _parse_jump, remote_command, remote_path
 
@@ -68,15 +67,6 @@ def test_unknown_host_lists_the_known_ones():
     inv = parse_inventory("[hosts.a]\n[hosts.b]\n", Path("/x/inv.toml"))
     with pytest.raises(LabkitError, match=r"no host 'c' in inventory /x/inv.toml; known hosts: a, b"):
         inv.host("c")
-
-
-def test_route_get_parsing_on_real_output():
-    # Recorded in a testbed namespace (kernel 6.18): no MTU on the route, congctl set per route.
-    testbed = "198.18.2.2 dev lkdata src 198.18.2.1 uid 0 \n    cache congctl cubic \n"
-    assert parse_route_get(testbed) == {"dev": "lkdata", "src": "198.18.2.1", "congctl": "cubic"}
-    via = "192.0.2.9 via 192.0.2.1 dev eth0 src 192.0.2.2 uid 0 \n    cache mtu 1460 initcwnd 20 \n"
-    assert parse_route_get(via) == {"dev": "eth0", "src": "192.0.2.2", "via": "192.0.2.1", "mtu": 1460, "initcwnd": 20}
-    assert parse_route_get("10.0.0.1 dev x uid 0 \n    cache mtu lock 1400 \n")["mtu"] == 1400
 
 
 def test_remote_command_quotes_every_word():

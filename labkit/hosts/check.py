@@ -5,30 +5,16 @@ Every fact is one argv run on the host; the parsing is pure and takes plain text
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from labkit.errors import LabkitError
 from labkit.hosts.inventory import Inventory, open_host
+from labkit.parsers.iproute import parse_route_get
 
 TOOLS = ("ping", "iperf3", "ss")
 # Prints the name of each argument that is a command on the host's PATH.
 _WHICH_SCRIPT = 'for t in "$@"; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done; exit 0'
-
-
-def parse_route_get(text: str) -> dict:
-    """Fields of ``ip route get ADDR`` output: dev, src, via, mtu, congctl, initcwnd (those present)."""
-    route: dict = {}
-    words = text.split()
-    for key in ("dev", "src", "via", "congctl"):
-        if key in words[:-1]:
-            route[key] = words[words.index(key) + 1]
-    for key in ("mtu", "initcwnd", "advmss"):
-        match = re.search(rf"\b{key}\s+(?:lock\s+)?(\d+)", text)
-        if match:
-            route[key] = int(match.group(1))
-    return route
 
 
 @dataclass

@@ -8,8 +8,9 @@ leaves its fact as None; it never fails the run.
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from labkit.parsers.iproute import parse_link_mtu, parse_qdisc, parse_route_get, parse_sysctl_output
 
 TCP_SYSCTLS = (
     "net.ipv4.tcp_slow_start_after_idle",
@@ -22,42 +23,6 @@ TCP_SYSCTLS = (
     "net.ipv4.tcp_no_metrics_save",
     "net.core.default_qdisc",
 )
-
-
-def parse_sysctl_output(text: str) -> dict[str, str]:
-    """``key = value`` lines of ``sysctl KEY...`` into a dict (whitespace inside values normalised)."""
-    values = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(" = ")
-        if sep:
-            values[key.strip()] = " ".join(value.split())
-    return values
-
-
-def parse_route_get(text: str) -> dict[str, Any]:
-    """The fields of ``ip route get ADDR`` that shape TCP: dev, src, via, mtu, initcwnd, congctl."""
-    tokens = text.split()
-    route: dict[str, Any] = {"line": " ".join(tokens) or None}
-    for key in ("dev", "src", "via", "congctl", "mtu", "initcwnd", "initrwnd", "advmss"):
-        if key in tokens and tokens.index(key) + 1 < len(tokens):
-            value = tokens[tokens.index(key) + 1]
-            if key == "congctl" and value == "lock":
-                value = tokens[tokens.index(key) + 2]
-            route[key] = int(value) if value.isdigit() else value
-        else:
-            route[key] = None
-    return route
-
-
-def parse_link_mtu(text: str) -> int | None:
-    """The MTU in ``ip -o link show dev IF`` output."""
-    match = re.search(r"\bmtu (\d+)", text)
-    return int(match.group(1)) if match else None
-
-
-def parse_qdisc(text: str) -> list[str]:
-    """One entry per qdisc line of ``tc qdisc show dev IF`` (kind and handle), e.g. ``noqueue 0:``."""
-    return [" ".join(line.split()[1:3]) for line in text.splitlines() if line.startswith("qdisc ")]
 
 
 def first_line(text: str) -> str | None:
@@ -92,8 +57,9 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
         _output(host, ["cat", "/sys/devices/system/clocksource/clocksource0/current_clocksource"]) or ""
     )
     if peer_address:
-        route = parse_route_get(_output(host, ["ip", "-o", "route", "get", peer_address]) or "")
-        facts["route_to_peer"] = {"peer": peer_address, **route}
+        line = _output(host, ["ip", "-o", "route", "get", peer_address]) or ""
+        route = parse_route_get(line)
+        facts["route_to_peer"] = {"peer": peer_address, "line": " ".join(line.split()) or None, **route}
         if route.get("dev"):
             facts["interface_mtu"] = parse_link_mtu(_output(host, ["ip", "-o", "link", "show", "dev", route["dev"]]) or "")
             facts["qdisc"] = parse_qdisc(_output(host, ["tc", "qdisc", "show", "dev", route["dev"]]) or "")
