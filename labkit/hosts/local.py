@@ -40,6 +40,16 @@ class BackgroundProcess:
         self.argv = argv
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.stderr_lines: list[str] = []
+        self._readers: list[threading.Thread] = []  # the subclass's stdout/stderr readers
+
+    def _join_readers(self, timeout: float = 2.0) -> None:
+        """Once the process has ended, let the readers take what it wrote last.
+
+        The exit status can arrive before the last stderr line (often the
+        reason it exited) has been read; callers of wait() expect it there.
+        """
+        for reader in self._readers:
+            reader.join(timeout)
 
     @property
     def pid(self) -> int:
@@ -135,9 +145,11 @@ class Process(BackgroundProcess):
 
     def wait(self, timeout: float | None = None) -> int:
         try:
-            return self.popen.wait(timeout=timeout)
+            status = self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             raise LabkitError(f"`{' '.join(self.argv)}` did not end within {timeout:g} s") from None
+        self._join_readers()
+        return status
 
     def stop(self, grace_s: float = 3.0) -> int:
         """SIGTERM the process group, SIGKILL it after ``grace_s``; return the exit status."""

@@ -574,6 +574,7 @@ class SSHProcess(BackgroundProcess):
     def wait(self, timeout: float | None = None) -> int:
         if not self.channel.status_event.wait(timeout):
             raise LabkitError(f"`{shlex.join(self.argv)}` on {self.host.name} did not end within {timeout:g} s")
+        self._join_readers()
         return self.channel.exit_status
 
     def stop(self, grace_s: float = 3.0) -> int | None:
