@@ -114,6 +114,31 @@ def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     return chosen
 
 
+class FigureWriter:
+    """Exports each figure a notebook draws (``export(fig, "latency")``), shows it, and closes it.
+
+    Files are named ``<notebook>_<name>.<format>`` in the notebook's output
+    directory; :attr:`files` lists them, for the headline JSON's ``figures``.
+    """
+
+    def __init__(self, directory: str | os.PathLike, notebook: str, formats: Iterable[str]):
+        self.directory = Path(directory)
+        self.notebook = notebook
+        self.formats = tuple(formats)
+        self.files: list[str] = []
+
+    def __call__(self, fig, name: str) -> None:
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        from labkit import plots
+
+        paths = plots.export(fig, self.directory / f"{self.notebook}_{name}", self.formats)
+        self.files.extend(path.name for path in paths)
+        display(fig)
+        plt.close(fig)
+
+
 def plain(value: Any) -> Any:
     """JSON-ready: numpy scalars to Python, NaN/inf to None, tuples to lists, dict keys to str."""
     if isinstance(value, dict):

@@ -54,7 +54,6 @@ headline_path = ""  # the headline JSON file; empty: idle_step.json in output_di
 
 # %%
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
@@ -291,14 +290,8 @@ else:
     ))
 
 # %%
-figures: list[str] = []
-
-
-def export(fig, name):
-    paths = plots.export(fig, figures_dir / f"idle_step_{name}", figure_formats)
-    figures.extend(p.name for p in paths)
-    display(fig)
-    plt.close(fig)
+export = notebooks.FigureWriter(figures_dir, "idle_step", figure_formats)
+figures = export.files  # what the headline JSON lists
 
 
 def rtt_axis(ax, ping):

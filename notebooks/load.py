@@ -47,7 +47,6 @@ headline_path = ""  # the headline JSON file; empty: load.json in output_dir
 # %%
 import gzip
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
@@ -191,14 +190,8 @@ latency = latency.reset_index()
 # queue and p50 and p99 grow instead.
 
 # %%
-figures: list[str] = []
-
-
-def export(fig, name):
-    paths = plots.export(fig, figures_dir / f"load_{name}", figure_formats)
-    figures.extend(p.name for p in paths)
-    display(fig)
-    plt.close(fig)
+export = notebooks.FigureWriter(figures_dir, "load", figure_formats)
+figures = export.files  # what the headline JSON lists
 
 
 def concurrency_axis(ax):

@@ -51,7 +51,6 @@ headline_path = ""  # the headline JSON file; empty: ping_vs_echo.json in output
 import functools
 import re
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
@@ -324,14 +323,8 @@ if comparison is not None:
     ))
 
 # %%
-figures: list[str] = []
-
-
-def export(fig, name):
-    paths = plots.export(fig, figures_dir / f"ping_vs_echo_{name}", figure_formats)
-    figures.extend(p.name for p in paths)
-    display(fig)
-    plt.close(fig)
+export = notebooks.FigureWriter(figures_dir, "ping_vs_echo", figure_formats)
+figures = export.files  # what the headline JSON lists
 
 
 fig, (left, right) = plots.figure(1, 2, figsize=(10, 4.2))

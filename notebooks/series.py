@@ -56,7 +56,6 @@ headline_path = ""  # the headline JSON file; empty: series.json in output_dir
 
 # %%
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
@@ -118,14 +117,8 @@ summary = summarize_with_ci(samples, by="probe").reindex(probes)
 display(summary[TABLE])
 
 # %%
-figures: list[str] = []
-
-
-def export(fig, name):
-    paths = plots.export(fig, figures_dir / f"series_{name}", figure_formats)
-    figures.extend(p.name for p in paths)
-    display(fig)
-    plt.close(fig)
+export = notebooks.FigureWriter(figures_dir, "series", figure_formats)
+figures = export.files  # what the headline JSON lists
 
 
 fig, (left, right) = plots.figure(1, 2, figsize=(11, 4.2))

@@ -49,7 +49,6 @@ headline_path = ""  # the headline JSON file; empty: tuning.json in output_dir
 # %%
 import gzip
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
@@ -295,14 +294,8 @@ if others:
     display(beyond_table.set_index(["knob", "metric"]))
 
 # %%
-figures: list[str] = []
-
-
-def export(fig, name):
-    paths = plots.export(fig, figures_dir / f"tuning_{name}", figure_formats)
-    figures.extend(p.name for p in paths)
-    display(fig)
-    plt.close(fig)
+export = notebooks.FigureWriter(figures_dir, "tuning", figure_formats)
+figures = export.files  # what the headline JSON lists
 
 
 with plots.theme():

@@ -56,7 +56,6 @@ headline_path = ""  # the headline JSON file; empty: upload.json in output_dir
 
 # %%
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
@@ -152,14 +151,8 @@ throughput["cell"] = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in
                       zip(throughput["50%"], throughput["50%_lo"], throughput["50%_hi"])]
 display(throughput.pivot(index="condition", columns="chunk_bytes", values="cell").reindex(conditions))
 
-figures: list[str] = []
-
-
-def export(fig, name):
-    paths = plots.export(fig, figures_dir / f"upload_{name}", figure_formats)
-    figures.extend(p.name for p in paths)
-    display(fig)
-    plt.close(fig)
+export = notebooks.FigureWriter(figures_dir, "upload", figure_formats)
+figures = export.files  # what the headline JSON lists
 
 
 def chunk_axis(ax):
