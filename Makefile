@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 bootstrap:
 	@scripts/bootstrap.sh
 
-## Bring up the local testbed, run the idle-connection experiment, summarise, tear down.
+## Bring up the local testbed, run the idle-connection experiment, summarize, tear down.
 demo: bootstrap
 	$(BIN)/labkit demo
 

@@ -21,7 +21,8 @@ from datetime import datetime
 
 from labkit.deploy import deploy
 from labkit.hosts.inventory import load_inventory
-from labkit.idle_step import SweepConfig, run_sweep
+from labkit.experiments import run_command
+from labkit.experiments.sweep import SweepConfig
 from labkit.testbed.lab import LinkConfig, Testbed
 from labkit.units import parse_duration
 
@@ -70,7 +71,7 @@ def main() -> int:
                     gaps_s=[1.0], repeats=repeats, slow_start_after_idle=[1, 0], cc=["cubic"],
                     name=f"overhead-{repeats}", ping_count=10, iperf_seconds=3,
                 )
-                run = run_sweep(config, runs_dir=runs_dir, quiet=True)
+                run = run_command("sweep", config=config, runs_dir=runs_dir, quiet=True)
                 timing = next(iter(run.manifest["timing"].values()))
                 cells = 2
                 results[repeats] = {

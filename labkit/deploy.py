@@ -35,16 +35,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
-
 from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_host
+from labkit.hosts.layout import TOOLS, host_path, local_tool, remote_labkit_version
 
 # What runs on a host: the echo service and client, and the CLI around them.
 AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "protobuf", "click", "rich", "tomli-w",
                       "h2")  # h2: the HTTP/2 upload endpoint and its client (labkit.echo.http2)
 # Imported on the host after installing, so a missing agent dependency fails the deploy, not the sweep.
-AGENT_MODULES = ("labkit.cli", "labkit.echo.cli", "labkit.echo.server", "labkit.echo.client", "labkit.echo.tcpinfo",
+AGENT_MODULES = ("labkit.cli", "labkit.cli.echo", "labkit.echo.server", "labkit.echo.client", "labkit.echo.tcpinfo",
                  "labkit.echo.tcp_echo", "labkit.echo.series_agent",
                  "labkit.echo.http2", "labkit.echo.upload_agent")
 MARKER = "build.json"
@@ -261,81 +260,9 @@ def build_wheelhouse(target: Target, log=lambda message: None) -> Path:
     return house
 
 
-# -- static tools copied to hosts -----------------------------------------------------------
-# Binaries with no dependencies that deploy copies into a host's labkit_dir/bin:
-# ghz, the gRPC load generator of `labkit load` (scripts/bootstrap.sh builds it
-# static into .venv/bin from the Go module proxy when Go is present).
-TOOLS = ("ghz",)
-TOOL_HINTS = {
-    "ghz": "scripts/bootstrap.sh builds it into .venv/bin when Go is installed, or run "
-           "`CGO_ENABLED=0 go install github.com/bojand/ghz/cmd/ghz@v0.93.0`",
-}
-
-
-def local_tool(name: str) -> Path | None:
-    """This machine's copy of a tool deploy sends: beside this Python (the venv), on PATH, or in ~/go/bin."""
-    for candidate in (Path(sys.executable).parent / name, shutil.which(name), Path.home() / "go" / "bin" / name):
-        if candidate and os.access(candidate, os.X_OK) and Path(candidate).is_file():
-            return Path(candidate)
-    return None
-
-
-def host_tool_candidates(entry: HostEntry, name: str) -> list[str]:
-    """Where a host's copy of a tool may be, first match wins: deploy's bin/, then the host's PATH.
-
-    A local host (``ssh = "local"``) runs this machine's own copy first.
-    """
-    candidates = [f"{host_path(entry, entry.labkit_dir)}/bin/{name}", name]
-    if entry.is_local and local_tool(name) is not None:
-        candidates.insert(0, str(local_tool(name)))
-    return candidates
-
-
 def _sha256_file(path: Path) -> str:
     with open(path, "rb") as source:
         return hashlib.file_digest(source, "sha256").hexdigest()
-
-
-# -- one host ------------------------------------------------------------------------------
-def host_path(entry: HostEntry, path: str) -> str:
-    """``path`` as the host's commands and SFTP see it.
-
-    Over SSH both start in the login directory, so ``~/x`` is sent as ``x``
-    (no shell expands ``~`` in a quoted argv); on a local host it is expanded here.
-    """
-    from labkit.hosts.ssh import remote_path
-
-    return os.path.expanduser(path) if entry.is_local else remote_path(path)
-
-
-def remote_labkit_argv(entry: HostEntry) -> list[str]:
-    """The argv prefix that runs the deployed labkit on ``entry``'s host (append the subcommand)."""
-    return [f"{host_path(entry, entry.labkit_dir)}/venv/bin/python", "-m", "labkit"]
-
-
-def remote_labkit_version(host, entry: HostEntry) -> str | None:
-    """The version of the labkit deployed on ``host``, or None if there is none."""
-    try:
-        result = host.run([*remote_labkit_argv(entry), "--version"], timeout=60)
-    except LabkitError as exc:
-        if "is not installed on" in exc.message:
-            return None
-        raise
-    match = re.search(r"version (\S+)", result.stdout)
-    return match.group(1) if result.ok and match else None
-
-
-def check_remote_labkit(host, entry: HostEntry, inventory_path: str | os.PathLike | None = None) -> str:
-    """The deployed labkit's version on ``host``; a clear error if it is missing or differs from this one."""
-    import labkit
-
-    version = remote_labkit_version(host, entry)
-    command = f"labkit deploy {inventory_path or 'INVENTORY'} {entry.name}"
-    if version is None:
-        raise LabkitError(f"labkit is not deployed on {entry.name} (in {entry.labkit_dir}); run `{command}`")
-    if version != labkit.__version__:
-        raise LabkitError(f"{entry.name} has labkit {version} but this is {labkit.__version__}; run `{command}`")
-    return version
 
 
 @dataclass
@@ -405,7 +332,7 @@ class _Deployer:
                 return DeployResult(name, "skipped", f"already has labkit {self.wheel.version} build {self.wheel.short_build}{tools}")
         target = self._target(host, entry)
         mode = self._mode(host, entry)
-        self._run(host, ["mkdir", "-p", f"{base}/wheelhouse"], "creating " + entry.labkit_dir)
+        host.make_dir(f"{base}/wheelhouse")
         files = [self.wheel.path]
         if mode == "offline":
             with self._wheelhouse_lock:  # hosts with the same target share one download
@@ -424,7 +351,7 @@ class _Deployer:
             requirements.write_text("\n".join(agent_requirements()) + "\n")
             host.put(requirements, f"{base}/agent-requirements.txt")
         python = f"{base}/venv/bin/python"
-        if not host.run(["test", "-x", python], timeout=60).ok:
+        if not host.exists(python):
             self._step(name, f"creating the venv with {entry.python}")
             self._make_venv(host, entry, base)
         self._step(name, f"installing ({mode})")
@@ -469,19 +396,18 @@ class _Deployer:
                 if there["files"].get(name) == digest:
                     continue
                 self._step(entry.name, f"sending {name}")
-                self._run(host, ["mkdir", "-p", f"{base}/bin"], f"creating {entry.labkit_dir}/bin")
+                host.make_dir(f"{base}/bin")
+                # Written beside it and renamed, so a running copy is never half replaced.
                 partial = f"{base}/bin/.{name}.partial"
-                host.put(local[name], partial)
-                self._run(host, ["chmod", "755", partial], f"making {name} executable")
-                self._run(host, ["mv", "-f", partial, f"{base}/bin/{name}"], f"installing {name}")
+                host.put(local[name], partial, mode=0o755)
+                host.rename(partial, f"{base}/bin/{name}")
                 notes.append(f"{name} sent ({local[name].stat().st_size / 1e6:.1f} MB)")
         return "; " + "; ".join(notes) if notes else ""
 
     def _read_marker(self, host, base: str) -> dict:
-        result = host.run(["cat", f"{base}/{MARKER}"], timeout=30)
         try:
-            return json.loads(result.stdout) if result.ok else {}
-        except ValueError:
+            return json.loads(host.read_bytes(f"{base}/{MARKER}"))
+        except (LabkitError, ValueError):
             return {}
 
     def _write_marker(self, host, entry: HostEntry, base: str, mode: str, target: Target) -> None:
@@ -589,24 +515,3 @@ def deploy(
         console.print(f"[{style}]{result.host}: {result.status}[/]: {escape(result.detail)} ({result.seconds:.1f} s)",
                       highlight=False, soft_wrap=True)
     return results
-
-
-@click.command("deploy")
-@click.argument("inventory", type=click.Path(dir_okay=False))
-@click.argument("hosts", nargs=-1)
-@click.option("--offline/--online", "offline", default=None,
-              help="Install from an uploaded wheelhouse, or from the package index "
-                   "[default: offline on the testbed and where the index is unreachable].")
-@click.option("--accept-new-host-keys", is_flag=True,
-              help="Record the key of a host seen for the first time in known_hosts (a changed key is still refused).")
-@click.option("--force", is_flag=True, help="Reinstall even where the same build is already deployed.")
-@click.option("--wheel", type=click.Path(exists=True, dir_okay=False),
-              help="Deploy this labkit wheel instead of building one from the source tree.")
-def deploy_cli(inventory, hosts, offline, accept_new_host_keys, force, wheel):
-    """Install this labkit on HOSTS of INVENTORY (default: all) so sweeps can run there."""
-    mode = "auto" if offline is None else ("offline" if offline else "online")
-    results = deploy(inventory, list(hosts), mode=mode, accept_new_host_keys=accept_new_host_keys, force=force,
-                     wheel=wheel)
-    failed = [result.host for result in results if result.status == "failed"]
-    if failed:
-        raise LabkitError(f"deploy failed on {', '.join(failed)}")

@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import click
-
 from labkit.errors import LabkitError
 from labkit.notebooks import FIGURE_FORMATS, NOTEBOOKS, notebook_source, notebooks_for, parse_formats
 
@@ -224,54 +222,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-# --- the command ------------------------------------------------------------------------------------
-
-
-@click.command()
-@click.argument("run")
-@click.option("--formats", default=",".join(FIGURE_FORMATS), show_default=True, metavar="LIST",
-              help="Figure formats, comma-separated (png, svg, pdf).")
-@click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs live. [default: $LABKIT_RUNS or data/runs]")
-def report(run, formats, runs_dir):
-    """Execute the notebooks that apply to RUN; executed notebooks, figures and an HTML summary into RUN/report/.
-
-    RUN is a run directory, a run id, or a unique part of one. Which notebooks
-    apply follows from the run's experiment (ping-vs-echo and import-ping runs
-    get the ping-vs-echo notebook). Prints the files written and each
-    notebook's headline numbers.
-    """
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from labkit.store import find_run
-
-    try:
-        chosen = parse_formats(formats)
-    except LabkitError as exc:
-        raise click.BadParameter(exc.message, param_hint="--formats") from None
-    found = find_run(run, runs_dir)
-    applicable_notebooks(found)  # refuse before showing any progress
-    console = Console(stderr=True)
-    if console.is_terminal:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                      transient=True) as progress:
-            tasks: dict[str, Any] = {}
-
-            def on_step(name: str, state: str) -> None:
-                if state == "start":
-                    tasks[name] = progress.add_task(f"notebook {name}: executing", total=1)
-                else:
-                    progress.update(tasks[name], description=f"notebook {name}: done", completed=1)
-
-            result = make_report(found, chosen, on_step=on_step)
-    else:
-        # Not a terminal (CI, a pipe): one plain line per step instead of a live display.
-        result = make_report(found, chosen, on_step=lambda name, state: click.echo(
-            f"notebook {name}: {'executing' if state == 'start' else 'done'}", err=True))
-    print_report(result)
-
-
-def print_report(result: Report, echo: Callable[[str], None] = click.echo) -> None:
+def print_report(result: Report, echo: Callable[[str], None] = print) -> None:
     """Print where a report's files are (relative to the working directory) and each notebook's headline numbers."""
     cwd = Path.cwd()
     echo(f"report: {_short(result.index, cwd)}")

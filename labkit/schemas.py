@@ -1,23 +1,80 @@
-"""Declared Parquet schemas of the tables labkit writes, one field per tidy column.
+"""Declared Parquet schemas of every table labkit writes, one field per tidy column, each described once.
 
 A run's ``samples.parquet`` is cast to one of these when the run is finalised
 (:meth:`labkit.store.Run.finalize`), so a notebook can rely on the column
 names, types and nullability whichever command wrote the run.
 
+- :data:`SWEEP_SCHEMA`: ``labkit sweep``, one row per echo call, with the
+  connection's TCP state before and after it.
 - :data:`SERIES_SCHEMA`: a time series of round trips, one row per probe sent
-  (and one per duplicate reply). Written by ``labkit import`` for ping, the Go
-  echo logs, the idle-step client output and ghz reports, and meant for any
-  command that records round trips one by one.
+  (and one per duplicate reply). Written by ``labkit series`` and by ``labkit
+  import`` for ping, the Go echo logs, the idle-step client output and ghz
+  reports.
+- :data:`UPLOAD_SCHEMA`: ``labkit upload``, one row per upload.
+- :data:`LOAD_SCHEMA`: ``labkit load``, one row per cell.
 - :data:`IPERF3_SCHEMA`: iperf3 ``-J`` intervals, one row per stream per
   interval, written by ``labkit import iperf3``.
 
-Each field's ``description`` metadata (see :func:`describe`) says what it
-means; the same text is in :data:`SERIES_FIELDS` and :data:`IPERF3_FIELDS`.
+Every schema is declared the same way: a list of ``(name, type, nullable,
+meaning)``; the meaning becomes the field's ``description`` metadata (see
+:func:`describe`).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
+
+from labkit.echo.tcpinfo import TCP_COLUMNS
+
+#: The TCP state ``labkit echo call --tcp-info`` records around each call: column stem -> (type, meaning).
+_TCP_STATE = {
+    "cwnd": (pa.int64(), "congestion window, segments"),
+    "ssthresh": (pa.int64(), "slow-start threshold, segments (null while infinite)"),
+    "rto_ms": (pa.float64(), "retransmission timeout, ms"),
+    "srtt_ms": (pa.float64(), "smoothed RTT, ms"),
+    "bytes_acked": (pa.int64(), "bytes acknowledged on the connection so far"),
+    "retrans": (pa.int64(), "segments retransmitted on the connection so far"),
+    "lastsnd_ms": (pa.float64(), "ms since the connection last sent data (the idle time the kernel sees)"),
+    "mss": (pa.int64(), "The connection's MSS, bytes."),
+    "tcp_cc": (pa.string(), "The congestion control the connection used (ss's view, e.g. 'cubic')."),
+}
+
+
+def _tcp_fields() -> list[tuple[str, pa.DataType, bool, str]]:
+    fields = []
+    for column in TCP_COLUMNS:
+        stem, _, when = column.rpartition("_") if column.endswith(("_before", "_after")) else (column, "", "")
+        kind, meaning = _TCP_STATE[stem]
+        if when:
+            meaning = f"The call's connection {when} the call (ss -tin): {meaning}; null when there was no connection yet."
+        fields.append((column, kind, True, meaning))
+    return fields
+
+
+#: SWEEP_SCHEMA's fields: (name, type, nullable, meaning).
+SWEEP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("run_id", pa.string(), False, "The run's id (its directory name)."),
+    ("experiment", pa.string(), False, "'idle-step'."),
+    ("src", pa.string(), False, "The client host (inventory name) that made the call."),
+    ("dst", pa.string(), False, "The server host (inventory name) that answered."),
+    ("cell_id", pa.string(), False, "The cell: 'src->dst|cc=..|ssai=..|gap=..|bg=..|ka=..' (every knob but the size)."),
+    ("attempt", pa.int32(), False, "The cell's attempt that wrote the row (a resumed run redoes unfinished cells)."),
+    ("cc", pa.string(), True, "Congestion control set on the route between the hosts; null when left as it was ('keep')."),
+    ("slow_start_after_idle", pa.int8(), True, "net.ipv4.tcp_slow_start_after_idle set on both hosts; null when left as it was."),
+    ("background_gap_s", pa.float64(), True, "Interval of the 1-byte background calls on the same channel; null when none."),
+    ("keepalive_ms", pa.int64(), True, "gRPC keepalive ping interval on the client channel; null when off."),
+    ("payload_bytes", pa.int64(), False, "Bytes of the request's payload."),
+    ("gap_s", pa.float64(), False, "Idle time from the end of the previous call to the start of this one."),
+    ("seq", pa.int64(), False, "0-based number of the recorded call within its cell (warm-up calls are not recorded)."),
+    ("t_start_utc_ns", pa.int64(), False, "UTC time just before the call started, integer ns since the epoch."),
+    ("rtt_ns", pa.int64(), False, "The call's latency: perf_counter_ns around the blocking call alone."),
+    ("rtt_ms", pa.float64(), False, "rtt_ns in milliseconds."),
+    ("ok", pa.bool_(), False, "True when the call succeeded and the server echoed the right length."),
+    ("error", pa.string(), True, "Why ok is false (gRPC details, or a length mismatch); null when ok."),
+    ("grpc_code", pa.string(), True, "The call's gRPC status code name."),
+    ("cold", pa.bool_(), False, "True for the first call on a channel: it paid for opening the connection."),
+    *_tcp_fields(),
+]
 
 #: SERIES_SCHEMA's fields: (name, type, nullable, meaning).
 SERIES_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
@@ -52,6 +109,85 @@ SERIES_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
                                       "(and for rows inferred from a gap or from closing statistics)."),
 ]
 
+#: UPLOAD_SCHEMA's fields: (name, type, nullable, meaning).
+UPLOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("run_id", pa.string(), False, "The run's id (its directory name)."),
+    ("experiment", pa.string(), False, "'upload'."),
+    ("src", pa.string(), False, "The client host (inventory name) that uploaded."),
+    ("dst", pa.string(), False, "The server host (inventory name) that received."),
+    ("cell_id", pa.string(), False, "The cell: '<src>-><dst>|<transport>|tls=on|off|chunk=<bytes>'."),
+    ("attempt", pa.int32(), False, "The cell's attempt that wrote the row (a resumed run redoes unfinished cells)."),
+    ("transport", pa.string(), False, "'grpc' (client-streaming Upload RPC, one Chunk message per chunk) or "
+                                      "'http2' (one POST /upload, one write of DATA frames per chunk)."),
+    ("tls", pa.bool_(), False, "True when the connection was TLS, verified against the run's throwaway CA."),
+    ("chunk_bytes", pa.int64(), False, "Bytes of file content per chunk (the last chunk may be shorter)."),
+    ("file_bytes", pa.int64(), False, "Size of the uploaded file."),
+    ("seq", pa.int64(), False, "0-based number of the upload within its cell (all on one warm connection)."),
+    ("t_start_utc_ns", pa.int64(), True, "UTC time the upload started, ns since the epoch (null when it never did)."),
+    ("seconds", pa.float64(), True, "From just before the first byte was handed to the transport to the arrival of "
+                                    "the server's acknowledgement (UploadStatus / the HTTP response with the count)."),
+    ("mb_per_s", pa.float64(), True, "file_bytes / seconds / 1e6 (decimal MB/s); null when ok is false."),
+    ("chunks", pa.int64(), False, "Chunks the file was cut into: ceil(file_bytes / chunk_bytes)."),
+    ("bytes_sent", pa.int64(), False, "Bytes of content the client sent."),
+    ("bytes_acked", pa.int64(), True, "Bytes the server says it received; null when it did not answer."),
+    ("client_cpu_s", pa.float64(), True, "CPU time of the whole client process (all threads) over the timed window "
+                                         "(CLOCK_PROCESS_CPUTIME_ID)."),
+    ("client_cpu_user_s", pa.float64(), True, "User part of client CPU, /proc/self/stat utime (1/100 s ticks)."),
+    ("client_cpu_sys_s", pa.float64(), True, "Kernel part of client CPU, /proc/self/stat stime (1/100 s ticks)."),
+    ("server_cpu_s", pa.float64(), True, "CPU time of the whole server process from the request's start to its "
+                                         "answer, measured by the server and returned with the acknowledgement."),
+    ("server_cpu_user_s", pa.float64(), True, "User part of server CPU, its /proc/self/stat utime (1/100 s ticks)."),
+    ("server_cpu_sys_s", pa.float64(), True, "Kernel part of server CPU, its /proc/self/stat stime (1/100 s ticks)."),
+    ("ok", pa.bool_(), False, "True when the server acknowledged every byte with the right SHA-256 and found "
+                              "what the client declared; false rows say why in error."),
+    ("error", pa.string(), True, "Why ok is false (gRPC status, HTTP status and reason, byte count or checksum "
+                                 "mismatch); null when ok."),
+    ("status", pa.string(), True, "The transport's status: a gRPC status code name, or the HTTP status code."),
+]
+
+#: LOAD_SCHEMA's fields: (name, type, nullable, meaning).
+LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("run_id", pa.string(), False, "The run's id (its directory name)."),
+    ("experiment", pa.string(), False, "'load'."),
+    ("cell_id", pa.string(), False, "The cell: src->dst|transport|c=concurrency|p=payload|conns=N|ka=keepalive."),
+    ("attempt", pa.int32(), False, "The cell's attempt that wrote the row (a resumed run redoes unfinished cells)."),
+    ("src", pa.string(), False, "The client host (inventory name) that ran the load tool."),
+    ("dst", pa.string(), False, "The server host (inventory name) that ran `labkit echo serve`."),
+    ("transport", pa.string(), False, "'grpc' (ghz, one connection), 'grpc-conns' (ghz --connections N) or 'http2' (h2load POST /echo)."),
+    ("tool", pa.string(), False, "'ghz' or 'h2load'."),
+    ("tool_version", pa.string(), True, "What the tool's --version printed on the client host."),
+    ("concurrency", pa.int64(), False, "Requests asked to be in flight at once (ghz -c; for h2load connections × streams, see in_flight)."),
+    ("connections", pa.int64(), False, "TCP connections the tool opened (ghz --connections, h2load -c)."),
+    ("streams_per_connection", pa.int64(), True, "h2load -m: concurrent streams per connection (concurrency // connections); null for ghz."),
+    ("in_flight", pa.int64(), False, "Requests actually outstanding at once: concurrency for ghz, connections × streams for h2load."),
+    ("keepalive_ms", pa.int64(), True, "ghz --keepalive: client HTTP/2 ping interval in ms; null when off (and for h2load, which has none)."),
+    ("payload_bytes", pa.int64(), False, "Payload bytes per request: the EchoRequest payload (gRPC) or the POST body (HTTP/2)."),
+    ("warmup_s", pa.float64(), False, "Configured warm-up before the measured window, not counted."),
+    ("duration_s", pa.float64(), False, "Configured length of the measured window."),
+    ("t_start_utc_ns", pa.int64(), False, "UTC time the cell's tool was started, integer ns since the epoch."),
+    ("requests", pa.int64(), False, "Requests that finished (ok or not) in the measured window."),
+    ("ok", pa.int64(), False, "Successful requests in the window: gRPC status OK, or an HTTP 2xx response."),
+    ("errors", pa.int64(), False, "requests - ok: failed calls, reset streams, non-2xx responses."),
+    ("rps", pa.float64(), False, "Successful requests per second of the measured window (ok / duration_s)."),
+    ("latency_min_ms", pa.float64(), True, "Fastest successful request (null when none succeeded)."),
+    ("latency_mean_ms", pa.float64(), True, "Mean latency of the successful requests."),
+    ("latency_p50_ms", pa.float64(), True, "Median latency of the successful requests (nearest rank, as ghz computes it)."),
+    ("latency_p90_ms", pa.float64(), True, "90th percentile latency of the successful requests (nearest rank)."),
+    ("latency_p99_ms", pa.float64(), True, "99th percentile latency of the successful requests (nearest rank)."),
+    ("latency_max_ms", pa.float64(), True, "Slowest successful request."),
+    ("status_codes", pa.string(), False, "JSON object: gRPC status name or HTTP status (-1: failed stream) -> count, in the window."),
+    ("error_kinds", pa.string(), False, "JSON object: the most frequent error texts (at most 5) -> count, in the window."),
+    ("tool_rps", pa.float64(), True, "The tool's own req/s (ghz: every call over warm-up + duration; h2load: succeeded over duration)."),
+    ("tool_requests", pa.int64(), True, "Requests the tool itself counted (ghz: count incl. warm-up; h2load: requests total)."),
+    ("tool_exit", pa.int64(), True, "The tool's exit status (null when it was stopped)."),
+    ("server_cpu_s", pa.float64(), True, "CPU seconds (user + system, all threads) the echo server process used during the cell, "
+                                     "from /proc/<pid>/stat before and after; null when it could not be read."),
+    ("server_cpu_util", pa.float64(), True, "server_cpu_s over the wall time between the two readings (1.0 = one core busy)."),
+    ("server_alive_after", pa.bool_(), False, "Whether the echo server process was still running after the cell."),
+    ("error", pa.string(), True, "Why the row is partial or empty: the tool failed, the server died, nothing was measured."),
+    ("raw_files", pa.string(), False, "The cell's raw outputs under the run's raw/ directory, comma-separated."),
+]
+
 #: IPERF3_SCHEMA's fields: (name, type, nullable, meaning).
 IPERF3_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("run_id", pa.string(), False, "The run's id (its directory name)."),
@@ -84,8 +220,17 @@ def _schema(fields: list[tuple[str, pa.DataType, bool, str]], name: str) -> pa.S
     )
 
 
+#: One row per echo call of a sweep (see :data:`SWEEP_FIELDS`).
+SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/1")
+
 #: One row per round-trip probe (see :data:`SERIES_FIELDS` for every column).
 SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/1")
+
+#: One row per upload (see :data:`UPLOAD_FIELDS`).
+UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/1")
+
+#: One row per load cell (see :data:`LOAD_FIELDS`).
+LOAD_SCHEMA: pa.Schema = _schema(LOAD_FIELDS, "load/1")
 
 #: One row per iperf3 stream per interval (see :data:`IPERF3_FIELDS`).
 IPERF3_SCHEMA: pa.Schema = _schema(IPERF3_FIELDS, "iperf3/1")

@@ -3,7 +3,9 @@
 Layout of a run directory ``<runs>/<UTC-timestamp>-<name>/``::
 
     manifest.json     format version, resolved config, host facts, provenance,
-                      UTC start/end, status (running|complete|interrupted|failed)
+                      UTC start/end, status (running|complete|interrupted|failed),
+                      baselines per host pair ("a-b": ping before/after each
+                      attempt, iperf3)
     samples.jsonl     the journal: one JSON object per measured sample, appended
                       and flushed as it arrives, so a crash or SIGKILL loses at
                       most the line being written
@@ -31,7 +33,8 @@ from typing import Any, Iterable
 from labkit.errors import LabkitError
 from labkit.provenance import labkit_provenance, utc_now, utc_stamp
 
-FORMAT_VERSION = 1
+#: Format 2 (2026-11): baselines are always nested per host pair (format 1 load runs kept them flat).
+FORMAT_VERSION = 2
 STATUSES = ("running", "complete", "interrupted", "failed")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -150,6 +153,39 @@ class Run:
     def mark_resumed(self) -> None:
         self.manifest["resumed_utc"].append(utc_now())
         self.update(status="running", ended_utc=None)
+
+    @property
+    def attempt(self) -> int:
+        """How many times the run was resumed: 0 for the first attempt, which is what baselines are keyed by."""
+        return len(self.manifest.get("resumed_utc", []))
+
+    # -- baselines -----------------------------------------------------------------
+    def record_baseline(self, src: str, dst: str, key: str, values: dict[str, Any]) -> None:
+        """Keep a baseline measured from ``src`` to ``dst`` as ``baselines["src-dst"][key]`` and save the manifest."""
+        self.manifest.setdefault("baselines", {}).setdefault(f"{src}-{dst}", {})[key] = values
+        self.save_manifest()
+
+    def baselines(self, src: str | None = None, dst: str | None = None) -> dict[str, Any]:
+        """The baselines of one host pair (``ping_before_0``, ``ping_after_0``, ``iperf3``...); {} when there are none.
+
+        Without ``src``/``dst`` the run must have at most one pair.
+        """
+        pairs = self.manifest.get("baselines") or {}
+        if src is None and dst is None:
+            if len(pairs) > 1:
+                raise LabkitError(f"{self.run_id} has baselines of {len(pairs)} host pairs ({', '.join(pairs)}); name one")
+            return next(iter(pairs.values()), {})
+        return pairs.get(f"{src}-{dst}", {})
+
+    def ping_baseline(self, src: str | None = None, dst: str | None = None, when: str = "before") -> dict[str, Any] | None:
+        """The first ping baseline of a host pair taken ``when`` ("before" or "after" the cells), or None.
+
+        It holds ``transmitted``, ``received`` and ``rtt_min_ms`` / ``rtt_avg_ms``
+        / ``rtt_max_ms`` / ``rtt_mdev_ms`` as ping printed them.
+        """
+        values = self.baselines(src, dst)
+        keys = sorted((key for key in values if key.startswith(f"ping_{when}_")), key=lambda k: int(k.rsplit("_", 1)[1]))
+        return values[keys[0]] if keys else None
 
     # -- raw output ----------------------------------------------------------------
     @property
@@ -295,6 +331,15 @@ class Run:
             return pd.read_parquet(path)
         return pd.DataFrame(self.journal_rows())
 
+    def summary(self):
+        """The table a person reads first for this run's experiment (a DataFrame), as the command prints it."""
+        from labkit.experiments import spec_for_experiment
+
+        spec = spec_for_experiment(self.manifest.get("experiment"))
+        if spec is None:
+            raise LabkitError(f"{self.run_id} is a {self.manifest.get('experiment')!r} run, which has no summary")
+        return spec.summarize(self)
+
     def row_counts(self) -> dict[str, int]:
         journal = self.journal_rows()
         cells = self.cell_events()
@@ -312,14 +357,30 @@ class Run:
 
 
 def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Bring a manifest of an older format up to :data:`FORMAT_VERSION`, or refuse clearly.
+    """Bring a manifest of an older format up to :data:`FORMAT_VERSION` (in memory; the file is left as written).
 
-    Format 1 is the first; there is nothing older that labkit ever wrote.
+    - 1 -> 2: a load run's ping baselines, kept flat in format 1
+      (``baselines.ping_before_0``), move under their host pair
+      (``baselines["client-server"].ping_before_0``), as every other
+      experiment has always kept them.
     """
-    raise LabkitError(
-        f"{path} uses run format {manifest.get('format_version')}, which this labkit cannot read "
-        f"(it reads format {FORMAT_VERSION})"
-    )
+    version = manifest.get("format_version")
+    if version == 1:
+        baselines = manifest.get("baselines") or {}
+        flat = {key: value for key, value in baselines.items() if key.startswith("ping_")}
+        if flat:
+            config = manifest.get("config") or {}
+            pair = f"{config.get('client', 'unknown')}-{config.get('server', 'unknown')}"
+            nested = {key: value for key, value in baselines.items() if key not in flat}
+            nested.setdefault(pair, {}).update(flat)
+            manifest["baselines"] = nested
+        manifest["format_version"] = version = 2
+    if version != FORMAT_VERSION:
+        raise LabkitError(
+            f"{path} uses run format {manifest.get('format_version')}, which this labkit cannot read "
+            f"(it reads formats 1 to {FORMAT_VERSION})"
+        )
+    return manifest
 
 
 def list_runs(runs_dir=None) -> list[Run]:

@@ -1,14 +1,13 @@
 """Parsing of the human units used on the command line and in experiment files.
 
 These are pure functions that raise ``ValueError`` with a message fit to show a
-user; the click parameter types below turn that into a usage error (exit 2).
+user; the click parameter types of :mod:`labkit.cli.params` turn that into a
+usage error (exit 2).
 """
 
 from __future__ import annotations
 
 import re
-
-import click
 
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h)?\s*$")
@@ -73,33 +72,8 @@ def parse_size_list(text: str, *, minimum: int = 0, maximum: int | None = None) 
     return sizes
 
 
-class _ParsingParam(click.ParamType):
-    """A click parameter type that delegates to one of the parsers above."""
-
-    def __init__(self, name: str, parser):
-        self.name = name
-        self._parser = parser
-
-    def convert(self, value, param, ctx):
-        if not isinstance(value, str):
-            return value
-        try:
-            return self._parser(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-DURATION = _ParsingParam("duration", parse_duration)
-RATE = _ParsingParam("rate", parse_rate)
-SIZE = _ParsingParam("size", parse_size)
-
-
-def size_list(minimum: int = 0, maximum: int | None = None) -> click.ParamType:
-    """A click type for a comma-separated list of byte sizes within ``[minimum, maximum]``."""
-    return _ParsingParam("sizes", lambda text: parse_size_list(text, minimum=minimum, maximum=maximum))
-
-
-_NONE_WORDS = {"none", "off", "keep"}
+#: Words that mean "leave unset" in a list of values, e.g. ``--keepalive-ms none,1000``.
+NONE_WORDS = frozenset({"none", "off", "keep"})
 
 
 def parse_list(text: str, item_parser, *, none_words: set[str] = frozenset()) -> list:
@@ -110,7 +84,9 @@ def parse_list(text: str, item_parser, *, none_words: set[str] = frozenset()) ->
     return [None if item.lower() in none_words else item_parser(item) for item in items]
 
 
-def _choice(choices: tuple[str, ...]):
+def choice(choices: tuple[str, ...]):
+    """An item parser (for :func:`parse_list`) that accepts only ``choices``."""
+
     def parse(item: str) -> str:
         if item not in choices:
             raise ValueError(f"{item!r} is not one of {', '.join(choices)}")
@@ -119,7 +95,9 @@ def _choice(choices: tuple[str, ...]):
     return parse
 
 
-def _int_in(low: int, high: int):
+def int_in(low: int, high: int):
+    """An item parser (for :func:`parse_list`) that accepts integers within ``[low, high]``."""
+
     def parse(item: str) -> int:
         try:
             value = int(item)
@@ -132,19 +110,9 @@ def _int_in(low: int, high: int):
     return parse
 
 
-def duration_list(allow_none: bool = False) -> click.ParamType:
-    """A click type for ``1s,100ms`` (and ``none`` when allowed) → seconds."""
-    words = _NONE_WORDS if allow_none else frozenset()
-    return _ParsingParam("durations", lambda text: parse_list(text, parse_duration, none_words=words))
-
-
-def int_list(low: int, high: int, allow_none: bool = False) -> click.ParamType:
-    """A click type for ``1,0`` or ``1000,none`` → ints within ``[low, high]``."""
-    words = _NONE_WORDS if allow_none else frozenset()
-    return _ParsingParam("integers", lambda text: parse_list(text, _int_in(low, high), none_words=words))
-
-
-def choice_list(choices: tuple[str, ...], allow_none: bool = False) -> click.ParamType:
-    """A click type for ``cubic,bbr`` (and ``keep`` when allowed)."""
-    words = _NONE_WORDS if allow_none else frozenset()
-    return _ParsingParam("choices", lambda text: parse_list(text, _choice(choices), none_words=words))
+def format_size(size: int) -> str:
+    """``1048576`` -> ``1MiB``, ``1024`` -> ``1KiB``, ``1000`` -> ``1000B``: exact binary units only, as the CLI and figures label sizes."""
+    for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}B"

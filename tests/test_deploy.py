@@ -17,7 +17,8 @@ import tomllib
 
 from conftest import labkit, own_testbed
 from labkit import __version__
-from labkit.deploy import build_hash, build_wheel, check_remote_labkit, remote_labkit_argv, source_tree
+from labkit.deploy import build_hash, build_wheel, source_tree
+from labkit.hosts.layout import check_remote_labkit, remote_labkit_argv
 from labkit.errors import LabkitError
 from labkit.hosts import SSHHost, load_inventory, open_host
 

@@ -17,7 +17,9 @@ import tomllib
 
 import labkit
 from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
-from labkit.under_load import LoadConfig, load_schema, nearest_rank, plan_cells, window_stats
+from labkit.analysis.windows import nearest_rank, window_stats
+from labkit.experiments.load import LoadConfig, plan_cells
+from labkit.schemas import LOAD_SCHEMA
 from labkit.parsers import ParseError, parse_ghz_json
 from labkit.parsers.h2load import parse_h2load, parse_h2load_log
 from labkit.store import Run
@@ -209,7 +211,7 @@ def test_ghz_and_h2load_cells_parse_into_the_store(lab, inventory, tmp_path):
                       ping_count=2, name="quick", runs_dir=tmp_path, quiet=True)
     assert run.status == "complete"
     table = pq.read_table(run.path / "samples.parquet")
-    assert table.schema.equals(load_schema(), check_metadata=False)
+    assert table.schema.equals(LOAD_SCHEMA, check_metadata=False)
     rows = table.to_pandas().set_index("transport")
     assert sorted(rows.index) == ["grpc", "grpc-conns", "http2"]
     assert list(rows["tool"]) == [{"grpc": "ghz", "grpc-conns": "ghz", "http2": "h2load"}[t] for t in rows.index]
@@ -235,7 +237,7 @@ def test_ghz_and_h2load_cells_parse_into_the_store(lab, inventory, tmp_path):
     assert rows.loc["http2", "rps"] == pytest.approx(rows.loc["http2", "tool_rps"], rel=0.02)
     assert "nghttp2" in rows.loc["http2", "tool_version"]
     assert set(run.manifest["tools"]) == {"ghz", "h2load"}
-    assert run.manifest["baselines"]["ping_before_0"]["received"] == 2
+    assert run.ping_baseline()["received"] == 2 and run.ping_baseline(when="after")["received"] == 2
     assert lab_processes(lab) == []
     leftovers = subprocess.run(["ip", "netns", "exec", lab.hosts["a"].netns, "sh", "-c", "ls -d /tmp/labkit-load.* 2>/dev/null"],
                                capture_output=True, text=True).stdout

@@ -236,7 +236,7 @@ def test_the_main_job_ends_with_the_report(tmp_path, monkeypatch, capsys):
 
     from rich.console import Console
 
-    from labkit.demo import report_run
+    from labkit.cli.demo import report_run
     from labkit.store import Run
 
     shutil.copytree(IDLE_STEP, tmp_path / "run", ignore=shutil.ignore_patterns("figures", "report"))
@@ -256,7 +256,7 @@ def test_a_failed_report_is_one_line_and_leaves_the_run(tmp_path, monkeypatch, c
 
     from rich.console import Console
 
-    from labkit.demo import report_run
+    from labkit.cli.demo import report_run
     from labkit.store import Run
 
     shutil.copytree(IDLE_STEP, tmp_path / "run", ignore=shutil.ignore_patterns("figures", "report"))

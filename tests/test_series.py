@@ -26,8 +26,9 @@ from labkit.echo.series_agent import PROBES, SKIPPED, AgentPlan, run_agent
 from labkit.echo.server import running_server
 from labkit.echo.tcp_echo import TcpEchoServer
 from labkit.schemas import SERIES_SCHEMA
-from labkit.latency_series import ping_rows, sample_row, summarise
-from labkit.series_cli import print_summary
+from labkit.analysis.tables import summarize_series
+from labkit.cli.series import print_summary
+from labkit.experiments.series import ping_rows, sample_row
 from labkit.store import Run
 
 ONE_WAY_S = 0.050
@@ -184,7 +185,7 @@ def test_a_series_runs_every_probe_on_one_schedule(lab, inventory, tmp_path):
     assert RTT_MS <= medians["tcp-connect"] < RTT_MS + 10
     assert samples.loc[samples["probe"] == "echo-cold", "cold"].all()
     assert not samples.loc[samples["probe"].isin(["ping", "echo-warm", "tcp-echo"]), "cold"].any()
-    summary = summarise(samples)
+    summary = summarize_series(samples)
     assert summary.loc["echo-warm", "vs_ping"] > 1 and summary.loc["ping", "vs_ping"] == 1
 
     # Raw ping output kept, one file per cell, with the run that each row came from.

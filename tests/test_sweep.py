@@ -15,7 +15,7 @@ import tomllib
 
 import labkit
 from conftest import LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
-from labkit.idle_step import sweep_schema
+from labkit.schemas import SWEEP_SCHEMA
 from labkit.store import Run
 
 pytestmark = pytest.mark.testbed
@@ -69,7 +69,7 @@ def test_sweep_shows_the_idle_step_with_tcp_state_and_restores_the_kernel(lab, i
     run = Run.open(next(tmp_path.glob("*-step")))
     assert run.status == "complete"
     table = pq.read_table(run.path / "samples.parquet")
-    assert table.schema.equals(sweep_schema(), check_metadata=False)
+    assert table.schema.equals(SWEEP_SCHEMA, check_metadata=False)
     samples = table.to_pandas()
     assert len(samples) == 12 and samples.groupby("cell_id").size().tolist() == [6, 6]
     assert samples["ok"].all()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from conftest import DATA
 
-from labkit.echo.tcpinfo import TCP_COLUMNS, pick_connection, ss_argv
+from labkit.echo.tcpinfo import TCP_COLUMNS, pick_connection
+from labkit.parsers.ss import ss_argv
 
 RECORDING = (DATA / "ss" / "ss-tinp-two-clients-testbed.txt").read_text()
 

@@ -33,7 +33,7 @@ from labkit.echo.upload_agent import chunk_message_bytes
 from labkit.pki import write_throwaway_pki
 from labkit.proto import echo_pb2, echo_pb2_grpc
 from labkit.store import Run
-from labkit.chunked_upload import upload_schema
+from labkit.schemas import UPLOAD_SCHEMA
 
 ONE_WAY_S = 0.005
 FILE_BYTES = 2 * 2**20
@@ -232,7 +232,7 @@ def test_every_transport_and_tls_mode_uploads_with_matching_checksums(lab, inven
     run = Run.open(next(tmp_path.glob("*-all")))
     assert run.status == "complete"
     table = pq.read_table(run.path / "samples.parquet")
-    assert table.schema.equals(upload_schema(), check_metadata=False)
+    assert table.schema.equals(UPLOAD_SCHEMA, check_metadata=False)
     samples = table.to_pandas()
     assert len(samples) == 4 * 2 * 2
     assert samples.groupby(["transport", "tls", "chunk_bytes"]).size().tolist() == [2] * 8
@@ -264,7 +264,7 @@ def test_every_transport_and_tls_mode_uploads_with_matching_checksums(lab, inven
 
 @pytest.mark.testbed
 def test_a_wrong_declared_length_is_an_error_row_on_both_transports(lab, inventory):
-    from labkit.deploy import remote_labkit_argv
+    from labkit.hosts.layout import remote_labkit_argv
     from labkit.hosts.inventory import load_inventory, open_host
 
     inv = load_inventory(inventory)
@@ -332,7 +332,7 @@ def test_experiment_file_is_read_relative_to_itself_and_flags_override_it(invent
 
 def test_only_grpc_has_a_message_bound():
     from labkit.errors import LabkitError
-    from labkit.chunked_upload import UploadConfig
+    from labkit.experiments.upload import UploadConfig
 
     config = UploadConfig(inventory="unused.toml", client="a", server="b", chunk_sizes=[4 * 2**20], transports=["http2"])
     config.validate()

@@ -1,46 +1,54 @@
-"""Pure analysis on DataFrames: trim, summarise, compare, fit.
+"""Pure analysis on DataFrames: trim, summarize, compare, fit.
 
 Nothing here knows about hosts, runs or files: every function takes a
-DataFrame (or arrays) and returns new data, so notebooks and ``labkit report``
-compute the same numbers and tests can check them against numpy/scipy.
+DataFrame (or arrays) and returns new data, so notebooks, the CLI and
+``labkit report`` compute the same numbers and tests can check them against
+numpy/scipy. Submodules are imported on first use (scipy is slow to import),
+so ``from labkit.analysis import window_stats`` costs only what it needs.
 """
 
-from labkit.analysis.fits import (
-    Fit,
-    fit_linear,
-    fit_slow_start,
-    locate_change_point,
-    locate_change_points,
-    slow_start_rounds,
-    step_edges,
-)
-from labkit.analysis.stats import Stats
-from labkit.analysis.summary import (
-    Comparison,
-    bootstrap_ci,
-    compare,
-    compare_groups,
-    summarize,
-    summarize_with_ci,
-)
-from labkit.analysis.trim import TrimResult, zscore_scores, zscore_trim
+import importlib
 
-__all__ = [
-    "Comparison",
-    "Fit",
-    "Stats",
-    "TrimResult",
-    "bootstrap_ci",
-    "compare",
-    "compare_groups",
-    "fit_linear",
-    "fit_slow_start",
-    "locate_change_point",
-    "locate_change_points",
-    "slow_start_rounds",
-    "step_edges",
-    "summarize",
-    "summarize_with_ci",
-    "zscore_scores",
-    "zscore_trim",
-]
+# name -> the submodule that defines it.
+_EXPORTS = {
+    "Fit": "fits",
+    "fit_linear": "fits",
+    "fit_slow_start": "fits",
+    "locate_change_point": "fits",
+    "locate_change_points": "fits",
+    "slow_start_rounds": "fits",
+    "step_edges": "fits",
+    "Stats": "stats",
+    "Comparison": "summary",
+    "bootstrap_ci": "summary",
+    "compare": "summary",
+    "compare_groups": "summary",
+    "summarize": "summary",
+    "summarize_with_ci": "summary",
+    "TrimResult": "trim",
+    "zscore_scores": "trim",
+    "zscore_trim": "trim",
+    "SWEEP_CONDITION": "tables",
+    "condition_label": "tables",
+    "summarize_load": "tables",
+    "summarize_series": "tables",
+    "summarize_sweep": "tables",
+    "summarize_upload": "tables",
+    "h2load_errors": "windows",
+    "measured_window": "windows",
+    "nearest_rank": "windows",
+    "window_stats": "windows",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"labkit.analysis.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'labkit.analysis' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = sorted(_EXPORTS)

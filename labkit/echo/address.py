@@ -3,14 +3,12 @@
 Kept apart from the server and client so the CLI can validate flags without
 importing grpc. gRPC would accept a malformed address and fail later with a
 vague message (or, for a bind address, listen somewhere unexpected); checking
-here turns that into one clear usage error.
+here turns that into one clear usage error (see :data:`labkit.cli.params.BIND_ADDRESS`).
 """
 
 from __future__ import annotations
 
 import re
-
-import click
 
 # A host is a bracketed IPv6 literal, or a name / IPv4 literal without colons.
 _ADDRESS_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.%\w]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
@@ -30,23 +28,3 @@ def parse_host_port(text: str, *, allow_port_zero: bool) -> tuple[str, int]:
     if not lowest <= port <= 65535:
         raise ValueError(f"port {port} in {text!r} is out of range [{lowest}, 65535]")
     return host, port
-
-
-class HostPort(click.ParamType):
-    """A click type for ``HOST:PORT``; the value stays a string that grpc accepts as is."""
-
-    name = "host:port"
-
-    def __init__(self, *, allow_port_zero: bool):
-        self.allow_port_zero = allow_port_zero
-
-    def convert(self, value, param, ctx):
-        try:
-            host, port = parse_host_port(value, allow_port_zero=self.allow_port_zero)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-        return f"{host}:{port}"
-
-
-BIND_ADDRESS = HostPort(allow_port_zero=True)
-TARGET_ADDRESS = HostPort(allow_port_zero=False)

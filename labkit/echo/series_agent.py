@@ -60,7 +60,6 @@ call ("" when it worked). ``t_utc_ns`` of a ping event is when its run started.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -316,14 +315,11 @@ def _probe_loop(name: str, probe: Callable, plan: AgentPlan, schedule: _Schedule
             index += 1
 
 
-def ping_argv(address: str, timeout_s: float) -> list[str]:
-    """One ICMP echo with a reply deadline; -D stamps each line with the UTC time, -n skips DNS."""
-    return ["ping", "-D", "-n", "-c", "1", "-W", str(max(1, math.ceil(timeout_s))), address]
-
-
 def _ping_loop(plan: AgentPlan, schedule: _Schedule, out: _Output, stop: threading.Event,
                running: set[subprocess.Popen], lock: threading.Lock) -> None:
-    argv = ping_argv(plan.address, plan.timeout_s)
+    from labkit.parsers.ping import tick_ping_argv
+
+    argv = tick_ping_argv(plan.address, plan.timeout_s)
     # LC_ALL=C: some locales print "time=0,045", which no parser should have to guess.
     env = {**os.environ, "LC_ALL": "C"}
     waiters = []

@@ -14,7 +14,7 @@ import socket
 import subprocess
 from typing import Any
 
-from labkit.parsers.ss import ss_connections
+from labkit.parsers.ss import ss_argv, ss_connections
 
 # ss field -> row column suffix; each is recorded as <column>_before and <column>_after.
 SAMPLED_FIELDS = {
@@ -33,12 +33,6 @@ TCP_COLUMNS = tuple(
     [f"{column}_{when}" for column in SAMPLED_FIELDS.values() for when in ("before", "after")]
     + list(CONSTANT_FIELDS.values())
 )
-
-
-def ss_argv(address: str, port: int) -> list[str]:
-    """The ss command listing established TCP connections to ``address:port`` with their processes."""
-    destination = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-    return ["ss", "-H", "-t", "-i", "-n", "-p", "state", "established", "dst", destination]
 
 
 def pick_connection(ss_text: str, pid: int) -> dict[str, Any] | None:

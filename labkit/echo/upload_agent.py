@@ -1,6 +1,6 @@
 """The client side of the upload experiment, run on the client host: one cell, JSON lines out.
 
-``labkit upload`` (:mod:`labkit.chunked_upload`) starts ``labkit echo upload-agent``
+``labkit upload`` (:mod:`labkit.experiments.upload`) starts ``labkit echo upload-agent``
 on the client host once per cell, and this module does the cell's work there,
 so a cell costs one SSH channel however many uploads it makes. It imports
 neither pandas nor paramiko: the deployed agent has only grpcio, protobuf and

@@ -9,12 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from labkit.errors import LabkitError
+from labkit.hosts.facts import read_text, tool_versions
 from labkit.hosts.inventory import Inventory, open_host
 from labkit.parsers.iproute import parse_route_get
 
 TOOLS = ("ping", "iperf3", "ss")
-# Prints the name of each argument that is a command on the host's PATH.
-_WHICH_SCRIPT = 'for t in "$@"; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done; exit 0'
 
 
 @dataclass
@@ -68,7 +67,7 @@ def _first_line(result) -> str | None:
 def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = False,
                connect_timeout: float | None = None) -> HostCheck:
     """Connect to ``name`` and collect the facts `hosts check` shows; failures go into ``error``."""
-    from labkit.deploy import remote_labkit_version
+    from labkit.hosts.layout import remote_labkit_version
     from labkit.hosts.ssh import AuthenticationFailed, HostKeyRejected
 
     entry = inventory.host(name)
@@ -98,8 +97,8 @@ def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = Fal
         except LabkitError:
             check.python = None
         check.labkit = remote_labkit_version(host, entry)
-        found = host.run(["sh", "-c", _WHICH_SCRIPT, "sh", *TOOLS]).stdout.split()
-        check.tools = {tool: tool in found for tool in TOOLS}
+        versions = tool_versions(host)
+        check.tools = {tool: versions.get(tool) is not None for tool in TOOLS}
         check.congestion_control = _first_line(host.run(["sysctl", "-n", "net.ipv4.tcp_congestion_control"]))
         check.slow_start_after_idle = _first_line(host.run(["sysctl", "-n", "net.ipv4.tcp_slow_start_after_idle"]))
         for peer in inventory.names:
@@ -124,7 +123,7 @@ def _route_to(host, peer: str, address: str) -> PeerRoute:
         route.mtu, route.mtu_source = fields["mtu"], "route"
     elif route.dev:
         # No MTU on the route: packets leave with the interface's MTU.
-        text = _first_line(host.run(["cat", f"/sys/class/net/{route.dev}/mtu"]))
+        text = (read_text(host, f"/sys/class/net/{route.dev}/mtu") or "").strip()
         if text and text.isdigit():
             route.mtu, route.mtu_source = int(text), route.dev
     return route

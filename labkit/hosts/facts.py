@@ -25,6 +25,14 @@ TCP_SYSCTLS = (
 )
 
 
+#: How each tool labkit drives on a host says its version (which also tells whether it is there).
+TOOL_VERSION_ARGV = {
+    "iperf3": ["iperf3", "--version"],
+    "ping": ["ping", "-V"],
+    "ss": ["ss", "--version"],
+}
+
+
 def first_line(text: str) -> str | None:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else None
@@ -37,6 +45,19 @@ def _output(host, argv: list[str], *, partial_ok: bool = False) -> str | None:
     except Exception:  # a missing tool or a dead host must not stop fact collection
         return None
     return result.stdout if result.returncode == 0 or partial_ok else None
+
+
+def tool_versions(host) -> dict[str, str | None]:
+    """Each tool of :data:`TOOL_VERSION_ARGV`: the first line of its version, or None when it is missing or fails."""
+    return {tool: first_line(_output(host, argv) or "") for tool, argv in TOOL_VERSION_ARGV.items()}
+
+
+def read_text(host, path: str) -> str | None:
+    """A small file's text on ``host`` (a /sys or /proc value), or None when it cannot be read."""
+    try:
+        return host.read_bytes(path).decode(errors="replace")
+    except Exception:  # a missing file or a dead host must not stop fact collection
+        return None
 
 
 def collect_facts(host, peer_address: str | None = None, python_argv: list[str] | None = None) -> dict[str, Any]:
@@ -53,9 +74,7 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
     # -e: a key this kernel (or namespace) lacks is skipped, not fatal to the others.
     sysctls = _output(host, ["sysctl", "-e", *TCP_SYSCTLS], partial_ok=True) or ""
     facts["sysctl"] = parse_sysctl_output(sysctls)
-    facts["clocksource"] = first_line(
-        _output(host, ["cat", "/sys/devices/system/clocksource/clocksource0/current_clocksource"]) or ""
-    )
+    facts["clocksource"] = first_line(read_text(host, "/sys/devices/system/clocksource/clocksource0/current_clocksource") or "")
     if peer_address:
         line = _output(host, ["ip", "-o", "route", "get", peer_address]) or ""
         route = parse_route_get(line)
@@ -63,11 +82,7 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
         if route.get("dev"):
             facts["interface_mtu"] = parse_link_mtu(_output(host, ["ip", "-o", "link", "show", "dev", route["dev"]]) or "")
             facts["qdisc"] = parse_qdisc(_output(host, ["tc", "qdisc", "show", "dev", route["dev"]]) or "")
-    facts["tools"] = {
-        "iperf3": first_line(_output(host, ["iperf3", "--version"]) or ""),
-        "ping": first_line(_output(host, ["ping", "-V"]) or ""),
-        "ss": first_line(_output(host, ["ss", "--version"]) or ""),
-    }
+    facts["tools"] = tool_versions(host)
     if python_argv:
         code = (
             "import json, platform\n"

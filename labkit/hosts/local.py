@@ -7,6 +7,7 @@ import queue
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -69,6 +70,10 @@ class BackgroundProcess:
     @property
     def returncode(self) -> int | None:
         return self.poll()
+
+    def last_words(self, status: int | None = None) -> str:
+        """Why the process ended, for a one-line error: its last stderr line, else its exit status."""
+        return self.stderr_lines[-1] if self.stderr_lines else f"exit status {status if status is not None else self.poll()}"
 
     def lines(self, timeout: float | None = None):
         """Yield stdout lines as they arrive until the process closes stdout."""
@@ -219,12 +224,50 @@ class LocalHost:
     def write_sysctl(self, key: str, value: str) -> None:
         self.run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
 
-    def put(self, local: str | os.PathLike, remote: str | os.PathLike) -> None:
-        """Copy a file; the same call as :meth:`SSHHost.put` (namespaces share this filesystem)."""
-        shutil.copyfile(local, os.path.expanduser(remote))
+    # -- files (the same calls as SSHHost's; namespaces share this filesystem) ----------------
+    def put(self, local: str | os.PathLike, remote: str | os.PathLike, *, mode: int | None = None) -> None:
+        """Copy a file; ``mode`` is set before any byte is written, so a private file is never readable."""
+        target = os.path.expanduser(remote)
+        if mode is not None:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            os.fchmod(fd, mode)
+            os.close(fd)
+        shutil.copyfile(local, target)
 
     def get(self, remote: str | os.PathLike, local: str | os.PathLike) -> None:
         shutil.copyfile(os.path.expanduser(remote), local)
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            with open(os.path.expanduser(path), "rb") as source:
+                return source.read()
+        except OSError as exc:
+            raise LabkitError(f"cannot read {self.name}:{path}: {exc.strerror or exc}") from None
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(os.path.expanduser(path))
+
+    def make_dir(self, path: str, *, private: bool = False) -> None:
+        target = os.path.expanduser(path)
+        os.makedirs(target, mode=0o700 if private else 0o777, exist_ok=True)
+        if private:
+            os.chmod(target, 0o700)
+
+    def make_temp_dir(self, prefix: str) -> str:
+        return tempfile.mkdtemp(prefix=prefix)
+
+    def chmod(self, path: str, mode: int) -> None:
+        os.chmod(os.path.expanduser(path), mode)
+
+    def rename(self, source: str, target: str) -> None:
+        os.replace(os.path.expanduser(source), os.path.expanduser(target))
+
+    def remove(self, path: str) -> None:
+        target = os.path.expanduser(path)
+        if os.path.isdir(target) and not os.path.islink(target):
+            shutil.rmtree(target, ignore_errors=True)
+        elif os.path.lexists(target):
+            os.unlink(target)
 
     def close(self) -> None:
         """Nothing to release; here so code can close any host."""

@@ -44,8 +44,6 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 PID_PREFIX = "LABKIT_PID="
 # Printed first by every remote command so it can be signalled later; see the module docstring.
 _WRAPPER = f'echo {PID_PREFIX}$$; exec "$@"'
-# The shell's own kill, so stopping a process needs nothing beyond a POSIX sh on the host.
-_KILL_GROUP = 'kill -s "$1" -- "-$2"'
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_KEEPALIVE_S = 15
 # Waits before each reconnection attempt after a transport has dropped.
@@ -465,7 +463,7 @@ class SSHHost:
 
     def signal_group(self, pgid: int, signal_name: str) -> bool:
         """Send SIG``signal_name`` to process group ``pgid`` on the host; False if no such group."""
-        return self.run(["sh", "-c", _KILL_GROUP, "sh", signal_name, str(pgid)], timeout=30).ok
+        return self.run(["kill", f"-{signal_name}", "--", f"-{pgid}"], timeout=30).ok
 
     def start(self, argv: list[str], ready_timeout: float = 30) -> "SSHProcess":
         """Start ``argv`` in the background; returns once the host has reported its process group."""
@@ -492,19 +490,109 @@ class SSHHost:
                 self._sftp_transport = transport
             return self._sftp
 
-    def put(self, local: str | os.PathLike, remote: str | os.PathLike) -> None:
-        """Upload a file; ``~/`` at the start of ``remote`` is the login directory."""
+    def _sftp_call(self, what: str, call):
+        """Run an SFTP operation; an OSError becomes one line: ``cannot <what>: <reason>``."""
         try:
-            self.sftp().put(os.fspath(local), remote_path(remote))
+            return call(self.sftp())
         except OSError as exc:
-            raise LabkitError(f"cannot upload {local} to {self.name}:{remote}: {exc.strerror or exc}") from None
+            raise LabkitError(f"cannot {what}: {exc.strerror or exc}") from None
+
+    def put(self, local: str | os.PathLike, remote: str | os.PathLike, *, mode: int | None = None) -> None:
+        """Upload a file; ``~/`` at the start of ``remote`` is the login directory.
+
+        With ``mode`` the file is created with those permission bits before
+        any byte is written, so a private key is never readable by others.
+        """
+        target = remote_path(remote)
+
+        def upload(sftp: paramiko.SFTPClient) -> None:
+            if mode is not None:
+                with sftp.open(target, "wb") as handle:
+                    handle.chmod(mode)
+            sftp.put(os.fspath(local), target)
+
+        self._sftp_call(f"upload {local} to {self.name}:{os.fspath(remote)}", upload)
 
     def get(self, remote: str | os.PathLike, local: str | os.PathLike) -> None:
         """Download a file; ``~/`` at the start of ``remote`` is the login directory."""
+        self._sftp_call(f"download {self.name}:{os.fspath(remote)} to {local}",
+                        lambda sftp: sftp.get(remote_path(remote), os.fspath(local)))
+
+    def read_bytes(self, path: str) -> bytes:
+        """A file's content; read to the end, since /proc files report a size of 0."""
+
+        def read(sftp: paramiko.SFTPClient) -> bytes:
+            with sftp.open(remote_path(path), "rb") as handle:
+                chunks = []
+                while chunk := handle.read(32768):
+                    chunks.append(chunk)
+                return b"".join(chunks)
+
+        return self._sftp_call(f"read {self.name}:{path}", read)
+
+    def exists(self, path: str) -> bool:
         try:
-            self.sftp().get(remote_path(remote), os.fspath(local))
+            self.sftp().lstat(remote_path(path))
+        except FileNotFoundError:
+            return False
         except OSError as exc:
-            raise LabkitError(f"cannot download {self.name}:{remote} to {local}: {exc.strerror or exc}") from None
+            raise LabkitError(f"cannot look at {self.name}:{path}: {exc.strerror or exc}") from None
+        return True
+
+    def make_dir(self, path: str, *, private: bool = False) -> None:
+        target = remote_path(path)
+
+        def make(sftp: paramiko.SFTPClient) -> None:
+            parts = target.split("/")
+            for end in range(1, len(parts) + 1):
+                prefix = "/".join(parts[:end])
+                if not prefix or prefix == ".":
+                    continue
+                try:
+                    sftp.stat(prefix)
+                except FileNotFoundError:
+                    sftp.mkdir(prefix, 0o700 if private and end == len(parts) else 0o777)
+            if private:
+                sftp.chmod(target, 0o700)
+
+        self._sftp_call(f"create the directory {self.name}:{path}", make)
+
+    def make_temp_dir(self, prefix: str) -> str:
+        import secrets
+
+        base = "/tmp"  # POSIX guarantees it; no shell is run to read $TMPDIR
+        for _ in range(10):
+            path = f"{base}/{prefix}{secrets.token_hex(6)}"
+            try:
+                self.sftp().mkdir(path, 0o700)
+            except OSError:
+                continue  # taken (or not writable: the last attempt reports it)
+            return path
+        raise LabkitError(f"cannot create a temporary directory in {self.name}:{base}")
+
+    def chmod(self, path: str, mode: int) -> None:
+        self._sftp_call(f"change the mode of {self.name}:{path}", lambda sftp: sftp.chmod(remote_path(path), mode))
+
+    def rename(self, source: str, target: str) -> None:
+        self._sftp_call(f"move {self.name}:{source} to {target}",
+                        lambda sftp: sftp.posix_rename(remote_path(source), remote_path(target)))
+
+    def remove(self, path: str) -> None:
+        import stat
+
+        def remove_tree(sftp: paramiko.SFTPClient, target: str) -> None:
+            try:
+                attributes = sftp.lstat(target)
+            except FileNotFoundError:
+                return
+            if stat.S_ISDIR(attributes.st_mode or 0):
+                for entry in sftp.listdir_attr(target):
+                    remove_tree(sftp, f"{target}/{entry.filename}")
+                sftp.rmdir(target)
+            else:
+                sftp.remove(target)
+
+        self._sftp_call(f"remove {self.name}:{path}", lambda sftp: remove_tree(sftp, remote_path(path)))
 
 
 class SSHProcess(BackgroundProcess):

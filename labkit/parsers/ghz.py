@@ -18,11 +18,34 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pandas as pd
 
 from labkit.parsers.base import ParseError, ParseResult
 
 _NS_PER_MS = 1e6
+
+
+def ms_arg(seconds: float) -> str:
+    """A duration as whole milliseconds, a unit both ghz and h2load accept (h2load takes no fractions)."""
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def ghz_argv(ghz: str, target: str, *, call: str, protoset: str, data_file: str, concurrency: int, connections: int,
+             seconds: float, call_timeout_s: float, out: str, keepalive_ms: int | None = None) -> list[str]:
+    """ghz against ``target`` (HOST:PORT) for ``seconds``, the service read from a compiled ``protoset``.
+
+    The JSON report (with every call's details, which the measured-window
+    statistics need) goes to ``out``.
+    """
+    argv = [
+        ghz, "--insecure", "--protoset", protoset, "--call", call, "-D", data_file, "-c", str(concurrency),
+        "--connections", str(connections), "-z", ms_arg(seconds),
+        # In-flight calls at the end are dropped, not reported as errors.
+        "--duration-stop", "ignore", "-t", ms_arg(call_timeout_s), "--connect-timeout", "5s",
+        "--format", "json", "-o", out,
+    ]
+    if keepalive_ms is not None:
+        argv += ["--keepalive", f"{keepalive_ms}ms"]
+    return [*argv, target]
 
 
 def _ms(value: Any) -> float | None:
@@ -31,6 +54,8 @@ def _ms(value: Any) -> float | None:
 
 def parse_ghz_json(text: str) -> ParseResult:
     """Parse one ghz JSON report into per-call rows and the report's aggregates."""
+    import pandas as pd
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -32,9 +32,22 @@ from __future__ import annotations
 
 import re
 
-import pandas as pd
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
+
+
+def h2load_argv(h2load: str, url: str, *, connections: int, streams: int, seconds: float, warmup_s: float,
+                body_file: str, log_file: str) -> list[str]:
+    """h2load POSTing ``body_file`` to ``url`` for ``seconds`` after ``warmup_s``; per-request log in ``log_file``."""
+    from labkit.parsers.ghz import ms_arg
+
+    argv = [
+        h2load, "-c", str(connections), "-m", str(streams), "-D", ms_arg(seconds), "-d", body_file,
+        "-H", "content-type: application/octet-stream", f"--log-file={log_file}",
+    ]
+    if warmup_s > 0:
+        argv.append(f"--warm-up-time={ms_arg(warmup_s)}")
+    return [*argv, url]
 
 _UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 _TIME = r"(\d+(?:\.\d+)?)(us|ms|s)"
@@ -71,6 +84,8 @@ def _ms(number: str, unit: str) -> float:
 
 def parse_h2load(text: str) -> ParseResult:
     """Parse h2load's text report (stdout, with or without stderr mixed in)."""
+    import pandas as pd
+
     tally = LineTally()
     summary: dict = {"problems": []}
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -127,6 +142,8 @@ def parse_h2load(text: str) -> ParseResult:
 
 def parse_h2load_log(text: str) -> ParseResult:
     """Parse an h2load ``--log-file``: one row per request (see the module docstring)."""
+    import pandas as pd
+
     tally = LineTally()
     start_us, status, latency_us = [], [], []
     for number, raw in enumerate(text.splitlines(), start=1):

@@ -24,6 +24,16 @@ import pandas as pd
 
 from labkit.parsers.base import ParseError, ParseResult
 
+
+def iperf3_server_argv(bind: str, port: int) -> list[str]:
+    """An iperf3 server for exactly one test (-1), bound to ``bind``; --forceflush so its 'listening' line arrives."""
+    return ["iperf3", "-s", "-1", "--forceflush", "-B", bind, "-p", str(port)]
+
+
+def iperf3_client_argv(address: str, port: int, seconds: int, rate: str) -> list[str]:
+    """An iperf3 test of ``seconds`` to ``address``, limited to ``rate`` (iperf3 -b units), with -J output."""
+    return ["iperf3", "-c", address, "-p", str(port), "-t", str(seconds), "-b", rate, "-J"]
+
 _INTERVAL_COLUMNS = [
     "interval", "socket", "start", "end", "seconds", "bytes", "bits_per_second", "retransmits",
     "snd_cwnd", "snd_wnd", "rtt_ms", "rttvar_ms", "pmtu", "jitter_ms", "lost_packets", "packets",

@@ -35,10 +35,22 @@ from __future__ import annotations
 
 import math
 import re
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from labkit.parsers.base import LineTally, ParseResult, split_lines
+
+if TYPE_CHECKING:  # pandas is imported where rows are built: the series agent on a host imports the argv builders only
+    import pandas as pd
+
+
+def baseline_ping_argv(address: str, count: int = 10, interval_s: float = 0.2) -> list[str]:
+    """A short ping baseline: ``count`` probes ``interval_s`` apart, -n so no DNS lookup adds to the run."""
+    return ["ping", "-n", "-c", str(count), "-i", f"{interval_s:g}", address]
+
+
+def tick_ping_argv(address: str, timeout_s: float) -> list[str]:
+    """One ICMP echo with a reply deadline (one per tick of a series); -D stamps each line with the UTC time."""
+    return ["ping", "-D", "-n", "-c", "1", "-W", str(max(1, math.ceil(timeout_s))), address]
 
 _TIMESTAMP = re.compile(r"^\[(\d+)(?:\.(\d+))?\]\s*")
 _HEADER_IPUTILS = re.compile(r"^PING (\S+) \(([^)]*)\) (\d+)\((\d+)\) bytes of data\.$")
@@ -184,6 +196,8 @@ def _first_seq(summary: dict, seen: list[int]) -> int:
 
 
 def _assemble_rows(replies, unanswered_reported, icmp_errors, summary) -> pd.DataFrame:
+    import pandas as pd
+
     seen = [r["seq"] for r in replies] + list(unanswered_reported) + list(icmp_errors)
     first = _first_seq(summary, seen)
     last = max(seen) if seen else first - 1

@@ -27,6 +27,12 @@ from typing import Any
 
 from labkit.parsers.base import LineTally, ParseResult, split_lines
 
+
+def ss_argv(address: str, port: int) -> list[str]:
+    """The ss command listing established TCP connections to ``address:port``, with TCP info and processes."""
+    destination = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    return ["ss", "-H", "-t", "-i", "-n", "-p", "state", "established", "dst", destination]
+
 _MS_FIELDS = {"rto", "ato", "rcv_rtt", "minrtt", "lastsnd", "lastrcv", "lastack", "busy", "rwnd_limited", "sndbuf_limited"}
 _FLAGS = {"ts", "sack", "ecn", "ecnseen", "fastopen", "app_limited", "cwnd_limited", "nodelay"}
 _RATE_WORDS = {"send": "send_bps", "pacing_rate": "pacing_rate_bps", "delivery_rate": "delivery_rate_bps"}

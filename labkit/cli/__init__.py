@@ -1,8 +1,10 @@
-"""The ``labkit`` command line.
+"""The ``labkit`` command line: click only, one module per command (``labkit/cli/<command>.py``).
 
-Subcommand groups live next to the stage they drive and are imported only when
-they are invoked, so ``labkit --help`` and ``labkit --version`` never pay for
-grpc, pandas or paramiko.
+Each module turns flags into one library call and renders what it returns;
+the work itself lives in the library (``labkit/experiments/<command>.py`` for
+the experiments). Subcommands are imported only when they are invoked, so
+``labkit --help`` and ``labkit --version`` never pay for grpc, pandas or
+paramiko.
 """
 
 from __future__ import annotations
@@ -13,21 +15,22 @@ import sys
 import click
 
 from labkit import __version__
+from labkit.errors import LabkitError
 
 # name -> "module:attribute" of a click command; imported on first use.
 _SUBCOMMANDS = {
-    "echo": ("labkit.echo.cli:echo", "Serve and call the gRPC echo service."),
-    "testbed": ("labkit.testbed.cli:testbed", "Bring the local two-host WAN testbed up, down, or show it."),
-    "demo": ("labkit.demo:demo", "The main job: the idle-connection experiment on a fresh local testbed."),
-    "hosts": ("labkit.hosts.cli:hosts", "Check the hosts of an inventory: reachable, tools, kernel, MTU."),
-    "deploy": ("labkit.deploy:deploy_cli", "Install this labkit on the hosts of an inventory (wheel over SFTP, venv)."),
-    "sweep": ("labkit.sweep_cli:sweep", "Sweep request size × idle gap × background traffic × kernel settings between hosts."),
-    "series": ("labkit.series_cli:series", "Ping vs gRPC echo (warm, cold) vs raw TCP echo over time, on one schedule between hosts."),
-    "upload": ("labkit.upload_cli:upload", "Chunked upload over gRPC streaming vs one HTTP/2 POST, with and without TLS."),
-    "load": ("labkit.load_cli:load", "The cost of a call under load: gRPC (ghz) and HTTP/2 (h2load) against one echo server."),
-    "runs": ("labkit.runs_cli:runs", "List and inspect runs, and clean up after a killed one."),
-    "import": ("labkit.importers.cli:import_logs", "Import ping, Go echo, idle-step, iperf3 or ghz logs into a run."),
-    "report": ("labkit.report:report", "Run the notebooks that apply to a run; figures and an HTML summary in RUN/report/."),
+    "echo": ("labkit.cli.echo:echo", "Serve and call the gRPC echo service."),
+    "testbed": ("labkit.cli.testbed:testbed", "Bring the local two-host WAN testbed up, down, or show it."),
+    "demo": ("labkit.cli.demo:demo", "The main job: the idle-connection experiment on a fresh local testbed."),
+    "hosts": ("labkit.cli.hosts:hosts", "Check the hosts of an inventory: reachable, tools, kernel, MTU."),
+    "deploy": ("labkit.cli.deploy:deploy", "Install this labkit on the hosts of an inventory (wheel over SFTP, venv)."),
+    "sweep": ("labkit.cli.sweep:sweep", "Sweep request size × idle gap × background traffic × kernel settings between hosts."),
+    "series": ("labkit.cli.series:series", "Ping vs gRPC echo (warm, cold) vs raw TCP echo over time, on one schedule between hosts."),
+    "upload": ("labkit.cli.upload:upload", "Chunked upload over gRPC streaming vs one HTTP/2 POST, with and without TLS."),
+    "load": ("labkit.cli.load:load", "The cost of a call under load: gRPC (ghz) and HTTP/2 (h2load) against one echo server."),
+    "runs": ("labkit.cli.runs:runs", "List and inspect runs, and clean up after a killed one."),
+    "import": ("labkit.cli.import_:import_logs", "Import ping, Go echo, idle-step, iperf3 or ghz logs into a run."),
+    "report": ("labkit.cli.report:report", "Run the notebooks that apply to a run; figures and an HTML summary in RUN/report/."),
 }
 
 
@@ -94,6 +97,9 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         click.echo(f"labkit: error: {exc.format_message()}{hint}", err=True)
         sys.exit(2)
+    except LabkitError as exc:
+        click.echo(f"labkit: error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         click.echo(f"labkit: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)

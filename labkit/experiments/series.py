@@ -47,6 +47,7 @@ from typing import Any
 
 from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
 from labkit.errors import LabkitError
+from labkit.experiments.base import ExperimentSpec, Plan, json_lines
 
 EXPERIMENT = "series"
 MAX_PAYLOAD_BYTES = 1 << 20
@@ -133,13 +134,6 @@ def contiguous_ranges(cells: list[Cell]) -> list[list[Cell]]:
         else:
             groups.append([cell])
     return groups
-
-
-def series_schema():
-    """The declared schema of a series' samples: :data:`labkit.schemas.SERIES_SCHEMA`."""
-    from labkit.schemas import SERIES_SCHEMA
-
-    return SERIES_SCHEMA
 
 
 # -- rows -----------------------------------------------------------------------------------
@@ -256,150 +250,136 @@ class _Series:
 
     def run_all(self, cells: list[Cell]) -> None:
         config, run, session = self.config, self.run, self.session
-        finished = run.finished_cells()
-        todo = [cell for cell in cells if cell.id not in finished]
-        per_tick = len(config.probes)
-        self.progress.advance(per_tick * sum(cell.count for cell in cells if cell.id in finished))
+        todo = session.pending(cells, lambda cell: cell.count * len(config.probes))
         if not todo:
             return
-        address = session.inventory.peer_address(config.server)
-        attempt = len(run.manifest["resumed_utc"])
+        address = session.address(config.server)
         server = None
         try:
-            serve = ["echo", "serve", "--bind", f"{address}:0", "--tcp-echo-port", "0",
-                     "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024))]
-            server = session.start_labkit(config.server, *serve)
-            ready = json.loads(server.wait_for_line(lambda line: '"ready"' in line, timeout=60))
-            run.manifest.setdefault("servers", {})[str(attempt)] = {"host": config.server, "address": address, **ready}
+            server, ready = session.start_echo_server(
+                config.server, "--tcp-echo-port", "0",
+                "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)))
+            run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": address, **ready}
             run.save_manifest()
             for group in contiguous_ranges(todo):
-                if session.stopping.is_set():
-                    raise KeyboardInterrupt
+                session.check_stopping()
                 self.run_range(group, address, ready)
         finally:
             if server is not None:
-                died = server.poll()
-                if died is not None:
-                    run.manifest.setdefault("server_exits", {})[str(attempt)] = {
-                        "status": died, "stderr_tail": server.stderr_lines[-5:]}
-                    run.save_manifest()
-                    self.progress.log(f"the echo server on {config.server} exited during the series (status {died}); "
-                                      "its probes recorded errors from then on")
+                self.note_server_exit(server)
                 session.stop(config.server, server)
 
+    def note_server_exit(self, server) -> None:
+        """Record (and say) that the echo server ended before the series did; its probes failed from then on."""
+        died = server.poll()
+        if died is None:
+            return
+        self.run.manifest.setdefault("server_exits", {})[str(self.run.attempt)] = {
+            "status": died, "stderr_tail": server.stderr_lines[-5:]}
+        self.run.save_manifest()
+        self.progress.log(f"the echo server on {self.config.server} exited during the series (status {died}); "
+                          "its probes recorded errors from then on")
+
     def run_range(self, cells: list[Cell], address: str, ready: dict[str, Any]) -> None:
-        config, run = self.config, self.run
-        first, count = cells[0].first, sum(cell.count for cell in cells)
-        by_first = {cell.first: cell for cell in cells}
-        step = config.cell_ticks
+        """One agent for a contiguous range of cells; each cell completes when every probe has every tick."""
+        config = self.config
         args = [
             "echo", "series-agent", "--address", address, "--grpc-port", str(ready["port"]),
             "--tcp-echo-port", str(ready["tcp_echo_port"]), "--probes", ",".join(config.probes),
-            "--first-tick", str(first), "--ticks", str(count), "--interval", f"{config.interval_s!r}s",
-            "--payload-bytes", str(config.payload_bytes), "--timeout", f"{config.timeout_s!r}s",
-            "--spread" if config.spread else "--together",
+            "--first-tick", str(cells[0].first), "--ticks", str(sum(cell.count for cell in cells)),
+            "--interval", f"{config.interval_s!r}s", "--payload-bytes", str(config.payload_bytes),
+            "--timeout", f"{config.timeout_s!r}s", "--spread" if config.spread else "--together",
         ]
-        states: dict[int, _CellState] = {}
-        fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "src": config.client, "dst": config.server}
-
-        def state_of(tick: int) -> _CellState:
-            cell = by_first[tick - tick % step]
-            if cell.first not in states:
-                states[cell.first] = _CellState(cell, run.begin_cell(cell.id), config.probes)
-            return states[cell.first]
-
-        def append(state: _CellState, rows: list[dict[str, Any]]) -> None:
-            run.append([{**fixed, "cell_id": state.cell.id, "attempt": state.attempt, **row} for row in rows])
-            state.rows += len(rows)
-
-        def finish_if_complete(state: _CellState) -> None:
-            if state.complete and state.cell.id not in done:
-                if state.pings is not None:
-                    source = f"ping-{state.cell.label}-a{state.attempt}.txt"
-                    run.write_raw(source, ping_raw_text(list(state.pings.values())))
-                    for event in sorted(state.pings.values(), key=lambda e: e["tick"]):
-                        append(state, ping_rows(event, source))
-                run.complete_cell(state.cell.id, state.attempt, state.rows)
-                done.add(state.cell.id)
-
-        done: set[str] = set()
-        proc = self.session.start_labkit(config.client, *args)
-        try:
+        recorder = _RangeRecorder(self.run, config, cells)
+        with self.session.agent(config.client, *args) as proc:
             # Silence longer than a call's deadline (twice: warm-up of two probes) plus a tick means the agent is stuck.
-            for line in proc.lines(timeout=3 * config.timeout_s + config.interval_s + 60):
-                if not line.startswith("{"):
-                    continue
-                event = json.loads(line)
-                kind = event.get("event")
-                if kind == "start":
-                    run.manifest.setdefault("agents", []).append({k: v for k, v in event.items() if k != "event"})
-                    run.save_manifest()
-                    problems = {probe: error for probe, error in event.get("warmup", {}).items() if error}
-                    for probe, error in problems.items():
-                        self.progress.log(f"[yellow]{probe}: the unrecorded warm-up call failed: {error}[/yellow]")
-                elif kind == "sample":
-                    state = state_of(event["tick"])
-                    append(state, [sample_row(event)])
-                    state.seen[event["probe"]].add(event["tick"])
-                    self.progress.advance()
-                    finish_if_complete(state)
-                elif kind == "ping":
-                    state = state_of(event["tick"])
-                    state.pings[event["tick"]] = event
-                    self.progress.advance()
-                    self.progress.describe(f"{config.client}→{config.server} tick {event['tick'] + 1}/{config.ticks}")
-                    finish_if_complete(state)
+            for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
+                self.handle(event, recorder)
             status = proc.wait()
-        finally:
-            self.session.stop(config.client, proc)
-        missing = [cell for cell in cells if cell.id not in done]
+        missing = [cell for cell in cells if cell.id not in recorder.done]
         self.cells_done += len(cells) - len(missing)
         if status != 0 or missing:
-            detail = proc.stderr_lines[-1] if proc.stderr_lines else f"exit status {status}"
             raise LabkitError(f"the series agent on {config.client} stopped with {len(missing)} of {len(cells)} cells "
-                              f"incomplete: {detail}")
+                              f"incomplete: {proc.last_words(status)}")
+
+    def handle(self, event: dict[str, Any], recorder: "_RangeRecorder") -> None:
+        kind = event.get("event")
+        if kind == "start":
+            self.run.manifest.setdefault("agents", []).append({k: v for k, v in event.items() if k != "event"})
+            self.run.save_manifest()
+            for probe, error in event.get("warmup", {}).items():
+                if error:
+                    self.progress.log(f"[yellow]{probe}: the unrecorded warm-up call failed: {error}[/yellow]")
+        elif kind == "sample":
+            recorder.sample(event)
+            self.progress.advance()
+        elif kind == "ping":
+            recorder.ping(event)
+            self.progress.advance()
+            self.progress.describe(f"{self.config.client}→{self.config.server} tick {event['tick'] + 1}/{self.config.ticks}")
 
 
-def run_series(
-    config: SeriesConfig | None,
-    *,
-    runs_dir=None,
-    resume: str | None = None,
-    quiet: bool = False,
-    accept_new_host_keys: bool = False,
-):
-    """Run (or, with ``resume``, continue) a series and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import begin_run, prepare_run, session
+class _RangeRecorder:
+    """Appends one agent's events to the run, cell by cell, and completes each cell once it has every tick."""
 
-    run, config, inventory = prepare_run(EXPERIMENT, SeriesConfig, config, resume=resume, runs_dir=runs_dir)
-    cells = plan_cells(config)
-    run = begin_run(run, EXPERIMENT, config, runs_dir)
-    total = config.ticks * len(config.probes)
-    with session(run, inventory, [config.client, config.server], total=total, unit="sample", quiet=quiet,
-                 accept_new_host_keys=accept_new_host_keys) as current:
-        _Series(current, config).run_all(cells)
-    return run.finish(series_schema())
+    def __init__(self, run, config: SeriesConfig, cells: list[Cell]):
+        self.run = run
+        self.config = config
+        self.by_first = {cell.first: cell for cell in cells}
+        self.states: dict[int, _CellState] = {}
+        self.done: set[str] = set()
+        self.fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "src": config.client, "dst": config.server}
+
+    def state_of(self, tick: int) -> _CellState:
+        cell = self.by_first[tick - tick % self.config.cell_ticks]
+        if cell.first not in self.states:
+            self.states[cell.first] = _CellState(cell, self.run.begin_cell(cell.id), self.config.probes)
+        return self.states[cell.first]
+
+    def append(self, state: _CellState, rows: list[dict[str, Any]]) -> None:
+        self.run.append([{**self.fixed, "cell_id": state.cell.id, "attempt": state.attempt, **row} for row in rows])
+        state.rows += len(rows)
+
+    def sample(self, event: dict[str, Any]) -> None:
+        state = self.state_of(event["tick"])
+        self.append(state, [sample_row(event)])
+        state.seen[event["probe"]].add(event["tick"])
+        self.finish_if_complete(state)
+
+    def ping(self, event: dict[str, Any]) -> None:
+        state = self.state_of(event["tick"])
+        state.pings[event["tick"]] = event
+        self.finish_if_complete(state)
+
+    def finish_if_complete(self, state: _CellState) -> None:
+        """Once a cell has every tick of every probe: its ping rows (parsed from the raw output kept), then complete."""
+        if not state.complete or state.cell.id in self.done:
+            return
+        if state.pings is not None:
+            source = f"ping-{state.cell.label}-a{state.attempt}.txt"
+            self.run.write_raw(source, ping_raw_text(list(state.pings.values())))
+            for event in sorted(state.pings.values(), key=lambda e: e["tick"]):
+                self.append(state, ping_rows(event, source))
+        self.run.complete_cell(state.cell.id, state.attempt, state.rows)
+        self.done.add(state.cell.id)
 
 
-def summarise(samples):
-    """Per probe: rows, samples (ok), failed, and the RTT distribution of the ok samples in ms (a DataFrame).
+def plan(config: SeriesConfig, inventory) -> Plan:
+    return Plan(plan_cells(config), [config.client, config.server], total=config.ticks * len(config.probes), unit="sample")
 
-    ``vs_ping`` is each probe's median over ping's median (when ping ran).
-    """
-    import pandas as pd
 
-    probes = [p for p in PROBES if p in set(samples["probe"])]
-    table = []
-    for probe in probes:
-        rows = samples[(samples["probe"] == probe) & ~samples["duplicate"]]
-        ok = rows[rows["ok"]]["rtt_ms"]
-        table.append({
-            "probe": probe, "ticks": len(rows), "ok": int(len(ok)), "failed": int(len(rows) - len(ok)),
-            "p5_ms": ok.quantile(0.05) if len(ok) else None, "median_ms": ok.median() if len(ok) else None,
-            "p95_ms": ok.quantile(0.95) if len(ok) else None, "max_ms": ok.max() if len(ok) else None,
-        })
-    table = pd.DataFrame(table, columns=["probe", "ticks", "ok", "failed", "p5_ms", "median_ms", "p95_ms", "max_ms"])
-    ping = table.loc[table["probe"] == "ping", "median_ms"]
-    ping_median = ping.iloc[0] if len(ping) and ping.iloc[0] == ping.iloc[0] else None
-    table["vs_ping"] = table["median_ms"] / ping_median if ping_median else None
-    return table.set_index("probe")
+def execute(session, config: SeriesConfig, cells: list[Cell]) -> None:
+    _Series(session, config).run_all(cells)
+
+
+def summarize(run):
+    """Per probe: samples, failures and the RTT distribution, with the median as a multiple of ping's."""
+    from labkit.analysis.tables import summarize_series
+
+    return summarize_series(run.samples())
+
+
+SPEC = ExperimentSpec(
+    command="series", experiment=EXPERIMENT, config_type=SeriesConfig, plan=plan, execute=execute,
+    schema="SERIES_SCHEMA", summarize=summarize, notebook="series",
+)

@@ -1,23 +1,18 @@
-"""`labkit series`: ping vs echo over time, from the shell or a TOML experiment file."""
+"""``labkit series``: ping vs echo over time (:mod:`labkit.experiments.series`) from the shell or a TOML file."""
 
 from __future__ import annotations
 
-
 import click
 
+from labkit.cli.options import experiment_options, run_from_flags
+from labkit.cli.params import DURATION, choice_list
 from labkit.echo.series_agent import PROBES
-from labkit.units import DURATION, choice_list
 
-# option / file key -> SeriesConfig field
-_FILE_KEYS = {
-    "inventory": "inventory", "client": "client", "server": "server", "duration": "duration_s",
-    "interval": "interval_s", "probes": "probes", "payload_bytes": "payload_bytes", "name": "name",
-    "cell": "cell_s", "timeout": "timeout_s", "spread": "spread",
-}
+# option (and experiment-file key) -> SeriesConfig field, where the names differ
+RENAMED = {"duration": "duration_s", "interval": "interval_s", "cell": "cell_s", "timeout": "timeout_s"}
 
 
 @click.command()
-@click.argument("inventory", required=False, type=click.Path(dir_okay=False))
 @click.option("--client", help="Inventory host that sends the probes.")
 @click.option("--server", help="Inventory host that runs the echo server (probes go to its data address).")
 @click.option("--duration", type=DURATION, help="How long the series runs, e.g. 10s, 1h. [default: 60s]")
@@ -30,12 +25,8 @@ _FILE_KEYS = {
 @click.option("--spread/--together", default=None,
               help="Spread the probes evenly over each tick (default), or send them all at the tick itself.")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: series]")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML experiment file; flags override it.")
-@click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs go. [default: $LABKIT_RUNS or data/runs]")
-@click.option("--resume", help="Continue an interrupted run (path or name): only missing cells run.")
-@click.option("--accept-new-host-keys", is_flag=True, help="Record unknown SSH host keys in known_hosts (never silently).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
-def series(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet, **options):
+@experiment_options
+def series(**flags):
     """Ping vs gRPC echo over time: every probe on one schedule, from --client to --server.
 
     Starts `labkit echo serve --tcp-echo-port 0` on the server host and one
@@ -49,19 +40,7 @@ def series(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet
       labkit series ~/.local/state/labkit/testbeds/labkit/inventory.toml \\
           --client a --server b --duration 1h --interval 1s
     """
-    from labkit.experiment_cli import config_values, refuse_options_with_resume, stop_cleanly_on_sigterm
-    from labkit.latency_series import SeriesConfig, run_series
-
-    stop_cleanly_on_sigterm()
-    if resume:
-        refuse_options_with_resume(inventory, config_file, options)
-        run = run_series(None, runs_dir=runs_dir, resume=resume, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
-    else:
-        values = config_values(inventory, config_file, options, section="series", fields=_FILE_KEYS)
-        config = SeriesConfig(**values)
-        config.validate()  # bad values fail here, before any host is contacted
-        run = run_series(config, runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
-    print_summary(run)
+    print_summary(run_from_flags("series", flags, renamed=RENAMED))
 
 
 def print_summary(run) -> None:
@@ -69,9 +48,7 @@ def print_summary(run) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from labkit.latency_series import summarise
-
-    table_data = summarise(run.samples())
+    table_data = run.summary()
     table = Table(title="round-trip time per probe (ms, successful samples)")
     for column in ("probe", "ticks", "ok", "failed", "p5", "median", "p95", "max", "× ping"):
         table.add_column(column, justify="left" if column == "probe" else "right")

@@ -1,4 +1,4 @@
-"""``labkit echo serve`` and ``labkit echo call``: thin wrappers over server.py and client.py.
+"""``labkit echo serve|call|...``: thin wrappers over labkit/echo/ (server.py, client.py and the agents).
 
 grpc is imported inside the commands, so ``labkit echo --help`` stays fast.
 """
@@ -11,8 +11,7 @@ from contextlib import closing
 
 import click
 
-from labkit.echo.address import BIND_ADDRESS, TARGET_ADDRESS
-from labkit.units import DURATION, size_list
+from labkit.cli.params import BIND_ADDRESS, DURATION, TARGET_ADDRESS, size_list
 
 # Big enough for any experiment in the brief, small enough that a typo
 # (16000000000) fails at once instead of exhausting memory.

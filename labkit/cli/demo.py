@@ -1,13 +1,4 @@
-"""The main job: the idle-connection experiment of the research brief on a fresh local testbed.
-
-Brings up the testbed (100 ms one way, 100 Mbit/s, MTU 1460, cubic: the cloud
-link of the brief), deploys labkit to its two hosts over SSH, runs `labkit
-sweep` from host a to host b with request sizes around the step, 1 s idle gaps
-and ``tcp_slow_start_after_idle`` at 1 and 0, prints the median RTT per size
-and condition as a multiple of the ping RTT, tears the testbed down, and ends
-with ``labkit report`` on the run: the idle-step notebook executed on it, its
-figures and an HTML summary in the run's ``report/``.
-"""
+"""``labkit demo``: the main job (:mod:`labkit.experiments.demo`), its summary, and ``labkit report`` on its run."""
 
 from __future__ import annotations
 
@@ -15,15 +6,14 @@ import os
 
 import click
 
-from labkit.units import DURATION, size_list
-
-DEFAULT_SIZES = "1000,10000,14000,16000,32000,64000"
+from labkit.cli.params import DURATION, size_list
+from labkit.experiments.demo import DEFAULT_SIZES
 
 
 @click.command()
 @click.option("--one-way-delay", "delay", type=DURATION, default="100ms", show_default=True,
               help="One-way delay of the emulated link.")
-@click.option("--sizes", type=size_list(1, 4 * 2**20), default=DEFAULT_SIZES, show_default=True,
+@click.option("--sizes", type=size_list(1, 4 * 2**20), default=",".join(map(str, DEFAULT_SIZES)), show_default=True,
               help="Request sizes in bytes; the step is expected just above 10 segments × MSS ≈ 14 KB.")
 @click.option("--repeats", type=click.IntRange(1, 1000), default=3, show_default=True, help="Calls per size and condition.")
 @click.option("--gap", type=DURATION, default="1s", show_default=True,
@@ -45,31 +35,14 @@ def demo(delay, sizes, repeats, gap, runs_dir, keep_testbed, no_report, quiet):
     """
     from rich.console import Console
 
-    from labkit.deploy import deploy
-    from labkit.hosts.inventory import load_inventory
-    from labkit.idle_step import SweepConfig, run_sweep
-    from labkit.sweep_cli import print_summary
-    from labkit.testbed.lab import LinkConfig, Testbed
+    from labkit.cli.options import stop_cleanly_on_sigterm
+    from labkit.cli.sweep import print_summary
+    from labkit.experiments.demo import run_demo
 
+    stop_cleanly_on_sigterm()
     console = Console(stderr=True)
-    lab = Testbed("demo", log=lambda message: console.print(message))
-    link = LinkConfig(one_way_delay_s=delay, rate_bps=100e6, mtu=1460, cc="cubic")
-    try:
-        console.print(f"bringing up the local testbed: {link.describe()}")
-        state = lab.up(link)
-        console.print("deploying labkit to the testbed hosts (offline: they have no route to a package index)")
-        results = deploy(load_inventory(state.inventory), mode="offline", console=console)
-        failed = [result for result in results if result.status == "failed"]
-        if failed:
-            raise click.ClickException(f"deploy failed on {failed[0].host}: {failed[0].detail}")
-        config = SweepConfig(
-            inventory=str(state.inventory), client="a", server="b", sizes=sizes, gaps_s=[gap], repeats=repeats,
-            slow_start_after_idle=[1, 0], cc=["cubic"], name="demo",
-        )
-        run = run_sweep(config, runs_dir=runs_dir, quiet=quiet)
-    finally:
-        if not keep_testbed:
-            lab.down(quiet=True)
+    run = run_demo(one_way_delay_s=delay, sizes=sizes, repeats=repeats, gap_s=gap, runs_dir=runs_dir,
+                   keep_testbed=keep_testbed, quiet=quiet, console=console, log=console.print)
     print_summary(run)
     if not no_report:
         report_run(run, console)
@@ -96,5 +69,5 @@ def report_run(run, console) -> bool:
         console.print(f"[red]report failed[/red] ({escape(reason)}); the run is complete in {escape(str(run.path))}; "
                       f"retry with: labkit report {escape(str(run.path))}", soft_wrap=True, highlight=False)
         return False
-    print_report(result)
+    print_report(result, click.echo)
     return True

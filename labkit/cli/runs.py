@@ -86,6 +86,16 @@ def _controller_alive(manifest) -> bool:
     return True
 
 
+def resume_hint(run) -> str:
+    """How to continue ``run``: the --resume of its own experiment's command (imports cannot be resumed)."""
+    from labkit.experiments import spec_for_experiment
+
+    spec = spec_for_experiment(run.manifest.get("experiment"))
+    if spec is None:
+        return f"a {run.manifest.get('experiment')!r} run cannot be resumed"
+    return f"continue it with `{spec.resume_command(run.run_id)}`"
+
+
 @runs.command()
 @click.argument("run", required=False)
 @RUNS_DIR
@@ -127,6 +137,6 @@ def cleanup(run, runs_dir, accept_new_host_keys):
                 problems = restore_from_manifest(host(originals["host"]), originals)
                 click.echo(f"{found.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
             found.set_status("interrupted")
-            click.echo(f"{found.run_id}: marked interrupted; continue it with `labkit sweep --resume {found.run_id}`")
+            click.echo(f"{found.run_id}: marked interrupted; {resume_hint(found)}")
         for opened in hosts.values():
             getattr(opened, "close", lambda: None)()

@@ -1,4 +1,8 @@
-"""What every experiment command shares: a TOML experiment file, flags over it, --resume, SIGTERM.
+"""What every experiment command shares: INVENTORY, a TOML experiment file, flags over it, --resume, SIGTERM.
+
+An experiment command (``labkit/cli/<command>.py``) declares its own options
+and decorates itself with :func:`experiment_options`; its body is one call to
+:func:`run_from_flags`, then it renders the run's summary.
 
 An experiment file holds the same settings as the command's flags, as a
 ``[<command>]`` table or at the top level; lists may be TOML arrays or comma
@@ -12,10 +16,62 @@ from __future__ import annotations
 import signal
 import tomllib
 from pathlib import Path
+from typing import Callable
 
 import click
 
 from labkit.errors import LabkitError
+
+#: The options every experiment command takes besides its own, in the order --help lists them.
+COMMON = ("inventory", "config_file", "runs_dir", "resume", "accept_new_host_keys", "quiet")
+
+
+def experiment_options(command):
+    """Add INVENTORY, --config, --runs-dir, --resume, --accept-new-host-keys and --quiet to an experiment command."""
+    decorators = [
+        click.argument("inventory", required=False, type=click.Path(dir_okay=False)),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                     help="TOML experiment file; flags override it."),
+        click.option("--runs-dir", type=click.Path(file_okay=False),
+                     help="Where runs go. [default: $LABKIT_RUNS or data/runs]"),
+        click.option("--resume", help="Continue an interrupted run (path or name): only missing cells run."),
+        click.option("--accept-new-host-keys", is_flag=True,
+                     help="Record unknown SSH host keys in known_hosts (never silently)."),
+        click.option("--quiet", is_flag=True, help="No progress bar."),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def run_from_flags(command: str, flags: dict, *, renamed: dict[str, str] | None = None,
+                   path_keys: tuple[str, ...] = ("inventory",), adjust: Callable[[dict, dict], None] | None = None):
+    """Run (or resume) experiment ``command`` from its command line; return the run.
+
+    ``flags`` are the click callback's keyword arguments; ``renamed`` maps an
+    option (or experiment-file key) to its config field where the names
+    differ (``gaps`` -> ``gaps_s``); ``adjust(values, options)`` may fix up
+    the merged values before the config is built.
+    """
+    from labkit.experiments import run_command, spec
+
+    stop_cleanly_on_sigterm()
+    common = {key: flags[key] for key in COMMON}
+    options = {key: value for key, value in flags.items() if key not in COMMON}
+    run_options = dict(runs_dir=common["runs_dir"], quiet=common["quiet"],
+                       accept_new_host_keys=common["accept_new_host_keys"])
+    if common["resume"]:
+        refuse_options_with_resume(common["inventory"], common["config_file"], options)
+        return run_command(command, resume=common["resume"], **run_options)
+    fields = {option: (renamed or {}).get(option, option) for option in options}
+    fields["inventory"] = "inventory"
+    values = config_values(common["inventory"], common["config_file"], options, section=command, fields=fields,
+                           path_keys=path_keys)
+    if adjust is not None:
+        adjust(values, options)
+    config = spec(command).config_type(**values)
+    config.validate()  # bad values fail here, before any host is contacted
+    return run_command(command, config=config, **run_options)
 
 
 def stop_cleanly_on_sigterm() -> None:

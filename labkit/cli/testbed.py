@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.units import DURATION, RATE
+from labkit.cli.params import DURATION, RATE
 
 NAME_OPTION = click.option(
     "--name", default="labkit", show_default=True,

@@ -26,13 +26,13 @@ Completed cells are recorded, so ``--resume`` redoes only what is missing.
 from __future__ import annotations
 
 import itertools
-import json
 import random
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.experiments.base import ExperimentSpec, Plan, json_lines, url_host
 
 EXPERIMENT = "idle-step"
 
@@ -141,49 +141,6 @@ def plan_cells(config: SweepConfig, pairs: list[tuple[str, str]]) -> list[Cell]:
     return cells
 
 
-def sweep_schema():
-    """The declared Parquet schema of a sweep's samples: one row per call, tidy and long."""
-    import pyarrow as pa
-
-    from labkit.echo.tcpinfo import TCP_COLUMNS
-
-    integer_tcp = {"cwnd", "ssthresh", "bytes_acked", "retrans", "mss"}
-    tcp_fields = []
-    for column in TCP_COLUMNS:
-        base = column.rsplit("_", 1)[0] if column.endswith(("_before", "_after")) else column
-        if column == "tcp_cc":
-            tcp_fields.append(pa.field(column, pa.string()))
-        elif base in integer_tcp:
-            tcp_fields.append(pa.field(column, pa.int64()))
-        else:
-            tcp_fields.append(pa.field(column, pa.float64()))
-    return pa.schema(
-        [
-            pa.field("run_id", pa.string(), nullable=False),
-            pa.field("experiment", pa.string(), nullable=False),
-            pa.field("src", pa.string(), nullable=False),
-            pa.field("dst", pa.string(), nullable=False),
-            pa.field("cell_id", pa.string(), nullable=False),
-            pa.field("attempt", pa.int32(), nullable=False),
-            pa.field("cc", pa.string()),
-            pa.field("slow_start_after_idle", pa.int8()),
-            pa.field("background_gap_s", pa.float64()),
-            pa.field("keepalive_ms", pa.int64()),
-            pa.field("payload_bytes", pa.int64(), nullable=False),
-            pa.field("gap_s", pa.float64(), nullable=False),
-            pa.field("seq", pa.int64(), nullable=False),
-            pa.field("t_start_utc_ns", pa.int64(), nullable=False),
-            pa.field("rtt_ns", pa.int64(), nullable=False),
-            pa.field("rtt_ms", pa.float64(), nullable=False),
-            pa.field("ok", pa.bool_(), nullable=False),
-            pa.field("error", pa.string()),
-            pa.field("grpc_code", pa.string()),
-            pa.field("cold", pa.bool_(), nullable=False),
-            *tcp_fields,
-        ]
-    )
-
-
 # -- running ----------------------------------------------------------------------------
 
 
@@ -223,56 +180,53 @@ class _Sweeper:
         self.run.save_manifest()
 
     def run_pair(self, src: str, dst: str, cells: list[Cell]) -> None:
-        from labkit.hosts.kernel import ConditionRefused
+        from labkit.analysis.tables import condition_label
 
-        config, run, session = self.config, self.run, self.session
+        config, session = self.config, self.session
         conditions = self.kernel_conditions[(src, dst)]
-        server_address = self.inventory.peer_address(dst)
-        label = f"{src}-{dst}"
-        finished = run.finished_cells()
-        todo = [cell for cell in cells if cell.id not in finished]
         calls_per_cell = len(config.sizes) * config.repeats
-        self.progress.advance(calls_per_cell * (len(cells) - len(todo)))
+        todo = session.pending(cells, lambda cell: calls_per_cell)
         if not todo:
             return
-        baselines = run.manifest.setdefault("baselines", {}).setdefault(label, {})
-        attempt = len(run.manifest["resumed_utc"])
         echo_server = None
         try:
-            baselines[f"ping_before_{attempt}"] = session.ping(src, server_address, f"{label}-before", config.ping_count)
-            baselines["iperf3"] = session.iperf(src, dst, server_address, label, seconds=config.iperf_seconds,
-                                                rate=config.iperf_rate, port=config.iperf_port)
-            run.save_manifest()
-            serve = ["echo", "serve", "--bind", f"{server_address}:0"]
+            session.ping_baseline(src, dst, "before", config.ping_count)
+            session.iperf_baseline(src, dst, seconds=config.iperf_seconds, rate=config.iperf_rate, port=config.iperf_port)
+            serve = []
             keepalives = [k for k in config.keepalive_ms if k]
             if keepalives:
                 serve += ["--permit-keepalive-ms", str(min(keepalives))]
-            echo_server = session.start_labkit(dst, *serve)
-            port = json.loads(echo_server.wait_for_line(lambda line: '"ready"' in line, timeout=60))["port"]
+            echo_server, ready = session.start_echo_server(dst, *serve)
+            target = f"{url_host(session.address(dst))}:{ready['port']}"
             for cell in todo:
-                if session.stopping.is_set():
-                    raise KeyboardInterrupt
-                self.progress.describe(f"{src}→{dst} cc={cell.cc or 'keep'} ssai={_keep(cell.slow_start_after_idle)} gap={cell.gap_s:g}s")
-                try:
-                    for side in conditions:
-                        if cell.slow_start_after_idle is not None:
-                            side.set_slow_start_after_idle(cell.slow_start_after_idle)
-                        if cell.cc is not None:
-                            side.set_congestion_control(cell.cc)
-                except ConditionRefused as exc:
-                    run.skip_cell(cell.id, str(exc))
-                    self.progress.log(f"skipping {cell.id}: {exc}")
+                session.check_stopping()
+                self.progress.describe(f"{src}→{dst} {condition_label(cell.cc, cell.slow_start_after_idle, cell.gap_s)}")
+                if self.set_conditions(cell, conditions):
+                    self.run_cell(cell, target)
+                else:
                     self.progress.advance(calls_per_cell)
-                    continue
-                self.run_cell(cell, f"{server_address}:{port}")
-            baselines[f"ping_after_{attempt}"] = session.ping(src, server_address, f"{label}-after", config.ping_count)
-            run.save_manifest()
+            session.ping_baseline(src, dst, "after", config.ping_count)
         finally:
             if echo_server is not None:
                 session.stop(dst, echo_server)
-            problems = [problem for side in conditions for problem in side.restore()]
-            for problem in problems:
+            for problem in [problem for side in conditions for problem in side.restore()]:
                 self.progress.log(f"[red]{problem}[/red]")
+
+    def set_conditions(self, cell: Cell, conditions) -> bool:
+        """Set the cell's kernel conditions on both hosts; False (and the cell recorded as skipped) if a host refuses."""
+        from labkit.hosts.kernel import ConditionRefused
+
+        try:
+            for side in conditions:
+                if cell.slow_start_after_idle is not None:
+                    side.set_slow_start_after_idle(cell.slow_start_after_idle)
+                if cell.cc is not None:
+                    side.set_congestion_control(cell.cc)
+        except ConditionRefused as exc:
+            self.run.skip_cell(cell.id, str(exc))
+            self.progress.log(f"skipping {cell.id}: {exc}")
+            return False
+        return True
 
     def run_cell(self, cell: Cell, target: str) -> None:
         config, run = self.config, self.run
@@ -290,13 +244,9 @@ class _Sweeper:
             args += ["--keepalive-ms", str(cell.keepalive_ms)]
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, **cell.columns()}
         received = 0
-        proc = self.session.start_labkit(cell.src, *args)
-        try:
+        with self.session.agent(cell.src, *args) as proc:
             # Silence for longer than a call's deadline plus its gap means the client is stuck.
-            for line in proc.lines(timeout=config.call_timeout_s + cell.gap_s + 30):
-                if not line.startswith("{"):
-                    continue
-                call = json.loads(line)
+            for call in json_lines(proc, timeout=config.call_timeout_s + cell.gap_s + 30):
                 call["rtt_ms"] = call["rtt_ns"] / 1e6
                 call.pop("background", None)
                 run.append([{**fixed, **call}])
@@ -304,11 +254,9 @@ class _Sweeper:
                 self.calls_measured += 1
                 self.progress.advance()
             status = proc.wait()
-        finally:
-            self.session.stop(cell.src, proc)
         if status != 0 or received != expected:
-            detail = proc.stderr_lines[-1] if proc.stderr_lines else f"exit status {status}"
-            raise LabkitError(f"the echo client on {cell.src} stopped after {received} of {expected} calls: {detail}")
+            raise LabkitError(f"the echo client on {cell.src} stopped after {received} of {expected} calls: "
+                              f"{proc.last_words(status)}")
         run.complete_cell(cell.id, attempt, received)
 
 
@@ -325,32 +273,23 @@ def _pairs(config: SweepConfig, inventory) -> list[tuple[str, str]]:
     return [(a, b) for a in names for b in names if a != b]
 
 
-def run_sweep(
-    config: SweepConfig | None,
-    *,
-    runs_dir=None,
-    resume: str | None = None,
-    quiet: bool = False,
-    accept_new_host_keys: bool = False,
-):
-    """Run (or, with ``resume``, continue) a sweep and return its :class:`labkit.store.Run`."""
-    from labkit.experiment import begin_run, prepare_run, session
-
-    run, config, inventory = prepare_run(EXPERIMENT, SweepConfig, config, resume=resume, runs_dir=runs_dir)
+def plan(config: SweepConfig, inventory) -> Plan:
     pairs = _pairs(config, inventory)
     cells = plan_cells(config, pairs)
-    run = begin_run(run, EXPERIMENT, config, runs_dir)
-    names = sorted({name for pair in pairs for name in pair})
-    total = len(cells) * len(config.sizes) * config.repeats
-    with session(run, inventory, names, total=total, quiet=quiet, accept_new_host_keys=accept_new_host_keys) as current:
-        sweeper = _Sweeper(current, config)
-        sweeper.capture_kernel_originals(pairs)
-        by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
-        if len(pairs) == 1:
-            sweeper.run_pair(*pairs[0], by_pair[pairs[0]])
-        else:
-            _run_mesh(sweeper, by_pair)
-    return run.finish(sweep_schema())
+    hosts = sorted({name for pair in pairs for name in pair})
+    return Plan(cells, hosts, total=len(cells) * len(config.sizes) * config.repeats, unit="call")
+
+
+def execute(session, config: SweepConfig, cells: list[Cell]) -> None:
+    """Run every pair's cells: one pair in this thread, or disjoint pairs in parallel with --mesh."""
+    pairs = list(dict.fromkeys((cell.src, cell.dst) for cell in cells))
+    sweeper = _Sweeper(session, config)
+    sweeper.capture_kernel_originals(pairs)
+    by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
+    if len(pairs) == 1:
+        sweeper.run_pair(*pairs[0], by_pair[pairs[0]])
+    else:
+        _run_mesh(sweeper, by_pair)
 
 
 def _run_mesh(sweeper: _Sweeper, by_pair: dict[tuple[str, str], list[Cell]]) -> None:
@@ -378,18 +317,16 @@ def _run_mesh(sweeper: _Sweeper, by_pair: dict[tuple[str, str], list[Cell]]) -> 
             raise
 
 
-def summarise(samples, ping_ms: dict[str, float] | None = None):
-    """Median RTT per condition and size over warm, successful calls (a DataFrame).
+def summarize(run):
+    """The sweep's table: median RTT per condition and size, as a multiple of each pair's ping RTT."""
+    from labkit.analysis.tables import summarize_sweep
 
-    With ``ping_ms`` (pair label ``src-dst`` → ping mean), adds the median as a
-    multiple of the pair's ping RTT.
-    """
-    warm = samples[samples["ok"] & ~samples["cold"]]
-    keys = ["src", "dst", "cc", "slow_start_after_idle", "gap_s", "background_gap_s", "keepalive_ms", "payload_bytes"]
-    table = (
-        warm.groupby(keys, dropna=False)["rtt_ms"].agg(["count", "median"]).reset_index().rename(columns={"median": "median_ms"})
-    )
-    if ping_ms:
-        table["ping_ms"] = [ping_ms.get(f"{s}-{d}") for s, d in zip(table["src"], table["dst"])]
-        table["rtt_multiple"] = table["median_ms"] / table["ping_ms"]
-    return table
+    ping = {pair: (values.get("ping_before_0") or {}).get("rtt_avg_ms")
+            for pair, values in (run.manifest.get("baselines") or {}).items()}
+    return summarize_sweep(run.samples(), ping)
+
+
+SPEC = ExperimentSpec(
+    command="sweep", experiment=EXPERIMENT, config_type=SweepConfig, plan=plan, execute=execute,
+    schema="SWEEP_SCHEMA", summarize=summarize, notebook="idle_step",
+)

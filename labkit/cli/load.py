@@ -1,23 +1,18 @@
-"""``labkit load``: the command line of :mod:`labkit.under_load` (flags, a TOML experiment file, --resume)."""
+"""``labkit load``: the cost of a call under load (:mod:`labkit.experiments.load`) from the shell or a TOML file."""
 
 from __future__ import annotations
 
 import click
 
-from labkit.under_load import MAX_PAYLOAD_BYTES, TRANSPORTS
-from labkit.units import DURATION, choice_list, int_list, size_list
+from labkit.cli.options import experiment_options, run_from_flags
+from labkit.cli.params import DURATION, choice_list, int_list, size_list
+from labkit.experiments.load import MAX_PAYLOAD_BYTES, TRANSPORTS
 
-# option / file key -> LoadConfig field
-_FILE_KEYS = {
-    "inventory": "inventory", "client": "client", "server": "server", "transports": "transports",
-    "concurrency": "concurrency", "payload_bytes": "payload_bytes", "connections": "connections",
-    "keepalive_ms": "keepalive_ms", "duration": "duration_s", "warmup": "warmup_s", "name": "name", "seed": "seed",
-    "call_timeout": "call_timeout_s", "ping_count": "ping_count", "ghz": "ghz", "h2load": "h2load",
-}
+# option (and experiment-file key) -> LoadConfig field, where the names differ
+RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call_timeout_s"}
 
 
 @click.command()
-@click.argument("inventory", required=False, type=click.Path(dir_okay=False))
 @click.option("--client", help="Inventory host that runs the load tools (ghz, h2load).")
 @click.option("--server", help="Inventory host that runs the echo server.")
 @click.option("--transports", type=choice_list(TRANSPORTS),
@@ -36,12 +31,8 @@ _FILE_KEYS = {
 @click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in the baselines before and after. [default: 10]")
 @click.option("--ghz", help="ghz on the client host. [default: the one `labkit deploy` copied there, else PATH]")
 @click.option("--h2load", help="h2load on the client host. [default: h2load on its PATH]")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML experiment file; flags override it.")
-@click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs go. [default: $LABKIT_RUNS or data/runs]")
-@click.option("--resume", help="Continue an interrupted run (path or name): only missing cells run.")
-@click.option("--accept-new-host-keys", is_flag=True, help="Record unknown SSH host keys in known_hosts (never silently).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
-def load(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet, **options):
+@experiment_options
+def load(**flags):
     """The cost of a call under load: gRPC (ghz) and HTTP/2 (h2load) against one echo server.
 
     Starts `labkit echo serve --http2-port 0` on the server host and, for every
@@ -57,17 +48,7 @@ def load(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet, 
           --client a --server b --concurrency 1,10,50 --payload-bytes 64,1024 \\
           --duration 10s --warmup 2s
     """
-    from labkit.experiment_cli import config_values, refuse_options_with_resume, stop_cleanly_on_sigterm
-    from labkit.under_load import LoadConfig, run_load
-
-    stop_cleanly_on_sigterm()
-    if resume:
-        refuse_options_with_resume(inventory, config_file, options)
-        run = run_load(None, runs_dir=runs_dir, resume=resume, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
-    else:
-        values = config_values(inventory, config_file, options, section="load", fields=_FILE_KEYS)
-        run = run_load(LoadConfig(**values), runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
-    print_summary(run)
+    print_summary(run_from_flags("load", flags, renamed=RENAMED))
 
 
 def print_summary(run) -> None:
@@ -75,8 +56,6 @@ def print_summary(run) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
-
-    from labkit.under_load import summarise
 
     def missing(value) -> bool:
         return value is None or value != value
@@ -87,7 +66,7 @@ def print_summary(run) -> None:
     table = Table(title=f"{run.run_id}: latency in ms over each measured window", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("transport", "c", "n", "ka", "B", "req/s", "p50", "p90", "p99", "max", "err", "cpu"):
         table.add_column(column, justify="left" if column == "transport" else "right")
-    rows = summarise(run.samples())
+    rows = run.summary()
     for row in rows.itertuples():
         table.add_row(row.transport, str(row.concurrency), str(row.connections),
                       "—" if missing(row.keepalive_ms) else str(int(row.keepalive_ms)), str(row.payload_bytes),

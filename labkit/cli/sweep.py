@@ -1,26 +1,18 @@
-"""`labkit sweep`: the idle-connection experiment from the shell or a TOML experiment file."""
+"""``labkit sweep``: the idle-connection experiment (:mod:`labkit.experiments.sweep`) from the shell or a TOML file."""
 
 from __future__ import annotations
 
 import click
 
-from labkit.units import choice_list, duration_list, int_list, size_list
+from labkit.cli.options import experiment_options, run_from_flags
+from labkit.cli.params import choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
-
-# option name (and key of an experiment file) -> SweepConfig field
-_FILE_KEYS = {
-    "inventory": "inventory", "client": "client", "server": "server", "sizes": "sizes",
-    "gaps": "gaps_s", "repeats": "repeats", "background_gap": "background_gaps_s",
-    "keepalive_ms": "keepalive_ms", "slow_start_after_idle": "slow_start_after_idle", "cc": "cc",
-    "order": "order", "name": "name", "seed": "seed", "warmup": "warmup", "mesh": "mesh", "hosts": "hosts",
-    "ping_count": "ping_count", "iperf_seconds": "iperf_seconds", "iperf_rate": "iperf_rate",
-    "iperf_port": "iperf_port",
-}
+# option (and experiment-file key) -> SweepConfig field, where the names differ
+RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
 
 
 @click.command()
-@click.argument("inventory", required=False, type=click.Path(dir_okay=False))
 @click.option("--client", help="Inventory host that runs the echo client.")
 @click.option("--server", help="Inventory host that runs the echo server.")
 @click.option("--sizes", type=size_list(0, 64 * 2**20), help="Request sizes in bytes, e.g. 1000,14000,16k,32000.")
@@ -43,12 +35,9 @@ _FILE_KEYS = {
 @click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in each baseline before and after. [default: 10]")
 @click.option("--iperf-seconds", type=click.IntRange(1, 3600), help="Length of the iperf3 baseline. [default: 3]")
 @click.option("--iperf-rate", help="iperf3 -b rate limit of the baseline (always limited). [default: 50M]")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML experiment file; flags override it.")
-@click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs go. [default: $LABKIT_RUNS or data/runs]")
-@click.option("--resume", help="Continue an interrupted run (path or name): only missing cells run.")
-@click.option("--accept-new-host-keys", is_flag=True, help="Record unknown SSH host keys in known_hosts (never silently).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
-def sweep(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet, **options):
+@click.option("--iperf-port", type=click.IntRange(1, 65535), help="Port of the iperf3 baseline's server. [default: 5201]")
+@experiment_options
+def sweep(**flags):
     """Sweep request size × idle gap × background traffic × kernel settings between two hosts.
 
     Starts `labkit echo serve` on the server host, runs `labkit echo call
@@ -64,19 +53,12 @@ def sweep(inventory, config_file, runs_dir, resume, accept_new_host_keys, quiet,
           --client a --server b --sizes 1000,14000,16000,32000 --gaps 1s \\
           --repeats 5 --slow-start-after-idle 1,0
     """
-    from labkit.experiment_cli import config_values, refuse_options_with_resume, stop_cleanly_on_sigterm
-    from labkit.idle_step import SweepConfig, run_sweep
+    print_summary(run_from_flags("sweep", flags, renamed=RENAMED, adjust=_host_list))
 
-    stop_cleanly_on_sigterm()
-    if resume:
-        refuse_options_with_resume(inventory, config_file, options)
-        run = run_sweep(None, runs_dir=runs_dir, resume=resume, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
-    else:
-        values = config_values(inventory, config_file, options, section="sweep", fields=_FILE_KEYS)
-        if isinstance(values.get("hosts"), str):
-            values["hosts"] = [name.strip() for name in values["hosts"].split(",") if name.strip()]
-        run = run_sweep(SweepConfig(**values), runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys)
-    print_summary(run)
+
+def _host_list(values: dict, options: dict) -> None:
+    if isinstance(values.get("hosts"), str):
+        values["hosts"] = [name.strip() for name in values["hosts"].split(",") if name.strip()]
 
 
 def print_summary(run) -> None:
@@ -84,25 +66,18 @@ def print_summary(run) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from labkit.idle_step import summarise
+    from labkit.analysis.tables import SWEEP_CONDITION, condition_label
 
-    baselines = run.manifest.get("baselines", {})
-    ping = {pair: values.get("ping_before_0", {}).get("rtt_avg_ms") for pair, values in baselines.items()}
-    table_data = summarise(run.samples(), ping)
-    conditions = ["src", "dst", "cc", "slow_start_after_idle", "gap_s", "background_gap_s", "keepalive_ms"]
+    table_data = run.summary()
+    sizes = sorted(table_data["payload_bytes"].unique())
     table = Table(title="median RTT of warm calls, as a multiple of the ping RTT")
-    for column in ("pair", "condition", *map(str, sorted(table_data["payload_bytes"].unique()))):
+    for column in ("pair", "condition", *map(str, sizes)):
         table.add_column(column, justify="right" if column[0].isdigit() else "left")
-    for key, group in table_data.groupby(conditions, dropna=False, sort=False):
-        src, dst, cc, ssai, gap, background, keepalive = key
-        condition = f"cc={cc if isinstance(cc, str) else 'keep'} ssai={'keep' if ssai != ssai else int(ssai)} gap={gap:g}s"
-        if background == background and background is not None:
-            condition += f" bg={background:g}s"
-        if keepalive == keepalive and keepalive is not None:
-            condition += f" ka={int(keepalive)}ms"
+    for key, group in table_data.groupby(SWEEP_CONDITION, dropna=False, sort=False):
+        src, dst, *knobs = key
         cells = {int(row.payload_bytes): row for row in group.itertuples()}
         values = []
-        for size in sorted(table_data["payload_bytes"].unique()):
+        for size in sizes:
             row = cells.get(int(size))
             if row is None:
                 values.append("—")
@@ -110,7 +85,7 @@ def print_summary(run) -> None:
                 values.append(f"{row.rtt_multiple:.2f}×")
             else:
                 values.append(f"{row.median_ms:.1f} ms")
-        table.add_row(f"{src}→{dst}", condition, *values)
+        table.add_row(f"{src}→{dst}", condition_label(*knobs), *values)
     console = Console()
     console.print(table)
     counts = run.row_counts()

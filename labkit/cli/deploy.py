@@ -1,0 +1,29 @@
+"""``labkit deploy``: the command line of :mod:`labkit.deploy`."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("deploy")
+@click.argument("inventory", type=click.Path(dir_okay=False))
+@click.argument("hosts", nargs=-1)
+@click.option("--offline/--online", "offline", default=None,
+              help="Install from an uploaded wheelhouse, or from the package index "
+                   "[default: offline on the testbed and where the index is unreachable].")
+@click.option("--accept-new-host-keys", is_flag=True,
+              help="Record the key of a host seen for the first time in known_hosts (a changed key is still refused).")
+@click.option("--force", is_flag=True, help="Reinstall even where the same build is already deployed.")
+@click.option("--wheel", type=click.Path(exists=True, dir_okay=False),
+              help="Deploy this labkit wheel instead of building one from the source tree.")
+def deploy(inventory, hosts, offline, accept_new_host_keys, force, wheel):
+    """Install this labkit on HOSTS of INVENTORY (default: all) so sweeps can run there."""
+    from labkit.deploy import deploy as deploy_to
+    from labkit.errors import LabkitError
+
+    mode = "auto" if offline is None else ("offline" if offline else "online")
+    results = deploy_to(inventory, list(hosts), mode=mode, accept_new_host_keys=accept_new_host_keys, force=force,
+                        wheel=wheel)
+    failed = [result.host for result in results if result.status == "failed"]
+    if failed:
+        raise LabkitError(f"deploy failed on {', '.join(failed)}")

@@ -1,0 +1,404 @@
+"""The experiment template: what every experiment command shares, written once.
+
+An experiment (``labkit sweep``, ``series``, ``upload``, ``load``) is an
+:class:`ExperimentSpec` in its own module, ``labkit/experiments/<command>.py``:
+its config dataclass, how it plans its cells, how it executes them in a
+:class:`Session`, its Parquet schema, its summary and its notebook.
+:func:`run_experiment` does the rest, the same way for all of them:
+
+1. checks the config, the inventory and the host names before a run exists
+   (:func:`prepare_run`), or takes the recorded config of a run to resume;
+2. plans the cells, creates (or reopens) the run in the store;
+3. opens each host once, checks labkit is deployed there and records every
+   host's facts before anything is measured (:func:`session`);
+4. lets the spec execute its cells; every process started on a host is
+   registered in the run before it runs and stopped afterwards, also on
+   failure, Ctrl-C and SIGTERM (:meth:`Session.stop_everything`);
+5. marks the run interrupted or failed, or writes the Parquet dataset and
+   marks it complete.
+
+The spec's executor appends its samples to the run itself, cell by cell, so a
+resumed run redoes only what is missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from labkit.errors import LabkitError
+
+
+# -- the spec of an experiment -------------------------------------------------------------------
+@dataclass
+class Plan:
+    """What an experiment will run: its cells, in order, and how progress is counted."""
+
+    cells: list
+    hosts: list[str]  # inventory names of every host the run uses
+    total: int  # progress units (calls, samples, uploads, cells) of the whole plan
+    unit: str = "call"
+    omitted: list[str] = field(default_factory=list)  # combinations left out, with the reason for each
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """One experiment command, declared once; :func:`run_experiment` runs any of them."""
+
+    command: str  # the CLI command, e.g. "sweep"; also what --resume is given to
+    experiment: str  # the run manifest's experiment id, e.g. "idle-step"
+    config_type: type  # the config dataclass; its fields are the options (and the manifest's config)
+    plan: Callable[[Any, Any], Plan]  # (config, inventory) -> Plan
+    execute: Callable[["Session", Any, list], None]  # runs the plan's cells in a session
+    schema: str  # the name of its samples.parquet schema in labkit.schemas, e.g. "SWEEP_SCHEMA"
+    summarize: Callable[[Any], Any]  # Run -> the DataFrame a person reads first
+    notebook: str | None = None  # the notebook in notebooks/ that analyses its runs
+
+    def resume_command(self, run_id: str) -> str:
+        return f"labkit {self.command} --resume {run_id}"
+
+
+def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str | None = None, quiet: bool = False,
+                   accept_new_host_keys: bool = False):
+    """Run (or, with ``resume``, continue) an experiment and return its :class:`labkit.store.Run`."""
+    run, config, inventory = prepare_run(spec.experiment, spec.config_type, config, resume=resume, runs_dir=runs_dir)
+    plan = spec.plan(config, inventory)
+    if not plan.cells:
+        raise LabkitError("no cell to run" + (": " + "; ".join(plan.omitted[:3]) if plan.omitted else ""))
+    resumed = run is not None
+    run = begin_run(run, spec.experiment, config, runs_dir)
+    if plan.omitted and not resumed:
+        run.update(omitted_cells=plan.omitted)
+    with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
+                 accept_new_host_keys=accept_new_host_keys) as current:
+        spec.execute(current, config, plan.cells)
+    import labkit.schemas
+
+    return run.finish(getattr(labkit.schemas, spec.schema))
+
+
+def prepare_run(experiment: str, config_type, config, *, resume: str | None = None, runs_dir=None):
+    """Check everything that can be checked before a run exists; return (run to resume or None, config, inventory).
+
+    Resuming takes the config recorded in the run's manifest, so the matrix it
+    finishes is the one it started. Bad values, a bad inventory or an unknown
+    host fail here, so no run directory is left behind by a typo.
+    """
+    from labkit.hosts.inventory import load_inventory
+    from labkit.store import find_run
+
+    run = None
+    if resume:
+        run = find_run(resume, runs_dir)
+        if run.manifest.get("experiment") != experiment:
+            raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')} run, not a {experiment} run")
+        if run.status == "complete":
+            raise LabkitError(f"{run.path} is already complete; nothing to resume")
+        config = config_type(**run.manifest["config"])
+    if config is None:
+        raise LabkitError("give a config, or a run to resume")
+    config.validate()
+    inventory = load_inventory(config.inventory)
+    for name in (getattr(config, "client", None), getattr(config, "server", None)):
+        if name:
+            inventory.host(name)  # a clear error for an unknown name
+    return run, config, inventory
+
+
+def begin_run(run, experiment: str, config, runs_dir=None):
+    """Mark a resumed run as running again, or create the new one (after its config was checked)."""
+    from labkit.store import Run
+
+    if run is not None:
+        run.mark_resumed()
+        return run
+    return Run.create(runs_dir, config.name, experiment, dataclasses.asdict(config))
+
+
+# -- progress, hosts and processes ----------------------------------------------------------------
+class Progress:
+    """Calls done / total with an ETA: rich in a terminal, tqdm in a notebook, nothing when quiet."""
+
+    def __init__(self, total: int, quiet: bool = False, unit: str = "call"):
+        self.total = total
+        self._lock = threading.Lock()
+        self._rich = self._tqdm = None
+        if quiet:
+            return
+        if "ipykernel" in sys.modules:
+            from tqdm.auto import tqdm
+
+            self._tqdm = tqdm(total=total, unit=unit)
+        else:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
+
+            self._rich = RichProgress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                transient=False,
+            )
+            self._task = self._rich.add_task(unit, total=total)
+            self._rich.start()
+
+    def describe(self, text: str) -> None:
+        with self._lock:
+            if self._rich:
+                self._rich.update(self._task, description=text)
+            elif self._tqdm:
+                self._tqdm.set_description(text)
+
+    def advance(self, count: int = 1) -> None:
+        with self._lock:
+            if self._rich:
+                self._rich.advance(self._task, count)
+            elif self._tqdm:
+                self._tqdm.update(count)
+
+    def log(self, message: str) -> None:
+        if self._rich:
+            self._rich.console.print(message)
+        elif self._tqdm:
+            self._tqdm.write(message)
+
+    def close(self) -> None:
+        if self._rich:
+            self._rich.stop()
+        elif self._tqdm:
+            self._tqdm.close()
+
+
+class HostPool:
+    """One open host object per inventory name, shared by every pair that uses it."""
+
+    def __init__(self, inventory, accept_new_host_keys: bool):
+        self.inventory = inventory
+        self.accept_new_host_keys = accept_new_host_keys
+        self._hosts: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str):
+        from labkit.hosts.inventory import open_host
+
+        with self._lock:
+            if name not in self._hosts:
+                self._hosts[name] = open_host(self.inventory, name, accept_new_host_keys=self.accept_new_host_keys)
+            return self._hosts[name]
+
+    def hosts(self) -> list:
+        with self._lock:
+            return list(self._hosts.values())
+
+    def close(self) -> None:
+        for host in self._hosts.values():
+            host.close()
+
+
+class Session:
+    """The hosts, progress and started processes of one run of an experiment."""
+
+    def __init__(self, run, inventory, pool: HostPool, progress: Progress):
+        self.run = run
+        self.inventory = inventory
+        self.pool = pool
+        self.progress = progress
+        self.stopping = threading.Event()
+        self.labkit_argv: dict[str, list[str]] = {}
+        self.live_processes: set = set()
+        self._live_lock = threading.Lock()
+
+    def host(self, name: str):
+        return self.pool.get(name)
+
+    def address(self, name: str) -> str:
+        """Where peers send experiment traffic to host ``name`` (its data address)."""
+        return self.inventory.peer_address(name)
+
+    def home(self, name: str) -> str:
+        """Host ``name``'s labkit directory, as its commands see it."""
+        from labkit.hosts.layout import labkit_home
+
+        return labkit_home(self.inventory.host(name))
+
+    # -- cells -------------------------------------------------------------------------------
+    def pending(self, cells: list, weight: Callable[[Any], int]) -> list:
+        """The cells not yet finished (complete or skipped); progress advances by ``weight`` of the others."""
+        finished = self.run.finished_cells()
+        todo = [cell for cell in cells if cell.id not in finished]
+        self.progress.advance(sum(weight(cell) for cell in cells if cell.id in finished))
+        return todo
+
+    def check_stopping(self) -> None:
+        """Between cells: end the run like Ctrl-C once another thread asked everything to stop."""
+        if self.stopping.is_set():
+            raise KeyboardInterrupt
+
+    # -- processes ---------------------------------------------------------------------------
+    def start(self, host_name: str, argv: list[str]):
+        """Start ``argv`` on a host, registered in the run until :meth:`stop`."""
+        proc = self.pool.get(host_name).start(argv)
+        self.run.register_process(host_name, proc.pid, argv)
+        with self._live_lock:
+            self.live_processes.add(proc)
+        return proc
+
+    def start_labkit(self, host_name: str, *args: str):
+        """Start a labkit subcommand on a host (its deployed copy, or this one on a local host)."""
+        return self.start(host_name, [*self.labkit_argv[host_name], *args])
+
+    def run_labkit(self, host_name: str, *args: str, timeout: float = 600) -> dict[str, Any]:
+        """Run a labkit agent command on a host to completion; its last JSON line."""
+        result = self.host(host_name).run([*self.labkit_argv[host_name], *args], timeout=timeout)
+        lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+        if not result.ok or not lines:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            raise LabkitError(f"{host_name}: `labkit {' '.join(args[:2])}` failed: {detail[-1] if detail else result.returncode}")
+        return json.loads(lines[-1])
+
+    @contextmanager
+    def agent(self, host_name: str, *args: str) -> Iterator:
+        """A labkit agent process on a host for the length of a ``with`` block, stopped (and unregistered) after."""
+        proc = self.start_labkit(host_name, *args)
+        try:
+            yield proc
+        finally:
+            self.stop(host_name, proc)
+
+    def start_echo_server(self, host_name: str, *serve_args: str, timeout: float = 60):
+        """``labkit echo serve --bind <data address>:0 ARGS`` on a host; (process, its ready line as a dict)."""
+        bind = f"{url_host(self.address(host_name))}:0"
+        server = self.start_labkit(host_name, "echo", "serve", "--bind", bind, *serve_args)
+        try:
+            ready = json.loads(server.wait_for_line(lambda line: '"ready"' in line, timeout=timeout))
+        except BaseException:
+            self.stop(host_name, server)
+            raise
+        ready.pop("event", None)
+        return server, ready
+
+    def stop(self, host_name: str, proc) -> None:
+        try:
+            proc.stop()
+        finally:
+            self.run.unregister_process(host_name, proc.pid)
+            with self._live_lock:
+                self.live_processes.discard(proc)
+
+    def stop_everything(self) -> None:
+        """End every process still running, so worker threads blocked on them return."""
+        self.stopping.set()
+        with self._live_lock:
+            live = list(self.live_processes)
+        for proc in live:
+            try:
+                proc.stop(grace_s=1.0)
+            except Exception:
+                pass
+
+    # -- baselines -----------------------------------------------------------------------------
+    def ping_baseline(self, src: str, dst: str, when: str, count: int = 10) -> dict[str, Any]:
+        """Ping ``dst``'s data address from ``src`` and record it as ``baselines[src-dst][ping_<when>_<attempt>]``.
+
+        The raw output is kept as ``raw/ping-<src>-<dst>-<when>.txt``.
+        """
+        from labkit.parsers.ping import baseline_ping_argv, parse_ping
+
+        result = self.host(src).run(baseline_ping_argv(self.address(dst), count), timeout=count * 0.2 + 30)
+        self.run.write_raw(f"ping-{src}-{dst}-{when}.txt", result.stdout + result.stderr)
+        summary = parse_ping(result.stdout).summary
+        values = {k: summary.get(k) for k in ("transmitted", "received", "rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms")}
+        self.run.record_baseline(src, dst, f"ping_{when}_{self.run.attempt}", values)
+        return values
+
+    def iperf_baseline(self, src: str, dst: str, *, seconds: int = 3, rate: str = "50M",
+                       port: int = 5201) -> dict[str, Any]:
+        """A rate-limited iperf3 throughput baseline from ``src`` to ``dst``, recorded as ``baselines[src-dst][iperf3]``.
+
+        Always rate-limited: through the testbed's delay line an unlimited
+        sender overflows queues and measures the emulator, not the path. The
+        ``-J`` output is kept as ``raw/iperf3-<src>-<dst>.json``.
+        """
+        from labkit.parsers.iperf3 import iperf3_client_argv, iperf3_server_argv, parse_iperf3_json
+
+        address = self.address(dst)
+        server = self.start(dst, iperf3_server_argv(address, port))
+        try:
+            server.wait_for_line(lambda line: "listening" in line.lower(), timeout=15)
+            result = self.host(src).run(iperf3_client_argv(address, port, seconds, rate), timeout=seconds + 30)
+        finally:
+            self.stop(dst, server)
+        self.run.write_raw(f"iperf3-{src}-{dst}.json", result.stdout)
+        try:
+            summary = parse_iperf3_json(result.stdout).summary
+            values = {k: summary.get(k) for k in ("received_bps", "sent_bps", "retransmits", "sender_tcp_congestion", "error")}
+        except LabkitError as exc:
+            values = {"error": str(exc)}
+        self.run.record_baseline(src, dst, "iperf3", values)
+        return values
+
+
+def url_host(address: str) -> str:
+    """An address as the host part of ``HOST:PORT`` or a URL: IPv6 literals in brackets."""
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+def json_lines(proc, timeout: float) -> Iterator[dict[str, Any]]:
+    """The JSON objects an agent prints on stdout, as they arrive; other lines are skipped.
+
+    ``timeout``: the longest silence allowed before the agent counts as stuck.
+    """
+    for line in proc.lines(timeout=timeout):
+        if line.startswith("{"):
+            yield json.loads(line)
+
+
+@contextmanager
+def session(run, inventory, host_names: list[str], *, total: int, unit: str = "call", quiet: bool = False,
+            accept_new_host_keys: bool = False):
+    """Run an experiment's body on ``host_names``; see the module docstring for what it takes care of.
+
+    The caller finalises the run (Parquet, status complete) after the block.
+    """
+    from labkit.hosts.facts import collect_facts
+    from labkit.hosts.layout import labkit_argv
+    from labkit.provenance import utc_now
+
+    run.update(controller={"pid": os.getpid(), "host": socket.gethostname()})
+    pool = HostPool(inventory, accept_new_host_keys)
+    progress = Progress(total=total, quiet=quiet, unit=unit)
+    current = Session(run, inventory, pool, progress)
+    started = time.monotonic()
+    try:
+        current.labkit_argv = {name: labkit_argv(inventory, name, pool.get(name)) for name in host_names}
+        for name in host_names:
+            peers = [inventory.peer_address(other) for other in host_names if other != name]
+            run.manifest["hosts"][name] = collect_facts(
+                pool.get(name), peers[0] if peers else None, current.labkit_argv[name][:1]
+            )
+        run.save_manifest()
+        yield current
+    except KeyboardInterrupt:
+        current.stop_everything()
+        run.set_status("interrupted")
+        raise
+    except BaseException:
+        current.stop_everything()
+        run.set_status("failed")
+        raise
+    finally:
+        progress.close()
+        pool.close()
+        run.close()
+        run.manifest.setdefault("timing", {})[utc_now()] = {
+            "wall_s": round(time.monotonic() - started, 3),
+            # Per-unit orchestration must not cost SSH round trips: this stays
+            # constant per cell however many calls a cell makes.
+            "ssh_sessions_opened": sum(getattr(host, "sessions_opened", 0) for host in pool.hosts()),
+        }
+        run.save_manifest()

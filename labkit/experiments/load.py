@@ -1,0 +1,479 @@
+"""``labkit load``: the cost of a call under load (research brief, experiments 4 and 5) between two hosts.
+
+The matrix is transport × concurrency × payload size × knobs:
+
+- ``grpc``: unary ``Echo`` calls from **ghz** on one connection;
+- ``grpc-conns``: the same spread over ``N`` connections (ghz
+  ``--connections``), for every ``--connections`` value above 1;
+- ``http2``: ``POST /echo`` from **h2load** to the HTTP/2 endpoint of the same
+  server process (``labkit echo serve --http2-port``), ``N`` connections with
+  ``concurrency / N`` streams each, for every ``--connections`` value;
+- keepalive (``--keepalive-ms``, e.g. ``none,10000``): ghz's client keepalive
+  ping interval, gRPC cells only (h2load sends no pings); the server permits
+  pings that often.
+
+A **cell** is one combination. It runs the tool once on the client host for
+warm-up + duration against one echo server on the server host, and becomes one
+row: req/s, p50/p90/p99/max latency and error counts over the measured window
+only, and the server process's CPU seconds over the cell (from
+``/proc/<pid>/stat`` on the server host, read before and after). Both tools'
+raw outputs are kept under ``raw/`` (gzip for the large per-request ones) and
+read with the pure parsers :func:`labkit.parsers.ghz.parse_ghz_json`,
+:func:`labkit.parsers.h2load.parse_h2load` and
+:func:`labkit.parsers.h2load.parse_h2load_log`; the statistics come from the
+per-request rows of either tool through one function, :func:`window_stats`.
+
+**The warm-up is not counted.** h2load has it built in (``--warm-up-time``;
+its log holds the measured requests only). ghz has no timed warm-up, so it runs
+for warm-up + duration on the same connections and the calls that started in
+the first ``warmup_s`` (from its first call) are left out; ghz's own ``rps``
+would count them, which is why it is kept only as ``tool_rps``.
+
+**ghz finds the service in a protoset** compiled from labkit's own stubs and
+uploaded with the request bodies at the start of the run: ghz v0.93.0's
+server-reflection lookup against this Python server fails with "Symbol not
+found: echo.EchoService.Echo", although grpcio's own reflection client
+resolves that symbol.
+
+**A server that dies mid-cell** is recorded, not raised: ghz's calls fail
+(Unavailable) and are counted as errors; h2load stops getting answers and
+counts nothing, so the row says so in ``error`` and ``server_alive_after``.
+The server is then restarted for the next cell.
+
+Completed cells are recorded, so ``--resume`` redoes only what is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import itertools
+import json
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.analysis.windows import h2load_errors, measured_window, window_stats
+from labkit.errors import LabkitError
+from labkit.experiments.base import ExperimentSpec, Plan, url_host
+from labkit.parsers.ghz import ghz_argv
+from labkit.parsers.h2load import h2load_argv
+
+EXPERIMENT = "load"
+TRANSPORTS = ("grpc", "grpc-conns", "http2")
+TOOL_OF = {"grpc": "ghz", "grpc-conns": "ghz", "http2": "h2load"}
+ECHO_CALL = "echo.EchoService/Echo"
+HTTP2_ECHO_PATH = "/echo"
+MAX_PAYLOAD_BYTES = 4 * 2**20  # the echo server's default message bound
+TOOL_HINTS = {
+    "h2load": "install Debian's nghttp2-client there (`apt-get install nghttp2-client`)",
+}
+
+
+@dataclass
+class LoadConfig:
+    """Everything that defines a load run; stored in the manifest as the resolved config."""
+
+    inventory: str
+    client: str | None = None
+    server: str | None = None
+    transports: list[str] = field(default_factory=lambda: list(TRANSPORTS))
+    concurrency: list[int] = field(default_factory=lambda: [1, 10, 50])
+    payload_bytes: list[int] = field(default_factory=lambda: [64, 1024])
+    connections: list[int] = field(default_factory=lambda: [1, 4])
+    keepalive_ms: list[int | None] = field(default_factory=lambda: [None, 10000])
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    name: str = "load"
+    seed: int = 1
+    call_timeout_s: float = 20.0
+    ping_count: int = 10
+    # The tools on the client host; by default deploy's copy (labkit_dir/bin), then the host's PATH.
+    ghz: str | None = None
+    h2load: str | None = None
+
+    def validate(self) -> None:
+        if not (self.client and self.server):
+            raise LabkitError("give --client and --server (host names from the inventory)")
+        if self.client == self.server:
+            raise LabkitError("client and server must be different hosts")
+        unknown = [t for t in self.transports if t not in TRANSPORTS]
+        if unknown or not self.transports:
+            raise LabkitError(f"transports are {', '.join(TRANSPORTS)}, not {', '.join(unknown) or 'nothing'}")
+        if not self.concurrency or any(c < 1 or c > 10000 for c in self.concurrency):
+            raise LabkitError("concurrency must be between 1 and 10000")
+        if not self.payload_bytes or any(p < 0 or p > MAX_PAYLOAD_BYTES for p in self.payload_bytes):
+            raise LabkitError(f"payload sizes must be between 0 and {MAX_PAYLOAD_BYTES} bytes")
+        if not self.connections or any(n < 1 or n > 1000 for n in self.connections):
+            raise LabkitError("connections must be between 1 and 1000")
+        if not self.keepalive_ms or any(k is not None and k < 1 for k in self.keepalive_ms):
+            raise LabkitError("keepalive intervals must be positive milliseconds (or none)")
+        if not 0.1 <= self.duration_s <= 24 * 3600:
+            raise LabkitError("the duration must be between 100 ms and 24 h")
+        if not 0 <= self.warmup_s <= 3600:
+            raise LabkitError("the warm-up must be between 0 and 1 h")
+        if "grpc-conns" in self.transports and not any(n > 1 for n in self.connections):
+            raise LabkitError("grpc-conns spreads calls over several connections: give --connections with a value above 1")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One condition of the matrix."""
+
+    src: str
+    dst: str
+    transport: str
+    concurrency: int
+    payload_bytes: int
+    connections: int
+    keepalive_ms: int | None
+
+    @property
+    def tool(self) -> str:
+        return TOOL_OF[self.transport]
+
+    @property
+    def streams_per_connection(self) -> int | None:
+        """h2load's -m: concurrent streams on each connection (ghz spreads its workers itself)."""
+        return self.concurrency // self.connections if self.tool == "h2load" else None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests outstanding at once: the concurrency, or for h2load connections × streams."""
+        return self.connections * self.streams_per_connection if self.tool == "h2load" else self.concurrency
+
+    @property
+    def id(self) -> str:
+        ka = "none" if self.keepalive_ms is None else str(self.keepalive_ms)
+        return (f"{self.src}->{self.dst}|{self.transport}|c={self.concurrency}|p={self.payload_bytes}"
+                f"|conns={self.connections}|ka={ka}")
+
+    def slug(self, attempt: int) -> str:
+        """A file-name form of the id, for raw outputs."""
+        ka = "none" if self.keepalive_ms is None else str(self.keepalive_ms)
+        return f"{self.transport}-c{self.concurrency}-p{self.payload_bytes}-n{self.connections}-ka{ka}-a{attempt}"
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "src": self.src, "dst": self.dst, "cell_id": self.id, "transport": self.transport, "tool": self.tool,
+            "concurrency": self.concurrency, "connections": self.connections,
+            "streams_per_connection": self.streams_per_connection, "in_flight": self.in_flight,
+            "keepalive_ms": self.keepalive_ms, "payload_bytes": self.payload_bytes,
+        }
+
+
+def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
+    """The cells in execution order, and the combinations left out with the reason for each.
+
+    ``grpc`` uses one connection; ``grpc-conns`` each ``connections`` value
+    above 1; ``http2`` each value. A cell needs at least one request in flight
+    per connection, so combinations with fewer are left out. Keepalive applies
+    to gRPC cells only.
+    """
+    cells, omitted = [], []
+    src, dst = config.client, config.server
+    for transport in config.transports:
+        for payload, concurrency in itertools.product(config.payload_bytes, config.concurrency):
+            if transport == "grpc":
+                conns_list = [1]
+            elif transport == "grpc-conns":
+                conns_list = [n for n in config.connections if n > 1]
+            else:
+                conns_list = list(config.connections)
+            keepalives = config.keepalive_ms if transport != "http2" else [None]
+            for conns, keepalive in itertools.product(conns_list, keepalives):
+                cell = Cell(src, dst, transport, concurrency, payload, conns, keepalive)
+                if conns > concurrency:
+                    omitted.append(f"{cell.id}: {conns} connections need a concurrency of at least {conns}")
+                    continue
+                if cell not in cells:
+                    cells.append(cell)
+    return cells, omitted
+
+
+# -- a cell's numbers from its tool's output (pure) ------------------------------------------------
+def ghz_cell_stats(text: str, warmup_s: float, duration_s: float) -> dict[str, Any]:
+    """A cell's numbers from a ghz JSON report of a warm-up + duration run (see :func:`measured_window`)."""
+    from labkit.parsers.ghz import parse_ghz_json
+
+    parsed = parse_ghz_json(text)
+    rows = measured_window(parsed.rows, warmup_s, duration_s)
+    stats = window_stats(rows["latency_ms"], rows["ok"], duration_s, rows["status"], rows["error"])
+    summary = parsed.summary
+    stats.update(tool_rps=summary.get("rps"), tool_requests=summary.get("count"))
+    if parsed.counts["details"] < parsed.counts["calls"]:
+        stats["error"] = f"ghz kept {parsed.counts['details']} of {parsed.counts['calls']} calls' details; the window uses those"
+    return stats
+
+
+def h2load_cell_stats(report: str, log: str | None, duration_s: float) -> dict[str, Any]:
+    """A cell's numbers from h2load's report and its --log-file (which holds the measured window only)."""
+    from labkit.parsers.h2load import parse_h2load, parse_h2load_log
+
+    summary = parse_h2load(report).summary
+    if log is None:
+        stats = window_stats([], [], duration_s, [], [])
+    else:
+        rows = parse_h2load_log(log).rows
+        stats = window_stats(rows["latency_ms"], rows["ok"], duration_s, rows["status"], h2load_errors(rows["status"]))
+    stats.update(tool_rps=summary.get("rps"), tool_requests=summary["requests"]["total"])
+    return stats
+
+
+# -- running -------------------------------------------------------------------------------------
+class _Loader:
+    """Runs the cells of one load run from the client host against one echo server."""
+
+    def __init__(self, session, config: LoadConfig):
+        self.session = session
+        self.run = session.run
+        self.config = config
+        self.progress = session.progress
+        self.client = session.host(config.client)
+        self.server = session.host(config.server)
+        self.address = session.address(config.server)
+        self.tools: dict[str, dict[str, str]] = {}
+        self.workdir: str | None = None
+        self.echo = None
+        self.ready: dict[str, Any] = {}
+
+    # -- set-up -------------------------------------------------------------------------------
+    def find_tools(self, cells: list[Cell]) -> None:
+        """Find each tool the cells need on the client host; one clear error when one is missing."""
+        from labkit.hosts.layout import TOOL_HINTS as DEPLOY_HINTS, host_tool_candidates
+
+        entry = self.session.inventory.host(self.config.client)
+        for tool in sorted({cell.tool for cell in cells}):
+            given = getattr(self.config, tool)
+            tried = [given] if given else host_tool_candidates(entry, tool)
+            found = next(filter(None, (self._tool_version(candidate) for candidate in tried)), None)
+            if found is None:
+                if tool in DEPLOY_HINTS:
+                    how = (f"run `labkit deploy {self.session.inventory.path or 'INVENTORY'} {self.config.client}` from a "
+                           f"machine that has ghz ({DEPLOY_HINTS[tool]})")
+                else:
+                    how = TOOL_HINTS[tool]
+                raise LabkitError(f"{tool} is not on {self.config.client} (looked for {', '.join(tried)}); {how}")
+            self.tools[tool] = found
+        self.run.manifest["tools"] = self.tools
+        self.run.save_manifest()
+
+    def _tool_version(self, candidate: str) -> dict[str, str] | None:
+        """{path, version} when ``candidate --version`` runs on the client host, else None."""
+        try:
+            result = self.client.run([candidate, "--version"], timeout=30)
+        except LabkitError:
+            return None  # not there
+        if not result.ok:
+            return None
+        version = (result.stdout + result.stderr).strip().splitlines()
+        return {"path": candidate, "version": version[0] if version else ""}
+
+    def prepare_files(self) -> None:
+        """A private work directory on the client host with the protoset and one request body per payload size."""
+        from google.protobuf import descriptor_pb2
+
+        from labkit.proto import echo_pb2
+
+        self.workdir = self.client.make_temp_dir("labkit-load.")
+        rng = random.Random(self.config.seed)
+        files = {}
+        descriptors = descriptor_pb2.FileDescriptorSet()
+        echo_pb2.DESCRIPTOR.CopyToProto(descriptors.file.add())
+        # ghz reads the service from this compiled descriptor (no .proto file, no reflection).
+        files["echo.protoset"] = descriptors.SerializeToString()
+        for size in self.config.payload_bytes:
+            body = rng.randbytes(size)
+            files[f"body-{size}.bin"] = body
+            files[f"data-{size}.json"] = json.dumps({"payload": base64.b64encode(body).decode()}).encode()
+        with tempfile.TemporaryDirectory(prefix="labkit-load-") as local:
+            for name, content in files.items():
+                path = Path(local) / name
+                path.write_bytes(content)
+                self.client.put(path, f"{self.workdir}/{name}")
+
+    def start_server(self) -> None:
+        config = self.config
+        serve = []
+        keepalives = [k for k in config.keepalive_ms if k]
+        if keepalives and any(t != "http2" for t in config.transports):
+            serve += ["--permit-keepalive-ms", str(min(keepalives))]
+        if "http2" in config.transports:
+            serve += ["--http2-port", "0"]
+        self.echo, self.ready = self.session.start_echo_server(config.server, *serve)
+        if "http2" in config.transports and "http2_port" not in self.ready:
+            raise LabkitError(f"the labkit on {config.server} serves no HTTP/2 endpoint (no http2_port in its ready line); "
+                              f"run `labkit deploy` to update it")
+        self.run.manifest.setdefault("servers", []).append(self.ready)
+        self.run.save_manifest()
+
+    def stop_server(self) -> None:
+        if self.echo is not None:
+            self.session.stop(self.config.server, self.echo)
+            self.echo = None
+
+    def server_cpu_s(self) -> float | None:
+        """The echo server's CPU seconds so far (user + system, from /proc/<pid>/stat on its host)."""
+        from labkit.echo.cputime import parse_proc_stat
+
+        try:
+            user, system = parse_proc_stat(self.server.read_bytes(f"/proc/{self.ready['pid']}/stat").decode())
+        except (LabkitError, ValueError, IndexError):
+            return None
+        return user + system
+
+    # -- cells ---------------------------------------------------------------------------------
+    def run_all(self, cells: list[Cell]) -> None:
+        config, session = self.config, self.session
+        todo = session.pending(cells, lambda cell: 1)
+        if not todo:
+            return
+        self.find_tools(todo)
+        try:
+            self.prepare_files()
+            session.ping_baseline(config.client, config.server, "before", config.ping_count)
+            for cell in todo:
+                session.check_stopping()
+                if self.echo is None:
+                    self.start_server()
+                self.progress.describe(f"{cell.transport} c={cell.concurrency} {cell.payload_bytes} B conns={cell.connections}")
+                alive = self.run_cell(cell)
+                self.progress.advance()
+                if not alive:
+                    self.progress.log(f"the echo server on {config.server} died during {cell.id}; restarting it")
+                    self.stop_server()
+            session.ping_baseline(config.client, config.server, "after", config.ping_count)
+        finally:
+            self.stop_server()
+            if self.workdir:
+                try:
+                    self.client.remove(self.workdir)
+                except LabkitError:
+                    pass
+
+    def _argv(self, cell: Cell, out: str) -> list[str]:
+        config, work, host = self.config, self.workdir, url_host(self.address)
+        if cell.tool == "ghz":
+            return ghz_argv(
+                self.tools["ghz"]["path"], f"{host}:{self.ready['port']}", call=ECHO_CALL,
+                protoset=f"{work}/echo.protoset", data_file=f"{work}/data-{cell.payload_bytes}.json",
+                concurrency=cell.concurrency, connections=cell.connections, seconds=config.warmup_s + config.duration_s,
+                call_timeout_s=config.call_timeout_s, out=out, keepalive_ms=cell.keepalive_ms,
+            )
+        return h2load_argv(
+            self.tools["h2load"]["path"], f"http://{host}:{self.ready['http2_port']}{HTTP2_ECHO_PATH}",
+            connections=cell.connections, streams=cell.streams_per_connection, seconds=config.duration_s,
+            warmup_s=config.warmup_s, body_file=f"{work}/body-{cell.payload_bytes}.bin", log_file=out,
+        )
+
+    def run_cell(self, cell: Cell) -> bool:
+        """Run one cell and append its row; return whether the server survived it."""
+        config, run = self.config, self.run
+        attempt = run.begin_cell(cell.id)
+        slug = cell.slug(attempt)
+        row: dict[str, Any] = {
+            "run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, **cell.columns(),
+            "tool_version": self.tools[cell.tool]["version"], "warmup_s": config.warmup_s, "duration_s": config.duration_s,
+        }
+        problems: list[str] = []
+        cpu_before, wall_before = self.server_cpu_s(), time.monotonic()
+        row["t_start_utc_ns"] = time.time_ns()
+        proc, report, status = self.run_tool(cell, f"{self.workdir}/{slug}.out", problems)
+        cpu_after, wall_after = self.server_cpu_s(), time.monotonic()
+        alive = self.echo is not None and self.echo.poll() is None and cpu_after is not None
+        row.update(tool_exit=status, server_alive_after=alive,
+                   server_cpu_s=None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 6))
+        row["server_cpu_util"] = None if row["server_cpu_s"] is None else row["server_cpu_s"] / (wall_after - wall_before)
+        stats, raw_files = self.cell_stats(cell, slug, proc, report, status, problems)
+        if not alive:
+            problems.append(f"the echo server (pid {self.ready.get('pid')}) died during the cell")
+        if stats["requests"] == 0 and not problems:
+            problems.append(f"{cell.tool} completed no request in the window (could it connect?)")
+        row.update(stats)
+        row["error"] = "; ".join(problems) or None
+        row["raw_files"] = ",".join(raw_files)
+        run.append([row])
+        run.complete_cell(cell.id, attempt, 1)
+        return alive
+
+    def run_tool(self, cell: Cell, out: str, problems: list[str]):
+        """Run the cell's tool on the client host to its end; (process, stdout and stderr as text, exit status)."""
+        config = self.config
+        proc = self.session.start(config.client, self._argv(cell, out))
+        stdout: list[str] = []
+        status = None
+        try:
+            # Both tools end on their own after warm-up + duration; silence much longer means stuck.
+            for line in proc.lines(timeout=config.warmup_s + config.duration_s + config.call_timeout_s + 30):
+                stdout.append(line)
+            status = proc.wait(timeout=30)
+        except LabkitError as exc:
+            problems.append(f"{cell.tool} did not finish: {exc.message}")
+        finally:
+            self.session.stop(config.client, proc)
+        return proc, "\n".join([*stdout, *proc.stderr_lines]) + "\n", status
+
+    def cell_stats(self, cell: Cell, slug: str, proc, report: str, status, problems: list[str]):
+        """The cell's numbers from the tool's outputs, which are kept in raw/; (stats, raw file names)."""
+        config, raw_files = self.config, []
+        if cell.tool == "h2load":
+            raw_files.append(self.run.write_raw(f"h2load-{slug}.txt", report).name)
+        output = self._fetch(f"{self.workdir}/{slug}.out", f"{cell.tool}-{slug}.{'json' if cell.tool == 'ghz' else 'log.tsv'}.gz")
+        if output is not None:
+            raw_files.append(output.name)
+        stats = None
+        try:
+            if cell.tool == "ghz" and output is None:
+                problems.append(f"ghz wrote no report: {proc.last_words(status)}")
+            elif cell.tool == "ghz":
+                stats = ghz_cell_stats(gzip.decompress(output.read_bytes()).decode(), config.warmup_s, config.duration_s)
+            else:
+                log = gzip.decompress(output.read_bytes()).decode() if output is not None else None
+                stats = h2load_cell_stats(report, log, config.duration_s)
+        except LabkitError as exc:  # a parser refused the output
+            problems.append(f"{cell.tool} output unreadable: {exc.message}")
+        if stats is None:
+            stats = {**window_stats([], [], config.duration_s, [], []), "tool_rps": None, "tool_requests": None}
+        if stats.get("error"):
+            problems.append(stats.pop("error"))
+        stats.pop("error", None)
+        return stats, raw_files
+
+    def _fetch(self, remote: str, raw_name: str) -> Path | None:
+        """Copy a tool's output from the client host into raw/, gzip-compressed; None if there is none."""
+        if not self.client.exists(remote):
+            return None
+        local = self.run.raw_dir / raw_name
+        with tempfile.TemporaryDirectory(prefix="labkit-load-") as tmp:
+            copy = Path(tmp) / "out"
+            self.client.get(remote, copy)
+            with open(copy, "rb") as source, gzip.open(local, "wb", compresslevel=1) as target:
+                shutil.copyfileobj(source, target)
+        self.client.remove(remote)
+        return local
+
+
+def plan(config: LoadConfig, inventory) -> Plan:
+    cells, omitted = plan_cells(config)
+    return Plan(cells, [config.client, config.server], total=len(cells), unit="cell", omitted=omitted)
+
+
+def execute(session, config: LoadConfig, cells: list[Cell]) -> None:
+    _Loader(session, config).run_all(cells)
+
+
+def summarize(run):
+    """The per-cell table a person reads first: transport, knobs, req/s, p50/p99/max, errors, server CPU."""
+    from labkit.analysis.tables import summarize_load
+
+    return summarize_load(run.samples())
+
+
+SPEC = ExperimentSpec(
+    command="load", experiment=EXPERIMENT, config_type=LoadConfig, plan=plan, execute=execute,
+    schema="LOAD_SCHEMA", summarize=summarize, notebook="load",
+)

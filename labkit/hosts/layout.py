@@ -1,0 +1,105 @@
+"""Where labkit lives on a host, and how to run it and its tools there.
+
+``labkit deploy`` installs into a host's ``labkit_dir`` (default
+``~/.labkit/NAME``)::
+
+    venv/bin/python      the deployed labkit runs as ``venv/bin/python -m labkit``
+    bin/ghz              static tools deploy copies (:data:`TOOLS`)
+
+Experiments and ``hosts check`` only need to know these paths, not how they
+got there, so they import this module and never :mod:`labkit.deploy`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from labkit.errors import LabkitError
+from labkit.hosts.inventory import HostEntry
+
+# Binaries with no dependencies that deploy copies into a host's labkit_dir/bin:
+# ghz, the gRPC load generator of `labkit load` (scripts/bootstrap.sh builds it
+# static into .venv/bin from the Go module proxy when Go is present).
+TOOLS = ("ghz",)
+TOOL_HINTS = {
+    "ghz": "scripts/bootstrap.sh builds it into .venv/bin when Go is installed, or run "
+           "`CGO_ENABLED=0 go install github.com/bojand/ghz/cmd/ghz@v0.93.0`",
+}
+
+
+def host_path(entry: HostEntry, path: str) -> str:
+    """``path`` as the host's commands and SFTP see it.
+
+    Over SSH both start in the login directory, so ``~/x`` is sent as ``x``
+    (no shell expands ``~`` in a quoted argv); on a local host it is expanded here.
+    """
+    from labkit.hosts.ssh import remote_path
+
+    return os.path.expanduser(path) if entry.is_local else remote_path(path)
+
+
+def labkit_home(entry: HostEntry) -> str:
+    """The host's ``labkit_dir`` as its commands see it."""
+    return host_path(entry, entry.labkit_dir)
+
+
+def remote_labkit_argv(entry: HostEntry) -> list[str]:
+    """The argv prefix that runs the deployed labkit on ``entry``'s host (append the subcommand)."""
+    return [f"{labkit_home(entry)}/venv/bin/python", "-m", "labkit"]
+
+
+def remote_labkit_version(host, entry: HostEntry) -> str | None:
+    """The version of the labkit deployed on ``host``, or None if there is none."""
+    try:
+        result = host.run([*remote_labkit_argv(entry), "--version"], timeout=60)
+    except LabkitError as exc:
+        if "is not installed on" in exc.message:
+            return None
+        raise
+    match = re.search(r"version (\S+)", result.stdout)
+    return match.group(1) if result.ok and match else None
+
+
+def check_remote_labkit(host, entry: HostEntry, inventory_path: str | os.PathLike | None = None) -> str:
+    """The deployed labkit's version on ``host``; a clear error if it is missing or differs from this one."""
+    import labkit
+
+    version = remote_labkit_version(host, entry)
+    command = f"labkit deploy {inventory_path or 'INVENTORY'} {entry.name}"
+    if version is None:
+        raise LabkitError(f"labkit is not deployed on {entry.name} (in {entry.labkit_dir}); run `{command}`")
+    if version != labkit.__version__:
+        raise LabkitError(f"{entry.name} has labkit {version} but this is {labkit.__version__}; run `{command}`")
+    return version
+
+
+def labkit_argv(inventory, name: str, host) -> list[str]:
+    """argv prefix that runs labkit on host ``name``; a clear error when it is not deployed there."""
+    entry = inventory.host(name)
+    if entry.is_local:
+        return [sys.executable, "-m", "labkit"]  # a local host runs this very labkit
+    check_remote_labkit(host, entry, inventory.path)
+    return remote_labkit_argv(entry)
+
+
+def local_tool(name: str) -> Path | None:
+    """This machine's copy of a tool deploy sends: beside this Python (the venv), on PATH, or in ~/go/bin."""
+    for candidate in (Path(sys.executable).parent / name, shutil.which(name), Path.home() / "go" / "bin" / name):
+        if candidate and os.access(candidate, os.X_OK) and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def host_tool_candidates(entry: HostEntry, name: str) -> list[str]:
+    """Where a host's copy of a tool may be, first match wins: deploy's bin/, then the host's PATH.
+
+    A local host (``ssh = "local"``) runs this machine's own copy first.
+    """
+    candidates = [f"{labkit_home(entry)}/bin/{name}", name]
+    if entry.is_local and local_tool(name) is not None:
+        candidates.insert(0, str(local_tool(name)))
+    return candidates
