@@ -69,6 +69,12 @@ class CallSummary:
     background_ok: int = 0
     background_failed: int = 0
 
+    def count(self, recorded: bool, ok: bool) -> None:
+        """Count one call: recorded or warm-up, ok or failed."""
+        kind = "recorded" if recorded else "warmup"
+        field = f"{kind}_{'ok' if ok else 'failed'}"
+        setattr(self, field, getattr(self, field) + 1)
+
     def describe(self) -> str:
         """One human line for stderr."""
         return (
@@ -182,6 +188,121 @@ def _sleep_until(deadline_ns: int) -> None:
         time.sleep(remaining_ns / 1e9)
 
 
+@dataclass
+class EchoOutcome:
+    """One timed ``Echo``: its latency, and what came back."""
+
+    rtt_ns: int
+    ok: bool
+    grpc_code: str
+    details: str = ""  # why it failed: the gRPC details, or a length mismatch; "" when ok
+
+    def error_text(self) -> str:
+        """``CODE: details`` (or the code alone) for a failed call; "" when ok."""
+        if self.ok:
+            return ""
+        return f"{self.grpc_code}: {self.details}" if self.details and self.grpc_code != "OK" else self.details or self.grpc_code
+
+
+def timed_echo(stub, request, timeout_s: float | None) -> EchoOutcome:
+    """Call ``Echo`` once, timed with ``perf_counter_ns`` around the blocking call alone.
+
+    The one timed call of every labkit echo client (``echo call``, the series
+    agent's warm and cold probes): building the request, hooks and output all
+    happen outside this window. A failed call is an outcome, not an exception.
+    """
+    size = len(request.payload)
+    started_ns = time.perf_counter_ns()
+    try:
+        response = stub.Echo(request, timeout=timeout_s)
+    except grpc.RpcError as exc:
+        rtt_ns = time.perf_counter_ns() - started_ns
+        code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+        details = exc.details() if hasattr(exc, "details") else str(exc)
+        return EchoOutcome(rtt_ns, False, code.name, details or "")
+    rtt_ns = time.perf_counter_ns() - started_ns
+    if response.payload_length != size:
+        return EchoOutcome(rtt_ns, False, grpc.StatusCode.OK.name,
+                           f"server reported payload_length {response.payload_length}, sent {size} bytes")
+    return EchoOutcome(rtt_ns, True, grpc.StatusCode.OK.name)
+
+
+def check_call_plan(sizes: Sequence[int], repeats: int, gap_s: float, warmup: int, cold: bool,
+                    background_gap_s: float | None) -> None:
+    """Refuse, with one clear line, a plan of calls that cannot run."""
+    if not sizes:
+        raise LabkitError("no request sizes given")
+    if any(size < 0 for size in sizes):
+        raise LabkitError(f"request sizes must not be negative: {list(sizes)}")
+    if repeats < 1:
+        raise LabkitError(f"repeats must be at least 1, not {repeats}")
+    if gap_s < 0:
+        raise LabkitError(f"gap must not be negative, not {gap_s}")
+    if warmup < 0:
+        raise LabkitError(f"warmup must not be negative, not {warmup}")
+    if cold and background_gap_s is not None:
+        # The background sender keeps one connection busy; with a new channel
+        # per call there is no such connection.
+        raise LabkitError("a background sender needs one shared channel; it cannot be combined with cold calls")
+
+
+def call_schedule(sizes: Sequence[int], repeats: int, warmup: int = 0, *, shuffle: bool = False,
+                  seed: int | None = None) -> list[tuple[bool, int]]:
+    """The calls to make, in order, as (recorded, size): ``warmup`` unrecorded calls (sizes in turn), then
+    ``repeats`` of each size, size by size or (``shuffle``) in a seeded random order, so that a drift over
+    time does not masquerade as a size effect."""
+    schedule = [(False, sizes[i % len(sizes)]) for i in range(warmup)]
+    recorded_calls = [(True, size) for size in sizes for _ in range(repeats)]
+    if shuffle:
+        random.Random(seed).shuffle(recorded_calls)
+    return schedule + recorded_calls
+
+
+class _Connection:
+    """The channel calls go over: opened on first use, per call when ``cold``, with its background sender."""
+
+    def __init__(self, target: str, *, cold: bool, background_gap_s: float | None, timeout_s: float | None,
+                 tls_root_pem: bytes | None, tls_server_name: str | None, options: Sequence[tuple[str, Any]]):
+        self._open = lambda: open_channel(target, tls_root_pem=tls_root_pem, tls_server_name=tls_server_name,
+                                          options=options)
+        self.cold = cold
+        self.background_gap_s = background_gap_s
+        self.timeout_s = timeout_s
+        self.channel: grpc.Channel | None = None
+        self.stub = None
+        self.calls_on_channel = 0
+        self.background: BackgroundSender | None = None
+
+    def ready(self):
+        """The stub to call, opening a channel if there is none."""
+        if self.channel is None:
+            self.channel = self._open()
+            self.stub = echo_pb2_grpc.EchoServiceStub(self.channel)
+            self.calls_on_channel = 0
+        return self.stub
+
+    def after_call(self) -> None:
+        self.calls_on_channel += 1
+        if self.cold:
+            self.channel.close()
+            self.channel = None
+        elif self.background_gap_s is not None and self.background is None:
+            # Start only now, so that the first call alone opened the connection.
+            self.background = BackgroundSender(self.channel, self.background_gap_s, self.timeout_s)
+            self.background.start()
+
+    def close(self, summary: CallSummary) -> None:
+        if self.background is not None:
+            self.background.stop()
+        if self.channel is not None:
+            # Closing cancels a background call still in flight, so the join is quick.
+            self.channel.close()
+        if self.background is not None:
+            self.background.join(self.timeout_s)
+            summary.background_ok = self.background.ok
+            summary.background_failed = self.background.failed
+
+
 def run_calls(
     target: str,
     sizes: Sequence[int],
@@ -206,9 +327,9 @@ def run_calls(
     many bytes (``seed`` makes the payloads reproducible), with at least
     ``gap_s`` seconds between the end of one call and the start of the next.
     ``warmup`` calls (sizes taken in turn from ``sizes``) go first and are not
-    yielded. ``shuffle`` puts the recorded calls in a random order (seeded by
-    ``seed``), so that a drift over time does not masquerade as a size effect. ``background_gap_s`` starts a 1-byte sender on the same channel
-    after its first call. ``cold=True`` opens a new channel for every call.
+    yielded; ``shuffle`` orders the recorded calls at random (see
+    :func:`call_schedule`). ``background_gap_s`` starts a 1-byte sender on the
+    same channel after its first call. ``cold=True`` opens a new channel for every call.
 
     Each row has the keys of :data:`ROW_FIELDS`, plus ``error`` when ``ok`` is
     false, plus whatever ``hooks`` add. Failed calls are yielded, not raised.
@@ -217,113 +338,37 @@ def run_calls(
     KeyboardInterrupt) stops the background sender and closes the channel.
     """
     sizes = list(sizes)
-    if not sizes:
-        raise LabkitError("no request sizes given")
-    if any(size < 0 for size in sizes):
-        raise LabkitError(f"request sizes must not be negative: {sizes}")
-    if repeats < 1:
-        raise LabkitError(f"repeats must be at least 1, not {repeats}")
-    if gap_s < 0:
-        raise LabkitError(f"gap must not be negative, not {gap_s}")
-    if warmup < 0:
-        raise LabkitError(f"warmup must not be negative, not {warmup}")
-    if cold and background_gap_s is not None:
-        # The background sender keeps one connection busy; with a new channel
-        # per call there is no such connection.
-        raise LabkitError("a background sender needs one shared channel; it cannot be combined with cold calls")
+    check_call_plan(sizes, repeats, gap_s, warmup, cold, background_gap_s)
     summary = summary if summary is not None else CallSummary()
-
     rng = random.Random(seed) if seed is not None else None
-
-    def make_payload(size: int) -> bytes:
-        # Random bytes so that no layer can compress the request.
-        return rng.randbytes(size) if rng is not None else os.urandom(size)
-
-    schedule = [(False, sizes[i % len(sizes)]) for i in range(warmup)]
-    recorded_calls = [(True, size) for size in sizes for _ in range(repeats)]
-    if shuffle:
-        random.Random(seed).shuffle(recorded_calls)
-    schedule += recorded_calls
-
+    connection = _Connection(target, cold=cold, background_gap_s=background_gap_s, timeout_s=timeout_s,
+                             tls_root_pem=tls_root_pem, tls_server_name=tls_server_name, options=channel_options)
     gap_ns = round(gap_s * 1e9)
-    channel: grpc.Channel | None = None
-    stub = None
-    calls_on_channel = 0
-    background: BackgroundSender | None = None
     previous_end_ns: int | None = None
     seq = 0
     try:
-        for recorded, size in schedule:
-            if channel is None:
-                channel = open_channel(
-                    target, tls_root_pem=tls_root_pem, tls_server_name=tls_server_name, options=channel_options
-                )
-                stub = echo_pb2_grpc.EchoServiceStub(channel)
-                calls_on_channel = 0
-            request = echo_pb2.EchoRequest(payload=make_payload(size))
+        for recorded, size in call_schedule(sizes, repeats, warmup, shuffle=shuffle, seed=seed):
+            stub = connection.ready()
+            # Random bytes so that no layer can compress the request.
+            request = echo_pb2.EchoRequest(payload=rng.randbytes(size) if rng is not None else os.urandom(size))
             row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
-            row.update(seq=seq, payload_bytes=size, cold=calls_on_channel == 0, background=background_gap_s)
-
+            row.update(seq=seq, payload_bytes=size, cold=connection.calls_on_channel == 0, background=background_gap_s)
             if previous_end_ns is not None:
                 _sleep_until(previous_end_ns + gap_ns)
+            for hook in hooks if recorded else ():
+                hook.before_call(row)
+            row["t_start_utc_ns"] = time.time_ns()
+            outcome = timed_echo(stub, request, timeout_s)
+            previous_end_ns = time.perf_counter_ns()
+            connection.after_call()
+            row.update(rtt_ns=outcome.rtt_ns, ok=outcome.ok, grpc_code=outcome.grpc_code)
+            if not outcome.ok:
+                row["error"] = outcome.details or outcome.grpc_code
+            summary.count(recorded, outcome.ok)
             if recorded:
                 for hook in hooks:
-                    hook.before_call(row)
-
-            failure: grpc.RpcError | None = None
-            row["t_start_utc_ns"] = time.time_ns()
-            started_ns = time.perf_counter_ns()
-            try:
-                response = stub.Echo(request, timeout=timeout_s)
-            except grpc.RpcError as exc:
-                failure = exc
-            ended_ns = time.perf_counter_ns()
-
-            previous_end_ns = ended_ns
-            calls_on_channel += 1
-            row["rtt_ns"] = ended_ns - started_ns
-            if failure is not None:
-                code = failure.code() if hasattr(failure, "code") else grpc.StatusCode.UNKNOWN
-                details = failure.details() if hasattr(failure, "details") else str(failure)
-                row.update(ok=False, grpc_code=code.name, error=details or code.name)
-            elif response.payload_length != size:
-                row.update(
-                    ok=False,
-                    grpc_code=grpc.StatusCode.OK.name,
-                    error=f"server reported payload_length {response.payload_length}, sent {size} bytes",
-                )
-            else:
-                row.update(ok=True, grpc_code=grpc.StatusCode.OK.name)
-
-            if cold:
-                channel.close()
-                channel = None
-            elif background_gap_s is not None and background is None:
-                # Start only now, so that the first call alone opened the connection.
-                background = BackgroundSender(channel, background_gap_s, timeout_s)
-                background.start()
-
-            if not recorded:
-                if row["ok"]:
-                    summary.warmup_ok += 1
-                else:
-                    summary.warmup_failed += 1
-                continue
-            if row["ok"]:
-                summary.recorded_ok += 1
-            else:
-                summary.recorded_failed += 1
-            for hook in hooks:
-                hook.after_call(row)
-            seq += 1
-            yield row
+                    hook.after_call(row)
+                seq += 1
+                yield row
     finally:
-        if background is not None:
-            background.stop()
-        if channel is not None:
-            # Closing cancels a background call still in flight, so the join is quick.
-            channel.close()
-        if background is not None:
-            background.join(timeout_s)
-            summary.background_ok = background.ok
-            summary.background_failed = background.failed
+        connection.close(summary)

@@ -184,7 +184,6 @@ class _WarmEcho:
         self._grpc = grpc
         self._timeout = plan.timeout_s
         self._request = echo_pb2.EchoRequest(payload=payload)
-        self._size = len(payload)
         self.channel = open_channel(plan.grpc_target)
         self._stub = echo_pb2_grpc.EchoServiceStub(self.channel)
         self._state = None
@@ -199,7 +198,7 @@ class _WarmEcho:
 
     def __call__(self):
         cold = self._state != self._grpc.ChannelConnectivity.READY
-        return (*_echo_call(self._grpc, self._stub, self._request, self._size, self._timeout), cold)
+        return (*_echo_call(self._stub, self._request, self._timeout), cold)
 
     def close(self) -> None:
         self.channel.unsubscribe(self._on_state)
@@ -208,41 +207,30 @@ class _WarmEcho:
 
 class _ColdEcho:
     def __init__(self, plan: AgentPlan, payload: bytes):
-        import grpc
-
         from labkit.echo.client import open_channel
         from labkit.proto import echo_pb2, echo_pb2_grpc
 
-        self._grpc = grpc
         self._open = lambda: open_channel(plan.grpc_target)
         self._stub_class = echo_pb2_grpc.EchoServiceStub
         self._timeout = plan.timeout_s
         self._request = echo_pb2.EchoRequest(payload=payload)
-        self._size = len(payload)
 
     def __call__(self):
         # The channel object is made outside the timed window; its connection
         # is opened by the call itself, inside it (as in labkit.echo.client).
         channel = self._open()
         try:
-            return (*_echo_call(self._grpc, self._stub_class(channel), self._request, self._size, self._timeout), True)
+            return (*_echo_call(self._stub_class(channel), self._request, self._timeout), True)
         finally:
             channel.close()
 
 
-def _echo_call(grpc, stub, request, size: int, timeout_s: float):
-    started = time.perf_counter_ns()
-    try:
-        response = stub.Echo(request, timeout=timeout_s)
-    except grpc.RpcError as exc:
-        elapsed = time.perf_counter_ns() - started
-        code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
-        details = exc.details() if hasattr(exc, "details") else str(exc)
-        return elapsed, False, f"{code.name}: {details}" if details else code.name
-    elapsed = time.perf_counter_ns() - started
-    if response.payload_length != size:
-        return elapsed, False, f"server reported payload_length {response.payload_length}, sent {size} bytes"
-    return elapsed, True, ""
+def _echo_call(stub, request, timeout_s: float):
+    """(rtt_ns, ok, error) of one timed Echo; the error reads ``CODE: details``."""
+    from labkit.echo.client import timed_echo
+
+    outcome = timed_echo(stub, request, timeout_s)
+    return outcome.rtt_ns, outcome.ok, outcome.error_text()
 
 
 class _TcpEcho:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import grpc
 from grpc_reflection.v1alpha import reflection
@@ -242,71 +242,68 @@ def serve_until_signalled(
 
     # Install handlers before listening: a parent may signal as soon as it has
     # read the ready line, and the default SIGTERM action would skip the
-    # graceful stop.
+    # graceful stop. Installing them also undoes an inherited SIG_IGN.
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server, port = start_server(bind, **kwargs)
-        tcp_echo = None
-        if tcp_echo_port is not None:
-            from labkit.echo.tcp_echo import TcpEchoServer
-
-            tcp_echo = TcpEchoServer(
-                parse_host_port(bind, allow_port_zero=True)[0], tcp_echo_port,
-                max_message_bytes=kwargs.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
-            )
-            try:
-                tcp_echo.start()
-            except LabkitError:
-                server.stop(None)
-                raise
-        http2 = None
-        if http2_port is not None:
-            from labkit.echo.http2 import DEFAULT_MAX_UPLOAD_BYTES, Http2Server
-
-            http2 = Http2Server(
-                f"{parse_host_port(bind, allow_port_zero=True)[0]}:{http2_port}",
-                max_upload_bytes=DEFAULT_MAX_UPLOAD_BYTES if max_upload_bytes is None else max_upload_bytes,
-                tls_cert_pem=kwargs.get("tls_cert_pem"), tls_key_pem=kwargs.get("tls_key_pem"),
-            )
-            try:
-                http2.start()
-            except LabkitError:
-                server.stop(None)
-                if tcp_echo is not None:
-                    tcp_echo.stop()
-                raise
-        started = time.monotonic()
-        ready = {
-            "event": "ready",
-            "port": port,
-            "bind": bind,
-            "pid": os.getpid(),
-            "tls": kwargs.get("tls_cert_pem") is not None,
-            "reflection": kwargs.get("reflection_enabled", True),
-            "max_message_bytes": kwargs.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
-            "labkit_version": __version__,
-            "grpcio_version": grpc.__version__,
-        }
-        if tcp_echo is not None:
-            ready["tcp_echo_port"] = tcp_echo.port
-        if http2 is not None:
-            ready.update(http2_port=http2.port, max_upload_bytes=http2.max_upload_bytes, http2_window_bytes=http2.window_bytes)
-        out.write(json.dumps(ready) + "\n")
-        out.flush()
-        # Wait with a timeout so the signal handler always gets a chance to run
-        # promptly, whatever the platform does with blocking waits.
-        while not stop_requested.wait(0.5):
-            pass
-        # In-flight calls get grace_s to finish; new ones are refused at once.
-        server.stop(grace_s).wait()
-        if tcp_echo is not None:
-            tcp_echo.stop()
-        if http2 is not None:
-            http2.stop(grace_s)
-        print(
-            f"labkit echo serve: stopped on {received[0]} after {time.monotonic() - started:.1f} s",
-            file=sys.stderr,
-        )
+        with ExitStack() as endpoints:
+            # Each endpoint's stop is registered as it starts: a later one failing stops the earlier ones,
+            # and at the end they stop in reverse order, in-flight calls getting grace_s.
+            server, port = start_server(bind, **kwargs)
+            endpoints.callback(lambda: server.stop(grace_s).wait())
+            ready = _ready_line(bind, port, kwargs)
+            host = parse_host_port(bind, allow_port_zero=True)[0]
+            if tcp_echo_port is not None:
+                ready["tcp_echo_port"] = _start_tcp_echo(endpoints, host, tcp_echo_port, kwargs)
+            if http2_port is not None:
+                ready.update(_start_http2(endpoints, host, http2_port, max_upload_bytes, grace_s, kwargs))
+            started = time.monotonic()
+            out.write(json.dumps(ready) + "\n")
+            out.flush()
+            # Wait with a timeout so the signal handler always gets a chance to run
+            # promptly, whatever the platform does with blocking waits.
+            while not stop_requested.wait(0.5):
+                pass
+        print(f"labkit echo serve: stopped on {received[0]} after {time.monotonic() - started:.1f} s", file=sys.stderr)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _ready_line(bind: str, port: int, options: dict) -> dict:
+    """What a parent process learns from the ready line: where the server listens and how it is set up."""
+    return {
+        "event": "ready",
+        "port": port,
+        "bind": bind,
+        "pid": os.getpid(),
+        "tls": options.get("tls_cert_pem") is not None,
+        "reflection": options.get("reflection_enabled", True),
+        "max_message_bytes": options.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
+        "labkit_version": __version__,
+        "grpcio_version": grpc.__version__,
+    }
+
+
+def _start_tcp_echo(endpoints: ExitStack, host: str, port: int, options: dict) -> int:
+    """Start the raw TCP echo beside the gRPC server, with the same message bound; its port."""
+    from labkit.echo.tcp_echo import TcpEchoServer
+
+    tcp_echo = TcpEchoServer(host, port, max_message_bytes=options.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES))
+    tcp_echo.start()
+    endpoints.callback(tcp_echo.stop)
+    return tcp_echo.port
+
+
+def _start_http2(endpoints: ExitStack, host: str, port: int, max_upload_bytes: int | None, grace_s: float,
+                 options: dict) -> dict:
+    """Start the HTTP/2 endpoint (TLS when the gRPC server has it); its fields of the ready line."""
+    from labkit.echo.http2 import DEFAULT_MAX_UPLOAD_BYTES, Http2Server
+
+    http2 = Http2Server(
+        f"{host}:{port}",
+        max_upload_bytes=DEFAULT_MAX_UPLOAD_BYTES if max_upload_bytes is None else max_upload_bytes,
+        tls_cert_pem=options.get("tls_cert_pem"), tls_key_pem=options.get("tls_key_pem"),
+    )
+    http2.start()
+    endpoints.callback(lambda: http2.stop(grace_s))
+    return {"http2_port": http2.port, "max_upload_bytes": http2.max_upload_bytes, "http2_window_bytes": http2.window_bytes}

@@ -180,6 +180,27 @@ class ImportResult:
     parquet: Path
 
 
+def _single_table(parsed: list[ParsedFile], previous: list[dict]) -> str:
+    """The one table every file (and every file already in the run) goes into; refuse a mix."""
+    tables = {KINDS[p.kind].table for p in parsed} | {KINDS[i["kind"]].table for i in previous}
+    if len(tables) > 1:
+        raise LabkitError(
+            "iperf3 intervals and round-trip series do not share a run (each run has one table); "
+            "import the iperf3 reports into a run of their own"
+        )
+    (table,) = tables
+    return table
+
+
+def _log_file(log: Callable[[str], None], parsed: ParsedFile) -> None:
+    """One line of counts per file, and its first unrecognised lines (the rest are in the manifest)."""
+    log(parsed.describe())
+    for number, text in parsed.result.unrecognised_lines[:3]:
+        log(f"  unrecognised line {number}: {text.strip()[:100]!r}")
+    if len(parsed.result.unrecognised_lines) > 3:
+        log(f"  ... {len(parsed.result.unrecognised_lines) - 3} more unrecognised lines listed in the manifest")
+
+
 def import_files(
     specs: Sequence[tuple[str, str | os.PathLike]],
     *,
@@ -213,13 +234,7 @@ def import_files(
         previous = _check_importable(run)
     else:
         previous = []
-    tables = {KINDS[p.kind].table for p in parsed} | {KINDS[i["kind"]].table for i in previous}
-    if len(tables) > 1:
-        raise LabkitError(
-            "iperf3 intervals and round-trip series do not share a run (each run has one table); "
-            "import the iperf3 reports into a run of their own"
-        )
-    (table,) = tables
+    table = _single_table(parsed, previous)
     known = {i["sha256"]: i["cell_id"] for i in previous}
     for p in parsed:
         if p.sha256 in known:
@@ -249,11 +264,7 @@ def import_files(
             record = _write_cell(run, p, experiment)
             imports.append(record)
             cells.append(record["cell_id"])
-            log(p.describe())
-            for number, text in p.result.unrecognised_lines[:3]:
-                log(f"  unrecognised line {number}: {text.strip()[:100]!r}")
-            if len(p.result.unrecognised_lines) > 3:
-                log(f"  ... {len(p.result.unrecognised_lines) - 3} more unrecognised lines listed in the manifest")
+            _log_file(log, p)
         run.update(experiment=experiment, imports=imports, table=table)
         parquet = run.finalize(table_schema(table))
         run.set_status("complete")

@@ -141,31 +141,7 @@ def parse_ping(text: str) -> ParseResult:
             seq = unwrap(int(m["seq"]))
             icmp_errors.setdefault(seq, (m["msg"].strip(), m["srcaddr"] or m["src"], stamp_ns))
             counts_extra["error_lines"] += 1
-        elif m := _HEADER_IPUTILS.match(line):
-            summary.update(flavour="iputils", target=m.group(1), target_address=m.group(2), payload_bytes=int(m.group(3)))
-        elif m := _HEADER_BSD.match(line):
-            summary.update(flavour="bsd", target=m.group(1), target_address=m.group(2), payload_bytes=int(m.group(3)))
-        elif _STATS_HEADER.match(line):
-            pass
-        elif m := _STATS_COUNTS.match(line):
-            summary["transmitted"] = int(m.group(1))
-            summary["received"] = int(m.group(2))
-            for value, kind in _STATS_EXTRA.findall(m["rest"]):
-                summary[kind] = int(value)
-            if loss := _STATS_LOSS.search(m["rest"]):
-                summary["loss_percent"] = float(loss.group(1))
-            if elapsed := _STATS_TIME.search(m["rest"]):
-                summary["time_ms"] = int(elapsed.group(1))
-        elif m := _STATS_RTT.match(line):
-            for key, value in zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"), m.groups()[:4]):
-                summary[key] = float(value)
-            if m.group(5):
-                summary["pipe"] = int(m.group(5))
-        elif m := _PIPE.match(line):
-            summary["pipe"] = int(m.group(1))
-        elif _NOTICE.match(line):
-            pass
-        else:
+        elif not _read_summary_line(line, summary):
             tally.unknown(number, raw)
             continue
         tally.recognised()
@@ -183,6 +159,33 @@ def parse_ping(text: str) -> ParseResult:
         **counts_extra,
     )
     return ParseResult(rows=rows, counts=counts, summary=summary, unrecognised_lines=tally.unrecognised)
+
+
+def _read_summary_line(line: str, summary: dict) -> bool:
+    """Read a header, statistics or notice line into ``summary``; False when the line is none of those."""
+    if m := _HEADER_IPUTILS.match(line):
+        summary.update(flavour="iputils", target=m.group(1), target_address=m.group(2), payload_bytes=int(m.group(3)))
+    elif m := _HEADER_BSD.match(line):
+        summary.update(flavour="bsd", target=m.group(1), target_address=m.group(2), payload_bytes=int(m.group(3)))
+    elif m := _STATS_COUNTS.match(line):
+        summary["transmitted"] = int(m.group(1))
+        summary["received"] = int(m.group(2))
+        for value, kind in _STATS_EXTRA.findall(m["rest"]):
+            summary[kind] = int(value)
+        if loss := _STATS_LOSS.search(m["rest"]):
+            summary["loss_percent"] = float(loss.group(1))
+        if elapsed := _STATS_TIME.search(m["rest"]):
+            summary["time_ms"] = int(elapsed.group(1))
+    elif m := _STATS_RTT.match(line):
+        for key, value in zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"), m.groups()[:4]):
+            summary[key] = float(value)
+        if m.group(5):
+            summary["pipe"] = int(m.group(5))
+    elif m := _PIPE.match(line):
+        summary["pipe"] = int(m.group(1))
+    else:
+        return bool(_STATS_HEADER.match(line) or _NOTICE.match(line))
+    return True
 
 
 def _first_seq(summary: dict, seen: list[int]) -> int:
