@@ -276,6 +276,59 @@ def test_put_get_round_trip(lab, tmp_path):
             host.get("/nonexistent/h3", tmp_path / "nothing")
 
 
+def _file_operations(host, base: str, local_dir: Path, stat_mode) -> None:
+    """The Host protocol's file operations, checked through the host's own commands where it matters."""
+    from labkit.hosts.base import Host
+
+    assert isinstance(host, Host)
+    nested = f"{base}/one/two"
+    host.make_dir(nested)
+    host.make_dir(nested)  # again: like mkdir -p
+    assert host.exists(nested) and not host.exists(f"{base}/nothing")
+    private = f"{base}/private"
+    host.make_dir(private, private=True)
+    assert stat_mode(private) == 0o700
+    secret = local_dir / "secret.key"
+    secret.write_bytes(b"not really a key\n")
+    host.put(secret, f"{private}/k", mode=0o600)
+    assert stat_mode(f"{private}/k") == 0o600
+    assert host.read_bytes(f"{private}/k") == b"not really a key\n"
+    host.rename(f"{private}/k", f"{nested}/k2")
+    assert not host.exists(f"{private}/k") and host.read_bytes(f"{nested}/k2") == b"not really a key\n"
+    host.chmod(f"{nested}/k2", 0o640)
+    assert stat_mode(f"{nested}/k2") == 0o640
+    temps = [host.make_temp_dir("labkit-h3-") for _ in range(2)]
+    try:
+        assert temps[0] != temps[1] and [stat_mode(temp) for temp in temps] == [0o700, 0o700]
+    finally:
+        for temp in temps:
+            host.remove(temp)
+    assert not any(host.exists(temp) for temp in temps)
+    # /proc files report a size of 0: they must still be read to the end.
+    assert host.read_bytes("/proc/self/status").startswith(b"Name:")
+    host.remove(base)  # a whole tree
+    host.remove(base)  # and nothing left to remove is no error
+    assert not host.exists(base)
+    with pytest.raises(LabkitError, match="cannot read"):
+        host.read_bytes(f"{base}/gone")
+
+
+def test_file_operations_over_sftp(lab, tmp_path):
+    base = f".labkit-h3-files-{uuid.uuid4().hex}"
+    with host_a(lab) as host:
+        def stat_mode(path):
+            return int(host.run(["stat", "-c", "%a", path], check=True).stdout.strip(), 8)
+
+        _file_operations(host, base, tmp_path, stat_mode)
+
+
+def test_file_operations_on_the_local_host(tmp_path):
+    from labkit.hosts.local import LocalHost
+
+    host = LocalHost("here")
+    _file_operations(host, str(tmp_path / "files"), tmp_path, lambda path: os.stat(path).st_mode & 0o777)
+
+
 # -- inventories and `labkit hosts check` -------------------------------------------------
 def test_open_host_from_the_testbed_inventory(lab):
     inv = load_inventory(lab.inventory)

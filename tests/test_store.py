@@ -114,3 +114,73 @@ def test_runs_list_and_show_through_the_console_script(tmp_path):
     assert "journal_rows: 1" in shown.stdout
     missing = labkit("runs", "show", "nope", "--runs-dir", str(tmp_path))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+
+
+def test_format_1_load_runs_get_their_baselines_nested_per_pair(tmp_path):
+    """The shipped load samples were written in format 1, with the ping baselines flat in the manifest."""
+    import shutil
+
+    from conftest import REPO
+
+    copy = tmp_path / "load-small"
+    shutil.copytree(REPO / "data" / "samples" / "load-small", copy)
+    written = json.loads((copy / "manifest.json").read_text())
+    assert written["format_version"] == 1 and "ping_before_0" in written["baselines"]
+    run = Run.open(copy)
+    assert run.manifest["format_version"] == FORMAT_VERSION
+    assert run.manifest["baselines"] == {"a-b": written["baselines"]}
+    assert run.ping_baseline() == written["baselines"]["ping_before_0"]
+    assert run.ping_baseline("a", "b", when="after") == written["baselines"]["ping_after_0"]
+    assert run.ping_baseline("b", "a") is None
+    # Upgrading happens on load; the file stays as it was written until the run is saved again.
+    assert json.loads((copy / "manifest.json").read_text()) == written
+
+
+def test_ping_baseline_is_the_first_attempts(tmp_path):
+    run = Run.create(tmp_path, "baselines", "idle-step", {})
+    run.record_baseline("a", "b", "ping_before_1", {"rtt_avg_ms": 2.0})
+    run.record_baseline("a", "b", "ping_before_0", {"rtt_avg_ms": 1.0})
+    run.record_baseline("b", "a", "ping_before_0", {"rtt_avg_ms": 3.0})
+    reopened = Run.open(run.path)
+    assert reopened.ping_baseline("a", "b") == {"rtt_avg_ms": 1.0}
+    assert reopened.ping_baseline("b", "a") == {"rtt_avg_ms": 3.0}
+    with pytest.raises(LabkitError, match="2 host pairs"):
+        reopened.ping_baseline()
+
+
+@pytest.mark.parametrize("sample, columns", [
+    ("idle-step-cubic", {"payload_bytes", "median_ms", "rtt_multiple"}),
+    ("series-wan", {"ticks", "median_ms", "vs_ping"}),
+    ("upload-small", {"transport", "median_mb_per_s", "failed"}),
+    ("load-small", {"transport", "rps", "latency_p99_ms"}),
+])
+def test_every_experiment_run_has_a_summary(sample, columns):
+    from conftest import REPO
+
+    run = Run.open(REPO / "data" / "samples" / sample)
+    table = run.summary()
+    assert columns <= set(table.columns) and len(table) > 0
+    if sample == "idle-step-cubic":
+        # The smallest requests take one round trip whatever the condition: about one ping RTT.
+        smallest = table[table["payload_bytes"] == table["payload_bytes"].min()]
+        assert ((smallest["rtt_multiple"] > 1.0) & (smallest["rtt_multiple"] < 1.1)).all()
+
+
+def test_an_import_has_no_summary_to_give(tmp_path):
+    from conftest import REPO
+
+    with pytest.raises(LabkitError, match="has no summary"):
+        Run.open(REPO / "data" / "samples" / "orca-2016").summary()
+
+
+@pytest.mark.parametrize("experiment, command", [
+    ("idle-step", "sweep"), ("series", "series"), ("upload", "upload"), ("load", "load")])
+def test_cleanup_names_the_resume_command_of_the_runs_own_experiment(tmp_path, experiment, command):
+    """A run left 'running' by a killed controller: cleanup marks it interrupted and says how to resume it."""
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text('[hosts.here]\nssh = "local"\n')
+    run = Run.create(tmp_path / "runs", "killed", experiment, {"inventory": str(inventory)})
+    run.update(controller={"pid": 2**22 + 1, "host": "elsewhere"})  # no such controller alive
+    proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), check=True)
+    assert f"continue it with `labkit {command} --resume {run.run_id}`" in proc.stdout
+    assert Run.open(run.path).status == "interrupted"

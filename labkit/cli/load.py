@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.options import experiment_options, run_from_flags
+from labkit.cli.options import experiment_options, print_run_footer, run_from_flags
 from labkit.cli.params import DURATION, choice_list, int_list, size_list
 from labkit.experiments.load import MAX_PAYLOAD_BYTES, TRANSPORTS
 
@@ -83,4 +83,4 @@ def print_summary(run) -> None:
         if isinstance(row.error, str) and row.error:
             console.print(f"[yellow]{row.transport} c={row.concurrency} conns={row.connections} "
                           f"{row.payload_bytes} B: {row.error}[/yellow]", highlight=False)
-    console.print(f"written to {run.path}", highlight=False, soft_wrap=True)
+    print_run_footer(console, run, "cells")

@@ -74,6 +74,15 @@ def run_from_flags(command: str, flags: dict, *, renamed: dict[str, str] | None 
     return run_command(command, config=config, **run_options)
 
 
+def print_run_footer(console, run, unit: str) -> None:
+    """The last lines of every experiment's summary: rows and cells of the run, and where it was written."""
+    counts = run.row_counts()
+    skipped = f", {counts['cells_skipped']} skipped" if counts["cells_skipped"] else ""
+    console.print(f"run {run.run_id}: {counts.get('parquet_rows', counts['journal_rows'])} {unit}, "
+                  f"{counts['cells_complete']} cells complete{skipped}")
+    console.print(f"written to {run.path}", highlight=False, soft_wrap=True)
+
+
 def stop_cleanly_on_sigterm() -> None:
     """Make SIGTERM stop an experiment like Ctrl-C: processes stopped, settings restored, run marked interrupted."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.options import experiment_options, run_from_flags
+from labkit.cli.options import experiment_options, print_run_footer, run_from_flags
 from labkit.cli.params import DURATION, choice_list
 from labkit.echo.series_agent import PROBES
 
@@ -68,7 +68,4 @@ def print_summary(run) -> None:
     for attempt, ended in sorted(run.manifest.get("server_exits", {}).items()):
         console.print(f"[yellow]the echo server exited during the series (attempt {attempt}, status {ended['status']}); "
                       "the echo probes failed from then on[/yellow]")
-    counts = run.row_counts()
-    console.print(f"run {run.run_id}: {counts.get('parquet_rows', counts['journal_rows'])} rows, "
-                  f"{counts['cells_complete']} cells complete")
-    console.print(f"written to {run.path}")
+    print_run_footer(console, run, "rows")

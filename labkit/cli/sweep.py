@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.options import experiment_options, run_from_flags
+from labkit.cli.options import experiment_options, print_run_footer, run_from_flags
 from labkit.cli.params import choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
@@ -88,7 +88,4 @@ def print_summary(run) -> None:
         table.add_row(f"{src}→{dst}", condition_label(*knobs), *values)
     console = Console()
     console.print(table)
-    counts = run.row_counts()
-    console.print(f"run {run.run_id}: {counts.get('parquet_rows', counts['journal_rows'])} calls, "
-                  f"{counts['cells_complete']} cells complete, {counts['cells_skipped']} skipped")
-    console.print(f"written to {run.path}")
+    print_run_footer(console, run, "calls")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from labkit.cli.options import experiment_options, run_from_flags
+from labkit.cli.options import experiment_options, print_run_footer, run_from_flags
 from labkit.cli.params import DURATION, SIZE, choice_list, size_list
 
 # option (and experiment-file key) -> UploadConfig field, where the names differ
@@ -86,7 +86,4 @@ def print_summary(run) -> None:
         table.add_row(f"{transport}{'+TLS' if tls else ''}", *values)
     console = Console()
     console.print(table)
-    counts = run.row_counts()
-    console.print(f"run {run.run_id}: {counts.get('parquet_rows', counts['journal_rows'])} uploads, "
-                  f"{counts['cells_complete']} cells complete")
-    console.print(f"written to {run.path}")
+    print_run_footer(console, run, "uploads")

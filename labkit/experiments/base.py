@@ -57,7 +57,7 @@ class ExperimentSpec:
     experiment: str  # the run manifest's experiment id, e.g. "idle-step"
     config_type: type  # the config dataclass; its fields are the options (and the manifest's config)
     plan: Callable[[Any, Any], Plan]  # (config, inventory) -> Plan
-    execute: Callable[["Session", Any, list], None]  # runs the plan's cells in a session
+    runner: type  # an ExperimentRunner: runner(session, config).run_cells(cells) runs the plan's cells
     schema: str  # the name of its samples.parquet schema in labkit.schemas, e.g. "SWEEP_SCHEMA"
     summarize: Callable[[Any], Any]  # Run -> the DataFrame a person reads first
     notebook: str | None = None  # the notebook in notebooks/ that analyses its runs
@@ -79,7 +79,7 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
         run.update(omitted_cells=plan.omitted)
     with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
                  accept_new_host_keys=accept_new_host_keys) as current:
-        spec.execute(current, config, plan.cells)
+        spec.runner(current, config).run_cells(plan.cells)
     import labkit.schemas
 
     return run.finish(getattr(labkit.schemas, spec.schema))
@@ -121,6 +121,20 @@ def begin_run(run, experiment: str, config, runs_dir=None):
         run.mark_resumed()
         return run
     return Run.create(runs_dir, config.name, experiment, dataclasses.asdict(config))
+
+
+class ExperimentRunner:
+    """Runs the cells of one experiment in a :class:`Session`; each experiment subclasses it."""
+
+    def __init__(self, session: "Session", config):
+        self.session = session
+        self.run = session.run
+        self.config = config
+        self.progress = session.progress
+
+    def run_cells(self, cells: list) -> None:
+        """Run every cell not finished yet, appending rows and cell events to the run."""
+        raise NotImplementedError
 
 
 # -- progress, hosts and processes ----------------------------------------------------------------

@@ -59,7 +59,7 @@ from typing import Any
 
 from labkit.analysis.windows import h2load_errors, measured_window, window_stats
 from labkit.errors import LabkitError
-from labkit.experiments.base import ExperimentSpec, Plan, url_host
+from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 from labkit.parsers.ghz import ghz_argv
 from labkit.parsers.h2load import h2load_argv
 
@@ -225,14 +225,11 @@ def h2load_cell_stats(report: str, log: str | None, duration_s: float) -> dict[s
 
 
 # -- running -------------------------------------------------------------------------------------
-class _Loader:
+class _Loader(ExperimentRunner):
     """Runs the cells of one load run from the client host against one echo server."""
 
     def __init__(self, session, config: LoadConfig):
-        self.session = session
-        self.run = session.run
-        self.config = config
-        self.progress = session.progress
+        super().__init__(session, config)
         self.client = session.host(config.client)
         self.server = session.host(config.server)
         self.address = session.address(config.server)
@@ -327,7 +324,7 @@ class _Loader:
         return user + system
 
     # -- cells ---------------------------------------------------------------------------------
-    def run_all(self, cells: list[Cell]) -> None:
+    def run_cells(self, cells: list[Cell]) -> None:
         config, session = self.config, self.session
         todo = session.pending(cells, lambda cell: 1)
         if not todo:
@@ -462,10 +459,6 @@ def plan(config: LoadConfig, inventory) -> Plan:
     return Plan(cells, [config.client, config.server], total=len(cells), unit="cell", omitted=omitted)
 
 
-def execute(session, config: LoadConfig, cells: list[Cell]) -> None:
-    _Loader(session, config).run_all(cells)
-
-
 def summarize(run):
     """The per-cell table a person reads first: transport, knobs, req/s, p50/p99/max, errors, server CPU."""
     from labkit.analysis.tables import summarize_load
@@ -474,6 +467,6 @@ def summarize(run):
 
 
 SPEC = ExperimentSpec(
-    command="load", experiment=EXPERIMENT, config_type=LoadConfig, plan=plan, execute=execute,
+    command="load", experiment=EXPERIMENT, config_type=LoadConfig, plan=plan, runner=_Loader,
     schema="LOAD_SCHEMA", summarize=summarize, notebook="load",
 )

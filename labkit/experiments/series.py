@@ -47,7 +47,7 @@ from typing import Any
 
 from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
 from labkit.errors import LabkitError
-from labkit.experiments.base import ExperimentSpec, Plan, json_lines
+from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
 
 EXPERIMENT = "series"
 MAX_PAYLOAD_BYTES = 1 << 20
@@ -240,15 +240,14 @@ class _CellState:
         return self.pings is None or set(self.pings) == ticks
 
 
-class _Series:
+class _Series(ExperimentRunner):
+    """Runs the ticks of one series: one echo server, then one probe agent per contiguous range of cells."""
+
     def __init__(self, session, config: SeriesConfig):
-        self.session = session
-        self.run = session.run
-        self.config = config
-        self.progress = session.progress
+        super().__init__(session, config)
         self.cells_done = 0
 
-    def run_all(self, cells: list[Cell]) -> None:
+    def run_cells(self, cells: list[Cell]) -> None:
         config, run, session = self.config, self.run, self.session
         todo = session.pending(cells, lambda cell: cell.count * len(config.probes))
         if not todo:
@@ -368,10 +367,6 @@ def plan(config: SeriesConfig, inventory) -> Plan:
     return Plan(plan_cells(config), [config.client, config.server], total=config.ticks * len(config.probes), unit="sample")
 
 
-def execute(session, config: SeriesConfig, cells: list[Cell]) -> None:
-    _Series(session, config).run_all(cells)
-
-
 def summarize(run):
     """Per probe: samples, failures and the RTT distribution, with the median as a multiple of ping's."""
     from labkit.analysis.tables import summarize_series
@@ -380,6 +375,6 @@ def summarize(run):
 
 
 SPEC = ExperimentSpec(
-    command="series", experiment=EXPERIMENT, config_type=SeriesConfig, plan=plan, execute=execute,
+    command="series", experiment=EXPERIMENT, config_type=SeriesConfig, plan=plan, runner=_Series,
     schema="SERIES_SCHEMA", summarize=summarize, notebook="series",
 )

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.errors import LabkitError
-from labkit.experiments.base import ExperimentSpec, Plan, json_lines, url_host
+from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 
 EXPERIMENT = "idle-step"
 
@@ -144,18 +144,24 @@ def plan_cells(config: SweepConfig, pairs: list[tuple[str, str]]) -> list[Cell]:
 # -- running ----------------------------------------------------------------------------
 
 
-class _Sweeper:
+class _Sweeper(ExperimentRunner):
     """Runs the cells of one sweep, pair by pair (several pairs at once with --mesh)."""
 
     def __init__(self, session, config: SweepConfig):
-        self.session = session
-        self.run = session.run
-        self.config = config
-        self.inventory = session.inventory
-        self.progress = session.progress
+        super().__init__(session, config)
         # (client, server) -> the KernelConditions of both hosts; filled in before any cell runs.
         self.kernel_conditions: dict[tuple[str, str], tuple] = {}
         self.calls_measured = 0
+
+    def run_cells(self, cells: list[Cell]) -> None:
+        """Run every pair's cells: one pair in this thread, or disjoint pairs in parallel with --mesh."""
+        pairs = list(dict.fromkeys((cell.src, cell.dst) for cell in cells))
+        self.capture_kernel_originals(pairs)
+        by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
+        if len(pairs) == 1:
+            self.run_pair(*pairs[0], by_pair[pairs[0]])
+        else:
+            _run_mesh(self, by_pair)
 
     def capture_kernel_originals(self, pairs: list[tuple[str, str]]) -> None:
         """Record each host's original settings in the manifest before any cell changes them."""
@@ -164,8 +170,8 @@ class _Sweeper:
         originals = self.run.manifest.setdefault("kernel_originals", {})
         for src, dst in pairs:
             sides = (
-                KernelConditions(self.session.host(src), self.inventory.peer_address(dst)),
-                KernelConditions(self.session.host(dst), self.inventory.peer_address(src)),
+                KernelConditions(self.session.host(src), self.session.address(dst)),
+                KernelConditions(self.session.host(dst), self.session.address(src)),
             )
             self.kernel_conditions[(src, dst)] = sides
             for name, side in zip((src, dst), sides):
@@ -280,18 +286,6 @@ def plan(config: SweepConfig, inventory) -> Plan:
     return Plan(cells, hosts, total=len(cells) * len(config.sizes) * config.repeats, unit="call")
 
 
-def execute(session, config: SweepConfig, cells: list[Cell]) -> None:
-    """Run every pair's cells: one pair in this thread, or disjoint pairs in parallel with --mesh."""
-    pairs = list(dict.fromkeys((cell.src, cell.dst) for cell in cells))
-    sweeper = _Sweeper(session, config)
-    sweeper.capture_kernel_originals(pairs)
-    by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
-    if len(pairs) == 1:
-        sweeper.run_pair(*pairs[0], by_pair[pairs[0]])
-    else:
-        _run_mesh(sweeper, by_pair)
-
-
 def _run_mesh(sweeper: _Sweeper, by_pair: dict[tuple[str, str], list[Cell]]) -> None:
     """Run pairs in parallel, never letting one host take part in two pairs at once."""
     pending = list(by_pair)
@@ -327,6 +321,6 @@ def summarize(run):
 
 
 SPEC = ExperimentSpec(
-    command="sweep", experiment=EXPERIMENT, config_type=SweepConfig, plan=plan, execute=execute,
+    command="sweep", experiment=EXPERIMENT, config_type=SweepConfig, plan=plan, runner=_Sweeper,
     schema="SWEEP_SCHEMA", summarize=summarize, notebook="idle_step",
 )

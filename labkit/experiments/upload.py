@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
-from labkit.experiments.base import ExperimentSpec, Plan, json_lines, url_host
+from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 
 EXPERIMENT = "upload"
 TRANSPORTS = ("grpc", "http2")
@@ -150,14 +150,11 @@ def plan_cells(config: UploadConfig) -> list[Cell]:
 # -- running ----------------------------------------------------------------------------
 
 
-class _Uploader:
+class _Uploader(ExperimentRunner):
     """Runs the cells of one upload run between its two hosts."""
 
     def __init__(self, session, config: UploadConfig):
-        self.session = session
-        self.run = session.run
-        self.config = config
-        self.progress = session.progress
+        super().__init__(session, config)
         self.uploads_measured = 0
 
     def prepare_file(self) -> dict[str, Any]:
@@ -311,10 +308,6 @@ def plan(config: UploadConfig, inventory) -> Plan:
     return Plan(cells, [config.client, config.server], total=len(cells) * config.repeats, unit="upload")
 
 
-def execute(session, config: UploadConfig, cells: list[Cell]) -> None:
-    _Uploader(session, config).run_cells(cells)
-
-
 def summarize(run):
     """Per transport × TLS × chunk size: uploads, failures, median MB/s and median CPU seconds."""
     from labkit.analysis.tables import summarize_upload
@@ -323,6 +316,6 @@ def summarize(run):
 
 
 SPEC = ExperimentSpec(
-    command="upload", experiment=EXPERIMENT, config_type=UploadConfig, plan=plan, execute=execute,
+    command="upload", experiment=EXPERIMENT, config_type=UploadConfig, plan=plan, runner=_Uploader,
     schema="UPLOAD_SCHEMA", summarize=summarize, notebook="upload",
 )

@@ -43,6 +43,15 @@ class BackgroundProcess:
         self.stderr_lines: list[str] = []
         self._readers: list[threading.Thread] = []  # the subclass's stdout/stderr readers
 
+    def _start_readers(self) -> None:
+        """Read stdout and stderr on threads of their own (``_pump_stdout``/``_pump_stderr``), so neither pipe fills."""
+        self._readers = [
+            threading.Thread(target=self._pump_stdout, daemon=True),
+            threading.Thread(target=self._pump_stderr, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
     def _join_readers(self, timeout: float = 2.0) -> None:
         """Once the process has ended, let the readers take what it wrote last.
 
@@ -125,12 +134,7 @@ class Process(BackgroundProcess):
     def __init__(self, popen: subprocess.Popen, argv: list[str]):
         super().__init__(argv)
         self.popen = popen
-        self._readers = [
-            threading.Thread(target=self._pump_stdout, daemon=True),
-            threading.Thread(target=self._pump_stderr, daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
+        self._start_readers()
 
     def _pump_stdout(self) -> None:
         for line in self.popen.stdout:

@@ -606,12 +606,7 @@ class SSHProcess(BackgroundProcess):
         self._pid: int | None = None
         self._pid_seen = threading.Event()
         self._stopped = False
-        self._readers = [
-            threading.Thread(target=self._pump_stdout, daemon=True),
-            threading.Thread(target=self._pump_stderr, daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
+        self._start_readers()
 
     def _pump_stdout(self) -> None:
         for line in self._read_lines(self.channel.recv):

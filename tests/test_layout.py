@@ -1,0 +1,86 @@
+"""Where code lives: every command found under its own name, click only in the CLI, short functions.
+
+These read labkit's own source (with ast), so a newcomer's promise of the
+layout (ARCHITECTURE.md) cannot silently stop being true.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from labkit.cli import _SUBCOMMANDS
+
+PACKAGE = Path(__file__).resolve().parent.parent / "labkit"
+EXPERIMENT_COMMANDS = ("sweep", "series", "upload", "load")
+MAX_FUNCTION_LINES = 80
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent.name == "proto" and path.name.startswith("echo_pb2"):
+            continue  # generated stubs
+        yield path, ast.parse(path.read_text(), filename=str(path))
+
+
+def imported_modules(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("command", EXPERIMENT_COMMANDS)
+def test_each_experiment_command_lives_under_its_own_name(command):
+    from labkit.experiments import spec
+
+    assert (PACKAGE / "experiments" / f"{command}.py").is_file()
+    assert (PACKAGE / "cli" / f"{command}.py").is_file()
+    assert _SUBCOMMANDS[command][0] == f"labkit.cli.{command}:{command}"
+    assert spec(command).command == command
+
+
+def test_every_command_module_is_under_cli():
+    assert not list(PACKAGE.glob("*_cli.py"))
+    for name, (target, _) in _SUBCOMMANDS.items():
+        module = target.split(":")[0]
+        assert module.startswith("labkit.cli."), (name, target)
+        assert (PACKAGE / "cli" / f"{module.rsplit('.', 1)[1]}.py").is_file()
+
+
+def test_click_is_imported_by_the_cli_only():
+    offenders = [str(path.relative_to(PACKAGE)) for path, tree in modules()
+                 if path.parent.name != "cli" and "click" in imported_modules(tree)]
+    assert offenders == []
+
+
+def test_nothing_but_the_deploy_command_and_the_main_job_imports_deploy():
+    importers = sorted(str(path.relative_to(PACKAGE)) for path, tree in modules() if "labkit.deploy" in imported_modules(tree))
+    assert importers == ["cli/deploy.py", "experiments/demo.py"]
+
+
+def test_no_function_is_longer_than_the_limit():
+    long = []
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
+
+
+def test_python_entry_points_are_the_experiment_commands():
+    import inspect
+
+    import labkit
+
+    for command in EXPERIMENT_COMMANDS:
+        entry = getattr(labkit, command)
+        assert entry.__name__ == command and "Run" in entry.__doc__
+        assert {"inventory", "runs_dir", "resume", "quiet"} <= set(inspect.signature(entry).parameters)
