@@ -96,12 +96,13 @@ def measure(address: str, grpc_port: int, tcp_port: int, calls: int, warmup: int
 
 
 def run_path(label: str, client_netns: str | None, server_netns: str | None, address: str, args, ghz) -> dict:
+    from labkit.echo.remote import wait_until_ready
     from labkit.hosts.local import LocalHost
 
     server_host = LocalHost("server", netns=server_netns)
     serve = [sys.executable, "-m", "labkit", "echo", "serve", "--bind", f"{address}:0", "--tcp-echo-port", "0"]
     with server_host.start(serve) as server:
-        ready = json.loads(server.wait_for_line(lambda line: '"ready"' in line, timeout=30))
+        ready = wait_until_ready(server, timeout=30)
         argv = [sys.executable, __file__, "--measure", address, str(ready["port"]), str(ready["tcp_echo_port"]),
                 "--calls", str(args.calls), "--warmup", str(args.warmup), "--ping-count", str(args.ping_count),
                 "--ping-interval", args.ping_interval if client_netns else "0.01"]

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from labkit.echo.remote import echo_exchange, local_labkit_argv
+from labkit.echo.remote import echo_exchange, local_labkit_argv, wait_until_ready
 from labkit.hosts import LocalHost
 from labkit.hosts.kernel import SSAI, KernelConditions
 
@@ -38,7 +38,7 @@ def test_echo_across_the_link_returns_the_right_lengths(hosts, wan_testbed):
 def test_an_oversize_message_across_the_link_gets_resource_exhausted(hosts):
     client, server, address = hosts
     with server.start(local_labkit_argv("echo", "serve", "--bind", f"{address}:0", "--max-message-bytes", "4096")) as proc:
-        port = json.loads(proc.wait_for_line(lambda line: '"ready"' in line, timeout=30))["port"]
+        port = wait_until_ready(proc, timeout=30)["port"]
         result = client.run(
             local_labkit_argv("echo", "call", "--target", f"{address}:{port}", "--sizes", "100,10000,100", "--repeats", "1", "--gap", "0"),
             timeout=60,

@@ -17,6 +17,17 @@ def local_labkit_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "labkit", *args]
 
 
+def wait_until_ready(server, timeout: float = 60) -> dict:
+    """The ready line of a starting ``labkit echo serve`` process (see :mod:`labkit.echo.server`), as a dict.
+
+    It comes once every endpoint listens; a server that exits first is an
+    error carrying its last stderr line.
+    """
+    ready = json.loads(server.wait_for_line(lambda line: '"ready"' in line, timeout=timeout))
+    ready.pop("event", None)
+    return ready
+
+
 def echo_exchange(client, server, server_address: str, *, sizes: list[int], repeats: int, gap_s: float,
                   warmup: int = 1, labkit_argv=local_labkit_argv, extra_client_args: tuple[str, ...] = ()):
     """Start an echo server on ``server``, run the client on ``client``, and yield one dict per call.
@@ -24,7 +35,7 @@ def echo_exchange(client, server, server_address: str, *, sizes: list[int], repe
     Both processes are stopped when the generator finishes, fails or is closed.
     """
     with server.start(labkit_argv("echo", "serve", "--bind", f"{server_address}:0")) as server_proc:
-        ready = json.loads(server_proc.wait_for_line(lambda line: '"ready"' in line, timeout=30))
+        ready = wait_until_ready(server_proc, timeout=30)
         argv = labkit_argv(
             "echo", "call", "--target", f"{server_address}:{ready['port']}",
             "--sizes", ",".join(map(str, sizes)), "--repeats", str(repeats),

@@ -286,15 +286,15 @@ class Session:
 
     def start_echo_server(self, host_name: str, *serve_args: str, timeout: float = 60):
         """``labkit echo serve --bind <data address>:0 ARGS`` on a host; (process, its ready line as a dict)."""
+        from labkit.echo.remote import wait_until_ready
+
         bind = f"{url_host(self.address(host_name))}:0"
         server = self.start_labkit(host_name, "echo", "serve", "--bind", bind, *serve_args)
         try:
-            ready = json.loads(server.wait_for_line(lambda line: '"ready"' in line, timeout=timeout))
+            return server, wait_until_ready(server, timeout)
         except BaseException:
             self.stop(host_name, server)
             raise
-        ready.pop("event", None)
-        return server, ready
 
     def stop(self, host_name: str, proc) -> None:
         try:
