@@ -383,3 +383,37 @@ def test_bind_to_a_port_in_use_is_one_line_and_exit_2(echo_server):
     result = labkit("echo", "serve", "--bind", echo_server.target)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"labkit: error: cannot listen on {echo_server.target}: Address already in use"]
+
+
+# --- gRPC options, by grpc-go's names ----------------------------------------
+
+
+def test_grpc_options_override_the_servers_defaults(start_echo_server):
+    """max-recv-msg-size below the default message bound: the option, not the default, decides."""
+    echo = start_echo_server("--grpc-option", "max-recv-msg-size=4KiB")
+    assert echo.ready["grpc_options"] == {"max-recv-msg-size": 4096} and echo.ready["impl"] == "python"
+    rows, _ = call(echo.target, "--sizes", "4000,5000", "--repeats", "1", "--gap", "0")
+    assert [(row["payload_bytes"], row["grpc_code"]) for row in rows] == [(4000, "OK"), (5000, "RESOURCE_EXHAUSTED")]
+
+
+def test_client_grpc_options_apply_to_its_channel(echo_server):
+    """A client max-recv-msg-size is not needed for echo (the response is a length), but gzip changes the bytes sent."""
+    rows, stderr = call(echo_server.target, "--sizes", "1000", "--repeats", "2", "--gap", "0",
+                        "--grpc-option", "compression=gzip", "--grpc-option", "keepalive-time=30s")
+    assert [row["ok"] for row in rows] == [True, True], stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (("serve", "--bind", "127.0.0.1:0", "--grpc-option", "window=1"), "--grpc-option window: unknown; known: "),
+    (("serve", "--bind", "127.0.0.1:0", "--grpc-option", "pool=2"), "pool is a client option, not a server one"),
+    (("serve", "--bind", "127.0.0.1:0", "--grpc-option", "static-stream-window=32MiB"),
+     "grpcio has no equivalent of --grpc-option static-stream-window; use --impl go"),
+    (("call", "--target", "127.0.0.1:9", "--sizes", "1", "--grpc-option", "max-connection-idle=1s"),
+     "max-connection-idle is a server option, not a client one"),
+    (("call", "--target", "127.0.0.1:9", "--sizes", "1", "--grpc-option", "keepalive-time=soon"),
+     "--grpc-option keepalive-time: 'soon' is not a duration"),
+    (("call", "--target", "127.0.0.1:9", "--sizes", "1", "--grpc-option", "compression"), "is not KEY=VALUE"),
+])
+def test_bad_grpc_options_are_one_line_and_exit_2(args, message):
+    result = labkit("echo", *args)
+    assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr

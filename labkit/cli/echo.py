@@ -18,9 +18,64 @@ from labkit.cli.params import BIND_ADDRESS, DURATION, TARGET_ADDRESS, size_list
 MAX_REQUEST_BYTES = 1 << 30
 
 
-@click.group()
+#: The subcommands that have a Go twin in ``labkit-go`` (same flags, same output).
+GO_TWINS = ("serve", "call", "series-agent", "upload-agent", "upload-file")
+
+
+class EchoGroup(click.Group):
+    """``labkit echo``: with ``--impl go`` a subcommand is replaced by its twin in the ``labkit-go`` binary.
+
+    The process execs the binary with the same arguments, so its PID, stdout
+    and signals are the Go program's: whoever started ``labkit echo serve
+    --impl go`` holds the Go server itself.
+    """
+
+    def parse_args(self, ctx, args):
+        if args and args[0] in GO_TWINS and _wants_go(args[1:]) and not {"--help", "-h"} & set(args):
+            _exec_go(args[0], [arg for arg in _without_impl(args[1:])])
+        return super().parse_args(ctx, args)
+
+
+def _wants_go(args: list[str]) -> bool:
+    return any(arg == "--impl=go" or (arg == "--impl" and following == "go")
+               for arg, following in zip(args, [*args[1:], None]))
+
+
+def _without_impl(args: list[str]):
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--impl":
+            skip = True
+        elif not arg.startswith("--impl="):
+            yield arg
+
+
+def _exec_go(subcommand: str, args: list[str]) -> None:
+    import os
+
+    from labkit.errors import LabkitError
+    from labkit.hosts.layout import local_tool
+
+    binary = local_tool("labkit-go")
+    if binary is None:
+        raise LabkitError("labkit-go is not installed here (scripts/bootstrap.sh builds it; `labkit deploy` copies it "
+                          "to hosts)")
+    sys.stdout.flush()
+    os.execv(binary, [str(binary), subcommand, *args])
+
+
+IMPL = click.option("--impl", type=click.Choice(["python", "go"]), default="python", show_default=True,
+                    expose_value=False, help="python: grpcio (this process); go: grpc-go (labkit-go, same flags).")
+GRPC_OPTION = click.option("--grpc-option", "grpc_option", multiple=True, metavar="KEY=VALUE",
+                           help="A gRPC knob by its grpc-go name, e.g. static-stream-window=32MiB (repeatable); "
+                                "grpcio refuses those it has no equivalent of. See labkit.echo.options.")
+
+
+@click.group(cls=EchoGroup)
 def echo():
-    """Serve and call the gRPC echo service (proto/echo.proto)."""
+    """Serve and call the gRPC echo service (proto/echo.proto), in Python (grpcio) or Go (grpc-go)."""
 
 
 @echo.command()
@@ -68,8 +123,10 @@ def echo():
     default=None,
     help="Largest HTTP/2 upload body accepted; larger ones get 413. [default: 1073741824]",
 )
+@GRPC_OPTION
+@IMPL
 def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_keepalive_ms, tcp_echo_port,
-          http2_port, max_upload_bytes):
+          http2_port, max_upload_bytes, grpc_option):
     """Run the echo server until SIGTERM or SIGINT.
 
     Once listening it prints one JSON line on stdout,
@@ -93,6 +150,11 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
         raise click.UsageError("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")
     if http2_port is not None:
         options.update(http2_port=http2_port, max_upload_bytes=max_upload_bytes)
+    if grpc_option:
+        from labkit.echo.options import grpcio_arguments, parse_grpc_options
+
+        options["grpc_options"] = parse_grpc_options(grpc_option, "server")
+        grpcio_arguments(options["grpc_options"])  # refuse, before listening, what grpcio cannot set
     server.serve_until_signalled(bind, grace_s=grace, reflection_enabled=reflection, **options)
 
 
@@ -142,7 +204,10 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
 @click.option("--timeout", type=DURATION, default="30s", show_default=True, help="Deadline of each call.")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), help="PEM root certificate; use TLS.")
 @click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
-def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order, keepalive_ms, tcp_info, timeout, tls_ca, tls_server_name):
+@GRPC_OPTION
+@IMPL
+def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order, keepalive_ms, tcp_info, timeout, tls_ca,
+         tls_server_name, grpc_option):
     """Time Echo calls and print one JSON line per call on stdout.
 
     Fields: seq, payload_bytes, t_start_utc_ns, rtt_ns, ok, grpc_code, cold,
@@ -163,6 +228,11 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
         with open(tls_ca, "rb") as ca_file:
             tls_root_pem = ca_file.read()
 
+    channel_options = client.keepalive_options(keepalive_ms) if keepalive_ms else []
+    if grpc_option:
+        from labkit.echo.options import grpcio_arguments, merged, parse_grpc_options
+
+        channel_options = merged(channel_options, grpcio_arguments(parse_grpc_options(grpc_option, "client")))
     hooks = []
     if tcp_info:
         from labkit.echo.tcpinfo import TcpInfoSampler
@@ -180,7 +250,7 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
         seed=seed,
         shuffle=order == "shuffled",
         timeout_s=timeout,
-        channel_options=client.keepalive_options(keepalive_ms) if keepalive_ms else (),
+        channel_options=channel_options,
         hooks=hooks,
         tls_root_pem=tls_root_pem,
         tls_server_name=tls_server_name,
@@ -212,6 +282,7 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
 @click.option("--timeout", type=DURATION, default="5s", show_default=True, help="Deadline of each call and ping.")
 @click.option("--spread/--together", default=True, show_default=True,
               help="Spread the probes evenly over each tick, or send them all at the tick.")
+@IMPL
 def series_agent(address, grpc_port, tcp_echo_port, probes, first_tick, ticks, interval, payload_bytes, timeout, spread):
     """The client side of `labkit series`: every probe on one schedule, JSON lines on stdout.
 
@@ -232,6 +303,7 @@ def series_agent(address, grpc_port, tcp_echo_port, probes, first_tick, ticks, i
 @click.option("--path", "path", required=True, help="The file on this host.")
 @click.option("--size", type=click.IntRange(min=1), default=None, help="Generate it with this many bytes unless it is there.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generated bytes.")
+@IMPL
 def upload_file(path, size, seed):
     """The file of `labkit upload` on this host: generate it (seeded) or hash it; one JSON line."""
     from labkit.echo import upload_agent
@@ -253,6 +325,7 @@ def upload_file(path, size, seed):
 @click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
 @click.option("--declare-length", type=click.IntRange(min=0), default=None,
               help="Declare this length to the server instead of the file's (tests its check).")
+@IMPL
 def upload_agent_command(transport, target, path, sha256, chunk_size, repeats, warmup, timeout, tls_ca,
                          tls_server_name, declare_length):
     """The client side of `labkit upload`: one cell's uploads, one JSON line each (see labkit.echo.upload_agent)."""

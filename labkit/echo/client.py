@@ -96,14 +96,15 @@ def open_channel(
     ``tls_server_name`` overrides the name checked against the server's
     certificate, for servers reached by an address their certificate does not name.
     """
-    channel_options = [
+    from labkit.echo.options import merged
+
+    channel_options = merged([
         # By default grpc shares connections between channels to the same
         # target through a process-wide subchannel pool, so a "new" channel may
         # reuse a warm connection. A local pool gives each channel its own
         # connection, which is what makes a cold call cold.
         ("grpc.use_local_subchannel_pool", 1),
-        *options,
-    ]
+    ], options)
     if tls_root_pem is None:
         return grpc.insecure_channel(target, options=channel_options)
     if tls_server_name:

@@ -111,6 +111,7 @@ def start_server(
     reflection_enabled: bool = True,
     max_workers: int = DEFAULT_MAX_WORKERS,
     permit_keepalive_ms: int | None = None,
+    grpc_options: dict | None = None,
 ) -> tuple[grpc.Server, int]:
     """Start an echo server listening on ``bind`` (``HOST:PORT``, port 0 = any free port).
 
@@ -119,8 +120,9 @@ def start_server(
     Messages larger than ``max_message_bytes`` are refused with
     RESOURCE_EXHAUSTED; the server goes on serving. ``permit_keepalive_ms``
     accepts client keepalive pings that often, even between calls (gRPC's
-    default policy answers frequent pings with GOAWAY). Stop it with
-    ``server.stop(grace)``.
+    default policy answers frequent pings with GOAWAY). ``grpc_options`` are
+    parsed ``--grpc-option`` values (:mod:`labkit.echo.options`); they come last,
+    so they override the defaults above. Stop it with ``server.stop(grace)``.
     """
     if (tls_cert_pem is None) != (tls_key_pem is None):
         raise LabkitError("TLS needs both a certificate and its private key")
@@ -144,6 +146,10 @@ def start_server(
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_ping_strikes", 0),
         ]
+    if grpc_options:
+        from labkit.echo.options import grpcio_arguments, merged
+
+        options = merged(options, grpcio_arguments(grpc_options))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="echo-rpc"),
         options=options,
@@ -281,6 +287,8 @@ def _ready_line(bind: str, port: int, options: dict) -> dict:
         "max_message_bytes": options.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
         "labkit_version": __version__,
         "grpcio_version": grpc.__version__,
+        "impl": "python",
+        "grpc_options": {key: value for key, value in (options.get("grpc_options") or {}).items()},
     }
 
 

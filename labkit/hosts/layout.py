@@ -87,8 +87,11 @@ def labkit_argv(inventory, name: str, host) -> list[str]:
 
 
 def local_tool(name: str) -> Path | None:
-    """This machine's copy of a tool deploy sends: beside this Python (the venv), on PATH, or in ~/go/bin."""
-    for candidate in (Path(sys.executable).parent / name, shutil.which(name), Path.home() / "go" / "bin" / name):
+    """This machine's copy of a tool: beside this Python (the venv), in deploy's ``bin/`` beside the venv
+    (on a host labkit was deployed to), on PATH, or in ~/go/bin."""
+    candidates = (Path(sys.executable).parent / name, Path(sys.prefix).parent / "bin" / name, shutil.which(name),
+                  Path.home() / "go" / "bin" / name)
+    for candidate in candidates:
         if candidate and os.access(candidate, os.X_OK) and Path(candidate).is_file():
             return Path(candidate)
     return None
