@@ -141,6 +141,66 @@ def _window_candidates(x: np.ndarray, unit: float) -> np.ndarray:
     return np.unique(segs[:, None] / ks[None, :])
 
 
+def _slow_start_candidates(xo: np.ndarray, iw, mss, iw_max: int, mss_bounds) -> tuple[np.ndarray, str]:
+    """The values to search and which quantity they are: "none" (both given), "iw", "mss" or "window" (bytes)."""
+    if iw is not None and mss is not None:
+        return np.array([float(iw)]), "none"
+    if mss is not None:
+        return np.arange(1, iw_max + 1, dtype=float), "iw"
+    if iw is not None:
+        # Rounds change where ⌈size/mss⌉ crosses iw·(2^k − 1): mss = size / (iw·(2^k − 1)).
+        ks = 2.0 ** np.arange(1, 20) - 1
+        crit = np.ceil(xo[:, None] / (iw * ks[None, :])).ravel()
+        crit = crit[(crit >= mss_bounds[0]) & (crit <= mss_bounds[1])]
+        return np.unique(np.concatenate([crit, mss_bounds]).astype(float)), "mss"
+    return np.unique(_window_candidates(xo, 1.0)), "window"
+
+
+def _window_and_unit(value: float, fitted: str, iw, mss) -> tuple[float, float]:
+    """The (window, segment size) pair a candidate value stands for."""
+    if fitted == "mss":
+        return float(iw), float(value)
+    if fitted == "window":
+        return float(value), 1.0
+    return float(value), float(mss)
+
+
+def _slow_start_loss(xo, y, window, unit, base_rtt_ms, robust) -> tuple[float, float, np.ndarray]:
+    """Base RTT (given or fitted), the loss, and the rounds per sample, for one window."""
+    rounds = slow_start_rounds(xo, window, unit)
+    if base_rtt_ms is None:
+        base, loss = _base_fit(rounds, y, robust)
+        return base, loss, rounds
+    r = y - base_rtt_ms * rounds
+    return base_rtt_ms, float(np.sum(np.abs(r)) if robust else np.sum(r**2)), rounds
+
+
+def _flat_optimum(candidates: np.ndarray, losses: np.ndarray, fitted: str) -> tuple[float, float, float]:
+    """The best value and the range (low, high) over which the loss stays at its minimum.
+
+    The loss is constant from the first best candidate up to (not including)
+    the candidate after the last: every value in that range fits equally
+    well, and the middle of it is reported.
+    """
+    best = int(np.argmin(losses))
+    tol = 1e-9 * max(1.0, abs(losses[best]))
+    lo_idx = hi_idx = best
+    while lo_idx > 0 and abs(losses[lo_idx - 1] - losses[best]) <= tol:
+        lo_idx -= 1
+    while hi_idx + 1 < candidates.size and abs(losses[hi_idx + 1] - losses[best]) <= tol:
+        hi_idx += 1
+    low = float(candidates[lo_idx])
+    has_next = hi_idx + 1 < candidates.size
+    if fitted == "window":
+        high = float(candidates[hi_idx + 1]) if has_next else float(candidates[hi_idx])
+        return ((low + high) / 2 if has_next else low), low, high
+    if fitted == "mss":
+        high = float(candidates[hi_idx + 1] - 1) if has_next else float(candidates[hi_idx])
+    else:
+        high = float(candidates[hi_idx])
+    return float((low + high) // 2), low, high
+
+
 def fit_slow_start(
     size,
     rtt_ms,
@@ -169,67 +229,22 @@ def fit_slow_start(
         raise ValueError("a slow-start fit needs at least two samples")
     xo = x + overhead_bytes
 
-    def evaluate(window: float, unit: float):
-        rounds = slow_start_rounds(xo, window, unit)
-        if base_rtt_ms is not None:
-            base = base_rtt_ms
-            r = y - base * rounds
-            return base, float(np.sum(np.abs(r)) if robust else np.sum(r**2)), rounds
-        base, loss = _base_fit(rounds, y, robust)
-        return base, loss, rounds
+    candidates, fitted_name = _slow_start_candidates(xo, iw, mss, iw_max, mss_bounds)
 
-    fitted_name: str
-    if iw is not None and mss is not None:
-        candidates, unit, fitted_name = np.array([float(iw)]), float(mss), "none"
-    elif mss is not None:
-        candidates, unit, fitted_name = np.arange(1, iw_max + 1, dtype=float), float(mss), "iw"
-    elif iw is not None:
-        # Rounds change where ⌈size/mss⌉ crosses iw·(2^k − 1): mss = size / (iw·(2^k − 1)).
-        ks = 2.0 ** np.arange(1, 20) - 1
-        crit = np.ceil(xo[:, None] / (iw * ks[None, :])).ravel()
-        crit = crit[(crit >= mss_bounds[0]) & (crit <= mss_bounds[1])]
-        candidates, unit, fitted_name = np.unique(np.concatenate([crit, mss_bounds])), None, "mss"
-    else:
-        candidates, unit, fitted_name = _window_candidates(xo, 1.0), 1.0, "window"
+    def loss_at(value):
+        return _slow_start_loss(xo, y, *_window_and_unit(value, fitted_name, iw, mss), base_rtt_ms, robust)
 
-    def run(value):
-        if fitted_name == "mss":
-            return evaluate(float(iw), float(value))
-        return evaluate(float(value), unit)
+    losses = np.array([loss_at(value)[1] for value in candidates])
+    value, low, high = _flat_optimum(candidates, losses, fitted_name)
+    base, _, rounds = loss_at(value)
+    window, unit = _window_and_unit(value, fitted_name, iw, mss)
 
-    candidates = np.unique(np.asarray(candidates, dtype=float))
-    losses = np.array([run(value)[1] for value in candidates])
-    best = int(np.argmin(losses))
-    tol = 1e-9 * max(1.0, abs(losses[best]))
-    lo_idx = hi_idx = best
-    while lo_idx > 0 and abs(losses[lo_idx - 1] - losses[best]) <= tol:
-        lo_idx -= 1
-    while hi_idx + 1 < candidates.size and abs(losses[hi_idx + 1] - losses[best]) <= tol:
-        hi_idx += 1
-    # The loss is constant from candidates[lo_idx] up to (not including) the
-    # candidate after hi_idx: every value in that range fits equally well.
-    low = float(candidates[lo_idx])
-    has_next = hi_idx + 1 < candidates.size
     if fitted_name == "window":
-        high = float(candidates[hi_idx + 1]) if has_next else float(candidates[hi_idx])
-        value = (low + high) / 2 if has_next else low
-    elif fitted_name == "mss":
-        high = float(candidates[hi_idx + 1] - 1) if has_next else float(candidates[hi_idx])
-        value = float((low + high) // 2)
+        iw_fit = mss_fit = float("nan")
+        window_bytes = float(value)
     else:
-        high = float(candidates[hi_idx])
-        value = float((low + high) // 2)
-    base, _, rounds = run(value)
-
-    if fitted_name == "none":
-        iw_fit, mss_fit = float(iw), float(mss)
-    elif fitted_name == "iw":
-        iw_fit, mss_fit = float(value), float(mss)
-    elif fitted_name == "mss":
-        iw_fit, mss_fit = float(iw), float(value)
-    else:
-        iw_fit, mss_fit = float("nan"), float("nan")
-    window_bytes = float(value) if fitted_name == "window" else iw_fit * mss_fit
+        iw_fit, mss_fit = window, unit
+        window_bytes = iw_fit * mss_fit
 
     fitted = base * rounds
     residuals = y - fitted
@@ -237,22 +252,15 @@ def fit_slow_start(
     se_base = float(np.sqrt(np.sum(residuals**2) / dof / np.dot(rounds, rounds))) if base_rtt_ms is None else 0.0
 
     intervals = {"base_rtt_ms": (base - 1.96 * se_base, base + 1.96 * se_base)}
-    if fitted_name == "iw":
-        intervals["iw"] = (low, high)
-        intervals["threshold_bytes"] = (low * mss_fit - overhead_bytes, high * mss_fit - overhead_bytes)
-    elif fitted_name == "mss":
-        intervals["mss"] = (low, high)
-        intervals["threshold_bytes"] = (iw_fit * low - overhead_bytes, iw_fit * high - overhead_bytes)
-    elif fitted_name == "window":
-        intervals["threshold_bytes"] = (low - overhead_bytes, high - overhead_bytes)
-
-    iw_p, mss_p = iw_fit, mss_fit
-    win_p = window_bytes
+    if fitted_name != "none":
+        # The fitted quantity's range, and the first step's range in request bytes.
+        per_value = {"iw": mss_fit, "mss": iw_fit, "window": 1.0}[fitted_name]
+        if fitted_name != "window":
+            intervals[fitted_name] = (low, high)
+        intervals["threshold_bytes"] = (low * per_value - overhead_bytes, high * per_value - overhead_bytes)
 
     def predict(s):
-        unit_p = 1.0 if fitted_name == "window" else mss_p
-        window_p = win_p if fitted_name == "window" else iw_p
-        return base * slow_start_rounds(np.asarray(s, dtype=float) + overhead_bytes, window_p, unit_p)
+        return base * slow_start_rounds(np.asarray(s, dtype=float) + overhead_bytes, window, unit)
 
     return Fit(
         model="slow_start",
