@@ -19,6 +19,10 @@ can drive any of them:
   ``headline`` member is a flat mapping of names to numbers or strings (what
   ``labkit report`` prints), next to any detail the notebook wants to keep,
   and whose ``figures`` member lists the figure files it wrote.
+
+:func:`setup` and :meth:`Notebook.finish` are that contract in two calls: the
+first cell after the parameters opens the run and the figure writer, the last
+writes the headline JSON.
 """
 
 from __future__ import annotations
@@ -165,3 +169,48 @@ def write_headline(path: str | os.PathLike, data: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(plain(data), indent=2, allow_nan=False) + "\n")
     os.replace(tmp, path)
     return path
+
+
+class Notebook:
+    """One notebook's run, figure writer and headline file; made by :func:`setup`.
+
+    ``export(fig, "latency")`` writes a figure (see :class:`FigureWriter`);
+    :meth:`finish` writes the headline JSON and returns the headline as a table.
+    """
+
+    def __init__(self, name: str, run, figures_dir: Path, formats: Iterable[str], headline_path: Path):
+        self.name = name
+        self.run = run
+        self.figures_dir = figures_dir
+        self.export = FigureWriter(figures_dir, name, formats)
+        self.headline_file = headline_path
+
+    def finish(self, headline: dict[str, Any], *, settings: dict[str, Any] | None = None, **detail: Any):
+        """Write the headline JSON (run identity, ``settings``, ``headline``, ``detail``, figures); show where it went."""
+        from IPython.display import Markdown, display
+        import pandas as pd
+
+        data = {"notebook": self.name, "run_id": self.run.run_id, "run_path": str(self.run.path),
+                "experiment": self.run.manifest.get("experiment")}
+        if settings is not None:
+            data["settings"] = settings
+        data.update(headline=headline, **detail, figures=self.export.files)
+        write_headline(self.headline_file, data)
+        display(Markdown(f"Figures in `{self.figures_dir}`; headline numbers in `{self.headline_file}`."))
+        return pd.Series(headline, name="value").to_frame()
+
+
+def setup(name: str, run_dir: str, *, sample: str, experiment: str | None, formats: str | Iterable[str],
+          output_dir: str | os.PathLike | None = None, headline_path: str | os.PathLike | None = None) -> Notebook:
+    """Everything a notebook's parameters decide: the run (see :func:`open_run`), where figures and headline go.
+
+    Also sets pandas' display options every notebook wants (3 decimals, wide tables, long enough listings).
+    """
+    import pandas as pd
+
+    run = open_run(run_dir, sample=sample, experiment=experiment)
+    figures_dir = globals()["output_dir"](run, output_dir)  # the parameter shadows the function
+    pd.set_option("display.precision", 3)
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_rows", 400)
+    return Notebook(name, run, figures_dir, parse_formats(formats), headline_file(headline_path, figures_dir, name))

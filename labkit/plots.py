@@ -138,12 +138,15 @@ def box(
     ok: str | None = "ok",
     ax=None,
     ylabel: str | None = None,
+    every_value: bool = False,
 ) -> Drawn:
     """Box plot per group; whiskers at the 5th/95th percentiles (default) or ``whiskers="iqr"`` (1.5×IQR, Tukey).
 
     With percentile whiskers each whisker ends exactly at that percentile and
     every value beyond it is drawn as a point. Boxes span the quartiles, the
     line is the median. Lost samples (``ok`` false, NaN) are not drawn.
+    ``every_value=True`` draws every value over its box (jittered, seeded):
+    with a handful of samples per group a box alone hides how few there are.
     """
     ax = _ax(ax)
     groups = _groups(df, by, order)
@@ -179,7 +182,21 @@ def box(
     if whiskers not in ("iqr", (5, 95)):
         label = f"{whiskers[0]:g}th–{whiskers[1]:g}th percentile"
     ax.set_title(ax.get_title() or f"whiskers: {label}", fontsize="small", loc="right")
+    if every_value:
+        jitter = np.random.default_rng(0)
+        drawn["values"] = []
+        for position, (_, frame) in enumerate(groups, start=1):
+            values = _ok_values(frame, value, ok)
+            drawn["values"].append(ax.scatter(position + jitter.uniform(-0.12, 0.12, len(values)), values, s=10,
+                                              color="black", alpha=0.6, zorder=3))
     return Drawn(ax, {**drawn, "stats": stats})
+
+
+def rtt_axis(ax, ping_ms: float):
+    """A right-hand axis giving a latency axis in ms as multiples of the ping RTT ``ping_ms``."""
+    secondary = ax.secondary_yaxis("right", functions=(lambda ms: ms / ping_ms, lambda m: m * ping_ms))
+    secondary.set_ylabel(f"× ping RTT ({ping_ms:.1f} ms)")
+    return secondary
 
 
 def violin(

@@ -23,6 +23,7 @@ temporary file and renamed, so a reader never sees half of one.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -191,6 +192,11 @@ class Run:
     @property
     def raw_dir(self) -> Path:
         return self.path / "raw"
+
+    def raw_text(self, name: str) -> str:
+        """A raw output kept under raw/, as text (gunzipped when its name ends in ``.gz``)."""
+        data = (self.raw_dir / name).read_bytes()
+        return (gzip.decompress(data) if name.endswith(".gz") else data).decode()
 
     def write_raw(self, name: str, text: str) -> Path:
         """Keep a tool's raw output under raw/ (atomically)."""

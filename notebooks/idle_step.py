@@ -53,35 +53,19 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: idle_step.json in output_dir
 
 # %%
-
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import (
-    compare,
-    fit_slow_start,
-    locate_change_point,
-    locate_change_points,
-    slow_start_rounds,
-    step_edges,
-    summarize_with_ci,
-)
+from labkit.analysis import idle, step_edges, summarize_with_ci
 
-run = notebooks.open_run(run_dir, sample="idle-step-cubic", experiment="idle-step")
-figures_dir = notebooks.output_dir(run, output_dir)
-figure_formats = notebooks.parse_formats(formats)
-headline_file = notebooks.headline_file(headline_path, figures_dir, "idle_step")
-pd.set_option("display.precision", 3)
-pd.set_option("display.width", 200)
-pd.set_option("display.max_rows", 400)
-
-samples = run.samples()
-manifest = run.manifest
-config = manifest.get("config", {})
+nb = notebooks.setup("idle_step", run_dir, sample="idle-step-cubic", experiment="idle-step", formats=formats,
+                     output_dir=output_dir, headline_path=headline_path)
+run, export = nb.run, nb.export
+config = run.manifest.get("config", {})
 display(Markdown(
-    f"Run `{run.run_id}`: {len(samples)} calls recorded, {config.get('repeats')} per size in each cell, "
+    f"Run `{run.run_id}`: {len(run.samples())} calls recorded, {config.get('repeats')} per size in each cell, "
     f"sizes {', '.join(str(s) for s in config.get('sizes', []))} B, call order {config.get('order')}."
 ))
 
@@ -97,61 +81,19 @@ display(Markdown(
 # failed calls are counted here and left out of the latency figures.
 
 # %%
-baselines = manifest.get("baselines", {})
-ping_table = pd.DataFrame({
-    pair: {f"{key} ({field})": values.get(field) for key, values in sorted(b.items()) if key.startswith("ping_")
-           for field in ("rtt_avg_ms", "rtt_mdev_ms")}
-    for pair, b in baselines.items()
-}).T
-display(ping_table)
-ping_ms = {pair: b.get("ping_before_0", {}).get("rtt_avg_ms") for pair, b in baselines.items()}
-iperf = {pair: b.get("iperf3", {}) for pair, b in baselines.items()}
+baselines = run.manifest.get("baselines", {})
+display(pd.DataFrame({pair: {f"{key} ({field})": values.get(field) for key, values in sorted(b.items())
+                             if key.startswith("ping_") for field in ("rtt_avg_ms", "rtt_mdev_ms")}
+                      for pair, b in baselines.items()}).T)
 display(Markdown("iperf3 baseline (rate-limited): " + "; ".join(
     f"{pair}: {v.get('received_bps', float('nan')) / 1e6:.1f} Mbit/s received, {v.get('retransmits')} retransmits, "
-    f"{v.get('sender_tcp_congestion')}" for pair, v in iperf.items()) + "."))
+    f"{v.get('sender_tcp_congestion')}" for pair, v in ((p, b.get("iperf3", {})) for p, b in baselines.items())) + "."))
 
-hosts = manifest.get("hosts", {})
-
-
-def effective_ssai(row):
-    """The cell's sysctl, or the client host's own value when the sweep left it ('keep')."""
-    if pd.notna(row["slow_start_after_idle"]):
-        return int(row["slow_start_after_idle"])
-    value = hosts.get(row["src"], {}).get("sysctl", {}).get("net.ipv4.tcp_slow_start_after_idle")
-    return int(value) if value is not None else -1
-
-
-samples = samples.assign(
-    pair=samples["src"] + "-" + samples["dst"],
-    ssai=samples.apply(effective_ssai, axis=1),
-)
-# The congestion control the socket actually used: ss reports it per call.
-in_use = samples.groupby("cell_id")["tcp_cc"].agg(lambda s: s.dropna().mode().iat[0] if s.notna().any() else None)
-samples["cc_used"] = samples["cell_id"].map(in_use).fillna(samples["cc"]).fillna("?")
-several_pairs = samples["pair"].nunique() > 1
-
-
-def label_of(row):
-    parts = [row["cc_used"], f"ssai={row['ssai']}", f"gap={row['gap_s']:g}s"]
-    if pd.notna(row["background_gap_s"]):
-        parts.append(f"bg={row['background_gap_s']:g}s")
-    if pd.notna(row["keepalive_ms"]):
-        parts.append(f"ka={int(row['keepalive_ms'])}ms")
-    return (f"{row['pair']} " if several_pairs else "") + " ".join(parts)
-
-
-samples["condition"] = samples.apply(label_of, axis=1)
-# Conditions in a readable order: pair, cc, sysctl 1 first, longest gap first, knobs off first.
-order_keys = samples.groupby("condition").agg(
-    pair=("pair", "first"), cc=("cc_used", "first"), ssai=("ssai", "first"), gap=("gap_s", "first"),
-    bg=("background_gap_s", "first"), ka=("keepalive_ms", "first"), cell=("cell_id", "first"),
-)
-order_keys = order_keys.assign(
-    _cc=order_keys["cc"] != "cubic", _ssai=-order_keys["ssai"], _gap=-order_keys["gap"],
-    _bg=order_keys["bg"].notna(), _ka=order_keys["ka"].notna(),
-).sort_values(["pair", "_cc", "cc", "_ssai", "_gap", "_bg", "bg", "_ka", "ka"])
-conditions = list(order_keys.index)
-
+host_sysctls = {name: facts.get("sysctl", {}) for name, facts in run.manifest.get("hosts", {}).items()}
+samples, knobs = idle.label_conditions(run.samples(), host_sysctls)
+conditions = list(knobs.index)
+ping_ms = {f"{src}-{dst}": (run.ping_baseline(src, dst) or {}).get("rtt_avg_ms")
+           for src, dst in samples[["src", "dst"]].drop_duplicates().itertuples(index=False)}
 samples["ping_ms"] = samples["pair"].map(ping_ms)
 samples["rtt_multiple"] = samples["rtt_ms"] / samples["ping_ms"]
 calls = samples[samples["ok"] & ~samples["cold"]].copy()
@@ -159,13 +101,11 @@ failed = samples[~samples["ok"]]
 sizes = sorted(calls["payload_bytes"].unique())
 largest = int(sizes[-1])
 
-counts = samples.groupby("condition").agg(
+display(samples.groupby("condition").agg(
     cell=("cell_id", "first"), calls=("ok", "size"), ok=("ok", "sum"), cold=("cold", "sum"),
     cc_requested=("cc", "first"), tcp_cc=("cc_used", "first"),
-).reindex(conditions)
-display(counts)
-skipped = run.row_counts().get("cells_skipped", 0)
-if skipped:
+).reindex(conditions))
+if skipped := run.row_counts().get("cells_skipped", 0):
     display(Markdown(f"**{skipped} cells skipped**: a host refused a kernel setting (the reasons are in `cells.jsonl`)."))
 if len(failed):
     display(Markdown(f"**{len(failed)} failed calls** (kept in the run, left out below):"))
@@ -183,14 +123,11 @@ if len(failed):
 # what `ss` reported for the socket.
 
 # %%
-wire = calls["bytes_acked_after"] - calls["bytes_acked_before"]
-excess = (wire - calls["payload_bytes"]).dropna()
-overhead = int(excess.min()) if len(excess) else 0
-mss = int(calls["mss"].dropna().mode().iat[0]) if calls["mss"].notna().any() else None
+framing = idle.request_framing(calls)
+overhead, mss = framing.overhead_bytes, idle.recorded_mss(calls)
 display(Markdown(
-    f"Request framing: **{overhead} B** (the smallest of bytes on the wire − payload over {len(excess)} calls; "
-    f"most common {int(excess.mode().iat[0]) if len(excess) else 'n/a'} B). "
-    f"MSS recorded by `ss`: **{mss} B**."
+    f"Request framing: **{overhead} B** (the smallest of bytes on the wire − payload over {framing.calls} calls; "
+    f"most common {framing.most_common_bytes if framing.calls else 'n/a'} B). MSS recorded by `ss`: **{mss} B**."
     + (f" {iw} segments × {mss} B = **{iw * mss} B** of request, so the largest payload that fits the initial window "
        f"is {iw * mss - overhead} B." if mss and iw else "")
 ))
@@ -236,40 +173,12 @@ display(medians.style.format("{:.2f}×"))
 # sizes that best separates two latency levels, with a bootstrap interval.
 
 # %%
-step_fits = {}
-rows = []
-for condition in conditions:
-    frame = calls[calls["condition"] == condition]
-    if frame["payload_bytes"].nunique() < 2:
-        continue
-    cp = locate_change_point(frame["payload_bytes"], frame["rtt_ms"], robust=robust)
-    ping = frame["ping_ms"].iat[0]
-    # A step the model can be fitted to: at least half an RTT, inside the fitted range of sizes.
-    steps = cp.params["jump_ms"] >= 0.5 * ping and (not fit_max_bytes or cp.params["last_before"] < fit_max_bytes)
-    row = {"condition": condition, "steps": steps, "change_point_bytes": cp.params["location_bytes"],
-           "jump_rtt": cp.params["jump_ms"] / ping}
-    if steps:
-        fit_frame = frame[frame["payload_bytes"] <= fit_max_bytes] if fit_max_bytes else frame
-        free = fit_slow_start(fit_frame["payload_bytes"], fit_frame["rtt_ms"], overhead_bytes=overhead, robust=robust)
-        seg_mss = int(frame["mss"].dropna().mode().iat[0]) if frame["mss"].notna().any() else mss
-        by_iw = fit_slow_start(fit_frame["payload_bytes"], fit_frame["rtt_ms"], mss=seg_mss, overhead_bytes=overhead, robust=robust)
-        model_iw = iw or int(by_iw.params["iw"])
-        model = fit_slow_start(fit_frame["payload_bytes"], fit_frame["rtt_ms"], iw=model_iw, mss=seg_mss,
-                               overhead_bytes=overhead, robust=robust)
-        later = locate_change_points(frame["payload_bytes"], frame["rtt_ms"], n_changes=3, robust=robust)
-        lo, hi = free.intervals["threshold_bytes"]
-        step_fits[condition] = {"free": free, "by_iw": by_iw, "model": model, "change_point": cp, "later": later,
-                                "mss": seg_mss, "iw": model_iw}
-        row.update({
-            "window_bytes (free)": free.params["window_bytes"],
-            "window from": lo + overhead, "window to": hi + overhead,
-            "threshold payload (free)": free.params["threshold_bytes"],
-            "fitted iw": by_iw.params["iw"], "iw × mss": model_iw * seg_mss,
-            "base_rtt_ms": model.params["base_rtt_ms"],
-            "change points": ", ".join(f"{c:.0f}" for c in later),
-        })
-    rows.append(row)
-fit_table = pd.DataFrame(rows).set_index("condition")
+by_condition = {c: calls[calls["condition"] == c] for c in conditions}
+fits = {c: idle.fit_step(frame, frame["ping_ms"].iat[0], overhead_bytes=overhead, mss=mss, iw=iw,
+                         fit_max_bytes=fit_max_bytes, robust=robust)
+        for c, frame in by_condition.items() if frame["payload_bytes"].nunique() >= 2}
+step_fits = {c: f for c, f in fits.items() if f.steps}
+fit_table = idle.step_table(fits, overhead)
 display(fit_table)
 
 reference = next(iter(step_fits), None)
@@ -277,52 +186,37 @@ if reference is None:
     display(Markdown("**No condition of this run steps**: every size took about the same number of round trips."))
 else:
     f = step_fits[reference]
-    lo, hi = f["free"].intervals["threshold_bytes"]
+    lo, hi = f.free.intervals["threshold_bytes"]
     display(Markdown(
         f"Reference condition **{reference}**. From latency alone the window lies between "
         f"{lo + overhead:.0f} and {hi + overhead:.0f} B on the wire (requests of {lo:.0f} B took one round trip, "
-        f"{hi:.0f} B two); iw × MSS = {f['iw']} × {f['mss']} = **{f['iw'] * f['mss']} B** is inside that bracket, "
-        f"and with the recorded MSS the fitted initial window is **{f['by_iw'].params['iw']:.0f} segments**. "
-        f"The change point puts the step between {f['change_point'].params['last_before']:.0f} and "
-        f"{f['change_point'].params['first_after']:.0f} B, a jump of "
-        f"{f['change_point'].params['jump_ms']:.0f} ms (one RTT). The base RTT of the model, "
-        f"{f['model'].params['base_rtt_ms']:.1f} ms, is the ping RTT plus the echo's own time."
+        f"{hi:.0f} B two); iw × MSS = {f.iw} × {f.mss} = **{f.iw * f.mss} B** is inside that bracket, "
+        f"and with the recorded MSS the fitted initial window is **{f.by_iw.params['iw']:.0f} segments**. "
+        f"The change point puts the step between {f.change_point.params['last_before']:.0f} and "
+        f"{f.change_point.params['first_after']:.0f} B, a jump of "
+        f"{f.change_point.params['jump_ms']:.0f} ms (one RTT). The base RTT of the model, "
+        f"{f.model.params['base_rtt_ms']:.1f} ms, is the ping RTT plus the echo's own time."
     ))
 
 # %%
-export = notebooks.FigureWriter(figures_dir, "idle_step", figure_formats)
-figures = export.files  # what the headline JSON lists
-
-
-def rtt_axis(ax, ping):
-    """A right-hand axis in multiples of the ping RTT."""
-    secondary = ax.secondary_yaxis("right", functions=(lambda ms: ms / ping, lambda m: m * ping))
-    secondary.set_ylabel(f"× ping RTT ({ping:.1f} ms)")
-    return secondary
-
-
 reference_ping = float(calls["ping_ms"].median())
 # One panel per congestion control (so each panel's conditions get distinct colours); the model in the reference's.
-panels = list(dict.fromkeys(order_keys.loc[conditions, "cc"]))
+panels = list(dict.fromkeys(knobs["cc"]))
 with plots.theme():
     fig, axes = plots.figure(1, len(panels), figsize=(7.5 * len(panels), 4.8), sharey=True, squeeze=False)
     for ax, cc in zip(axes[0], panels):
-        shown = [c for c in conditions if order_keys.at[c, "cc"] == cc]
-        fits = [step_fits[reference]["model"]] if reference in shown else []
-        plots.latency_vs_size(calls[calls["condition"].isin(shown)], fits=fits, by="condition", order=shown,
-                              step_fit=fits[0] if fits else None, ax=ax)
-        ax.set_xscale("log")
-        ax.set_xlabel("request payload (bytes, log scale)")
-        ax.set_ylabel("call latency (ms)")
+        shown = [c for c in conditions if knobs.at[c, "cc"] == cc]
+        model = step_fits[reference].model if reference in shown else None
+        plots.latency_vs_size(calls[calls["condition"].isin(shown)], fits=[model] if model else [], by="condition",
+                              order=shown, step_fit=model, ax=ax)
+        ax.set(xscale="log", xlabel="request payload (bytes, log scale)", ylabel="call latency (ms)")
         if ax is axes[0][-1]:
-            rtt_axis(ax, reference_ping)
-        if fits:
-            ax.axvline(step_fits[reference]["change_point"].params["location_bytes"], color="tab:red", linestyle=":",
+            plots.rtt_axis(ax, reference_ping)
+        if model:
+            ax.axvline(step_fits[reference].change_point.params["location_bytes"], color="tab:red", linestyle=":",
                        linewidth=1, label=f"change point ({reference})")
-            ax.set_title(f"{cc}; dashed: where the model (iw = {step_fits[reference]['iw']}) predicts one more round trip",
-                         fontsize="small")
-        else:
-            ax.set_title(cc, fontsize="small")
+        ax.set_title(f"{cc}; dashed: where the model (iw = {step_fits[reference].iw}) predicts one more round trip"
+                     if model else cc, fontsize="small")
         ax.legend(fontsize="x-small", loc="upper left")
 export(fig, "latency")
 
@@ -350,36 +244,15 @@ export(fig, "latency")
 # the sysctl has no effect under BBR.
 
 # %%
-def restart_window(cwnd, idle_ms, rto_ms, initial):
-    """Linux tcp_cwnd_restart(): halve cwnd once per RTO of idle time, never below the initial window."""
-    restart = min(initial, cwnd)
-    idle = idle_ms - rto_ms
-    while idle > 0 and cwnd > restart:
-        cwnd >>= 1
-        idle -= rto_ms
-    return max(cwnd, restart)
-
-
-# The rule is about window-limited congestion controls; BBR paces its sends and is left out (see below).
-tcp = calls[calls["cc_used"] != "bbr"].dropna(subset=["cwnd_before", "lastsnd_ms_before", "rto_ms_before", "mss"]).copy()
-initial_window = iw or (int(step_fits[reference]["by_iw"].params["iw"]) if reference else 10)
-tcp["restarts"] = (tcp["ssai"] == 1) & (tcp["lastsnd_ms_before"] > tcp["rto_ms_before"])
-tcp["window_at_send"] = [
-    restart_window(int(c), l, r, initial_window) if go else int(c)
-    for c, l, r, go in zip(tcp["cwnd_before"], tcp["lastsnd_ms_before"], tcp["rto_ms_before"], tcp["restarts"])
-]
+initial_window = iw or (int(step_fits[reference].by_iw.params["iw"]) if reference else 10)
+tcp = idle.predict_round_trips(calls, initial_window, overhead)
+in_tcp = [c for c in conditions if c in set(tcp["condition"])]
 with plots.theme():
     fig, axes = plots.figure(1, 3, figsize=(13, 4.2), sharey=True)
-    for ax, column, title in zip(
-        axes, ["cwnd_before", "window_at_send", "cwnd_after"],
-        ["ss before the call", "at the first send (restart applied)", "ss after the call"],
-    ):
-        plots.cwnd_vs_size(tcp, cwnd=column, mss=mss, iw=initial_window, by="condition",
-                           order=[c for c in conditions if c in set(tcp["condition"])], ax=ax)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("request payload (bytes, log scale)")
-        ax.set_ylabel("cwnd (segments, log scale)")
+    for ax, column, title in zip(axes, ["cwnd_before", "window_at_send", "cwnd_after"],
+                                 ["ss before the call", "at the first send (restart applied)", "ss after the call"]):
+        plots.cwnd_vs_size(tcp, cwnd=column, mss=mss, iw=initial_window, by="condition", order=in_tcp, ax=ax)
+        ax.set(xscale="log", yscale="log", xlabel="request payload (bytes, log scale)", ylabel="cwnd (segments, log scale)")
         ax.set_title(title, fontsize="small")
         if ax is not axes[0]:
             ax.get_legend().remove()
@@ -387,10 +260,8 @@ with plots.theme():
             ax.legend(fontsize="x-small", loc="upper left")
 export(fig, "cwnd")
 
-restarted = tcp[tcp["restarts"]]
 lines = []
-for condition in [c for c in conditions if c in set(tcp["condition"])]:
-    frame = tcp[tcp["condition"] == condition]
+for condition, frame in ((c, tcp[tcp["condition"] == c]) for c in in_tcp):
     hidden = frame[frame["restarts"] & (frame["cwnd_before"] > frame["window_at_send"])]
     lines.append(
         f"- **{condition}**: cwnd before the calls {int(frame['cwnd_before'].min())}–{int(frame['cwnd_before'].max())}, "
@@ -398,8 +269,7 @@ for condition in [c for c in conditions if c in set(tcp["condition"])]:
         f"{int(frame['restarts'].sum())} of {len(frame)} calls restarted at their first send "
         f"(idle longer than one RTO), {len(hidden)} of them with a larger cwnd in `ss` than the window they started with"
         + (f" ({int(hidden['cwnd_before'].min())}–{int(hidden['cwnd_before'].max())} shown, "
-           f"{int(hidden['window_at_send'].min())}–{int(hidden['window_at_send'].max())} used)" if len(hidden) else "")
-        + "."
+           f"{int(hidden['window_at_send'].min())}–{int(hidden['window_at_send'].max())} used)" if len(hidden) else "") + "."
     )
 display(Markdown("\n".join(lines)))
 
@@ -414,13 +284,6 @@ display(Markdown("\n".join(lines)))
 # segment was still unacknowledged and took a slot of the window.
 
 # %%
-tcp["predicted_rounds"] = [
-    int(slow_start_rounds([size + overhead], window, segment)[0])
-    for size, window, segment in zip(tcp["payload_bytes"], tcp["window_at_send"], tcp["mss"])
-]
-tcp["observed_rounds"] = tcp["rtt_multiple"].round().astype(int)
-tcp["in_flight"] = tcp["lastsnd_ms_before"] < tcp["srtt_ms_before"]
-tcp["agrees"] = tcp["predicted_rounds"] == tcp["observed_rounds"]
 agreement = tcp.groupby("in_flight")["agrees"].agg(calls="size", predicted="sum")
 agreement.index = agreement.index.map({False: "nothing in flight", True: "sent shortly before"})
 display(agreement)
@@ -462,51 +325,24 @@ display(misses[["condition", "payload_bytes", "seq", "rtt_ms", "rtt_multiple", "
 
 # %%
 summary = summarize_with_ci(calls, "rtt_ms", by=["condition", "payload_bytes"])
-summary = summary.assign(
-    median_rtt_multiple=[m / ping_ms_ for m, ping_ms_ in zip(
-        summary["50%"], [calls[calls["condition"] == c]["ping_ms"].iat[0] for c, _ in summary.index])],
-)
+summary["median_rtt_multiple"] = summary["50%"] / [calls[calls["condition"] == c]["ping_ms"].iat[0] for c, _ in summary.index]
 display(Markdown("Summary per condition and size (ms; 50%_lo/_hi: 95 % bootstrap interval of the median):"))
 display(summary.reindex(conditions, level=0)[["count", "lost", "min", "50%", "50%_lo", "50%_hi", "max", "median_rtt_multiple"]])
 
 reference_condition = reference or (conditions[0] if conditions else None)
-comparisons = {}
-comparison_rows = []
-for condition in conditions:
-    if condition == reference_condition:
-        continue
-    for size in sizes:
-        a = calls[(calls["condition"] == condition) & (calls["payload_bytes"] == size)]["rtt_ms"]
-        b = calls[(calls["condition"] == reference_condition) & (calls["payload_bytes"] == size)]["rtt_ms"]
-        if len(a) < 2 or len(b) < 2:
-            continue
-        result = compare(a, b)
-        comparisons[(condition, int(size))] = result
-        comparison_rows.append({"condition": condition, "payload_bytes": int(size), "n": f"{result.n_b}/{result.n_a}",
-                                "reference − condition (ms)": result.median_diff,
-                                "ci_lo": result.median_diff_ci[0], "ci_hi": result.median_diff_ci[1],
-                                "mannwhitney_p": result.mannwhitney_p})
-if comparison_rows:
-    table = pd.DataFrame(comparison_rows)
-    table["cell"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
-                     for d, lo, hi in zip(table["reference − condition (ms)"], table["ci_lo"], table["ci_hi"])]
+comparisons = idle.compare_to_reference(calls, conditions, reference_condition)
+if comparisons:
     display(Markdown(f"Reference: **{reference_condition}**. Reference − condition, median latency in ms "
                      "[95 % bootstrap interval], by request size:"))
-    others = [c for c in conditions if c != reference_condition]
-    display(table.pivot(index="condition", columns="payload_bytes", values="cell").reindex(others))
+    display(idle.comparison_table(comparisons).reindex([c for c in conditions if c != reference_condition]))
 
 # %%
 with plots.theme():
     at_largest = calls[calls["payload_bytes"] == largest]
     present = [c for c in conditions if c in set(at_largest["condition"])]
     fig, ax = plots.figure(figsize=(max(6.4, 1.1 * len(present) + 2), 4.4))
-    plots.box(at_largest, value="rtt_ms", by="condition", order=present, ax=ax, ylabel="call latency (ms)")
-    # A few calls per condition: draw every one of them over its box.
-    jitter = np.random.default_rng(0)
-    for position, condition in enumerate(present, start=1):
-        values = at_largest[at_largest["condition"] == condition]["rtt_ms"]
-        ax.scatter(position + jitter.uniform(-0.12, 0.12, len(values)), values, s=10, color="black", alpha=0.6, zorder=3)
-    rtt_axis(ax, reference_ping)
+    plots.box(at_largest, value="rtt_ms", by="condition", order=present, ax=ax, ylabel="call latency (ms)", every_value=True)
+    plots.rtt_axis(ax, reference_ping)
     ax.set_xlabel("")
     ax.tick_params(axis="x", labelrotation=30 if len(present) > 2 else 0, labelsize="x-small")
     ax.set_title(f"{largest} B requests, every call", loc="left", fontsize="small")
@@ -596,78 +432,50 @@ headline: dict = {
 }
 if reference:
     f = step_fits[reference]
-    lo, hi = f["free"].intervals["threshold_bytes"]
+    lo, hi = f.free.intervals["threshold_bytes"]
     headline.update({
-        "step.window_bytes": round(f["free"].params["window_bytes"], 1),
+        "step.window_bytes": round(f.free.params["window_bytes"], 1),
         "step.window_from_bytes": round(lo + overhead, 1),
         "step.window_to_bytes": round(hi + overhead, 1),
-        "step.window_minus_iw_x_mss_bytes": round(f["free"].params["window_bytes"] - f["iw"] * f["mss"], 1),
-        "step.threshold_payload_bytes": round(f["free"].params["threshold_bytes"], 1),
-        "step.fitted_iw": f["by_iw"].params["iw"],
-        "step.base_rtt_ms": round(f["model"].params["base_rtt_ms"], 3),
-        "step.change_point_bytes": f["change_point"].params["location_bytes"],
-        "step.change_point_jump_rtt": round(f["change_point"].params["jump_ms"] / reference_ping, 3),
+        "step.window_minus_iw_x_mss_bytes": round(f.free.params["window_bytes"] - f.iw * f.mss, 1),
+        "step.threshold_payload_bytes": round(f.free.params["threshold_bytes"], 1),
+        "step.fitted_iw": f.by_iw.params["iw"],
+        "step.base_rtt_ms": round(f.model.params["base_rtt_ms"], 3),
+        "step.change_point_bytes": f.change_point.params["location_bytes"],
+        "step.change_point_jump_rtt": round(f.change_point.params["jump_ms"] / reference_ping, 3),
     })
-headline["restart_rule.calls"] = int(len(tcp))
-headline["restart_rule.predicted"] = int(tcp["agrees"].sum())
-headline["largest_size_bytes"] = largest
+headline.update({"restart_rule.calls": int(len(tcp)), "restart_rule.predicted": int(tcp["agrees"].sum()),
+                 "largest_size_bytes": largest})
 for condition in conditions:
     value = medians.at[condition, largest] if largest in medians.columns else np.nan
     headline[f"rtt_multiple_at_largest.{condition}"] = round(float(value), 3)
-KNOB_COLUMNS = ["pair", "cc", "ssai", "gap", "bg", "ka"]
-
-
-def knobs_changed(condition):
-    """The knobs in which ``condition`` differs from the reference condition."""
-    a, b = order_keys.loc[condition], order_keys.loc[reference_condition]
-    return [k for k in KNOB_COLUMNS if not (a[k] == b[k] or (pd.isna(a[k]) and pd.isna(b[k])))]
-
-
 for condition in conditions:
     result = comparisons.get((condition, largest))
     # In the headline: the conditions that change one knob of the reference (all of them are in the JSON's comparisons).
-    if result is not None and len(knobs_changed(condition)) == 1:
+    if result is not None and len(idle.knobs_changed(knobs, condition, reference_condition)) == 1:
         headline[f"cost_vs.{condition}.ms"] = round(result.median_diff, 2)
         headline[f"cost_vs.{condition}.ci_lo_ms"] = round(result.median_diff_ci[0], 2)
         headline[f"cost_vs.{condition}.ci_hi_ms"] = round(result.median_diff_ci[1], 2)
 
-condition_detail = []
-for condition in conditions:
-    key = order_keys.loc[condition]
-    condition_detail.append({
-        "condition": condition, "cell_id": key["cell"], "pair": key["pair"], "cc": key["cc"], "slow_start_after_idle": int(key["ssai"]),
-        "gap_s": float(key["gap"]), "background_gap_s": None if pd.isna(key["bg"]) else float(key["bg"]),
-        "keepalive_ms": None if pd.isna(key["ka"]) else int(key["ka"]),
-        "median_rtt_multiple": {str(int(s)): medians.at[condition, s] for s in medians.columns},
-        "steps": bool(fit_table.at[condition, "steps"]) if condition in fit_table.index else False,
-    })
-result = {
-    "notebook": "idle_step",
-    "run_id": run.run_id,
-    "run_path": str(run.path),
-    "experiment": manifest["experiment"],
-    "settings": {"iw": iw, "fit_max_bytes": fit_max_bytes, "robust": robust},
-    "headline": headline,
-    "conditions": condition_detail,
-    "fits": {
-        condition: {
-            "free_window": {"params": f["free"].params, "intervals": f["free"].intervals},
-            "iw_fitted": {"params": f["by_iw"].params, "intervals": f["by_iw"].intervals},
-            "model": {"params": f["model"].params},
-            "change_point": {"params": f["change_point"].params, "intervals": f["change_point"].intervals},
-            "change_points": f["later"],
-            "predicted_steps_bytes": step_edges(f["model"], largest),
-        }
-        for condition, f in step_fits.items()
-    },
-    "comparisons": [{"condition": c, "payload_bytes": s, **r.as_dict()} for (c, s), r in comparisons.items()],
-    "restart_rule": {
-        "misses": misses[["condition", "payload_bytes", "seq", "rtt_ms", "cwnd_before", "lastsnd_ms_before",
-                          "srtt_ms_before", "window_at_send", "predicted_rounds", "observed_rounds"]].to_dict(orient="records"),
-        "by_in_flight": agreement.to_dict(orient="index"),
-    },
-    "figures": figures,
-}
-notebooks.write_headline(headline_file, result)
-display(Markdown(f"Figures in `{figures_dir}`; headline numbers in `{headline_file}`."))
-pd.Series(headline, name="value").to_frame()
+conditions_detail = [{
+    "condition": c, "cell_id": k["cell"], "pair": k["pair"], "cc": k["cc"], "slow_start_after_idle": int(k["ssai"]),
+    "gap_s": float(k["gap"]), "background_gap_s": None if pd.isna(k["bg"]) else float(k["bg"]),
+    "keepalive_ms": None if pd.isna(k["ka"]) else int(k["ka"]),
+    "median_rtt_multiple": {str(int(s)): medians.at[c, s] for s in medians.columns},
+    "steps": bool(fit_table.at[c, "steps"]) if c in fit_table.index else False,
+} for c, k in knobs.iterrows()]
+nb.finish(
+    headline,
+    settings={"iw": iw, "fit_max_bytes": fit_max_bytes, "robust": robust},
+    conditions=conditions_detail,
+    fits={c: {"free_window": {"params": f.free.params, "intervals": f.free.intervals},
+              "iw_fitted": {"params": f.by_iw.params, "intervals": f.by_iw.intervals},
+              "model": {"params": f.model.params},
+              "change_point": {"params": f.change_point.params, "intervals": f.change_point.intervals},
+              "change_points": f.later, "predicted_steps_bytes": step_edges(f.model, largest)}
+          for c, f in step_fits.items()},
+    comparisons=[{"condition": c, "payload_bytes": s, **r.as_dict()} for (c, s), r in comparisons.items()],
+    restart_rule={"misses": misses[["condition", "payload_bytes", "seq", "rtt_ms", "cwnd_before", "lastsnd_ms_before",
+                                    "srtt_ms_before", "window_at_send", "predicted_rounds", "observed_rounds"]].to_dict(orient="records"),
+                  "by_in_flight": agreement.to_dict(orient="index")},
+)

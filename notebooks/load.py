@@ -45,31 +45,21 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: load.json in output_dir
 
 # %%
-import gzip
-
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import summarize_with_ci
-from labkit.parsers import parse_ghz_json, parse_h2load_log
+from labkit.analysis import load
 
-run = notebooks.open_run(run_dir, sample="load-small", experiment="load")
-figures_dir = notebooks.output_dir(run, output_dir)
-figure_formats = notebooks.parse_formats(formats)
-headline_file = notebooks.headline_file(headline_path, figures_dir, "load")
-pd.set_option("display.precision", 3)
-pd.set_option("display.width", 200)
-pd.set_option("display.max_rows", 200)
-
-manifest = run.manifest
-config = manifest.get("config", {})
-cells = run.samples()
-tools = manifest.get("tools", {})
+nb = notebooks.setup("load", run_dir, sample="load-small", experiment="load", formats=formats, output_dir=output_dir,
+                     headline_path=headline_path)
+run, export = nb.run, nb.export
+manifest, config = run.manifest, run.manifest.get("config", {})
 display(Markdown(
-    f"Run `{run.run_id}`: {len(cells)} cells, {config.get('duration_s'):g} s measured after {config.get('warmup_s'):g} s "
-    f"of warm-up each; tools: " + ", ".join(f"{name} ({t.get('version')})" for name, t in tools.items()) + "."
+    f"Run `{run.run_id}`: {len(run.samples())} cells, {config.get('duration_s'):g} s measured after "
+    f"{config.get('warmup_s'):g} s of warm-up each; tools: "
+    + ", ".join(f"{name} ({t.get('version')})" for name, t in manifest.get("tools", {}).items()) + "."
     + (f" Left out of the matrix: {len(manifest['omitted_cells'])} combinations with fewer requests in flight than "
        "connections." if manifest.get("omitted_cells") else "")
 ))
@@ -85,41 +75,21 @@ display(Markdown(
 # concurrency / 4 streams each). Failed requests are counted in `errors`.
 
 # %%
-baselines = manifest.get("baselines", {})
-pings = {key: value for key, value in baselines.items() if key.startswith("ping_")}
-pings.update({f"{pair} {key}": value for pair, inner in baselines.items() if isinstance(inner, dict)
-              for key, value in inner.items() if key.startswith("ping_") and isinstance(value, dict)})
-ping_table = pd.DataFrame({k: {f: v.get(f) for f in ("rtt_avg_ms", "rtt_mdev_ms", "received")} for k, v in pings.items()
-                           if isinstance(v, dict) and "rtt_avg_ms" in v}).T
-display(ping_table)
-ping_ms = float(ping_table.loc[[k for k in ping_table.index if "before" in k], "rtt_avg_ms"].astype(float).mean())
+pings = {f"{pair} {key}": v for pair, inner in manifest.get("baselines", {}).items() for key, v in inner.items()
+         if key.startswith("ping_")}
+display(pd.DataFrame({k: {f: v.get(f) for f in ("rtt_avg_ms", "rtt_mdev_ms", "received")} for k, v in pings.items()}).T)
+ping_ms = float(run.ping_baseline()["rtt_avg_ms"])
 
-several_payloads = cells["payload_bytes"].nunique() > 1
-
-
-def series_of(row) -> str:
-    label = f"{row['transport']} n={int(row['connections'])}"
-    if pd.notna(row["keepalive_ms"]):
-        label += f" ka={int(row['keepalive_ms'])}ms"
-    if several_payloads:
-        label += f" {int(row['payload_bytes'])}B"
-    return label
-
-
-cells = cells.assign(series=cells.apply(series_of, axis=1))
-order = cells.sort_values(["transport", "connections", "keepalive_ms", "payload_bytes"])["series"].drop_duplicates().tolist()
+cells, order = load.label_series(load.with_call_costs(run.samples()))
 concurrencies = sorted(int(c) for c in cells["concurrency"].unique())
-# Server CPU per request: the server's CPU over the whole cell (warm-up included) over the requests of the
-# whole cell at the measured rate. Little's law: with `in_flight` requests outstanding, req/s = in_flight / mean latency.
-cells["server_cpu_us_per_request"] = cells["server_cpu_s"] / (cells["rps"] * (cells["warmup_s"] + cells["duration_s"])) * 1e6
-cells["littles_law_rps"] = cells["in_flight"] / (cells["latency_mean_ms"] / 1e3)
 display(cells[["series", "concurrency", "in_flight", "requests", "errors", "rps", "littles_law_rps", "latency_p50_ms",
                "latency_p90_ms", "latency_p99_ms", "latency_max_ms", "server_cpu_util", "server_cpu_us_per_request", "error"]]
         .sort_values(["series", "concurrency"]).set_index(["series", "concurrency"]))
+littles_law_deviation = float((cells["rps"] / cells["littles_law_rps"] - 1).abs().max())
 display(Markdown(
     f"Ping RTT before the load: **{ping_ms:.2f} ms**. Requests: {int(cells['requests'].sum())} in the measured windows, "
     f"**{int(cells['errors'].sum())} failed**. req/s agrees with Little's law (in flight / mean latency) within "
-    f"{(cells['rps'] / cells['littles_law_rps'] - 1).abs().max():.1%} in every cell: the tools kept the asked "
+    f"{littles_law_deviation:.1%} in every cell: the tools kept the asked "
     "concurrency in flight, and throughput here is concurrency over latency."
 ))
 
@@ -137,38 +107,18 @@ display(Markdown(
 
 # %%
 def requests_of(row) -> pd.DataFrame | None:
-    """The cell's successful and failed requests in the measured window, from its raw output (None if not kept)."""
-    names = [n for n in str(row["raw_files"]).split(",") if n.endswith(".gz")]
-    path = run.path / "raw" / names[0] if names else None
-    if path is None or not path.exists():
+    """The cell's requests in the measured window, from its raw output (None if not kept)."""
+    name = load.per_request_file(row["raw_files"])
+    if name is None or not (run.raw_dir / name).exists():
         return None
-    text = gzip.decompress(path.read_bytes()).decode()
-    if row["tool"] == "ghz":
-        frame = parse_ghz_json(text).rows
-        start = frame["t_utc"].min() + pd.Timedelta(seconds=float(row["warmup_s"]))
-        frame = frame[(frame["t_utc"] >= start) & (frame["t_utc"] < start + pd.Timedelta(seconds=float(row["duration_s"])))]
-    else:
-        frame = parse_h2load_log(text).rows
+    frame = load.cell_requests(row["tool"], run.raw_text(name), row["warmup_s"], row["duration_s"])
     return frame[["latency_ms", "ok"]].assign(series=row["series"], concurrency=int(row["concurrency"]))
 
 
 per_request = [requests_of(row) for _, row in cells.iterrows()]
-missing_raw = int(sum(frame is None for frame in per_request))
+missing_raw = sum(frame is None for frame in per_request)
 requests = pd.concat([f for f in per_request if f is not None], ignore_index=True) if missing_raw < len(cells) else None
-if requests is not None and n_resamples:
-    latency = summarize_with_ci(requests, "latency_ms", by=["series", "concurrency"], confidence=confidence,
-                                n_resamples=n_resamples).reset_index()
-    latency = latency.rename(columns={"level_0": "series", "level_1": "concurrency"})
-else:
-    # No per-request data: the recorded percentiles, without intervals.
-    latency = cells.rename(columns={"latency_p50_ms": "50%", "latency_p99_ms": "p99", "ok": "count"})[
-        ["series", "concurrency", "count", "50%", "p99"]].assign(**{"50%_lo": np.nan, "50%_hi": np.nan,
-                                                                    "p99_lo": np.nan, "p99_hi": np.nan})
-recorded = cells.set_index(["series", "concurrency"])
-latency = latency.set_index(["series", "concurrency"])
-latency["recorded_count"] = recorded["ok"]
-latency["recorded_p50"] = recorded["latency_p50_ms"]
-latency["recorded_p99"] = recorded["latency_p99_ms"]
+latency = load.latency_with_ci(cells, requests, confidence=confidence, n_resamples=n_resamples)
 count_mismatch = int((latency["count"] != latency["recorded_count"]).sum())
 p50_gap = float((latency["50%"] - latency["recorded_p50"]).abs().max())
 display(latency[["count", "recorded_count", "50%", "50%_lo", "50%_hi", "recorded_p50", "p99", "p99_lo", "p99_hi",
@@ -179,7 +129,6 @@ display(Markdown(
     + f"Requests re-read from the raw outputs: {count_mismatch} cells whose count differs from the recorded one; "
       f"the largest difference between the interpolated and the recorded p50 is {p50_gap:.3f} ms."
 ))
-latency = latency.reset_index()
 
 # %% [markdown]
 # ## Throughput and latency against concurrency
@@ -190,35 +139,26 @@ latency = latency.reset_index()
 # queue and p50 and p99 grow instead.
 
 # %%
-export = notebooks.FigureWriter(figures_dir, "load", figure_formats)
-figures = export.files  # what the headline JSON lists
-
-
-def concurrency_axis(ax):
-    ax.set_xticks(concurrencies, [str(c) for c in concurrencies])
-    ax.minorticks_off()
-
-
 with plots.theme():
     fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0))
-    plots.lines_with_ci(cells, "concurrency", "rps", by="series", order=order, logx=True, ax=axes[0],
-                        xlabel="concurrency (requests in flight)", ylabel="req/s (measured window)")
-    axes[0].set_ylim(bottom=0)
-    plots.lines_with_ci(cells, "concurrency", "server_cpu_us_per_request", by="series", order=order, logx=True, ax=axes[1],
-                        xlabel="concurrency (requests in flight)", ylabel="server CPU µs per request")
-    axes[1].set_ylim(bottom=0)
-    for ax in axes:
-        concurrency_axis(ax)
+    for ax, column, label in zip(axes, ["rps", "server_cpu_us_per_request"], ["req/s (measured window)", "server CPU µs per request"]):
+        plots.lines_with_ci(cells, "concurrency", column, by="series", order=order, logx=True, ax=ax,
+                            xlabel="concurrency (requests in flight)", ylabel=label)
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(concurrencies, [str(c) for c in concurrencies])
+        ax.minorticks_off()
     axes[0].set_title(f"ping RTT {ping_ms:.1f} ms", loc="left", fontsize="small")
 export(fig, "throughput")
 
 with plots.theme():
     fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0), sharey=True)
     for ax, (column, name) in zip(axes, (("50%", "p50"), ("p99", "p99"))):
-        plots.lines_with_ci(latency, "concurrency", column, f"{column}_lo", f"{column}_hi", by="series", order=order,
-                            logx=True, ax=ax, xlabel="concurrency (requests in flight)", ylabel=f"{name} latency (ms, 95 % CI)")
+        plots.lines_with_ci(latency.reset_index(), "concurrency", column, f"{column}_lo", f"{column}_hi", by="series",
+                            order=order, logx=True, ax=ax, xlabel="concurrency (requests in flight)",
+                            ylabel=f"{name} latency (ms, 95 % CI)")
         ax.axhline(ping_ms, color="0.4", linestyle="--", linewidth=0.8, label="ping RTT")
-        concurrency_axis(ax)
+        ax.set_xticks(concurrencies, [str(c) for c in concurrencies])
+        ax.minorticks_off()
         ax.set_title(name, loc="left", fontsize="small")
     axes[0].legend(fontsize="x-small")
 export(fig, "latency")
@@ -237,13 +177,13 @@ export(fig, "latency")
 
 # %%
 top = concurrencies[-1]
-cost = pd.DataFrame({
-    "p50 − ping at c=1 (ms)": cells[cells["concurrency"] == 1].set_index("series")["latency_p50_ms"] - ping_ms,
-    f"req/s at c={top}": cells[cells["concurrency"] == top].set_index("series")["rps"],
-    f"server CPU µs/request at c={top}": cells[cells["concurrency"] == top].set_index("series")["server_cpu_us_per_request"],
-    f"server CPU util at c={top}": cells[cells["concurrency"] == top].set_index("series")["server_cpu_util"],
-}).reindex(order)
-display(cost)
+at_top, at_one = cells[cells["concurrency"] == top].set_index("series"), cells[cells["concurrency"] == 1].set_index("series")
+display(pd.DataFrame({
+    "p50 − ping at c=1 (ms)": at_one["latency_p50_ms"] - ping_ms,
+    f"req/s at c={top}": at_top["rps"],
+    f"server CPU µs/request at c={top}": at_top["server_cpu_us_per_request"],
+    f"server CPU util at c={top}": at_top["server_cpu_util"],
+}).reindex(order))
 
 # %% [markdown]
 # ## Against the wrk figures of the brief
@@ -263,31 +203,12 @@ display(cost)
 #   of a plain HTTP service, here both are the echo itself.
 
 # %%
-# The published wrk figures (research brief, experiment 4): average / max latency in ms, req/s.
-wrk = pd.DataFrame({
-    "avg_ms": {"direct HTTP": 0.99, "gRPC": 1.34, "HTTP/2": 2.73, "NATS": 6.14},
-    "max_ms": {"direct HTTP": 9.49, "gRPC": 36.12, "HTTP/2": 55.29, "NATS": 29.30},
-    "rps": {"direct HTTP": 10073, "gRPC": 7562, "HTTP/2": 4436, "NATS": 1634},
-})
-display(wrk)
+display(load.WRK_PUBLISHED)
 c_ref = 10 if 10 in concurrencies else concurrencies[len(concurrencies) // 2]
-at_ref = cells[cells["concurrency"] == c_ref].set_index("series")
-grpc_series = next((s for s in order if s.startswith("grpc n=1")), None)
-http2_series = next((s for s in order if s.startswith("http2 n=1")), None)
-ratios = {}  # short name -> (label, wrk's ratio, this run's ratio): HTTP/2 over gRPC
-if grpc_series in at_ref.index and http2_series in at_ref.index:
-    g, h = at_ref.loc[grpc_series], at_ref.loc[http2_series]
-    ratios = {
-        "rps": ("req/s", wrk.at["HTTP/2", "rps"] / wrk.at["gRPC", "rps"], h["rps"] / g["rps"]),
-        "mean_latency": ("mean latency", wrk.at["HTTP/2", "avg_ms"] / wrk.at["gRPC", "avg_ms"],
-                         h["latency_mean_ms"] / g["latency_mean_ms"]),
-        "max_latency": ("max latency", wrk.at["HTTP/2", "max_ms"] / wrk.at["gRPC", "max_ms"],
-                        h["latency_max_ms"] / g["latency_max_ms"]),
-        "server_cpu_per_request": ("server CPU per request", np.nan,
-                                   h["server_cpu_us_per_request"] / g["server_cpu_us_per_request"]),
-    }
-    display(Markdown(f"HTTP/2 ÷ gRPC, wrk (one laptop, 10 connections) against this run (`{http2_series}` ÷ "
-                     f"`{grpc_series}`, concurrency {c_ref}):"))
+ratios = load.http2_over_grpc(cells, order, c_ref)  # short name -> (label, wrk's ratio, this run's ratio)
+if ratios:
+    display(Markdown("HTTP/2 ÷ gRPC, wrk (one laptop, 10 connections) against this run (one connection each, "
+                     f"concurrency {c_ref}):"))
     display(pd.DataFrame({label: {"wrk (brief)": a, "this run": b} for label, a, b in ratios.values()}).T)
     cpu_ratio = ratios["server_cpu_per_request"][2]
     display(Markdown(
@@ -321,52 +242,27 @@ headline: dict = {
     "requests": int(cells["requests"].sum()),
     "errors": int(cells["errors"].sum()),
     "max_concurrency": top,
-    "littles_law_max_deviation": round(float((cells["rps"] / cells["littles_law_rps"] - 1).abs().max()), 4),
+    "littles_law_max_deviation": round(littles_law_deviation, 4),
     "raw_count_mismatches": count_mismatch,
     "raw_vs_recorded_p50_max_gap_ms": round(p50_gap, 4),
+    **load.series_headline(cells, latency, order, ping_ms),
 }
-by_cell = latency.set_index(["series", "concurrency"])
-for series in order:
-    frame = cells[cells["series"] == series].set_index("concurrency")
-    for c in frame.index:
-        headline[f"rps.{series}.c={c}"] = round(float(frame.at[c, "rps"]), 2)
-    for c in frame.index:
-        headline[f"p50_ms.{series}.c={c}"] = round(float(by_cell.at[(series, c), "50%"]), 3)
-        headline[f"p99_ms.{series}.c={c}"] = round(float(by_cell.at[(series, c), "p99"]), 3)
-    if top in frame.index:
-        for stat in ("50%", "p99"):
-            name = "p50_ms" if stat == "50%" else "p99_ms"
-            for bound in ("lo", "hi"):
-                headline[f"{name}.{series}.c={top}_{bound}"] = round(float(by_cell.at[(series, top), f"{stat}_{bound}"]), 3)
-        headline[f"server_cpu_us_per_request.{series}"] = round(float(frame.at[top, "server_cpu_us_per_request"]), 2)
-    if 1 in frame.index:
-        headline[f"call_cost_ms.{series}"] = round(float(frame.at[1, "latency_p50_ms"] - ping_ms), 3)
 for name, (_, published, here) in ratios.items():
     headline[f"http2_over_grpc.{name}.this_run"] = round(float(here), 3)
     if np.isfinite(published):
         headline[f"http2_over_grpc.{name}.wrk"] = round(float(published), 3)
 
-result = {
-    "notebook": "load",
-    "run_id": run.run_id,
-    "run_path": str(run.path),
-    "experiment": manifest["experiment"],
-    "settings": {"n_resamples": n_resamples, "confidence": confidence},
-    "headline": headline,
-    "cells": [
-        {**{k: row[k] for k in ("series", "transport", "concurrency", "connections", "in_flight", "keepalive_ms", "payload_bytes",
-                                 "requests", "errors", "rps", "littles_law_rps", "latency_p50_ms", "latency_p90_ms",
-                                 "latency_p99_ms", "latency_max_ms", "server_cpu_s", "server_cpu_util",
-                                 "server_cpu_us_per_request")},
-         "latency_ci": {k: by_cell.at[(row["series"], row["concurrency"]), k]
-                        for k in ("count", "50%", "50%_lo", "50%_hi", "p99", "p99_lo", "p99_hi")}}
-        for _, row in cells.sort_values(["series", "concurrency"]).iterrows()
-    ],
-    "wrk": wrk.to_dict(orient="index"),
-    "ratios": {name: {"what": label, "wrk": published, "this_run": here, "concurrency": c_ref}
-               for name, (label, published, here) in ratios.items()},
-    "figures": figures,
-}
-notebooks.write_headline(headline_file, result)
-display(Markdown(f"Figures in `{figures_dir}`; headline numbers in `{headline_file}`."))
-pd.Series(headline, name="value").to_frame()
+CELL_COLUMNS = ["series", "transport", "concurrency", "connections", "in_flight", "keepalive_ms", "payload_bytes", "requests",
+                "errors", "rps", "littles_law_rps", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_max_ms",
+                "server_cpu_s", "server_cpu_util", "server_cpu_us_per_request"]
+nb.finish(
+    headline,
+    settings={"n_resamples": n_resamples, "confidence": confidence},
+    cells=[{**row[CELL_COLUMNS].to_dict(),
+            "latency_ci": latency.loc[(row["series"], row["concurrency"]),
+                                      ["count", "50%", "50%_lo", "50%_hi", "p99", "p99_lo", "p99_hi"]].to_dict()}
+           for _, row in cells.sort_values(["series", "concurrency"]).iterrows()],
+    wrk=load.WRK_PUBLISHED.to_dict(orient="index"),
+    ratios={name: {"what": label, "wrk": published, "this_run": here, "concurrency": c_ref}
+            for name, (label, published, here) in ratios.items()},
+)

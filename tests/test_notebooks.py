@@ -49,6 +49,28 @@ def test_committed_notebook_is_output_free_and_paired_with_its_source(name):
         assert f"{contract} = " in parameters[0].source
 
 
+def test_setup_and_finish_are_the_contract_in_two_calls(tmp_path, monkeypatch):
+    """setup() opens the sample when run_dir is empty; finish() writes the run's identity, the headline and the figures."""
+    from labkit import notebooks
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    import matplotlib.pyplot as plt
+
+    nb = notebooks.setup("example", "", sample="idle-step-cubic", experiment="idle-step", formats="png,svg",
+                         output_dir=tmp_path / "figs", headline_path="")
+    assert nb.run.path == IDLE_STEP and nb.headline_file == tmp_path / "figs" / "example.json"
+    fig, _ = plt.subplots()
+    nb.export(fig, "empty")
+    table = nb.finish({"answer": 42}, settings={"robust": True}, detail=[1.5, float("nan")])
+    data = json.loads(nb.headline_file.read_text())
+    assert data == {"notebook": "example", "run_id": nb.run.run_id, "run_path": str(IDLE_STEP), "experiment": "idle-step",
+                    "settings": {"robust": True}, "headline": {"answer": 42}, "detail": [1.5, None],
+                    "figures": ["example_empty.png", "example_empty.svg"]}
+    assert table.loc["answer", "value"] == 42
+    with pytest.raises(Exception, match="not a 'series' run"):
+        notebooks.setup("example", str(IDLE_STEP), sample="x", experiment="series", formats="png")
+
+
 def test_which_notebooks_apply():
     assert notebooks_for("ping-vs-echo") == ("ping_vs_echo",) == notebooks_for("import-ping")
     assert notebooks_for("idle-step") == ("idle_step",)

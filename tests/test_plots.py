@@ -81,6 +81,25 @@ def test_box_iqr_whiskers_follow_tukey(orca):
     assert "IQR" in drawn.ax.get_title(loc="right")
 
 
+def test_box_can_draw_every_value_over_its_box(sweep):
+    small = sweep[sweep["payload_bytes"].isin([2000, 16000])]
+    drawn = plots.box(small, by="payload_bytes", order=[2000, 16000], every_value=True)
+    assert [len(points.get_offsets()) for points in drawn.artists["values"]] == [3, 3]
+    for position, (points, size) in enumerate(zip(drawn.artists["values"], [2000, 16000]), start=1):
+        xs, ys = points.get_offsets().T
+        assert sorted(ys) == pytest.approx(sorted(small[small.payload_bytes == size].rtt_ms))
+        assert (abs(xs - position) <= 0.12).all()
+
+
+def test_rtt_axis_reads_milliseconds_as_ping_multiples():
+    fig, ax = plots.figure()
+    ax.set_ylim(0, 400)
+    secondary = plots.rtt_axis(ax, 200.0)
+    fig.canvas.draw()  # a secondary axis takes its limits from the parent when drawn
+    assert secondary.get_ylim() == pytest.approx((0, 2))
+    assert "200.0 ms" in secondary.get_ylabel()
+
+
 def test_violin_has_quartile_lines(orca):
     drawn = plots.violin(orca, by="probe", order=["ping", "echo"])
     assert len(drawn.artists["bodies"]) == 2

@@ -184,3 +184,13 @@ def test_cleanup_names_the_resume_command_of_the_runs_own_experiment(tmp_path, e
     proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), check=True)
     assert f"continue it with `labkit {command} --resume {run.run_id}`" in proc.stdout
     assert Run.open(run.path).status == "interrupted"
+
+
+def test_raw_outputs_are_read_back_as_written_gzipped_or_not(tmp_path):
+    import gzip
+
+    run = Run.create(tmp_path, "raw", "import-ping", {})
+    run.write_raw("ping.txt", "64 bytes from 198.18.0.2\n")
+    (run.raw_dir / "log.tsv.gz").write_bytes(gzip.compress("a\tb\n".encode()))
+    assert run.raw_text("ping.txt") == "64 bytes from 198.18.0.2\n"
+    assert run.raw_text("log.tsv.gz") == "a\tb\n"

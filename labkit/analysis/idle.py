@@ -1,0 +1,254 @@
+"""The idle-step experiment's rules: conditions, request framing, the kernel's restart after idle, step fits.
+
+A ``labkit sweep`` run (experiment ``idle-step``) times calls of growing size
+on a connection left idle between calls, under conditions that change one
+knob at a time. These functions turn its samples into what the idle-step
+notebook shows; each is a rule someone could get wrong, so each is tested.
+
+- :func:`label_conditions`: the condition each call ran under, as ``ss``
+  saw it (the congestion control in use, the sysctl in force), and a
+  readable order of the conditions.
+- :func:`request_framing`: the bytes gRPC and HTTP/2 add to a request, from
+  the ``bytes_acked`` the client recorded around each call.
+- :func:`restart_window` and :func:`predict_round_trips`: Linux's cwnd
+  restart after idle (``tcp_cwnd_restart()``) applied to each call's recorded
+  TCP state, and the round trips slow start then needs for the request.
+- :func:`fit_steps`: the slow-start step model and the change point, per
+  condition whose latency steps.
+- :func:`compare_to_reference`: every condition against the reference,
+  size by size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from labkit.analysis.fits import Fit, fit_slow_start, locate_change_point, locate_change_points, slow_start_rounds
+from labkit.analysis.summary import Comparison, compare
+
+#: The knobs of a condition as :func:`label_conditions` names them in its ``knobs`` table.
+KNOBS = ["pair", "cc", "ssai", "gap", "bg", "ka"]
+
+
+def _mode(values: pd.Series):
+    """The most common non-missing value, or None."""
+    values = values.dropna()
+    return values.mode().iat[0] if len(values) else None
+
+
+def label_conditions(samples: pd.DataFrame, host_sysctls: dict[str, dict] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The samples with ``pair``, ``ssai``, ``cc_used`` and ``condition`` columns, and the conditions' knobs in reading order.
+
+    ``ssai`` is the cell's ``slow_start_after_idle``, or the client host's own
+    sysctl (``host_sysctls[src]``, the manifest's host facts) where the sweep
+    left it as it was, or -1 when unknown. ``cc_used`` is the congestion
+    control ``ss`` reported for the cell's sockets (most common value), else
+    the one requested. The label names the pair only when the run has
+    several. The second frame, indexed by condition, holds each condition's
+    knobs (:data:`KNOBS`) and first ``cell``, sorted: pair, CUBIC first, sysctl
+    1 first, longest gap first, knobs off first.
+    """
+    host_sysctls = host_sysctls or {}
+
+    def effective_ssai(row) -> int:
+        if pd.notna(row["slow_start_after_idle"]):
+            return int(row["slow_start_after_idle"])
+        value = host_sysctls.get(row["src"], {}).get("net.ipv4.tcp_slow_start_after_idle")
+        return int(value) if value is not None else -1
+
+    samples = samples.assign(pair=samples["src"] + "-" + samples["dst"], ssai=samples.apply(effective_ssai, axis=1))
+    in_use = samples.groupby("cell_id")["tcp_cc"].agg(_mode)
+    samples["cc_used"] = samples["cell_id"].map(in_use).fillna(samples["cc"]).fillna("?")
+    several_pairs = samples["pair"].nunique() > 1
+
+    def label(row) -> str:
+        parts = [row["cc_used"], f"ssai={row['ssai']}", f"gap={row['gap_s']:g}s"]
+        if pd.notna(row["background_gap_s"]):
+            parts.append(f"bg={row['background_gap_s']:g}s")
+        if pd.notna(row["keepalive_ms"]):
+            parts.append(f"ka={int(row['keepalive_ms'])}ms")
+        return (f"{row['pair']} " if several_pairs else "") + " ".join(parts)
+
+    samples["condition"] = samples.apply(label, axis=1)
+    knobs = samples.groupby("condition").agg(
+        pair=("pair", "first"), cc=("cc_used", "first"), ssai=("ssai", "first"), gap=("gap_s", "first"),
+        bg=("background_gap_s", "first"), ka=("keepalive_ms", "first"), cell=("cell_id", "first"),
+    )
+    order = knobs.assign(
+        _cc=knobs["cc"] != "cubic", _ssai=-knobs["ssai"], _gap=-knobs["gap"], _bg=knobs["bg"].notna(), _ka=knobs["ka"].notna(),
+    ).sort_values(["pair", "_cc", "cc", "_ssai", "_gap", "_bg", "bg", "_ka", "ka"]).index
+    return samples, knobs.loc[order]
+
+
+def knobs_changed(knobs: pd.DataFrame, condition: str, reference: str) -> list[str]:
+    """The knobs (:data:`KNOBS`) in which ``condition`` differs from ``reference`` (rows of :func:`label_conditions`' table)."""
+    a, b = knobs.loc[condition], knobs.loc[reference]
+    return [k for k in KNOBS if not (a[k] == b[k] or (pd.isna(a[k]) and pd.isna(b[k])))]
+
+
+def recorded_mss(calls: pd.DataFrame) -> int | None:
+    """The MSS ``ss`` reported for most calls, or None when no call recorded one."""
+    value = _mode(calls["mss"])
+    return None if value is None else int(value)
+
+
+@dataclass
+class Framing:
+    """The bytes a request puts on the wire beyond its payload: ``overhead_bytes`` is the least over ``calls`` calls.
+
+    Calls with more than the least also carried a control frame (an HTTP/2
+    PING or its acknowledgement) in the same window; ``most_common_bytes`` is
+    the usual excess.
+    """
+
+    overhead_bytes: int
+    most_common_bytes: int | None
+    calls: int
+
+
+def request_framing(calls: pd.DataFrame) -> Framing:
+    """gRPC and HTTP/2 framing per request, from ``bytes_acked_after − bytes_acked_before − payload_bytes`` of each call."""
+    wire = calls["bytes_acked_after"] - calls["bytes_acked_before"]
+    excess = (wire - calls["payload_bytes"]).dropna()
+    if not len(excess):
+        return Framing(0, None, 0)
+    return Framing(int(excess.min()), int(excess.mode().iat[0]), int(len(excess)))
+
+
+def restart_window(cwnd: int, idle_ms: float, rto_ms: float, initial: int) -> int:
+    """Linux ``tcp_cwnd_restart()``: halve cwnd once per RTO of idle time beyond the first, never below the initial window."""
+    restart = min(initial, cwnd)
+    idle = idle_ms - rto_ms
+    while idle > 0 and cwnd > restart:
+        cwnd >>= 1
+        idle -= rto_ms
+    return max(cwnd, restart)
+
+
+def predict_round_trips(calls: pd.DataFrame, initial_window: int, overhead_bytes: float) -> pd.DataFrame:
+    """Each window-limited call's window at its first send and the round trips slow start then needs, against the observed.
+
+    ``calls`` need ``cwnd_before``, ``lastsnd_ms_before``, ``rto_ms_before``,
+    ``srtt_ms_before``, ``mss``, ``ssai``, ``cc_used``, ``payload_bytes`` and
+    ``rtt_multiple`` (latency in ping RTTs). The kernel restarts the window
+    at the first send after more than one RTO without sending, when the
+    sysctl is 1 (``restarts``); BBR sets its window itself and is left out.
+    ``in_flight`` marks calls with a send less than one smoothed RTT before
+    them (that segment still takes a slot of the window), ``agrees`` those
+    whose predicted round trips match the observed (latency in RTTs, rounded).
+    """
+    tcp = calls[calls["cc_used"] != "bbr"].dropna(subset=["cwnd_before", "lastsnd_ms_before", "rto_ms_before", "mss"]).copy()
+    tcp["restarts"] = (tcp["ssai"] == 1) & (tcp["lastsnd_ms_before"] > tcp["rto_ms_before"])
+    tcp["window_at_send"] = [
+        restart_window(int(c), idle, rto, initial_window) if restarts else int(c)
+        for c, idle, rto, restarts in zip(tcp["cwnd_before"], tcp["lastsnd_ms_before"], tcp["rto_ms_before"], tcp["restarts"])
+    ]
+    tcp["predicted_rounds"] = [
+        int(slow_start_rounds([size + overhead_bytes], window, segment)[0])
+        for size, window, segment in zip(tcp["payload_bytes"], tcp["window_at_send"], tcp["mss"])
+    ]
+    tcp["observed_rounds"] = tcp["rtt_multiple"].round().astype(int)
+    tcp["in_flight"] = tcp["lastsnd_ms_before"] < tcp["srtt_ms_before"]
+    tcp["agrees"] = tcp["predicted_rounds"] == tcp["observed_rounds"]
+    return tcp
+
+
+@dataclass
+class StepFit:
+    """One condition's step: the change point, and where it steps the slow-start fits.
+
+    ``free`` fits the window in bytes from latency alone, ``by_iw`` the
+    number of segments with the recorded ``mss``, ``model`` uses ``iw``
+    segments of ``mss``; ``later`` are up to three change points over every size.
+    """
+
+    change_point: Fit
+    steps: bool
+    ping_ms: float
+    free: Fit | None = None
+    by_iw: Fit | None = None
+    model: Fit | None = None
+    later: list[float] = field(default_factory=list)
+    mss: int | None = None
+    iw: int | None = None
+
+
+def fit_step(frame: pd.DataFrame, ping_ms: float, *, overhead_bytes: float, mss: int | None, iw: int | None,
+             fit_max_bytes: int, robust: bool) -> StepFit:
+    """The change point of one condition's calls and, when latency steps there, the slow-start fits.
+
+    A condition steps when its change point jumps by at least half a ping RTT
+    and lies below ``fit_max_bytes``; the fits use the calls up to
+    ``fit_max_bytes`` (0: every size), because beyond the first step the
+    kernel's lazy restart leaves a larger window than the model's ``iw``.
+    ``mss`` is the condition's own recorded MSS when it has one, else the
+    one given; ``iw`` 0 or None takes the fitted number of segments.
+    """
+    size, rtt = frame["payload_bytes"], frame["rtt_ms"]
+    cp = locate_change_point(size, rtt, robust=robust)
+    steps = cp.params["jump_ms"] >= 0.5 * ping_ms and (not fit_max_bytes or cp.params["last_before"] < fit_max_bytes)
+    if not steps:
+        return StepFit(change_point=cp, steps=False, ping_ms=ping_ms)
+    fit_frame = frame[frame["payload_bytes"] <= fit_max_bytes] if fit_max_bytes else frame
+    x, y = fit_frame["payload_bytes"], fit_frame["rtt_ms"]
+    segment = recorded_mss(frame) or mss
+    free = fit_slow_start(x, y, overhead_bytes=overhead_bytes, robust=robust)
+    by_iw = fit_slow_start(x, y, mss=segment, overhead_bytes=overhead_bytes, robust=robust)
+    model_iw = iw or int(by_iw.params["iw"])
+    model = fit_slow_start(x, y, iw=model_iw, mss=segment, overhead_bytes=overhead_bytes, robust=robust)
+    later = locate_change_points(size, rtt, n_changes=3, robust=robust)
+    return StepFit(cp, True, ping_ms, free, by_iw, model, later, segment, model_iw)
+
+
+def step_table(fits: dict[str, StepFit], overhead_bytes: float) -> pd.DataFrame:
+    """One row per condition: whether it steps, its change point and, for those that step, the fitted windows."""
+    rows = []
+    for condition, f in fits.items():
+        row = {"condition": condition, "steps": f.steps, "change_point_bytes": f.change_point.params["location_bytes"],
+               "jump_rtt": f.change_point.params["jump_ms"] / f.ping_ms}
+        if f.steps:
+            lo, hi = f.free.intervals["threshold_bytes"]
+            row.update({
+                "window_bytes (free)": f.free.params["window_bytes"],
+                "window from": lo + overhead_bytes, "window to": hi + overhead_bytes,
+                "threshold payload (free)": f.free.params["threshold_bytes"],
+                "fitted iw": f.by_iw.params["iw"], "iw × mss": f.iw * f.mss,
+                "base_rtt_ms": f.model.params["base_rtt_ms"],
+                "change points": ", ".join(f"{c:.0f}" for c in f.later),
+            })
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame(columns=["steps"])
+
+
+def compare_to_reference(calls: pd.DataFrame, conditions: list[str], reference: str | None,
+                         value: str = "rtt_ms") -> dict[tuple[str, int], Comparison]:
+    """Every other condition against ``reference``, size by size (two calls or more on each side).
+
+    Each :class:`Comparison` is ``compare(condition, reference)``: its
+    ``median_diff`` is the reference's median minus the condition's, what the
+    reference costs more.
+    """
+    results = {}
+    for condition in conditions:
+        if condition == reference:
+            continue
+        for size in sorted(calls["payload_bytes"].unique()):
+            at_size = calls[calls["payload_bytes"] == size]
+            a = at_size[at_size["condition"] == condition][value]
+            b = at_size[at_size["condition"] == reference][value]
+            if len(a) >= 2 and len(b) >= 2:
+                results[(condition, int(size))] = compare(a, b)
+    return results
+
+
+def comparison_table(comparisons: dict[tuple[str, int], Comparison]) -> pd.DataFrame:
+    """``compare_to_reference`` as a condition × size table of ``"+d [lo, hi]"`` cells (ms)."""
+    rows = [{"condition": c, "payload_bytes": s,
+             "cell": f"{r.median_diff:+.1f} [{r.median_diff_ci[0]:+.1f}, {r.median_diff_ci[1]:+.1f}]"}
+            for (c, s), r in comparisons.items()]
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows).pivot(index="condition", columns="payload_bytes", values="cell")

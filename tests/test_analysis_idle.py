@@ -1,0 +1,101 @@
+"""The idle-step rules the notebook used to carry, checked on the shipped sweep samples and on the kernel's arithmetic."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from labkit.analysis import idle
+from labkit.store import Run
+
+SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
+REFERENCE = "cubic ssai=1 gap=1s"
+
+
+@pytest.fixture(scope="module")
+def cubic():
+    run = Run.open(SAMPLES / "idle-step-cubic")
+    samples, knobs = idle.label_conditions(run.samples())
+    ping = run.ping_baseline()["rtt_avg_ms"]
+    samples = samples.assign(ping_ms=ping, rtt_multiple=samples["rtt_ms"] / ping)
+    return samples[samples["ok"] & ~samples["cold"]].copy(), knobs, ping
+
+
+def test_conditions_are_named_by_what_ss_saw_and_ordered_sysctl_one_first(cubic):
+    calls, knobs, _ = cubic
+    assert list(knobs.index) == [REFERENCE, "cubic ssai=0 gap=1s"]
+    assert set(calls["cc_used"]) == {"cubic"}
+    assert idle.knobs_changed(knobs, "cubic ssai=0 gap=1s", REFERENCE) == ["ssai"]
+
+
+def test_a_sysctl_left_as_it_was_is_read_from_the_client_hosts_facts():
+    samples = Run.open(SAMPLES / "idle-step-cubic").samples().head(4).assign(slow_start_after_idle=float("nan"))
+    src = samples["src"].iat[0]
+    labelled, _ = idle.label_conditions(samples, {src: {"net.ipv4.tcp_slow_start_after_idle": "1"}})
+    assert set(labelled["ssai"]) == {1} and labelled["condition"].iat[0].startswith("cubic ssai=1 ")
+    unknown, _ = idle.label_conditions(samples)
+    assert set(unknown["ssai"]) == {-1}
+
+
+def test_several_host_pairs_are_named_in_the_label():
+    samples = Run.open(SAMPLES / "idle-step-cubic").samples().head(6).copy()
+    samples.loc[samples.index[:3], "dst"] = "other"
+    labelled, knobs = idle.label_conditions(samples)
+    assert {c.split(" ")[0] for c in knobs.index} == {f"{samples['src'].iat[0]}-other", f"{samples['src'].iat[0]}-{samples['dst'].iat[5]}"}
+
+
+def test_request_framing_is_the_least_excess_of_bytes_acked_over_the_payload(cubic):
+    calls, _, _ = cubic
+    framing = idle.request_framing(calls)
+    assert framing.overhead_bytes == 61 and framing.calls == calls["bytes_acked_after"].notna().sum()
+    made = pd.DataFrame({"payload_bytes": [1000, 1000, 2000], "bytes_acked_before": [0, 5000, 9000],
+                         "bytes_acked_after": [1061, 6078, 11061]})
+    assert (idle.request_framing(made).overhead_bytes, idle.request_framing(made).most_common_bytes) == (61, 61)
+    assert idle.request_framing(made.iloc[0:0]).overhead_bytes == 0
+
+
+@pytest.mark.parametrize("cwnd, idle_ms, rto_ms, initial, expected", [
+    (97, 1000, 300, 10, 12),   # three RTOs beyond the first: 97 → 48 → 24 → 12
+    (97, 500, 300, 10, 48),    # one: halved once
+    (97, 300, 300, 10, 97),    # idle exactly one RTO: no halving
+    (16, 10_000, 300, 10, 10),  # never below the initial window
+    (8, 10_000, 300, 10, 8),   # a window already below the initial one stays
+])
+def test_restart_window_follows_tcp_cwnd_restart(cwnd, idle_ms, rto_ms, initial, expected):
+    assert idle.restart_window(cwnd, idle_ms, rto_ms, initial) == expected
+
+
+def test_the_restart_rule_predicts_98_of_100_calls_of_the_sample(cubic):
+    calls, _, _ = cubic
+    tcp = idle.predict_round_trips(calls, 10, idle.request_framing(calls).overhead_bytes)
+    assert (len(tcp), int(tcp["agrees"].sum())) == (100, 98)
+    # Every miss had a send less than one RTT before the call (a PING in flight), the notebook's explanation.
+    assert tcp[~tcp["agrees"]]["in_flight"].all()
+    # With the sysctl at 0 nothing restarts; with 1 the window used is never above what ss showed.
+    assert not tcp[tcp["ssai"] == 0]["restarts"].any()
+    assert (tcp["window_at_send"] <= tcp["cwnd_before"]).all()
+
+
+def test_the_step_is_found_at_ten_segments_only_where_the_sysctl_is_one(cubic):
+    calls, _, ping = cubic
+    fits = {c: idle.fit_step(f, ping, overhead_bytes=61, mss=None, iw=10, fit_max_bytes=32000, robust=True)
+            for c, f in calls.groupby("condition")}
+    step = fits[REFERENCE]
+    assert step.steps and not fits["cubic ssai=0 gap=1s"].steps
+    assert step.mss == 1408 and step.by_iw.params["iw"] == 10
+    low, high = step.free.intervals["threshold_bytes"]
+    assert low + 61 <= 14080 <= high + 61
+    table = idle.step_table(fits, 61)
+    assert bool(table.at[REFERENCE, "steps"]) and table.at[REFERENCE, "iw × mss"] == 14080
+    assert pd.isna(table.at["cubic ssai=0 gap=1s", "fitted iw"])
+
+
+def test_each_condition_is_compared_with_the_reference_size_by_size(cubic):
+    calls, knobs, _ = cubic
+    comparisons = idle.compare_to_reference(calls, list(knobs.index), REFERENCE)
+    sizes = sorted(calls["payload_bytes"].unique())
+    assert sorted(comparisons) == [("cubic ssai=0 gap=1s", int(s)) for s in sizes]
+    # The reference restarts after idle: at the largest size it costs about an RTT or more.
+    assert comparisons[("cubic ssai=0 gap=1s", int(sizes[-1]))].median_diff > 190
+    table = idle.comparison_table(comparisons)
+    assert list(table.index) == ["cubic ssai=0 gap=1s"] and table.iat[0, -1].startswith("+")

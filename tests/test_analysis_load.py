@@ -1,0 +1,88 @@
+"""The load notebook's rules, on the shipped load sample: series, per-request windows, intervals, the wrk ratios."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from labkit.analysis import load
+from labkit.store import Run
+
+SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
+
+
+@pytest.fixture(scope="module")
+def sample():
+    run = Run.open(SAMPLES / "load-small")
+    cells, order = load.label_series(load.with_call_costs(run.samples()))
+    return run, cells, order
+
+
+def test_series_name_transport_and_connections_in_order(sample):
+    _, cells, order = sample
+    assert order == ["grpc n=1", "grpc-conns n=4", "http2 n=1", "http2 n=4"]
+    several = pd.concat([cells, cells.assign(payload_bytes=1024, keepalive_ms=1000.0)], ignore_index=True)
+    labelled, _ = load.label_series(several)
+    assert "grpc n=1 64B" in set(labelled["series"]) and "grpc n=1 ka=1000ms 1024B" in set(labelled["series"])
+
+
+def test_call_costs_follow_littles_law_and_spread_cpu_over_the_whole_cell(sample):
+    _, cells, _ = sample
+    # The tools kept the asked concurrency in flight: req/s within a few % of in flight / mean latency.
+    assert ((cells["rps"] / cells["littles_law_rps"] - 1).abs() < 0.05).all()
+    made = pd.DataFrame({"server_cpu_s": [2.0], "rps": [100.0], "warmup_s": [1.0], "duration_s": [4.0],
+                         "in_flight": [10], "latency_mean_ms": [20.0]})
+    costs = load.with_call_costs(made)
+    assert costs["server_cpu_us_per_request"].iat[0] == pytest.approx(2.0 / 500 * 1e6)
+    assert costs["littles_law_rps"].iat[0] == pytest.approx(500.0)
+
+
+def test_the_per_request_file_is_the_gzipped_one():
+    both = "h2load-http2-c1-a1.txt,h2load-http2-c1-a1.log.tsv.gz"
+    assert load.per_request_file(both) == "h2load-http2-c1-a1.log.tsv.gz"
+    assert load.per_request_file(both, "ghz") is None and load.per_request_file(None) is None
+    assert load.per_request_file("ghz-grpc-c1-a1.json.gz", "ghz") == "ghz-grpc-c1-a1.json.gz"
+
+
+def test_raw_requests_in_the_measured_window_match_every_recorded_cell(sample):
+    run, cells, _ = sample
+    for _, row in cells.iterrows():
+        requests = load.cell_requests(row["tool"], run.raw_text(load.per_request_file(row["raw_files"])),
+                                      row["warmup_s"], row["duration_s"])
+        assert len(requests) == row["requests"], row["cell_id"]
+        assert int(requests["ok"].sum()) == row["ok"]
+
+
+def test_intervals_come_from_the_requests_and_fall_back_to_the_recorded_percentiles(sample):
+    run, cells, _ = sample
+    row = cells[cells["series"] == "grpc n=1"].iloc[0]
+    requests = load.cell_requests("ghz", run.raw_text(row["raw_files"]), row["warmup_s"], row["duration_s"])
+    requests = requests[["latency_ms", "ok"]].assign(series=row["series"], concurrency=row["concurrency"])
+    latency = load.latency_with_ci(cells[cells["cell_id"] == row["cell_id"]], requests, n_resamples=200)
+    at = latency.loc[(row["series"], row["concurrency"])]
+    assert at["count"] == at["recorded_count"] and at["50%_lo"] <= at["50%"] <= at["50%_hi"]
+    assert abs(at["50%"] - at["recorded_p50"]) < 0.1
+    recorded = load.latency_with_ci(cells, None)
+    assert recorded["50%"].tolist() == cells.set_index(["series", "concurrency"])["latency_p50_ms"].tolist()
+    assert recorded["50%_lo"].isna().all()
+
+
+def test_http2_over_grpc_is_the_ratio_of_the_two_single_connection_series(sample):
+    _, cells, order = sample
+    ratios = load.http2_over_grpc(cells, order, 10)
+    at = cells[cells["concurrency"] == 10].set_index("series")
+    assert ratios["rps"][2] == pytest.approx(at.at["http2 n=1", "rps"] / at.at["grpc n=1", "rps"])
+    assert ratios["rps"][1] == pytest.approx(4436 / 7562) and np.isnan(ratios["server_cpu_per_request"][1])
+    assert load.http2_over_grpc(cells[cells["transport"] != "http2"], order, 10) == {}
+
+
+def test_series_headline_has_every_concurrency_and_the_call_cost(sample):
+    run, cells, order = sample
+    latency = load.latency_with_ci(cells, None)
+    ping = run.ping_baseline()["rtt_avg_ms"]
+    headline = load.series_headline(cells, latency, order, ping)
+    grpc_c1 = cells[(cells["series"] == "grpc n=1") & (cells["concurrency"] == 1)].iloc[0]
+    assert headline["call_cost_ms.grpc n=1"] == round(grpc_c1["latency_p50_ms"] - ping, 3)
+    assert headline["rps.grpc n=1.c=50"] == round(cells.set_index(["series", "concurrency"]).at[("grpc n=1", 50), "rps"], 2)
+    assert "server_cpu_us_per_request.grpc-conns n=4" in headline and "call_cost_ms.grpc-conns n=4" not in headline
