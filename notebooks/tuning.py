@@ -47,30 +47,21 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: tuning.json in output_dir
 
 # %%
-import gzip
-
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import compare, summarize_with_ci
-from labkit.parsers.ghz import parse_ghz_json
+from labkit.analysis import idle, summarize_with_ci, tuning
+from labkit.analysis.tuning import METRICS
 
-run = notebooks.open_run(run_dir, sample="tuning-load", experiment="load")
+nb = notebooks.setup("tuning", run_dir, sample="tuning-load", experiment="load", formats=formats, output_dir=output_dir,
+                     headline_path=headline_path)
+run, export = nb.run, nb.export
 idle_run = notebooks.open_run(idle_run_dir, sample="idle-step-knobs", experiment="idle-step")
-figures_dir = notebooks.output_dir(run, output_dir)
-figure_formats = notebooks.parse_formats(formats)
-headline_file = notebooks.headline_file(headline_path, figures_dir, "tuning")
-pd.set_option("display.precision", 3)
-pd.set_option("display.width", 200)
-pd.set_option("display.max_rows", 200)
-
-cells = run.samples()
-config = run.manifest.get("config", {})
-ping = run.manifest.get("baselines", {}).get("ping_before_0", {})
+config, ping = run.manifest.get("config", {}), run.ping_baseline() or {}
 display(Markdown(
-    f"Load run `{run.run_id}`: {len(cells)} cells, transports {', '.join(config.get('transports', []))}, "
+    f"Load run `{run.run_id}`: {len(run.samples())} cells, transports {', '.join(config.get('transports', []))}, "
     f"concurrency {config.get('concurrency')}, payloads {config.get('payload_bytes')} B, connections "
     f"{config.get('connections')}, keepalive {config.get('keepalive_ms')} ms; {config.get('warmup_s')} s warm-up "
     f"(not counted) + {config.get('duration_s')} s measured per cell. Ping RTT before: "
@@ -88,16 +79,8 @@ display(Markdown(
 # *plus* whatever else changed between the two runs.
 
 # %%
-def condition_of(row) -> str:
-    ka = "none" if pd.isna(row["keepalive_ms"]) else f"{int(row['keepalive_ms'])}ms"
-    return f"c={row['concurrency']} {row['payload_bytes']}B conns={row['connections']} ka={ka}"
-
-
-cells = cells.assign(condition=cells.apply(condition_of, axis=1), ka=cells["keepalive_ms"].fillna(0).astype(int))
 # The claims are about gRPC: h2load (HTTP/2) cells, if the run has any, are left out here (the `load` notebook has them).
-has_report = cells["raw_files"].fillna("").str.split(",").map(lambda names: any(n.startswith("ghz-") for n in names))
-left_out = cells[(cells["tool"] != "ghz") | ~has_report]
-cells = cells[(cells["tool"] == "ghz") & has_report].reset_index(drop=True)
+cells, left_out = tuning.ghz_cells(run.samples())
 if len(left_out):
     display(Markdown(f"Left out: {len(left_out)} cells without a ghz report (" + ", ".join(
         sorted(f"{t}: {n}" for t, n in left_out["transport"].value_counts().items())) + ")."))
@@ -123,29 +106,12 @@ if len(failed_cells):
 # seconds: successful calls started in each bin, divided by its length.
 
 # %%
-def window_calls(row) -> pd.DataFrame:
-    """The calls of one cell's measured window, from its ghz report."""
-    name = next(f for f in row["raw_files"].split(",") if f.startswith("ghz-"))
-    calls = parse_ghz_json(gzip.decompress((run.raw_dir / name).read_bytes()).decode()).rows
-    start = calls["t_utc"].min() + pd.Timedelta(seconds=row["warmup_s"])
-    calls = calls[(calls["t_utc"] >= start) & (calls["t_utc"] < start + pd.Timedelta(seconds=row["duration_s"]))]
-    offset_s = (calls["t_utc"] - start).dt.total_seconds()
-    return calls.assign(cell_id=row["cell_id"], bin=(offset_s // rps_bin_s).astype(int))
-
-
-per_call = {row["cell_id"]: window_calls(row) for _, row in cells.iterrows()}
+per_call = {row["cell_id"]: tuning.binned_calls(run.raw_text(tuning.per_request_file(row["raw_files"], "ghz")), row, rps_bin_s)
+            for _, row in cells.iterrows()}
 mismatch = [(cid, len(per_call[cid]), n) for cid, n in zip(cells["cell_id"], cells["requests"]) if len(per_call[cid]) != n]
 if mismatch:
     raise ValueError(f"the raw calls do not match the recorded rows (cell, calls, requests): {mismatch}")
 n_bins = int(round(config.get("duration_s", 0) / rps_bin_s))
-
-
-def rps_bins(calls: pd.DataFrame) -> np.ndarray:
-    """Successful calls per second in each bin of the window (empty bins count as 0)."""
-    counts = calls[calls["ok"]].groupby("bin").size().reindex(range(n_bins), fill_value=0)
-    return counts.to_numpy(dtype=float) / rps_bin_s
-
-
 all_calls = pd.concat(per_call.values(), ignore_index=True).merge(
     cells[["cell_id", "condition", "transport", "concurrency", "connections", "ka", "payload_bytes"]], on="cell_id")
 table = summarize_with_ci(all_calls, "latency_ms", by="condition", n_resamples=n_resamples)
@@ -164,78 +130,19 @@ display(table[["count", "lost", "50%", "50%_lo", "50%_hi", "p99", "p99_lo", "p99
 # excludes 0 says the two cells differ beyond the spread of their calls.
 
 # %%
-KNOB_COLUMNS = {"keepalive": "ka", "pool": "connections", "payload": "payload_bytes"}
-
-
-def meaning_of(knob, off, on):
-    if knob == "keepalive":
-        return f"keepalive {on} ms vs {off or 'none'}" + (" ms" if off else "")
-    return f"{on} connections vs {off}" if knob == "pool" else f"{on} B vs {off} B"
-
-
-# knob: (column, off value, on value, what "on" means); off and on are the smallest and largest value in the run.
-KNOBS = {}
-for knob, column in KNOB_COLUMNS.items():
-    values = sorted(int(v) for v in cells[column].unique())
-    if len(values) > 1:
-        KNOBS[knob] = (column, values[0], values[-1], meaning_of(knob, values[0], values[-1]))
-missing_knobs = [knob for knob in KNOB_COLUMNS if knob not in KNOBS]
-if missing_knobs:
+knobs = tuning.knob_range(cells)
+if missing_knobs := [knob for knob in tuning.KNOB_COLUMNS if knob not in knobs]:
     display(Markdown(f"Not varied in this run, so not compared: {', '.join(missing_knobs)}."))
-OTHERS = ["concurrency", "connections", "ka", "payload_bytes"]
-METRICS = ("p50", "p99", "rps")
-
-
-def verdict(lo, hi) -> str:
-    return "higher" if lo > 0 else "lower" if hi < 0 else "unclear"
-
-
-comparisons = []
-for knob, (column, off, on, meaning) in KNOBS.items():
-    rest = [c for c in OTHERS if c != column]
-    present = cells[cells[column].isin([off, on])]
-    for key, group in present.groupby(rest):
-        pair = {value: group[group[column] == value] for value in (off, on)}
-        if any(len(frame) != 1 for frame in pair.values()):
-            continue
-        a_row, b_row = pair[off].iloc[0], pair[on].iloc[0]
-        a, b = per_call[a_row["cell_id"]], per_call[b_row["cell_id"]]
-        if a["ok"].sum() < 2 or b["ok"].sum() < 2:
-            continue
-        latency = compare(a.loc[a["ok"], "latency_ms"], b.loc[b["ok"], "latency_ms"], n_resamples=n_resamples)
-        rps = compare(rps_bins(a), rps_bins(b), n_resamples=n_resamples)
-        where = dict(zip(rest, key))
-        label = " ".join(f"{k}={v}" for k, v in where.items() if k != "ka") + (
-            f" ka={where['ka'] or 'none'}" if "ka" in where else "")
-        entry = {"knob": knob, "meaning": meaning, "where": label, **{k: int(v) for k, v in where.items()},
-                 "off_cell": a_row["cell_id"], "on_cell": b_row["cell_id"]}
-        for metric, diff, (lo, hi), off_value, on_value in (
-            ("p50", latency.median_diff, latency.median_diff_ci, latency.median_a, latency.median_b),
-            ("p99", latency.p99_diff, latency.p99_diff_ci, latency.p99_a, latency.p99_b),
-            ("rps", rps.median_diff, rps.median_diff_ci, rps.median_a, rps.median_b),
-        ):
-            entry.update({f"{metric}_off": off_value, f"{metric}_on": on_value, f"{metric}_diff": diff,
-                          f"{metric}_lo": lo, f"{metric}_hi": hi, f"{metric}_verdict": verdict(lo, hi)})
-        entry["p50_mannwhitney_p"] = latency.mannwhitney_p
-        comparisons.append(entry)
-columns = list(dict.fromkeys(key for entry in comparisons for key in entry)) or ["knob", "where", "concurrency"]
-diffs = pd.DataFrame(comparisons, columns=columns)
-KNOBS = {knob: spec for knob, spec in KNOBS.items() if (diffs["knob"] == knob).any()}
-
-
-def show(knob):
-    frame = diffs[diffs["knob"] == knob]
+diffs = tuning.compare_knobs(cells, per_call, knobs, n_bins=n_bins, bin_s=rps_bin_s, n_resamples=n_resamples)
+knobs = {knob: spec for knob, spec in knobs.items() if (diffs["knob"] == knob).any()}
+for knob, frame in ((k, diffs[diffs["knob"] == k]) for k in knobs):
     shown = pd.DataFrame({"where": frame["where"]})
     for metric, unit in (("p50", "ms"), ("p99", "ms"), ("rps", "req/s")):
         shown[f"{metric} off → on ({unit})"] = [f"{x:.1f} → {y:.1f}" for x, y in zip(frame[f"{metric}_off"], frame[f"{metric}_on"])]
         shown[f"{metric} on − off [95 % CI]"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {v}" for d, lo, hi, v in zip(
             frame[f"{metric}_diff"], frame[f"{metric}_lo"], frame[f"{metric}_hi"], frame[f"{metric}_verdict"])]
-    display(Markdown(f"**{knob}**: {KNOBS[knob][3]}"))
+    display(Markdown(f"**{knob}**: {knobs[knob][3]}"))
     display(shown.set_index("where"))
-
-
-for knob in KNOBS:
-    show(knob)
 
 # %% [markdown]
 # ## How large is a difference when nothing changes on the wire?
@@ -255,60 +162,33 @@ for knob in KNOBS:
 
 # %%
 cell_s = float(config.get("warmup_s", 0)) + float(config.get("duration_s", 0))
-aa = "keepalive" in KNOBS and KNOBS["keepalive"][1] == 0 and KNOBS["keepalive"][2] / 1000 > cell_s
-null = diffs[diffs["knob"] == "keepalive"] if aa else diffs.iloc[0:0]
-noise = {metric: float(null[f"{metric}_diff"].abs().max()) if len(null) else float("nan") for metric in METRICS}
-excluding = {metric: int((null[f"{metric}_verdict"] != "unclear").sum()) if len(null) else 0 for metric in METRICS}
-others = [knob for knob in KNOBS if knob != "keepalive"]
-for knob in others if aa else []:
-    frame = diffs[diffs["knob"] == knob]
-    for metric in METRICS:
-        beyond = (frame[f"{metric}_diff"].abs() > noise[metric]) & (frame[f"{metric}_verdict"] != "unclear")
-        diffs.loc[frame.index, f"{metric}_beyond_null"] = beyond
+aa = tuning.aa_control(diffs, knobs, cell_s)
+others = [knob for knob in knobs if knob != "keepalive"] if aa else []
+beyond_table = tuning.beyond_null(diffs, others)
 if not aa:
     display(Markdown(f"No A/A control in this run: it has no keepalive off/on pair with an interval longer than a cell "
                      f"({cell_s:g} s)."))
-    others = []
 else:
     display(Markdown(
-        f"With no change on the wire ({KNOBS['keepalive'][3]}), the largest differences between two cells were "
-        + ", ".join(f"**{noise[m]:.1f} {'req/s' if m == 'rps' else 'ms'}** in {m}" for m in METRICS)
-        + f"; the call-level intervals excluded 0 in {excluding['p50']}, {excluding['p99']} and {excluding['rps']} of "
-        f"{len(null)} comparisons. Differences of the other knobs larger than that, with intervals clear of 0:"
+        f"With no change on the wire ({knobs['keepalive'][3]}), the largest differences between two cells were "
+        + ", ".join(f"**{aa['noise'][m]:.1f} {'req/s' if m == 'rps' else 'ms'}** in {m}" for m in METRICS)
+        + f"; the call-level intervals excluded 0 in {aa['excluding']['p50']}, {aa['excluding']['p99']} and "
+        f"{aa['excluding']['rps']} of {aa['pairs']} comparisons. Differences of the other knobs larger than that, "
+        "with intervals clear of 0:"
     ))
-
-
-def beyond_count(knob, metric, sign):
-    picked = diffs["knob"].eq(knob) & diffs[f"{metric}_beyond_null"].eq(True) & (np.sign(diffs[f"{metric}_diff"]) == sign)
-    return int(picked.sum())
-
-
-beyond_table = pd.DataFrame(
-    [{"knob": knob, "metric": metric, "compared": int((diffs["knob"] == knob).sum()),
-      "beyond, higher": beyond_count(knob, metric, 1), "beyond, lower": beyond_count(knob, metric, -1),
-      "where": "; ".join(diffs[diffs["knob"].eq(knob) & diffs[f"{metric}_beyond_null"].eq(True)]["where"])}
-     for knob in others for metric in METRICS],
-    columns=["knob", "metric", "compared", "beyond, higher", "beyond, lower", "where"],
-)
-if others:
-    display(beyond_table.set_index(["knob", "metric"]))
+    display(beyond_table)
 
 # %%
-export = notebooks.FigureWriter(figures_dir, "tuning", figure_formats)
-figures = export.files  # what the headline JSON lists
-
-
 with plots.theme():
-    fig, axes = plots.figure(max(1, len(KNOBS)), len(METRICS), figsize=(13, 3.4 * max(1, len(KNOBS))), squeeze=False)
-    for row_axes, knob in zip(axes, KNOBS):
-        frame = diffs[diffs["knob"] == knob].copy()
-        frame["others"] = frame["where"].str.replace(r"concurrency=\d+ ?", "", regex=True)
+    fig, axes = plots.figure(max(1, len(knobs)), len(METRICS), figsize=(13, 3.4 * max(1, len(knobs))), squeeze=False)
+    for row_axes, knob in zip(axes, knobs):
+        frame = diffs[diffs["knob"] == knob].assign(others=lambda f: f["where"].str.replace(r"concurrency=\d+ ?", "", regex=True))
         for ax, metric in zip(row_axes, METRICS):
             plots.lines_with_ci(frame, "concurrency", f"{metric}_diff", f"{metric}_lo", f"{metric}_hi", by="others", ax=ax,
                                 xlabel="concurrency", ylabel=f"{metric}: on − off ({'req/s' if metric == 'rps' else 'ms'})")
             ax.axhline(0, color="0.3", linewidth=0.8)
             ax.set_xticks(sorted(frame["concurrency"].unique()))
-            ax.set_title(f"{knob} ({KNOBS[knob][3]}): {metric}", loc="left", fontsize="small")
+            ax.set_title(f"{knob} ({knobs[knob][3]}): {metric}", loc="left", fontsize="small")
             ax.legend(fontsize="x-small", title=None)
 export(fig, "differences")
 
@@ -323,14 +203,12 @@ with plots.theme():
     fig, axes = plots.figure(len(payloads), len(concurrencies), figsize=(6 * len(concurrencies), 3.6 * len(payloads)),
                              squeeze=False)
     all_calls["setting"] = [f"conns={n} ka={k or 'none'}" for n, k in zip(all_calls["connections"], all_calls["ka"])]
-    for ax_row, payload in zip(axes, payloads):
-        for ax, concurrency in zip(ax_row, concurrencies):
-            frame = all_calls[(all_calls["payload_bytes"] == payload) & (all_calls["concurrency"] == concurrency)]
-            plots.ecdf(frame, "latency_ms", by="setting", order=sorted(frame["setting"].unique()), ax=ax)
-            ax.set_xscale("log")
-            ax.set_xlabel("call latency (ms, log scale)")
-            ax.set_title(f"{payload} B, concurrency {concurrency}", loc="left", fontsize="small")
-            ax.legend(fontsize="x-small", title=None)
+    for (payload, concurrency), ax in zip([(p, c) for p in payloads for c in concurrencies], axes.flat):
+        frame = all_calls[(all_calls["payload_bytes"] == payload) & (all_calls["concurrency"] == concurrency)]
+        plots.ecdf(frame, "latency_ms", by="setting", order=sorted(frame["setting"].unique()), ax=ax)
+        ax.set(xscale="log", xlabel="call latency (ms, log scale)")
+        ax.set_title(f"{payload} B, concurrency {concurrency}", loc="left", fontsize="small")
+        ax.legend(fontsize="x-small", title=None)
 export(fig, "ecdf")
 
 # %% [markdown]
@@ -350,41 +228,23 @@ export(fig, "ecdf")
 # keepalive off and on, latency in multiples of the ping RTT.
 
 # %%
-idle = idle_run.samples()
-idle_ping = idle_run.manifest.get("baselines", {})
-idle_ping_ms = {pair: b.get("ping_before_0", {}).get("rtt_avg_ms") for pair, b in idle_ping.items()}
-idle = idle.assign(pair=idle["src"] + "-" + idle["dst"])
-idle["rtt_multiple"] = idle["rtt_ms"] / idle["pair"].map(idle_ping_ms)
-used_cc = idle["tcp_cc"].fillna(idle["cc"])
-reference = (
-    idle["ok"] & ~idle["cold"] & (used_cc == "cubic") & (idle["slow_start_after_idle"] == 1)
-    & (idle["gap_s"] == idle["gap_s"].max()) & idle["background_gap_s"].isna()
-)
-idle_calls = idle[reference].assign(keepalive=lambda f: f["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms"))
-idle_gap_s = float(idle["gap_s"].max())
+idle_samples, _ = idle.label_conditions(idle_run.samples())
+idle_ping_ms = {f"{s}-{d}": (idle_run.ping_baseline(s, d) or {}).get("rtt_avg_ms")
+                for s, d in idle_samples[["src", "dst"]].drop_duplicates().itertuples(index=False)}
+idle_samples["rtt_multiple"] = idle_samples["rtt_ms"] / idle_samples["pair"].map(idle_ping_ms)
+idle_gap_s = float(idle_samples["gap_s"].max())
+idle_calls = idle_samples[
+    idle_samples["ok"] & ~idle_samples["cold"] & (idle_samples["tcp_cc"].fillna(idle_samples["cc"]) == "cubic")
+    & (idle_samples["slow_start_after_idle"] == 1) & (idle_samples["gap_s"] == idle_gap_s) & idle_samples["background_gap_s"].isna()
+].assign(keepalive=lambda f: f["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms"))
 keepalive_on = sorted(k for k in idle_calls["keepalive"].unique() if k != "none")
 if not keepalive_on or "none" not in set(idle_calls["keepalive"]):
     raise ValueError(f"{idle_run.path} has no CUBIC, sysctl 1 cells with keepalive both off and on")
-idle_table = summarize_with_ci(idle_calls, "rtt_multiple", by=["keepalive", "payload_bytes"], n_resamples=n_resamples)
-idle_table.index.names = ["keepalive", "payload_bytes"]
+idle_table, idle_diffs = tuning.idle_keepalive(idle_calls, n_resamples=n_resamples)
 display(Markdown(f"Idle-step run `{idle_run.run_id}`: {idle_gap_s:g} s between calls, ping RTT "
                  f"{', '.join(f'{v:.1f} ms' for v in idle_ping_ms.values())}. Median latency in ping RTTs "
                  "[95 % interval] per keepalive setting and request size:"))
 display(idle_table[["count", "50%", "50%_lo", "50%_hi", "max"]].round(3))
-idle_rows = []
-for size in sorted(idle_calls["payload_bytes"].unique()):
-    off = idle_calls[(idle_calls["keepalive"] == "none") & (idle_calls["payload_bytes"] == size)]["rtt_ms"]
-    for setting in keepalive_on:
-        on = idle_calls[(idle_calls["keepalive"] == setting) & (idle_calls["payload_bytes"] == size)]["rtt_ms"]
-        if len(off) < 2 or len(on) < 2:
-            continue
-        result = compare(off, on, n_resamples=n_resamples)
-        idle_rows.append({"keepalive": setting, "payload_bytes": int(size), "n": f"{result.n_a}/{result.n_b}",
-                          "median_off_rtt": idle_table.at[("none", size), "50%"],
-                          "median_on_rtt": idle_table.at[(setting, size), "50%"],
-                          "diff_ms": result.median_diff, "lo_ms": result.median_diff_ci[0], "hi_ms": result.median_diff_ci[1],
-                          "verdict": verdict(*result.median_diff_ci)})
-idle_diffs = pd.DataFrame(idle_rows)
 display(Markdown("Keepalive on − off, median latency (ms) with its 95 % interval, by request size "
                  "(a handful of calls per size: coarse intervals):"))
 display(idle_diffs.set_index(["keepalive", "payload_bytes"]))
@@ -406,21 +266,18 @@ export(fig, "idle_keepalive")
 # %%
 def knob_line(knob, metric):
     frame = diffs[diffs["knob"] == knob]
-    counts = frame[f"{metric}_verdict"].value_counts()
-    unit = "req/s" if metric == "rps" else "ms"
+    counts, unit = frame[f"{metric}_verdict"].value_counts(), "req/s" if metric == "rps" else "ms"
     text = (f"{metric} on − off from {frame[f'{metric}_diff'].min():+.1f} to {frame[f'{metric}_diff'].max():+.1f} {unit} "
             f"(interval above 0 in {counts.get('higher', 0)}, below in {counts.get('lower', 0)}, "
             f"including 0 in {counts.get('unclear', 0)} of {len(frame)})")
     if knob in others:
-        beyond = beyond_table.set_index(["knob", "metric"]).loc[(knob, metric)]
+        beyond = beyond_table.loc[(knob, metric)]
         text += f"; beyond the A/A differences: {beyond['beyond, higher']} higher, {beyond['beyond, lower']} lower"
     return text
 
 
-idle_16k = idle_diffs[idle_diffs["payload_bytes"] == 16000]
-lines = [f"- **{KNOBS[k][3]}**: " + "; ".join(knob_line(k, m) for m in METRICS) + "." for k in KNOBS]
-if len(idle_16k):
-    row = idle_16k.iloc[0]
+lines = [f"- **{knobs[k][3]}**: " + "; ".join(knob_line(k, m) for m in METRICS) + "." for k in knobs]
+for _, row in idle_diffs[idle_diffs["payload_bytes"] == 16000].head(1).iterrows() if len(idle_diffs) else []:
     lines.append(f"- **idle connection, keepalive {row['keepalive']} vs none** at 16000 B: median "
                  f"{row['median_off_rtt']:.2f} → {row['median_on_rtt']:.2f} ping RTTs "
                  f"({row['diff_ms']:+.1f} ms [{row['lo_ms']:+.1f}, {row['hi_ms']:+.1f}]).")
@@ -476,7 +333,7 @@ headline: dict = {
     "calls": int(len(all_calls)),
     "failed_calls": int((~all_calls["ok"]).sum()),
 }
-for knob in KNOB_COLUMNS:
+for knob in tuning.KNOB_COLUMNS:
     frame = diffs[diffs["knob"] == knob]
     headline[f"{knob}.compared"] = int(len(frame))
     for metric in METRICS if len(frame) else []:
@@ -486,39 +343,24 @@ for knob in KNOB_COLUMNS:
         for name in ("higher", "lower", "unclear"):
             headline[f"{knob}.{metric}.ci_{name}"] = int(verdicts.get(name, 0))
 for metric in METRICS if aa else []:
-    headline[f"aa_keepalive.{metric}.max_abs_diff"] = round(noise[metric], 2)
-for knob in others:
-    for metric in METRICS:
-        row = beyond_table.set_index(["knob", "metric"]).loc[(knob, metric)]
-        headline[f"{knob}.{metric}.beyond_aa_higher"] = int(row["beyond, higher"])
-        headline[f"{knob}.{metric}.beyond_aa_lower"] = int(row["beyond, lower"])
+    headline[f"aa_keepalive.{metric}.max_abs_diff"] = round(aa["noise"][metric], 2)
+for (knob, metric), row in beyond_table.iterrows():
+    headline[f"{knob}.{metric}.beyond_aa_higher"] = int(row["beyond, higher"])
+    headline[f"{knob}.{metric}.beyond_aa_lower"] = int(row["beyond, lower"])
 for size in sorted(idle_calls["payload_bytes"].unique()):
     for setting in ["none", *keepalive_on]:
         if (setting, size) in idle_table.index:
             headline[f"idle.ka={setting}.rtt_multiple.{int(size)}"] = round(float(idle_table.at[(setting, size), "50%"]), 3)
-for row in idle_rows:
+for _, row in idle_diffs.iterrows():
     headline[f"idle.ka={row['keepalive']}.diff_ms.{row['payload_bytes']}"] = round(row["diff_ms"], 2)
     headline[f"idle.ka={row['keepalive']}.diff_verdict.{row['payload_bytes']}"] = row["verdict"]
-untested = ["streaming vs unary (no streaming transport)", "keepalive's dead-peer detection"]
-untested.append(f"pool sizes other than {', '.join(str(n) for n in sorted(cells['connections'].unique()))}")
+untested = ["streaming vs unary (no streaming transport)", "keepalive's dead-peer detection",
+            f"pool sizes other than {', '.join(str(n) for n in sorted(cells['connections'].unique()))}"]
 if cells["payload_bytes"].max() <= 100_000:
     untested.append("messages above 100 KB")
-untested += [f"{knob} (not varied)" for knob in KNOB_COLUMNS if knob not in KNOBS]
+untested += [f"{knob} (not varied)" for knob in tuning.KNOB_COLUMNS if knob not in knobs]
 headline["not_tested"] = "; ".join([*untested, "the article's absolute numbers"])
 
-result = {
-    "notebook": "tuning",
-    "run_id": run.run_id,
-    "run_path": str(run.path),
-    "idle_run_id": idle_run.run_id,
-    "idle_run_path": str(idle_run.path),
-    "experiment": run.manifest["experiment"],
-    "settings": {"rps_bin_s": rps_bin_s, "n_resamples": n_resamples},
-    "headline": headline,
-    "comparisons": diffs.to_dict(orient="records"),
-    "idle_keepalive": idle_rows,
-    "figures": figures,
-}
-notebooks.write_headline(headline_file, result)
-display(Markdown(f"Figures in `{figures_dir}`; headline numbers in `{headline_file}`."))
-pd.Series(headline, name="value").to_frame()
+nb.finish(headline, settings={"rps_bin_s": rps_bin_s, "n_resamples": n_resamples}, idle_run_id=idle_run.run_id,
+          idle_run_path=str(idle_run.path), comparisons=diffs.to_dict(orient="records"),
+          idle_keepalive=idle_diffs.to_dict(orient="records"))

@@ -39,9 +39,16 @@ def measured_window(rows: pd.DataFrame, warmup_s: float, duration_s: float, time
 
     if not len(rows):
         return rows
-    start = rows[time_column].min() + pd.Timedelta(seconds=warmup_s)
+    start = window_start(rows, warmup_s, time_column)
     end = start + pd.Timedelta(seconds=duration_s)
     return rows[(rows[time_column] >= start) & (rows[time_column] < end)]
+
+
+def window_start(rows: pd.DataFrame, warmup_s: float, time_column: str = "t_utc"):
+    """When the measured window of :func:`measured_window` opens: ``warmup_s`` after the first request started."""
+    import pandas as pd
+
+    return rows[time_column].min() + pd.Timedelta(seconds=warmup_s)
 
 
 def window_stats(latency_ms, ok, window_s: float, statuses=None, errors=None) -> dict[str, Any]:

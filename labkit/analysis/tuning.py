@@ -1,0 +1,171 @@
+"""The tuning notebook's rules: each grpc knob off and on under the same load, an A/A control, keepalive when idle.
+
+The tuning article (research brief, experiment 5) makes claims about
+keepalive, connection pools and message sizes. A ``labkit load`` run varies
+those knobs; these functions pair cells that differ in one knob only and
+compare their calls (p50, p99) and their req/s per time bin, each with a
+seeded bootstrap interval. A keepalive interval longer than a cell never fires,
+so its off/on pairs are an A/A control: how far apart two cells come out when
+nothing on the wire differs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from labkit.analysis.load import per_request_file
+from labkit.analysis.summary import compare, summarize_with_ci
+from labkit.analysis.windows import measured_window, window_start
+
+#: knob -> the cell column it changes.
+KNOB_COLUMNS = {"keepalive": "ka", "pool": "connections", "payload": "payload_bytes"}
+#: What each comparison reports: the calls' median and p99, and req/s per bin.
+METRICS = ("p50", "p99", "rps")
+_SETTINGS = ["concurrency", "connections", "ka", "payload_bytes"]
+
+
+def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells with a ghz report, the others): the claims are about gRPC; kept cells get ``condition`` and ``ka`` (0: none)."""
+    has_report = cells["raw_files"].map(lambda names: per_request_file(names, "ghz") is not None)
+    kept = cells[(cells["tool"] == "ghz") & has_report].reset_index(drop=True)
+    ka = kept["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms")
+    kept = kept.assign(
+        condition=[f"c={c} {p}B conns={n} ka={k}" for c, p, n, k in zip(kept["concurrency"], kept["payload_bytes"],
+                                                                       kept["connections"], ka)],
+        ka=kept["keepalive_ms"].fillna(0).astype(int),
+    )
+    return kept, cells[(cells["tool"] != "ghz") | ~has_report]
+
+
+def binned_calls(text: str, row, bin_s: float) -> pd.DataFrame:
+    """One cell's calls in its measured window (from its ghz report ``text``), each with the ``bin`` of ``bin_s`` seconds it started in."""
+    from labkit.parsers import parse_ghz_json
+
+    report = parse_ghz_json(text).rows
+    calls = measured_window(report, float(row["warmup_s"]), float(row["duration_s"]))
+    offset_s = (calls["t_utc"] - window_start(report, float(row["warmup_s"]))).dt.total_seconds()
+    return calls.assign(cell_id=row["cell_id"], bin=(offset_s // bin_s).astype(int))
+
+
+def rps_bins(calls: pd.DataFrame, n_bins: int, bin_s: float) -> np.ndarray:
+    """Successful calls per second in each bin of the window, empty bins counted as 0."""
+    counts = calls[calls["ok"]].groupby("bin").size().reindex(range(n_bins), fill_value=0)
+    return counts.to_numpy(dtype=float) / bin_s
+
+
+def verdict(lo: float, hi: float) -> str:
+    """An interval of a difference: "higher" above 0, "lower" below 0, else "unclear"."""
+    return "higher" if lo > 0 else "lower" if hi < 0 else "unclear"
+
+
+def knob_range(cells: pd.DataFrame) -> dict[str, tuple[str, int, int, str]]:
+    """knob -> (column, off, on, what "on" means) for every knob the run varies; off and on are its smallest and largest value."""
+    knobs = {}
+    for knob, column in KNOB_COLUMNS.items():
+        values = sorted(int(v) for v in cells[column].unique())
+        if len(values) > 1:
+            off, on = values[0], values[-1]
+            meaning = (f"keepalive {on} ms vs {off or 'none'}" + (" ms" if off else "") if knob == "keepalive"
+                       else f"{on} connections vs {off}" if knob == "pool" else f"{on} B vs {off} B")
+            knobs[knob] = (column, off, on, meaning)
+    return knobs
+
+
+def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: dict, *, n_bins: int, bin_s: float,
+                  n_resamples: int = 2000) -> pd.DataFrame:
+    """One row per pair of cells that differ in one knob only: off, on, on − off and its interval, and a verdict per metric.
+
+    ``calls`` maps a cell id to its :func:`binned_calls`. Pairs where either
+    side has fewer than two successful calls are left out.
+    """
+    rows = []
+    for knob, (column, off, on, meaning) in knobs.items():
+        rest = [c for c in _SETTINGS if c != column]
+        for key, group in cells[cells[column].isin([off, on])].groupby(rest):
+            pair = {value: group[group[column] == value] for value in (off, on)}
+            if any(len(frame) != 1 for frame in pair.values()):
+                continue
+            a_row, b_row = pair[off].iloc[0], pair[on].iloc[0]
+            a, b = calls[a_row["cell_id"]], calls[b_row["cell_id"]]
+            if a["ok"].sum() < 2 or b["ok"].sum() < 2:
+                continue
+            latency = compare(a.loc[a["ok"], "latency_ms"], b.loc[b["ok"], "latency_ms"], n_resamples=n_resamples)
+            rps = compare(rps_bins(a, n_bins, bin_s), rps_bins(b, n_bins, bin_s), n_resamples=n_resamples)
+            where = dict(zip(rest, key))
+            label = " ".join(f"{k}={v}" for k, v in where.items() if k != "ka") + (
+                f" ka={where['ka'] or 'none'}" if "ka" in where else "")
+            row = {"knob": knob, "meaning": meaning, "where": label, **{k: int(v) for k, v in where.items()},
+                   "off_cell": a_row["cell_id"], "on_cell": b_row["cell_id"]}
+            for metric, diff, (lo, hi), off_value, on_value in (
+                ("p50", latency.median_diff, latency.median_diff_ci, latency.median_a, latency.median_b),
+                ("p99", latency.p99_diff, latency.p99_diff_ci, latency.p99_a, latency.p99_b),
+                ("rps", rps.median_diff, rps.median_diff_ci, rps.median_a, rps.median_b),
+            ):
+                row.update({f"{metric}_off": off_value, f"{metric}_on": on_value, f"{metric}_diff": diff,
+                            f"{metric}_lo": lo, f"{metric}_hi": hi, f"{metric}_verdict": verdict(lo, hi)})
+            row["p50_mannwhitney_p"] = latency.mannwhitney_p
+            rows.append(row)
+    columns = list(dict.fromkeys(key for row in rows for key in row)) or ["knob", "where", "concurrency"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def aa_control(diffs: pd.DataFrame, knobs: dict, cell_s: float) -> dict | None:
+    """The keepalive pairs as an A/A control, when keepalive is off against an interval longer than a cell (never fires).
+
+    Returns None without such pairs; else ``noise`` (the largest |on − off|
+    per metric), ``excluding`` (how many intervals excluded 0 anyway) and
+    ``pairs``. Marks ``<metric>_beyond_null`` in ``diffs`` for the other
+    knobs: a difference larger than the noise with an interval clear of 0.
+    """
+    keepalive = knobs.get("keepalive")
+    if keepalive is None or keepalive[1] != 0 or keepalive[2] / 1000 <= cell_s:
+        return None
+    null = diffs[diffs["knob"] == "keepalive"]
+    noise = {m: float(null[f"{m}_diff"].abs().max()) if len(null) else float("nan") for m in METRICS}
+    excluding = {m: int((null[f"{m}_verdict"] != "unclear").sum()) if len(null) else 0 for m in METRICS}
+    for knob in (k for k in knobs if k != "keepalive"):
+        frame = diffs[diffs["knob"] == knob]
+        for m in METRICS:
+            diffs.loc[frame.index, f"{m}_beyond_null"] = (frame[f"{m}_diff"].abs() > noise[m]) & (frame[f"{m}_verdict"] != "unclear")
+    return {"noise": noise, "excluding": excluding, "pairs": len(null)}
+
+
+def beyond_null(diffs: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
+    """Per knob and metric: pairs compared, and those beyond the A/A differences, higher and lower, and where."""
+    def beyond(knob, metric, sign=None):
+        picked = diffs["knob"].eq(knob) & diffs.get(f"{metric}_beyond_null", pd.Series(False, index=diffs.index)).eq(True)
+        return picked if sign is None else picked & (np.sign(diffs[f"{metric}_diff"]) == sign)
+
+    return pd.DataFrame(
+        [{"knob": knob, "metric": metric, "compared": int((diffs["knob"] == knob).sum()),
+          "beyond, higher": int(beyond(knob, metric, 1).sum()), "beyond, lower": int(beyond(knob, metric, -1).sum()),
+          "where": "; ".join(diffs[beyond(knob, metric)]["where"])}
+         for knob in knobs for metric in METRICS],
+        columns=["knob", "metric", "compared", "beyond, higher", "beyond, lower", "where"],
+    ).set_index(["knob", "metric"])
+
+
+def idle_keepalive(calls: pd.DataFrame, n_resamples: int = 2000) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keepalive on against off on an idle connection: median latency in ping RTTs per setting and size, and on − off per size.
+
+    ``calls`` are an idle-step run's warm, successful calls under one
+    condition but the keepalive (a ``keepalive`` label, "none" when off), with
+    ``rtt_ms`` and ``rtt_multiple``. Sizes with fewer than two calls on either
+    side are not compared.
+    """
+    table = summarize_with_ci(calls, "rtt_multiple", by=["keepalive", "payload_bytes"], n_resamples=n_resamples)
+    table.index.names = ["keepalive", "payload_bytes"]
+    rows = []
+    for size in sorted(calls["payload_bytes"].unique()):
+        off = calls[(calls["keepalive"] == "none") & (calls["payload_bytes"] == size)]["rtt_ms"]
+        for setting in sorted(k for k in calls["keepalive"].unique() if k != "none"):
+            on = calls[(calls["keepalive"] == setting) & (calls["payload_bytes"] == size)]["rtt_ms"]
+            if len(off) < 2 or len(on) < 2:
+                continue
+            result = compare(off, on, n_resamples=n_resamples)
+            rows.append({"keepalive": setting, "payload_bytes": int(size), "n": f"{result.n_a}/{result.n_b}",
+                         "median_off_rtt": table.at[("none", size), "50%"], "median_on_rtt": table.at[(setting, size), "50%"],
+                         "diff_ms": result.median_diff, "lo_ms": result.median_diff_ci[0], "hi_ms": result.median_diff_ci[1],
+                         "verdict": verdict(*result.median_diff_ci)})
+    return table, pd.DataFrame(rows)

@@ -1,0 +1,100 @@
+"""The tuning notebook's rules on the shipped tuning sample: ghz windows in bins, knob pairs, the A/A control."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from labkit.analysis import tuning
+from labkit.store import Run
+
+SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
+BIN_S = 0.25
+
+
+@pytest.fixture(scope="module")
+def sample():
+    run = Run.open(SAMPLES / "tuning-load")
+    cells, left_out = tuning.ghz_cells(run.samples())
+    calls = {row["cell_id"]: tuning.binned_calls(run.raw_text(tuning.per_request_file(row["raw_files"], "ghz")), row, BIN_S)
+             for _, row in cells.iterrows()}
+    n_bins = int(round(run.manifest["config"]["duration_s"] / BIN_S))
+    return run, cells, left_out, calls, n_bins
+
+
+def test_only_ghz_cells_with_their_report_are_kept_and_labelled(sample):
+    _, cells, left_out, _, _ = sample
+    assert len(cells) == 16 and left_out.empty and set(cells["tool"]) == {"ghz"}
+    assert sorted(set(cells["ka"])) == [0, 10000]  # keepalive off is 0 in the comparison's column
+    assert cells["condition"].iloc[0] == "c=10 64B conns=1 ka=none" and cells["condition"].is_unique
+    no_report = cells.head(1).assign(raw_files="")
+    kept, out = tuning.ghz_cells(no_report)
+    assert kept.empty and len(out) == 1
+
+
+def test_binned_calls_are_the_recorded_window_and_bins_cover_it(sample):
+    _, cells, _, calls, n_bins = sample
+    for _, row in cells.iterrows():
+        frame = calls[row["cell_id"]]
+        assert len(frame) == row["requests"]
+        assert frame["bin"].min() >= 0 and frame["bin"].max() < n_bins
+        # req/s per bin averages to the cell's recorded req/s over the window.
+        assert tuning.rps_bins(frame, n_bins, BIN_S).mean() == pytest.approx(row["rps"], rel=1e-9)
+
+
+def test_empty_bins_count_as_zero():
+    calls = pd.DataFrame({"bin": [0, 0, 2], "ok": [True, True, False]})
+    assert tuning.rps_bins(calls, 4, 0.5).tolist() == [4.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("lo, hi, expected", [(0.1, 2, "higher"), (-2, -0.1, "lower"), (-1, 1, "unclear"), (0, 1, "unclear")])
+def test_verdict_of_an_interval(lo, hi, expected):
+    assert tuning.verdict(lo, hi) == expected
+
+
+def test_each_pair_differs_in_its_knob_only_and_the_keepalive_pairs_are_an_aa_control(sample):
+    run, cells, _, calls, n_bins = sample
+    knobs = tuning.knob_range(cells)
+    assert set(knobs) == {"keepalive", "pool", "payload"}
+    diffs = tuning.compare_knobs(cells, calls, knobs, n_bins=n_bins, bin_s=BIN_S, n_resamples=200)
+    by_id = cells.set_index("cell_id")
+    for _, row in diffs.iterrows():
+        column = tuning.KNOB_COLUMNS[row["knob"]]
+        off, on = by_id.loc[row["off_cell"]], by_id.loc[row["on_cell"]]
+        changed = [c for c in ("concurrency", "connections", "ka", "payload_bytes") if off[c] != on[c]]
+        assert changed == [column] and off[column] < on[column]
+        assert row["p50_lo"] <= row["p50_diff"] <= row["p50_hi"]
+    assert (diffs["knob"] == "keepalive").sum() == 8
+    config = run.manifest["config"]
+    aa = tuning.aa_control(diffs, knobs, config["warmup_s"] + config["duration_s"])
+    assert aa is not None and aa["pairs"] == 8
+    null = diffs[diffs["knob"] == "keepalive"]
+    assert aa["noise"]["p50"] == pytest.approx(null["p50_diff"].abs().max())
+    # Beyond the null: larger than the largest A/A difference, with an interval clear of 0.
+    pool = diffs[diffs["knob"] == "pool"]
+    expected = (pool["p99_diff"].abs() > aa["noise"]["p99"]) & (pool["p99_verdict"] != "unclear")
+    assert pool["p99_beyond_null"].astype(bool).tolist() == expected.tolist()
+    table = tuning.beyond_null(diffs, ["pool", "payload"])
+    assert table.loc[("pool", "p99"), "beyond, higher"] + table.loc[("pool", "p99"), "beyond, lower"] == int(expected.sum())
+    # A keepalive that fires within a cell is no A/A control.
+    assert tuning.aa_control(diffs, {**knobs, "keepalive": ("ka", 0, 1000, "")}, 10.0) is None
+
+
+def test_keepalive_on_an_idle_connection_is_compared_size_by_size():
+    from labkit.analysis import idle
+
+    run = Run.open(SAMPLES / "idle-step-knobs")
+    samples, _ = idle.label_conditions(run.samples())
+    ping = run.ping_baseline()["rtt_avg_ms"]
+    gap = samples["gap_s"].max()
+    calls = samples[samples["ok"] & ~samples["cold"] & (samples["cc_used"] == "cubic") & (samples["ssai"] == 1)
+                    & (samples["gap_s"] == gap) & samples["background_gap_s"].isna()]
+    calls = calls.assign(rtt_multiple=calls["rtt_ms"] / ping,
+                         keepalive=calls["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms"))
+    table, diffs = tuning.idle_keepalive(calls, n_resamples=200)
+    assert set(diffs["keepalive"]) == {"250ms"} and diffs["payload_bytes"].is_monotonic_increasing
+    at_14000 = diffs[diffs["payload_bytes"] == 14000].iloc[0]
+    # The published finding of the knobs sample: keepalive made 14000 B requests a round trip slower.
+    assert at_14000["verdict"] == "higher" and at_14000["diff_ms"] > 150
+    assert np.isclose(at_14000["median_on_rtt"], table.at[("250ms", 14000), "50%"])
