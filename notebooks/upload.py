@@ -55,25 +55,19 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: upload.json in output_dir
 
 # %%
-
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import compare, summarize_with_ci
+from labkit.analysis import upload
+from labkit.units import format_size
 
-run = notebooks.open_run(run_dir, sample="upload-small", experiment="upload")
-figures_dir = notebooks.output_dir(run, output_dir)
-figure_formats = notebooks.parse_formats(formats)
-headline_file = notebooks.headline_file(headline_path, figures_dir, "upload")
-pd.set_option("display.precision", 3)
-pd.set_option("display.width", 200)
-pd.set_option("display.max_rows", 200)
-
-manifest = run.manifest
-config = manifest.get("config", {})
-samples = run.samples()
+nb = notebooks.setup("upload", run_dir, sample="upload-small", experiment="upload", formats=formats, output_dir=output_dir,
+                     headline_path=headline_path)
+run, export = nb.run, nb.export
+manifest, config = run.manifest, run.manifest.get("config", {})
+samples, conditions = upload.label_uploads(run.samples())
 file_bytes = int(samples["file_bytes"].iloc[0])
 display(Markdown(
     f"Run `{run.run_id}`: {len(samples)} uploads of a {file_bytes / 2**20:g} MiB file "
@@ -92,43 +86,22 @@ display(Markdown(
 # are counted here and left out of every figure.
 
 # %%
-baselines = manifest.get("baselines", {})
-ping_rows = {f"{pair} {key}": {"rtt_avg_ms": v.get("rtt_avg_ms"), "rtt_mdev_ms": v.get("rtt_mdev_ms")}
-             for pair, b in baselines.items() for key, v in sorted(b.items()) if key.startswith("ping_")}
-display(pd.DataFrame(ping_rows).T)
-ping_ms = float(np.nanmean([v["rtt_avg_ms"] for k, v in ping_rows.items() if "before" in k and v["rtt_avg_ms"] is not None]))
-
-samples = samples.assign(condition=samples["transport"] + np.where(samples["tls"], "+TLS", ""))
-conditions = [c for c in ("grpc", "grpc+TLS", "http2", "http2+TLS") if c in set(samples["condition"])]
+display(pd.DataFrame({f"{pair} {key}": {"rtt_avg_ms": v.get("rtt_avg_ms"), "rtt_mdev_ms": v.get("rtt_mdev_ms")}
+                      for pair, b in manifest.get("baselines", {}).items() for key, v in sorted(b.items())
+                      if key.startswith("ping_")}).T)
+ping_ms = float(run.ping_baseline(config.get("client"), config.get("server"))["rtt_avg_ms"])
 failed = samples[~samples["ok"]]
-uploads = samples[samples["ok"]].copy()
-if drop_first_upload:
-    uploads = uploads[uploads["seq"] > 0]
-mb = file_bytes / 1e6
-uploads["client_cpu_s_per_mb"] = uploads["client_cpu_s"] / mb
-uploads["server_cpu_s_per_mb"] = uploads["server_cpu_s"] / mb
-# CPU time over wall time: 1.0 is one core busy for the whole upload.
-uploads["client_cpu_util"] = uploads["client_cpu_s"] / uploads["seconds"]
-uploads["server_cpu_util"] = uploads["server_cpu_s"] / uploads["seconds"]
+uploads = upload.with_cpu_costs(samples[samples["ok"] & ((samples["seq"] > 0) | (not drop_first_upload))], file_bytes)
 chunk_sizes = sorted(int(s) for s in uploads["chunk_bytes"].unique())
 smallest, largest = chunk_sizes[0], chunk_sizes[-1]
 
-counts = samples.groupby(["condition", "chunk_bytes"]).agg(uploads=("ok", "size"), ok=("ok", "sum")).unstack("chunk_bytes")
-display(counts)
+display(samples.groupby(["condition", "chunk_bytes"]).agg(uploads=("ok", "size"), ok=("ok", "sum")).unstack("chunk_bytes"))
 display(Markdown(f"Ping RTT before the uploads: **{ping_ms:.2f} ms**. "
                  + (f"**{len(failed)} failed uploads** (kept in the run, left out below)." if len(failed)
                     else "Every upload was acknowledged with the right byte count and checksum.")
                  + (" The first upload of every cell is left out (`drop_first_upload`)." if drop_first_upload else "")))
 if len(failed):
     display(failed[["condition", "chunk_bytes", "seq", "error"]])
-
-
-def human(size: int) -> str:
-    for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor and size % factor == 0:
-            return f"{size // factor} {unit}"
-    return f"{size} B"
-
 
 # %% [markdown]
 # ## Throughput against chunk size
@@ -139,24 +112,14 @@ def human(size: int) -> str:
 # interval is little more than their range).
 
 # %%
-def summary_of(value: str) -> pd.DataFrame:
-    """Per condition and chunk size: the summary table of ``value`` with bootstrap intervals of the median."""
-    table = summarize_with_ci(uploads, value, by=["condition", "chunk_bytes"], ok=None, confidence=confidence)
-    return table.reset_index().rename(columns={"level_0": "condition", "level_1": "chunk_bytes"})
-
-
-throughput = summary_of("mb_per_s")
+throughput = upload.cell_summary(uploads, "mb_per_s", confidence)
 display(Markdown("Median MB/s per condition (rows) and chunk size (columns), [bootstrap interval]:"))
-throughput["cell"] = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in
-                      zip(throughput["50%"], throughput["50%_lo"], throughput["50%_hi"])]
+throughput["cell"] = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in zip(throughput["50%"], throughput["50%_lo"], throughput["50%_hi"])]
 display(throughput.pivot(index="condition", columns="chunk_bytes", values="cell").reindex(conditions))
-
-export = notebooks.FigureWriter(figures_dir, "upload", figure_formats)
-figures = export.files  # what the headline JSON lists
 
 
 def chunk_axis(ax):
-    ax.set_xticks(chunk_sizes, [human(s) for s in chunk_sizes])
+    ax.set_xticks(chunk_sizes, [format_size(s) for s in chunk_sizes])
     ax.minorticks_off()
 
 
@@ -184,19 +147,17 @@ export(fig, "throughput")
 # each; a Python client does its per-message work on one core.
 
 # %%
-cpu = {side: summary_of(f"{side}_cpu_s_per_mb") for side in ("client", "server")}
+cpu = {side: upload.cell_summary(uploads, f"{side}_cpu_s_per_mb", confidence) for side in ("client", "server")}
 utilisation = uploads.groupby(["condition", "chunk_bytes"])[["client_cpu_util", "server_cpu_util"]].median()
-per_chunk_us = (uploads.assign(us=uploads["client_cpu_s"] / uploads["chunks"] * 1e6)
-                .groupby(["condition", "chunk_bytes"])["us"].median())
-table = pd.DataFrame({
+display(Markdown("Medians per condition and chunk size:"))
+display(pd.DataFrame({
     "client ms CPU / MB": cpu["client"].set_index(["condition", "chunk_bytes"])["50%"] * 1e3,
     "server ms CPU / MB": cpu["server"].set_index(["condition", "chunk_bytes"])["50%"] * 1e3,
-    "client µs CPU / chunk": per_chunk_us,
+    "client µs CPU / chunk": (uploads["client_cpu_s"] / uploads["chunks"] * 1e6).groupby(
+        [uploads["condition"], uploads["chunk_bytes"]]).median(),
     "client util": utilisation["client_cpu_util"],
     "server util": utilisation["server_cpu_util"],
-})
-display(Markdown("Medians per condition and chunk size:"))
-display(table.reindex(conditions, level=0))
+}).reindex(conditions, level=0))
 
 with plots.theme():
     fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0), sharey=True)
@@ -220,36 +181,27 @@ export(fig, "cpu")
 # the spread (set `drop_first_upload = True` to see the rest).
 
 # %%
-spread = uploads.groupby(["condition", "chunk_bytes"])["mb_per_s"].agg(
-    uploads="size", mean="mean", std="std", fastest="max", slowest="min")
-spread["cv"] = spread["std"] / spread["mean"]
-spread["fastest / slowest"] = spread["fastest"] / spread["slowest"]
+spread = upload.spread(uploads)
 display(spread.reindex(conditions, level=0))
-
-first = uploads.assign(upload=np.where(uploads["seq"] == 0, "first", "later"))
-first_vs_later = first.groupby(["chunk_bytes", "upload"])["mb_per_s"].median().unstack("upload")
-if "first" in first_vs_later and "later" in first_vs_later:
-    first_vs_later["later / first"] = first_vs_later["later"] / first_vs_later["first"]
+first_vs_later = upload.first_vs_later(uploads)
 display(Markdown("Median MB/s of the first upload of a cell against the later ones, all conditions pooled:"))
 display(first_vs_later)
 
-cv_table = spread.reset_index()
 with plots.theme():
     fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0))
-    plots.lines_with_ci(cv_table, "chunk_bytes", "cv", by="condition", order=conditions, logx=True, ax=axes[0],
+    plots.lines_with_ci(spread.reset_index(), "chunk_bytes", "cv", by="condition", order=conditions, logx=True, ax=axes[0],
                         xlabel="chunk size", ylabel="coefficient of variation of MB/s")
-    chunk_axis(axes[0])
     axes[0].set_ylim(bottom=0)
-    markers = {"first": "o", "later": "x"}
     colors = plots.group_colors(conditions)
-    for (condition, kind), frame in first.groupby(["condition", "upload"]):
-        axes[1].scatter(frame["chunk_bytes"] * (0.92 if kind == "first" else 1.08), frame["mb_per_s"], s=18,
-                        marker=markers[kind], color=colors[condition], label=f"{condition}, {kind}")
+    for (condition, first), frame in uploads.groupby(["condition", uploads["seq"] == 0]):
+        kind = "first" if first else "later"
+        axes[1].scatter(frame["chunk_bytes"] * (0.92 if first else 1.08), frame["mb_per_s"], s=18,
+                        marker="o" if first else "x", color=colors[condition], label=f"{condition}, {kind}")
+    axes[1].set(xlabel="chunk size", ylabel="MB/s, every upload")
     axes[1].set_xscale("log", base=2)
-    chunk_axis(axes[1])
-    axes[1].set_xlabel("chunk size")
-    axes[1].set_ylabel("MB/s, every upload")
     axes[1].legend(fontsize="x-small", ncol=2)
+    for ax in axes:
+        chunk_axis(ax)
 export(fig, "spread")
 
 # %% [markdown]
@@ -262,29 +214,9 @@ export(fig, "spread")
 # uploads do not overlap at all.
 
 # %%
-def comparisons(pairs):
-    rows, results = [], {}
-    for name, (a, b) in pairs.items():
-        for size in chunk_sizes:
-            xa = uploads[(uploads["condition"] == a) & (uploads["chunk_bytes"] == size)]["mb_per_s"]
-            xb = uploads[(uploads["condition"] == b) & (uploads["chunk_bytes"] == size)]["mb_per_s"]
-            if len(xa) < 2 or len(xb) < 2:
-                continue
-            result = compare(xa, xb, confidence=confidence)
-            results[(name, size)] = result
-            rows.append({"comparison": name, "chunk_bytes": size, "A": a, "B": b,
-                         "B / A (medians)": result.median_b / result.median_a,
-                         "cell": f"{result.median_diff:+.1f} [{result.median_diff_ci[0]:+.1f}, {result.median_diff_ci[1]:+.1f}]",
-                         "mannwhitney_p": result.mannwhitney_p})
-    return pd.DataFrame(rows), results
-
-
-tls_pairs = {f"TLS on − off, {t}": (t, f"{t}+TLS") for t in ("grpc", "http2")
-             if t in conditions and f"{t}+TLS" in conditions}
-transport_pairs = {f"http2 − grpc{suffix}": (f"grpc{suffix}", f"http2{suffix}") for suffix in ("", "+TLS")
-                   if f"grpc{suffix}" in conditions and f"http2{suffix}" in conditions}
-tls_table, tls_results = comparisons(tls_pairs)
-transport_table, transport_results = comparisons(transport_pairs)
+tls_pairs, transport_pairs = upload.condition_pairs(conditions)
+tls_table, tls_results = upload.compare_pairs(uploads, tls_pairs, confidence)
+transport_table, transport_results = upload.compare_pairs(uploads, transport_pairs, confidence)
 for title, frame in (("TLS on − off", tls_table), ("HTTP/2 − gRPC", transport_table)):
     if frame.empty:
         continue
@@ -337,24 +269,20 @@ display(rtt_share.style.format("{:.1%}"))
 #   the transports' difference, not the timers'.
 
 # %%
-def median_of(condition, size, column="mb_per_s"):
-    frame = uploads[(uploads["condition"] == condition) & (uploads["chunk_bytes"] == size)]
-    return float(frame[column].median()) if len(frame) else float("nan")
-
-
+medians = uploads.groupby(["condition", "chunk_bytes"])[["mb_per_s", "client_cpu_util", "server_cpu_util", "client_cpu_s_per_mb"]].median()
 lines = []
 for condition in conditions:
-    busy = median_of(condition, smallest, "client_cpu_util") + median_of(condition, smallest, "server_cpu_util")
+    low, high = medians.loc[(condition, smallest)], medians.loc[(condition, largest)]
+    at_1k = medians["mb_per_s"].get((condition, 1024), float("nan"))
     lines.append(
-        f"- **{condition}**: {median_of(condition, smallest):.1f} MB/s at {human(smallest)}, "
-        f"{median_of(condition, 1024):.1f} at 1 KiB, {median_of(condition, largest):.1f} at {human(largest)}; "
-        f"client CPU {median_of(condition, smallest, 'client_cpu_s_per_mb') * 1e3:.0f} ms/MB at {human(smallest)} against "
-        f"{median_of(condition, largest, 'client_cpu_s_per_mb') * 1e3:.1f} ms/MB at {human(largest)}; "
-        f"client + server CPU {busy:.0%} of the wall time at {human(smallest)}."
+        f"- **{condition}**: {low['mb_per_s']:.1f} MB/s at {format_size(smallest)}, {at_1k:.1f} at 1KiB, "
+        f"{high['mb_per_s']:.1f} at {format_size(largest)}; client CPU {low['client_cpu_s_per_mb'] * 1e3:.0f} ms/MB at "
+        f"{format_size(smallest)} against {high['client_cpu_s_per_mb'] * 1e3:.1f} ms/MB at {format_size(largest)}; "
+        f"client + server CPU {low['client_cpu_util'] + low['server_cpu_util']:.0%} of the wall time at {format_size(smallest)}."
     )
 for (name, size), r in sorted({**tls_results, **transport_results}.items()):
     if size in (smallest, largest):
-        lines.append(f"- {name} at {human(size)}: {r.median_diff:+.1f} MB/s "
+        lines.append(f"- {name} at {format_size(size)}: {r.median_diff:+.1f} MB/s "
                      f"[{r.median_diff_ci[0]:+.1f}, {r.median_diff_ci[1]:+.1f}], B / A = {r.median_b / r.median_a:.2f}.")
 display(Markdown("\n".join(lines)))
 
@@ -371,68 +299,31 @@ display(Markdown("\n".join(lines)))
 
 # %%
 headline: dict = {
-    "file_bytes": file_bytes,
-    "uploads": int(len(samples)),
-    "failed": int(len(failed)),
-    "repeats": config.get("repeats"),
-    "ping_rtt_ms": round(ping_ms, 3),
-    "smallest_chunk_bytes": smallest,
-    "largest_chunk_bytes": largest,
+    "file_bytes": file_bytes, "uploads": int(len(samples)), "failed": int(len(failed)), "repeats": config.get("repeats"),
+    "ping_rtt_ms": round(ping_ms, 3), "smallest_chunk_bytes": smallest, "largest_chunk_bytes": largest,
+    **upload.upload_headline(conditions, throughput, cpu, utilisation, (smallest, largest)),
 }
-by_cell = throughput.set_index(["condition", "chunk_bytes"])
-cpu_cells = {side: cpu[side].set_index(["condition", "chunk_bytes"]) for side in cpu}
-for condition in conditions:
-    for size in (smallest, largest):
-        if (condition, size) not in by_cell.index:
-            continue
-        row = by_cell.loc[(condition, size)]
-        headline[f"mb_per_s.{condition}.{size}"] = round(float(row["50%"]), 3)
-        headline[f"mb_per_s.{condition}.{size}_lo"] = round(float(row["50%_lo"]), 3)
-        headline[f"mb_per_s.{condition}.{size}_hi"] = round(float(row["50%_hi"]), 3)
-    for side in ("client", "server"):
-        for size in (smallest, largest):
-            if (condition, size) in cpu_cells[side].index:
-                headline[f"{side}_cpu_s_per_mb.{condition}.{size}"] = round(float(cpu_cells[side].loc[(condition, size), "50%"]), 5)
-    if (condition, smallest) in utilisation.index:
-        headline[f"client_cpu_util.{condition}.{smallest}"] = round(float(utilisation.loc[(condition, smallest), "client_cpu_util"]), 3)
 for (name, size), result in tls_results.items():
     if size in (smallest, largest):
-        transport = tls_pairs[name][0]
-        headline[f"tls_effect.{transport}.{size}"] = round(result.median_diff, 3)
+        headline[f"tls_effect.{tls_pairs[name][0]}.{size}"] = round(result.median_diff, 3)
 for (name, size), result in transport_results.items():
     if size in (smallest, largest):
-        mode = "tls" if transport_pairs[name][0].endswith("+TLS") else "plain"
-        headline[f"http2_vs_grpc.{mode}.{size}"] = round(result.median_b / result.median_a, 3)
+        headline[f"http2_vs_grpc.{'tls' if transport_pairs[name][0].endswith('+TLS') else 'plain'}.{size}"] = round(
+            result.median_b / result.median_a, 3)
 
-cells = []
-for condition in conditions:
-    for size in chunk_sizes:
-        if (condition, size) not in by_cell.index:
-            continue
-        cells.append({
-            "condition": condition, "chunk_bytes": size,
-            "uploads": int(by_cell.loc[(condition, size), "count"]),
-            "mb_per_s": {k: by_cell.loc[(condition, size), k] for k in ("50%", "50%_lo", "50%_hi", "mean", "std", "min", "max")},
-            "client_cpu_s_per_mb": cpu_cells["client"].loc[(condition, size), "50%"],
-            "server_cpu_s_per_mb": cpu_cells["server"].loc[(condition, size), "50%"],
-            "client_cpu_util": utilisation.loc[(condition, size), "client_cpu_util"],
-            "server_cpu_util": utilisation.loc[(condition, size), "server_cpu_util"],
-            "cv": spread.loc[(condition, size), "cv"],
-            "rtt_share_of_upload": rtt_share.at[condition, size],
-        })
-result = {
-    "notebook": "upload",
-    "run_id": run.run_id,
-    "run_path": str(run.path),
-    "experiment": manifest["experiment"],
-    "settings": {"drop_first_upload": drop_first_upload, "confidence": confidence},
-    "headline": headline,
-    "cells": cells,
-    "first_vs_later": {str(k): v for k, v in first_vs_later.to_dict(orient="index").items()},
-    "comparisons": [{"comparison": name, "chunk_bytes": size, **r.as_dict()}
-                    for (name, size), r in {**tls_results, **transport_results}.items()],
-    "figures": figures,
-}
-notebooks.write_headline(headline_file, result)
-display(Markdown(f"Figures in `{figures_dir}`; headline numbers in `{headline_file}`."))
-pd.Series(headline, name="value").to_frame()
+by_cell = throughput.set_index(["condition", "chunk_bytes"])
+nb.finish(
+    headline,
+    settings={"drop_first_upload": drop_first_upload, "confidence": confidence},
+    cells=[{"condition": c, "chunk_bytes": s, "uploads": int(by_cell.loc[(c, s), "count"]),
+            "mb_per_s": by_cell.loc[(c, s), ["50%", "50%_lo", "50%_hi", "mean", "std", "min", "max"]].to_dict(),
+            "client_cpu_s_per_mb": cpu["client"].set_index(["condition", "chunk_bytes"]).loc[(c, s), "50%"],
+            "server_cpu_s_per_mb": cpu["server"].set_index(["condition", "chunk_bytes"]).loc[(c, s), "50%"],
+            "client_cpu_util": utilisation.loc[(c, s), "client_cpu_util"],
+            "server_cpu_util": utilisation.loc[(c, s), "server_cpu_util"],
+            "cv": spread.loc[(c, s), "cv"], "rtt_share_of_upload": rtt_share.at[c, s]}
+           for c in conditions for s in chunk_sizes if (c, s) in by_cell.index],
+    first_vs_later={str(k): v for k, v in first_vs_later.to_dict(orient="index").items()},
+    comparisons=[{"comparison": name, "chunk_bytes": size, **r.as_dict()}
+                 for (name, size), r in {**tls_results, **transport_results}.items()],
+)
