@@ -55,32 +55,19 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: series.json in output_dir
 
 # %%
-
 import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import compare_groups, summarize_with_ci
+from labkit.analysis import probes as series_probes, summarize_with_ci
 from labkit.errors import LabkitError
 
-PROBE_ORDER = ["ping", "echo-warm", "echo-cold", "tcp-echo", "tcp-connect"]
 TABLE = ["count", "lost", "mean", "std", "min", "25%", "50%", "50%_lo", "50%_hi", "75%", "p95", "p99", "max"]
-
-
-def open_series(ref, sample):
-    run = notebooks.open_run(ref, sample=sample, experiment="series")
-    frame = run.samples()
-    probes = [p for p in PROBE_ORDER if p in set(frame["probe"])]
-    return run, frame, probes
-
-
-run, samples, probes = open_series(run_dir, "series-wan")
-figures_dir = notebooks.output_dir(run, output_dir)
-figure_formats = notebooks.parse_formats(formats)
-headline_file = notebooks.headline_file(headline_path, figures_dir, "series")
-config = run.manifest["config"]
-ticks = int(samples["seq"].nunique())
-pd.set_option("display.precision", 3)
+nb = notebooks.setup("series", run_dir, sample="series-wan", experiment="series", formats=formats, output_dir=output_dir,
+                     headline_path=headline_path)
+run, export = nb.run, nb.export
+samples = run.samples()
+probes, config, ticks = series_probes.probes_of(samples), run.manifest["config"], int(samples["seq"].nunique())
 display(Markdown(
     f"Run `{run.run_id}`: {ticks} ticks of {config['interval_s']:g} s from `{config['client']}` to "
     f"`{config['server']}`, {config['payload_bytes']} B payload; probes: {', '.join(probes)}."
@@ -95,12 +82,9 @@ display(Markdown(
 # reason: the counts below add up to the ticks.
 
 # %%
-rows = samples[~samples["duplicate"]]
-tally = rows.groupby("probe").agg(ticks=("seq", "nunique"), rows=("ok", "size"), ok=("ok", "sum")).reindex(probes)
-tally["failed"] = tally["rows"] - tally["ok"]
-tally["duplicates"] = samples[samples["duplicate"]].groupby("probe").size().reindex(probes).fillna(0).astype(int)
+tally = series_probes.probe_tally(samples, probes)
 display(tally)
-errors = rows[~rows["ok"]].groupby(["probe", "error"]).size().rename("rows")
+errors = samples[~samples["duplicate"] & ~samples["ok"]].groupby(["probe", "error"]).size().rename("rows")
 if len(errors):
     display(Markdown("Why samples failed:"))
     display(errors.to_frame())
@@ -117,10 +101,6 @@ summary = summarize_with_ci(samples, by="probe").reindex(probes)
 display(summary[TABLE])
 
 # %%
-export = notebooks.FigureWriter(figures_dir, "series", figure_formats)
-figures = export.files  # what the headline JSON lists
-
-
 fig, (left, right) = plots.figure(1, 2, figsize=(11, 4.2))
 plots.box(samples, by="probe", order=probes, whiskers=(5, 95), ax=left, ylabel="RTT (ms)")
 plots.violin(samples, by="probe", order=probes, ax=right)
@@ -165,24 +145,7 @@ export(fig, "time")
 #   as the 2016 client measured it.
 
 # %%
-PAIRS = [("echo-warm", "echo-cold", "connection set-up"), ("tcp-echo", "echo-warm", "RPC stack"),
-         ("ping", "tcp-echo", "TCP echo over ICMP"), ("ping", "echo-warm", "warm gRPC over ICMP"),
-         ("ping", "echo-cold", "cold gRPC over ICMP (2016)")]
-
-
-def split(frame, present):
-    rtt = frame.loc[frame["ok"] & ~frame["duplicate"] & (frame["probe"] == "ping"), "rtt_ms"].median()
-    table = []
-    for a, b, meaning in PAIRS:
-        if a in present and b in present:
-            c = compare_groups(frame, "rtt_ms", "probe", a, b)
-            table.append({"B − A": f"{b} − {a}", "meaning": meaning, "median_diff_ms": c.median_diff,
-                          "ci_lo_ms": c.median_diff_ci[0], "ci_hi_ms": c.median_diff_ci[1], "in_rtts": c.median_diff / rtt,
-                          "p99_diff_ms": c.p99_diff, "mannwhitney_p": c.mannwhitney_p})
-    return rtt, pd.DataFrame(table).set_index("B − A")
-
-
-ping_rtt, differences = split(samples, probes)
+ping_rtt, differences = series_probes.split_latency(samples, probes)
 display(Markdown(f"Round trip (ping median): **{ping_rtt:.2f} ms**."))
 display(differences)
 
@@ -222,7 +185,7 @@ display(Markdown("\n\n".join(said) or "This run lacks the probes to split."))
 other = None
 if compare_run_dir.strip().lower() != "none":
     try:
-        other, other_samples, other_probes = open_series(compare_run_dir, "series-lan")
+        other = notebooks.open_run(compare_run_dir, sample="series-lan", experiment="series")
     except LabkitError as exc:  # e.g. the default sample where labkit is installed without data/samples/
         if compare_run_dir:
             raise
@@ -230,28 +193,24 @@ if compare_run_dir.strip().lower() != "none":
     if other is not None and other.run_id == run.run_id:  # the run itself, or a copy of it
         other = None
         display(Markdown("The comparison run is this run: nothing to compare."))
-comparison_table = None
 if other is not None:
+    other_samples = other.samples()
+    other_probes = series_probes.probes_of(other_samples)
     other_summary = summarize_with_ci(other_samples, by="probe").reindex(other_probes)
-    other_rtt, other_differences = split(other_samples, other_probes)
+    other_rtt, other_differences = series_probes.split_latency(other_samples, other_probes)
     shared = [p for p in probes if p in other_probes]
-    labels = {run.run_id: run.manifest["config"]["name"], other.run_id: other.manifest["config"]["name"]}
-    if len(set(labels.values())) < 2:
-        labels = {run.run_id: run.run_id, other.run_id: other.run_id}
-    this_label, other_label = labels[run.run_id], labels[other.run_id]
-    medians = pd.DataFrame({
-        f"{this_label} median (ms)": summary.loc[shared, "50%"],
-        f"{this_label} × ping": summary.loc[shared, "50%"] / ping_rtt,
+    this_label, other_label = run.manifest["config"]["name"], other.manifest["config"]["name"]
+    if this_label == other_label:
+        this_label, other_label = run.run_id, other.run_id
+    display(Markdown(f"Medians per probe, `{run.run_id}` against `{other.run_id}`:"))
+    display(pd.DataFrame({
+        f"{this_label} median (ms)": summary.loc[shared, "50%"], f"{this_label} × ping": summary.loc[shared, "50%"] / ping_rtt,
         f"{other_label} median (ms)": other_summary.loc[shared, "50%"],
         f"{other_label} × ping": other_summary.loc[shared, "50%"] / other_rtt,
-    })
-    display(Markdown(f"Medians per probe, `{run.run_id}` against `{other.run_id}`:"))
-    display(medians)
-    comparison_table = pd.concat({this_label: differences[["median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts"]],
-                                  other_label: other_differences[["median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts"]]},
-                                 axis=1)
+    }))
     display(Markdown("The split on both runs:"))
-    display(comparison_table)
+    display(pd.concat({label: frame[["median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts"]]
+                       for label, frame in ((this_label, differences), (other_label, other_differences))}, axis=1))
     said = []
     for name, what in (("echo-warm − tcp-echo", "the RPC stack"), ("echo-cold − echo-warm", "a new connection")):
         if name in differences.index and name in other_differences.index:
@@ -267,7 +226,6 @@ if other is not None:
         ax.set_title(f"{label} (ping {rtt:.3g} ms)", fontsize="medium", loc="left")
     export(fig, "compare")
 
-
 # %% [markdown]
 # ## Headline numbers
 #
@@ -275,49 +233,21 @@ if other is not None:
 # the tests check.
 
 # %%
-def short(name):
-    return {"echo-cold − echo-warm": "cold_minus_warm", "echo-warm − tcp-echo": "warm_minus_tcp",
-            "tcp-echo − ping": "tcp_minus_ping", "echo-warm − ping": "warm_minus_ping",
-            "echo-cold − ping": "cold_minus_ping"}[name]
-
-
-headline: dict = {"ticks": ticks, "interval_s": config["interval_s"], "ping_rtt_ms": round(float(ping_rtt), 3)}
-for probe in probes:
-    headline[f"count.{probe}"] = int(summary.at[probe, "count"])
-    headline[f"lost.{probe}"] = int(summary.at[probe, "lost"])
-    headline[f"median_ms.{probe}"] = round(float(summary.at[probe, "50%"]), 3)
-    headline[f"p99_ms.{probe}"] = round(float(summary.at[probe, "p99"]), 3)
-for name, row in differences.iterrows():
-    headline[f"{short(name)}_ms"] = round(float(row["median_diff_ms"]), 3)
-    headline[f"{short(name)}_rtts"] = round(float(row["in_rtts"]), 3)
+headline: dict = {"ticks": ticks, "interval_s": config["interval_s"], "ping_rtt_ms": round(float(ping_rtt), 3),
+                  **series_probes.series_headline(summary, differences, probes)}
 if "echo-cold − echo-warm" in differences.index:
     headline["cold_minus_warm_ci_lo_ms"] = round(float(differences.at["echo-cold − echo-warm", "ci_lo_ms"]), 3)
     headline["cold_minus_warm_ci_hi_ms"] = round(float(differences.at["echo-cold − echo-warm", "ci_hi_ms"]), 3)
 if other is not None:
-    headline["compare.run_id"] = other.run_id
-    headline["compare.ping_rtt_ms"] = round(float(other_rtt), 3)
-    for probe in shared:
-        headline[f"compare.median_ms.{probe}"] = round(float(other_summary.at[probe, "50%"]), 3)
-    for name, row in other_differences.iterrows():
-        headline[f"compare.{short(name)}_ms"] = round(float(row["median_diff_ms"]), 3)
+    headline.update({"compare.run_id": other.run_id, "compare.ping_rtt_ms": round(float(other_rtt), 3),
+                     **series_probes.series_headline(other_summary, other_differences, shared, prefix="compare.")})
 
-result = {
-    "notebook": "series",
-    "run_id": run.run_id,
-    "run_path": str(run.path),
-    "experiment": run.manifest["experiment"],
-    "settings": {"window": window, "compare_run_dir": compare_run_dir},
-    "probes": probes,
-    "headline": headline,
-    "tally": tally.to_dict(orient="index"),
-    "summary": summary.to_dict(orient="index"),
-    "differences": differences.to_dict(orient="index"),
-    "compare": None if other is None else {
+nb.finish(
+    headline, settings={"window": window, "compare_run_dir": compare_run_dir}, probes=probes,
+    tally=tally.to_dict(orient="index"), summary=summary.to_dict(orient="index"),
+    differences=differences.to_dict(orient="index"),
+    compare=None if other is None else {
         "run_id": other.run_id, "run_path": str(other.path), "probes": other_probes,
         "summary": other_summary.to_dict(orient="index"), "differences": other_differences.to_dict(orient="index"),
     },
-    "figures": figures,
-}
-notebooks.write_headline(headline_file, result)
-display(Markdown(f"Figures in `{figures_dir}`; headline numbers in `{headline_file}`."))
-pd.Series(headline, name="value").to_frame()
+)
