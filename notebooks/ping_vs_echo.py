@@ -48,21 +48,16 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: ping_vs_echo.json in output_dir
 
 # %%
-import functools
-import re
-
 import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import compare_groups, summarize, summarize_with_ci, zscore_trim
+from labkit.analysis import compare_groups, ping_vs_echo, summarize_with_ci
 from labkit.importers import read_source
 
-run = notebooks.open_run(run_dir, sample="orca-2016")
-figures_dir = notebooks.output_dir(run, output_dir)
-figure_formats = notebooks.parse_formats(formats)
-headline_file = notebooks.headline_file(headline_path, figures_dir, "ping_vs_echo")
-
+nb = notebooks.setup("ping_vs_echo", run_dir, sample="orca-2016", experiment=None, formats=formats, output_dir=output_dir,
+                     headline_path=headline_path)
+run, export = nb.run, nb.export
 if run.manifest.get("experiment") == "series":
     raise ValueError(f"{run.path} is a `labkit series` run: its notebook is notebooks/series.py (this one reads imported logs)")
 samples = run.samples()
@@ -70,8 +65,6 @@ if "ping" not in set(samples["probe"]):
     raise ValueError(f"{run.path} has no ping samples (probes: {sorted(set(samples['probe']))})")
 probes = ["ping"] + sorted(set(samples["probe"]) - {"ping"})
 echo = next((p for p in probes if p.startswith("echo")), None)
-ORIGINAL_LAYOUT = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
-pd.set_option("display.precision", 3)
 display(Markdown(f"Run `{run.run_id}` (experiment `{run.manifest['experiment']}`), probes: {', '.join(probes)}."))
 
 # %% [markdown]
@@ -105,92 +98,16 @@ display(rows_by_probe.reindex(probes))
 # run's `raw/` directory.
 
 # %%
-# The 2016 reading, described by its behaviour: match at the start of the
-# line, and take the time only when it is written as "<digits>ms" / "<digits> ms".
-STRICT_2016 = {
-    "ping": re.compile(r"\d+ bytes from [\w.]+: icmp_seq=(?P<seq>\d+) ttl=\d+ time=(?P<ms>[\d.]+) ms"),
-    "go-echo": re.compile(
-        r"[\d/]+ [\d:]+ received \d+ bytes from \w+ \([\w.:]+\) order=\d+ seq=(?P<seq>\d+) time=(?P<ms>[\d.]+)ms"
-    ),
-}
-
-
-@functools.cache
-def raw_lines(cell_id):
-    record = next(i for i in imports if i["cell_id"] == cell_id)
-    return read_source(run.path / record["raw"])[1].splitlines()
-
-
-def parse_like_2016(record):
-    pattern = STRICT_2016.get(record["kind"])
-    if pattern is None:
-        return []
-    matches = (pattern.match(line) for line in raw_lines(record["cell_id"]))
-    return [{"probe": record["probe"], "cell_id": record["cell_id"], "seq": int(m["seq"]), "rtt_ms": float(m["ms"]), "ok": True}
-            for m in matches if m]
-
-
-strict_records = [i for i in imports if i["kind"] in STRICT_2016]
-original = pd.DataFrame(
-    [row for record in strict_records for row in parse_like_2016(record)],
-    columns=["probe", "cell_id", "seq", "rtt_ms", "ok"],
-)
-
-# Every sample the strict reading found is one labkit found too, with the same value.
-good = samples[samples["ok"]]
-check = original.merge(good[["cell_id", "seq", "rtt_ms"]], on=["cell_id", "seq"], how="left", suffixes=("", "_labkit"))
-assert check["rtt_ms_labkit"].notna().all(), "the strict reading found a sample labkit's parser did not"
-assert (check["rtt_ms"] - check["rtt_ms_labkit"]).abs().max() < 1e-9 if len(check) else True
-
-# And these are the samples it lost.
-strict_cells = [r["cell_id"] for r in strict_records]
-found = set(zip(original["cell_id"], original["seq"]))
-in_original = pd.Series([key in found for key in zip(good["cell_id"], good["seq"])], index=good.index, dtype=bool)
-dropped = good[good["cell_id"].isin(strict_cells) & ~in_original]
-
-
-@functools.cache
-def lines_by_seq(cell_id):
-    """The first raw line that names each sequence number (icmp_seq=N, seq=N)."""
-    index = {}
-    for line in raw_lines(cell_id):
-        if m := re.search(r"seq[= ](\d+)\b", line):
-            index.setdefault(int(m[1]), line)
-    return index
-
-
-def raw_line_of(row):
-    return lines_by_seq(row["cell_id"]).get(int(row["seq"]), "")
-
-
-dropped = dropped.assign(
-    reason=lambda d: [f"time written in {u}" if u != "ms" else "line does not match the strict pattern" for u in d["unit"]],
-    raw_line=lambda d: [repr(raw_line_of(r))[:90] for _, r in d.iterrows()],
-)
-display(Markdown(f"The strict reading kept **{len(original)}** samples; labkit's parsers found **{len(good)}**. "
+# The raw log of every import the 2016 patterns apply to, read as they read it.
+strict_texts = {i["cell_id"]: read_source(run.path / i["raw"])[1] for i in imports if i["kind"] in ping_vs_echo.STRICT_2016}
+original = ping_vs_echo.original_samples(imports, strict_texts)
+dropped = ping_vs_echo.lost_by_2016(samples, original, strict_texts)
+display(Markdown(f"The strict reading kept **{len(original)}** samples; labkit's parsers found **{int(samples['ok'].sum())}**. "
                  f"Samples the original lost: **{len(dropped)}**."))
 display(dropped[["probe", "seq", "rtt_ms", "unit", "reason", "raw_line"]])
 
-
 # %%
-def trim(frame, trim_scope):
-    return zscore_trim(frame, "rtt_ms", by="probe", threshold=threshold, passes=passes, scope=trim_scope)
-
-
-def layout(frame):
-    """The 2016 table's layout: pandas' describe() rows, one column per probe."""
-    return summarize(frame, by="probe").reindex(probes)[ORIGINAL_LAYOUT].T
-
-
-variants = {"original": {"data": original, "scope": "pooled", "parsing": "strict, ms only (2016)"}}
-variants["corrected_pooled"] = {"data": samples, "scope": "pooled", "parsing": "labkit (every line)"}
-if scope != "pooled":
-    variants[f"corrected_{scope.replace('-', '_')}"] = {"data": samples, "scope": scope, "parsing": "labkit (every line)"}
-for variant in variants.values():
-    variant["trim"] = trim(variant["data"], variant["scope"]) if len(variant["data"]) else None
-    variant["kept"] = variant["trim"].kept if variant["trim"] is not None else variant["data"]
-    variant["table"] = layout(variant["kept"]) if len(variant["kept"]) else pd.DataFrame(index=ORIGINAL_LAYOUT)
-
+variants = ping_vs_echo.trim_variants(original, samples, probes, scope=scope, threshold=threshold, passes=passes)
 display(Markdown(f"**Original** ({variants['original']['parsing']}; |z| < {threshold:g}, {passes} passes, pooled):"))
 display(variants["original"]["table"])
 if variants["original"]["trim"] is not None:
@@ -244,20 +161,10 @@ display(pd.concat([extreme[["probe", "seq", "rtt_ms", "unit"]], fate.add_prefix(
 #   handful of points is a choice to state, not a neutral cleaning step.
 
 # %%
-def pooled_cutoffs(frame):
-    """Mean, σ and the |z| cut-off of each pooled pass, as zscore_trim computes them (σ with ddof=0)."""
-    rows, alive = [], frame[frame["ok"] & frame["rtt_ms"].notna()]
-    for number in range(1, passes + 1):
-        mean, sigma = alive["rtt_ms"].mean(), alive["rtt_ms"].std(ddof=0)
-        out = ((alive["rtt_ms"] - mean) / sigma).abs() >= threshold
-        rows.append({"pass": number, "n": len(alive), "mean": mean, "σ": sigma,
-                     "kept below (ms)": mean + threshold * sigma, "removed": int(out.sum())})
-        alive = alive[~out]
-    return pd.DataFrame(rows).set_index("pass")
-
-
 if len(original):
-    display(pd.concat({"original": pooled_cutoffs(original), "corrected_pooled": pooled_cutoffs(samples)}))
+    display(pd.concat({name: variants[name]["trim"].cutoffs.droplevel("scope")[["n", "center", "scale", "high", "removed"]]
+                       for name in ("original", "corrected_pooled")}).rename(
+        columns={"center": "mean", "scale": "σ", "high": "kept below (ms)"}))
 
 # %% [markdown]
 # ## 3. Trimming within each probe
@@ -286,9 +193,8 @@ display(side_by_side)
 # %%
 untrimmed = summarize_with_ci(samples, by="probe").reindex(probes)
 display(untrimmed[["count", "lost", "p5", "50%", "50%_lo", "50%_hi", "p95", "p99", "p99_lo", "p99_hi", "max"]])
-comparison = None
-if echo is not None:
-    comparison = compare_groups(samples, "rtt_ms", "probe", "ping", echo)
+comparison = compare_groups(samples, "rtt_ms", "probe", "ping", echo) if echo is not None else None
+if comparison is not None:
     low, high = comparison.median_diff_ci
     display(Markdown(
         f"Median {echo} − median ping: **{comparison.median_diff:.2f} ms** (95 % CI {low:.2f} to {high:.2f}); "
@@ -323,10 +229,6 @@ if comparison is not None:
     ))
 
 # %%
-export = notebooks.FigureWriter(figures_dir, "ping_vs_echo", figure_formats)
-figures = export.files  # what the headline JSON lists
-
-
 fig, (left, right) = plots.figure(1, 2, figsize=(10, 4.2))
 if all((variants["original"]["kept"]["probe"] == p).any() for p in probes):
     plots.box(variants["original"]["kept"], by="probe", order=probes, whiskers="iqr", ax=left, ylabel="RTT (ms)")
@@ -346,11 +248,9 @@ export(fig, "violin")
 
 fig, ax = plots.figure()
 plots.ecdf(samples, by="probe", order=probes, ax=ax)
-ax.set_xscale("log")
-ax.set_xlabel("RTT (ms), log scale")
+ax.set(xscale="log", xlabel="RTT (ms), log scale")
 ax.set_title("every sample, untrimmed (the 2 s calls are the top right)", fontsize="small")
 export(fig, "ecdf")
-
 
 # %% [markdown]
 # ## Headline numbers
@@ -359,16 +259,11 @@ export(fig, "ecdf")
 # prints and the tests check.
 
 # %%
-def table_dict(table):
-    return {probe: table[probe].to_dict() for probe in table.columns}
-
-
 headline: dict = {}
 for name, v in variants.items():
-    for probe in probes:
-        if probe in v["table"].columns:
-            headline[f"{name}.{probe}.count"] = int(v["table"].at["count", probe])
-            headline[f"{name}.{probe}.median_ms"] = round(float(v["table"].at["50%", probe]), 3)
+    for probe in (p for p in probes if p in v["table"].columns):
+        headline[f"{name}.{probe}.count"] = int(v["table"].at["count", probe])
+        headline[f"{name}.{probe}.median_ms"] = round(float(v["table"].at["50%", probe]), 3)
 for probe in probes:
     headline[f"samples.{probe}"] = int(rows_by_probe.at[probe, "samples"])
     headline[f"lost.{probe}"] = int(rows_by_probe.at[probe, "lost"])
@@ -378,29 +273,13 @@ for probe in probes:
 if comparison is not None:
     headline["median_diff_ms"] = round(comparison.median_diff, 3)
 
-result = {
-    "notebook": "ping_vs_echo",
-    "run_id": run.run_id,
-    "run_path": str(run.path),
-    "experiment": run.manifest["experiment"],
-    "settings": {"threshold": threshold, "passes": passes, "scope": scope, "original_scope": "pooled"},
-    "probes": probes,
-    "headline": headline,
-    "variants": {
-        name: {
-            "parsing": v["parsing"],
-            "scope": v["scope"],
-            "table": table_dict(v["table"]),
-            "trim_counts": v["trim"].counts.to_dict(orient="index") if v["trim"] is not None else {},
-        }
-        for name, v in variants.items()
-    },
-    "dropped_by_original": dropped[["probe", "seq", "rtt_ms", "unit", "reason"]].to_dict(orient="records"),
-    "seconds_valued": seconds[["probe", "seq", "rtt_ms", "unit"]].to_dict(orient="records"),
-    "untrimmed": untrimmed.to_dict(orient="index"),
-    "comparison": comparison.as_dict() if comparison is not None else None,
-    "figures": figures,
-}
-notebooks.write_headline(headline_file, result)
-display(Markdown(f"Figures in `{figures_dir}`; headline numbers in `{headline_file}`."))
-pd.Series(headline, name="value").to_frame()
+nb.finish(
+    headline, settings={"threshold": threshold, "passes": passes, "scope": scope, "original_scope": "pooled"}, probes=probes,
+    variants={name: {"parsing": v["parsing"], "scope": v["scope"], "table": v["table"].to_dict(),
+                     "trim_counts": v["trim"].counts.to_dict(orient="index") if v["trim"] is not None else {}}
+              for name, v in variants.items()},
+    dropped_by_original=dropped[["probe", "seq", "rtt_ms", "unit", "reason"]].to_dict(orient="records"),
+    seconds_valued=seconds[["probe", "seq", "rtt_ms", "unit"]].to_dict(orient="records"),
+    untrimmed=untrimmed.to_dict(orient="index"),
+    comparison=comparison.as_dict() if comparison is not None else None,
+)

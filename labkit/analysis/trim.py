@@ -37,6 +37,11 @@ class TrimResult:
     removed: pd.DataFrame
     counts: pd.DataFrame
     settings: dict[str, Any] = field(default_factory=dict)
+    #: One row per pass and scope (``all`` when pooled, else each group): the values scored (``n``), the
+    #: ``center`` and ``scale`` of their z, the cut-offs ``low`` and ``high`` (center ∓ threshold × scale:
+    #: values at or beyond them were removed) and how many were ``removed``. Passes after one that removed
+    #: nothing are not run, so they have no rows.
+    cutoffs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def n_removed(self) -> int:
@@ -44,14 +49,10 @@ class TrimResult:
         return len(self.removed)
 
 
-def zscore_scores(values: np.ndarray, method: str = "classic") -> np.ndarray:
-    """z-scores of ``values``: classic (x − mean)/σ with ddof=0, as scipy.stats.zscore; robust (x − median)/(1.4826·MAD).
-
-    Returns zeros when the spread is 0 (nothing can be an outlier then).
-    """
-    values = np.asarray(values, dtype=float)
+def _center_and_scale(values: np.ndarray, method: str) -> tuple[float, float]:
+    """The center and spread z-scores are taken against; scale NaN when no spread can be had (fewer than 2 values, or 0)."""
     if values.size < 2:
-        return np.zeros_like(values)
+        return float("nan"), float("nan")
     if method == "classic":
         center, scale = values.mean(), values.std(ddof=0)
     elif method == "robust":
@@ -61,7 +62,17 @@ def zscore_scores(values: np.ndarray, method: str = "classic") -> np.ndarray:
             scale = _MEANAD_TO_SIGMA * np.mean(np.abs(values - center))
     else:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
-    if not np.isfinite(scale) or scale == 0:
+    return float(center), float(scale) if np.isfinite(scale) and scale != 0 else float("nan")
+
+
+def zscore_scores(values: np.ndarray, method: str = "classic") -> np.ndarray:
+    """z-scores of ``values``: classic (x − mean)/σ with ddof=0, as scipy.stats.zscore; robust (x − median)/(1.4826·MAD).
+
+    Returns zeros when the spread is 0 (nothing can be an outlier then).
+    """
+    values = np.asarray(values, dtype=float)
+    center, scale = _center_and_scale(values, method)
+    if not np.isfinite(scale):
         return np.zeros_like(values)
     return (values - center) / scale
 
@@ -99,14 +110,19 @@ def zscore_trim(
     group_keys = _group_keys(df, by_list)
     removed_in = np.zeros(len(df), dtype=int)
 
+    cutoffs = []
     for pass_number in range(1, passes + 1):
         alive = eligible & (removed_in == 0)
         out = np.zeros(len(df), dtype=bool)
-        scopes = [alive] if scope == "pooled" else [alive & (group_keys == key) for key in np.unique(group_keys)]
-        for mask in scopes:
+        scopes = {"all": alive} if scope == "pooled" else {key: alive & (group_keys == key) for key in np.unique(group_keys)}
+        for key, mask in scopes.items():
             positions = np.flatnonzero(mask)
-            scores = zscore_scores(values[positions], method)
-            out[positions[np.abs(scores) >= threshold]] = True
+            center, scale = _center_and_scale(values[positions], method)
+            removed_here = positions[np.abs(zscore_scores(values[positions], method)) >= threshold]
+            out[removed_here] = True
+            cutoffs.append({"pass": pass_number, "scope": key, "n": positions.size, "center": center, "scale": scale,
+                            "low": center - threshold * scale, "high": center + threshold * scale,
+                            "removed": removed_here.size})
         if not out.any():
             break
         removed_in[out] = pass_number
@@ -115,7 +131,8 @@ def zscore_trim(
     removed = df[removed_in > 0].assign(trim_pass=removed_in[removed_in > 0])
     counts = _counts(group_keys, eligible, removed_in, passes, by_list)
     settings = {"value": value, "by": by_list, "threshold": threshold, "passes": passes, "scope": scope, "method": method}
-    return TrimResult(kept=kept, removed=removed, counts=counts, settings=settings)
+    return TrimResult(kept=kept, removed=removed, counts=counts, settings=settings,
+                      cutoffs=pd.DataFrame(cutoffs).set_index(["pass", "scope"]))
 
 
 def _group_keys(df: pd.DataFrame, by: list[str]) -> np.ndarray:
