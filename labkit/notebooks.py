@@ -96,12 +96,12 @@ def open_run(run_dir: str | os.PathLike | None, *, sample: str, experiment: str 
     return run
 
 
-def headline_file(headline_path: str | os.PathLike | None, figures_dir: Path, name: str) -> Path:
+def _headline_file(headline_path: str | os.PathLike | None, figures_dir: Path, name: str) -> Path:
     """Where a notebook writes its headline JSON: ``headline_path``, else ``<figures_dir>/<name>.json``."""
     return Path(headline_path) if headline_path else Path(figures_dir) / f"{name}.json"
 
 
-def output_dir(run, output_dir: str | os.PathLike | None) -> Path:
+def _figures_dir(run, output_dir: str | os.PathLike | None) -> Path:
     """Where a notebook writes figures: ``output_dir``, else the run's ``figures/`` (created)."""
     path = Path(output_dir) if output_dir else Path(run.path) / "figures"
     path.mkdir(parents=True, exist_ok=True)
@@ -209,8 +209,8 @@ def setup(name: str, run_dir: str, *, sample: str, experiment: str | None, forma
     import pandas as pd
 
     run = open_run(run_dir, sample=sample, experiment=experiment)
-    figures_dir = globals()["output_dir"](run, output_dir)  # the parameter shadows the function
+    figures_dir = _figures_dir(run, output_dir)
     pd.set_option("display.precision", 3)
     pd.set_option("display.width", 200)
     pd.set_option("display.max_rows", 400)
-    return Notebook(name, run, figures_dir, parse_formats(formats), headline_file(headline_path, figures_dir, name))
+    return Notebook(name, run, figures_dir, parse_formats(formats), _headline_file(headline_path, figures_dir, name))

@@ -260,18 +260,10 @@ with plots.theme():
             ax.legend(fontsize="x-small", loc="upper left")
 export(fig, "cwnd")
 
-lines = []
-for condition, frame in ((c, tcp[tcp["condition"] == c]) for c in in_tcp):
-    hidden = frame[frame["restarts"] & (frame["cwnd_before"] > frame["window_at_send"])]
-    lines.append(
-        f"- **{condition}**: cwnd before the calls {int(frame['cwnd_before'].min())}–{int(frame['cwnd_before'].max())}, "
-        f"after {int(frame['cwnd_after'].min())}–{int(frame['cwnd_after'].max())} segments; "
-        f"{int(frame['restarts'].sum())} of {len(frame)} calls restarted at their first send "
-        f"(idle longer than one RTO), {len(hidden)} of them with a larger cwnd in `ss` than the window they started with"
-        + (f" ({int(hidden['cwnd_before'].min())}–{int(hidden['cwnd_before'].max())} shown, "
-           f"{int(hidden['window_at_send'].min())}–{int(hidden['window_at_send'].max())} used)" if len(hidden) else "") + "."
-    )
-display(Markdown("\n".join(lines)))
+display(Markdown("Per condition: cwnd (segments) `ss` showed before and after the calls, calls restarted at their first "
+                 "send (idle longer than one RTO), and those whose restart `ss` did not show (a larger cwnd before the call "
+                 "than the window it started with):"))
+display(idle.restart_summary(tcp, in_tcp))
 
 # %% [markdown]
 # ## Every call's round trips, predicted from its TCP state
@@ -431,19 +423,7 @@ headline: dict = {
     "iw_x_mss_bytes": initial_window * mss if mss else None,
 }
 if reference:
-    f = step_fits[reference]
-    lo, hi = f.free.intervals["threshold_bytes"]
-    headline.update({
-        "step.window_bytes": round(f.free.params["window_bytes"], 1),
-        "step.window_from_bytes": round(lo + overhead, 1),
-        "step.window_to_bytes": round(hi + overhead, 1),
-        "step.window_minus_iw_x_mss_bytes": round(f.free.params["window_bytes"] - f.iw * f.mss, 1),
-        "step.threshold_payload_bytes": round(f.free.params["threshold_bytes"], 1),
-        "step.fitted_iw": f.by_iw.params["iw"],
-        "step.base_rtt_ms": round(f.model.params["base_rtt_ms"], 3),
-        "step.change_point_bytes": f.change_point.params["location_bytes"],
-        "step.change_point_jump_rtt": round(f.change_point.params["jump_ms"] / reference_ping, 3),
-    })
+    headline.update(idle.step_headline(step_fits[reference], overhead, reference_ping))
 headline.update({"restart_rule.calls": int(len(tcp)), "restart_rule.predicted": int(tcp["agrees"].sum()),
                  "largest_size_bytes": largest})
 for condition in conditions:

@@ -135,14 +135,9 @@ if missing_knobs := [knob for knob in tuning.KNOB_COLUMNS if knob not in knobs]:
     display(Markdown(f"Not varied in this run, so not compared: {', '.join(missing_knobs)}."))
 diffs = tuning.compare_knobs(cells, per_call, knobs, n_bins=n_bins, bin_s=rps_bin_s, n_resamples=n_resamples)
 knobs = {knob: spec for knob, spec in knobs.items() if (diffs["knob"] == knob).any()}
-for knob, frame in ((k, diffs[diffs["knob"] == k]) for k in knobs):
-    shown = pd.DataFrame({"where": frame["where"]})
-    for metric, unit in (("p50", "ms"), ("p99", "ms"), ("rps", "req/s")):
-        shown[f"{metric} off → on ({unit})"] = [f"{x:.1f} → {y:.1f}" for x, y in zip(frame[f"{metric}_off"], frame[f"{metric}_on"])]
-        shown[f"{metric} on − off [95 % CI]"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {v}" for d, lo, hi, v in zip(
-            frame[f"{metric}_diff"], frame[f"{metric}_lo"], frame[f"{metric}_hi"], frame[f"{metric}_verdict"])]
+for knob in knobs:
     display(Markdown(f"**{knob}**: {knobs[knob][3]}"))
-    display(shown.set_index("where"))
+    display(tuning.knob_table(diffs, knob))
 
 # %% [markdown]
 # ## How large is a difference when nothing changes on the wire?
@@ -332,16 +327,8 @@ headline: dict = {
     "cells": int(len(cells)),
     "calls": int(len(all_calls)),
     "failed_calls": int((~all_calls["ok"]).sum()),
+    **tuning.verdict_headline(diffs),
 }
-for knob in tuning.KNOB_COLUMNS:
-    frame = diffs[diffs["knob"] == knob]
-    headline[f"{knob}.compared"] = int(len(frame))
-    for metric in METRICS if len(frame) else []:
-        verdicts = frame[f"{metric}_verdict"].value_counts()
-        headline[f"{knob}.{metric}.diff_min"] = round(float(frame[f"{metric}_diff"].min()), 2)
-        headline[f"{knob}.{metric}.diff_max"] = round(float(frame[f"{metric}_diff"].max()), 2)
-        for name in ("higher", "lower", "unclear"):
-            headline[f"{knob}.{metric}.ci_{name}"] = int(verdicts.get(name, 0))
 for metric in METRICS if aa else []:
     headline[f"aa_keepalive.{metric}.max_abs_diff"] = round(aa["noise"][metric], 2)
 for (knob, metric), row in beyond_table.iterrows():

@@ -302,14 +302,8 @@ headline: dict = {
     "file_bytes": file_bytes, "uploads": int(len(samples)), "failed": int(len(failed)), "repeats": config.get("repeats"),
     "ping_rtt_ms": round(ping_ms, 3), "smallest_chunk_bytes": smallest, "largest_chunk_bytes": largest,
     **upload.upload_headline(conditions, throughput, cpu, utilisation, (smallest, largest)),
+    **upload.pairs_headline(tls_results, transport_results, {**tls_pairs, **transport_pairs}, (smallest, largest)),
 }
-for (name, size), result in tls_results.items():
-    if size in (smallest, largest):
-        headline[f"tls_effect.{tls_pairs[name][0]}.{size}"] = round(result.median_diff, 3)
-for (name, size), result in transport_results.items():
-    if size in (smallest, largest):
-        headline[f"http2_vs_grpc.{'tls' if transport_pairs[name][0].endswith('+TLS') else 'plain'}.{size}"] = round(
-            result.median_b / result.median_a, 3)
 
 by_cell = throughput.set_index(["condition", "chunk_bytes"])
 nb.finish(

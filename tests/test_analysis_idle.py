@@ -99,3 +99,22 @@ def test_each_condition_is_compared_with_the_reference_size_by_size(cubic):
     assert comparisons[("cubic ssai=0 gap=1s", int(sizes[-1]))].median_diff > 190
     table = idle.comparison_table(comparisons)
     assert list(table.index) == ["cubic ssai=0 gap=1s"] and table.iat[0, -1].startswith("+")
+
+
+def test_step_headline_and_restart_summary_of_the_sample(cubic):
+    calls, knobs, ping = cubic
+    step = idle.fit_step(calls[calls["condition"] == REFERENCE], ping, overhead_bytes=61, mss=None, iw=10,
+                         fit_max_bytes=32000, robust=True)
+    headline = idle.step_headline(step, 61, ping)
+    assert headline["step.fitted_iw"] == 10
+    assert headline["step.window_from_bytes"] <= 14080 <= headline["step.window_to_bytes"]
+    assert headline["step.window_minus_iw_x_mss_bytes"] == round(step.free.params["window_bytes"] - 14080, 1)
+    assert 0.9 <= headline["step.change_point_jump_rtt"] <= 1.1
+    tcp = idle.predict_round_trips(calls, 10, 61)
+    summary = idle.restart_summary(tcp, list(knobs.index))
+    assert list(summary.index) == list(knobs.index)
+    assert summary.at["cubic ssai=0 gap=1s", "restarted"] == 0 and summary.at["cubic ssai=0 gap=1s", "hidden by ss"] == 0
+    reference = tcp[tcp["condition"] == REFERENCE]
+    assert summary.at[REFERENCE, "restarted"] == int(reference["restarts"].sum()) > 0
+    # ss reads cwnd before the first send: some restarts do not show in cwnd_before.
+    assert summary.at[REFERENCE, "hidden by ss"] == int((reference["restarts"] & (reference["cwnd_before"] > reference["window_at_send"])).sum())

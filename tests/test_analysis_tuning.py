@@ -98,3 +98,20 @@ def test_keepalive_on_an_idle_connection_is_compared_size_by_size():
     # The published finding of the knobs sample: keepalive made 14000 B requests a round trip slower.
     assert at_14000["verdict"] == "higher" and at_14000["diff_ms"] > 150
     assert np.isclose(at_14000["median_on_rtt"], table.at[("250ms", 14000), "50%"])
+
+
+def test_knob_table_and_verdict_headline(sample):
+    _, cells, _, calls, n_bins = sample
+    knobs = tuning.knob_range(cells)
+    diffs = tuning.compare_knobs(cells, calls, knobs, n_bins=n_bins, bin_s=BIN_S, n_resamples=200)
+    table = tuning.knob_table(diffs, "pool")
+    pool = diffs[diffs["knob"] == "pool"]
+    assert list(table.index) == list(pool["where"]) and len(table.columns) == 6
+    first = pool.iloc[0]
+    assert table.iloc[0]["p50 on − off [95 % CI]"].endswith(first["p50_verdict"])
+    headline = tuning.verdict_headline(diffs)
+    for knob in ("keepalive", "pool", "payload"):
+        frame = diffs[diffs["knob"] == knob]
+        assert headline[f"{knob}.compared"] == len(frame)
+        assert sum(headline[f"{knob}.p99.ci_{v}"] for v in ("higher", "lower", "unclear")) == len(frame)
+        assert headline[f"{knob}.rps.diff_max"] == round(float(frame["rps_diff"].max()), 2)

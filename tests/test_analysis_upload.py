@@ -75,3 +75,15 @@ def test_headline_names_each_condition_at_both_ends(uploads):
     headline = upload.upload_headline(conditions, upload.cell_summary(frame, "mb_per_s"), cpu, utilisation, (64, 1048576))
     assert {f"mb_per_s.{c}.{s}{x}" for c in conditions for s in (64, 1048576) for x in ("", "_lo", "_hi")} <= set(headline)
     assert headline["client_cpu_util.grpc.64"] == round(float(utilisation.loc[("grpc", 64), "client_cpu_util"]), 3)
+
+
+def test_pairs_headline_at_both_ends(uploads):
+    frame, conditions = uploads
+    tls_pairs, transport_pairs = upload.condition_pairs(conditions)
+    _, tls = upload.compare_pairs(frame, tls_pairs)
+    _, transport = upload.compare_pairs(frame, transport_pairs)
+    headline = upload.pairs_headline(tls, transport, {**tls_pairs, **transport_pairs}, (64, 1048576))
+    assert headline["tls_effect.grpc.64"] == round(tls[("TLS on − off, grpc", 64)].median_diff, 3)
+    plain = transport[("http2 − grpc", 1048576)]
+    assert headline["http2_vs_grpc.plain.1048576"] == round(plain.median_b / plain.median_a, 3)
+    assert "http2_vs_grpc.tls.64" in headline and not any(".1024" in key for key in headline)

@@ -84,3 +84,31 @@ def test_python_entry_points_are_the_experiment_commands():
         entry = getattr(labkit, command)
         assert entry.__name__ == command and "Run" in entry.__doc__
         assert {"inventory", "runs_dir", "resume", "quiet"} <= set(inspect.signature(entry).parameters)
+
+
+MAX_NOTEBOOK_CODE_LINES = 900
+
+
+def notebook_code_lines(source: str) -> int:
+    """Non-blank, non-comment lines of the code cells of a jupytext py:percent notebook (markdown cells do not count)."""
+    count, in_markdown = 0, False
+    for line in source.splitlines():
+        if line.startswith("# %%"):
+            in_markdown = "[markdown]" in line
+            continue
+        stripped = line.strip()
+        if not in_markdown and stripped and not stripped.startswith("#"):
+            count += 1
+    return count
+
+
+def test_notebooks_show_and_explain_while_labkit_analysis_computes():
+    """Rules belong in labkit.analysis, tested; notebooks that grow past this budget are computing again."""
+    sources = sorted((PACKAGE.parent / "notebooks").glob("*.py"))
+    lines = {path.name: notebook_code_lines(path.read_text()) for path in sources}
+    assert len(lines) == 6 and sum(lines.values()) <= MAX_NOTEBOOK_CODE_LINES, lines
+
+
+def test_the_notebook_line_count_skips_markdown_and_comments():
+    source = "# %% [markdown]\n# prose\nnot code\n# %%\nx = 1\n\n# a comment\ny = 2\n# %% tags=['parameters']\nz = 3\n"
+    assert notebook_code_lines(source) == 3

@@ -252,3 +252,40 @@ def comparison_table(comparisons: dict[tuple[str, int], Comparison]) -> pd.DataF
     if not rows:
         return pd.DataFrame()
     return pd.DataFrame(rows).pivot(index="condition", columns="payload_bytes", values="cell")
+
+
+def step_headline(step: StepFit, overhead_bytes: float, ping_ms: float) -> dict[str, float]:
+    """The reference condition's step in the headline: the free window and its bracket, the fitted iw, the change point."""
+    lo, hi = step.free.intervals["threshold_bytes"]
+    return {
+        "step.window_bytes": round(step.free.params["window_bytes"], 1),
+        "step.window_from_bytes": round(lo + overhead_bytes, 1),
+        "step.window_to_bytes": round(hi + overhead_bytes, 1),
+        "step.window_minus_iw_x_mss_bytes": round(step.free.params["window_bytes"] - step.iw * step.mss, 1),
+        "step.threshold_payload_bytes": round(step.free.params["threshold_bytes"], 1),
+        "step.fitted_iw": step.by_iw.params["iw"],
+        "step.base_rtt_ms": round(step.model.params["base_rtt_ms"], 3),
+        "step.change_point_bytes": step.change_point.params["location_bytes"],
+        "step.change_point_jump_rtt": round(step.change_point.params["jump_ms"] / ping_ms, 3),
+    }
+
+
+def restart_summary(tcp: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
+    """Per condition (of :func:`predict_round_trips`' calls): the cwnd ss showed before and after, and the restarts it hid.
+
+    A restart is hidden when ``ss`` showed a larger cwnd before the call than
+    the window the call started with: the kernel restarts at the first send,
+    after ``ss`` read the socket.
+    """
+    rows = []
+    for condition in (c for c in conditions if c in set(tcp["condition"])):
+        frame = tcp[tcp["condition"] == condition]
+        hidden = frame[frame["restarts"] & (frame["cwnd_before"] > frame["window_at_send"])]
+        rows.append({
+            "condition": condition, "calls": len(frame), "restarted": int(frame["restarts"].sum()), "hidden by ss": len(hidden),
+            "cwnd before": f"{int(frame['cwnd_before'].min())}–{int(frame['cwnd_before'].max())}",
+            "cwnd after": f"{int(frame['cwnd_after'].min())}–{int(frame['cwnd_after'].max())}",
+            "hidden: shown": f"{int(hidden['cwnd_before'].min())}–{int(hidden['cwnd_before'].max())}" if len(hidden) else "",
+            "hidden: used": f"{int(hidden['window_at_send'].min())}–{int(hidden['window_at_send'].max())}" if len(hidden) else "",
+        })
+    return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame()

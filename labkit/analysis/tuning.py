@@ -169,3 +169,29 @@ def idle_keepalive(calls: pd.DataFrame, n_resamples: int = 2000) -> tuple[pd.Dat
                          "diff_ms": result.median_diff, "lo_ms": result.median_diff_ci[0], "hi_ms": result.median_diff_ci[1],
                          "verdict": verdict(*result.median_diff_ci)})
     return table, pd.DataFrame(rows)
+
+
+def knob_table(diffs: pd.DataFrame, knob: str) -> pd.DataFrame:
+    """One knob's pairs as a person reads them: per metric, off → on, and on − off [interval] with its verdict."""
+    frame = diffs[diffs["knob"] == knob]
+    shown = pd.DataFrame({"where": frame["where"]})
+    for metric, unit in (("p50", "ms"), ("p99", "ms"), ("rps", "req/s")):
+        shown[f"{metric} off → on ({unit})"] = [f"{x:.1f} → {y:.1f}" for x, y in zip(frame[f"{metric}_off"], frame[f"{metric}_on"])]
+        shown[f"{metric} on − off [95 % CI]"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {v}" for d, lo, hi, v in zip(
+            frame[f"{metric}_diff"], frame[f"{metric}_lo"], frame[f"{metric}_hi"], frame[f"{metric}_verdict"])]
+    return shown.set_index("where")
+
+
+def verdict_headline(diffs: pd.DataFrame) -> dict[str, float]:
+    """Per knob: pairs compared and, per metric, the range of on − off and how many intervals were above, below or around 0."""
+    headline: dict[str, float] = {}
+    for knob in KNOB_COLUMNS:
+        frame = diffs[diffs["knob"] == knob]
+        headline[f"{knob}.compared"] = int(len(frame))
+        for metric in METRICS if len(frame) else []:
+            verdicts = frame[f"{metric}_verdict"].value_counts()
+            headline[f"{knob}.{metric}.diff_min"] = round(float(frame[f"{metric}_diff"].min()), 2)
+            headline[f"{knob}.{metric}.diff_max"] = round(float(frame[f"{metric}_diff"].max()), 2)
+            for name in ("higher", "lower", "unclear"):
+                headline[f"{knob}.{metric}.ci_{name}"] = int(verdicts.get(name, 0))
+    return headline

@@ -103,3 +103,21 @@ def upload_headline(conditions: list[str], throughput: pd.DataFrame, cpu: dict[s
         if (condition, smallest) in utilisation.index:
             headline[f"client_cpu_util.{condition}.{smallest}"] = round(float(utilisation.loc[(condition, smallest), "client_cpu_util"]), 3)
     return headline
+
+
+def pairs_headline(tls: dict[tuple[str, int], Comparison], transport: dict[tuple[str, int], Comparison],
+                   pairs: dict[str, tuple[str, str]], sizes: tuple[int, int]) -> dict[str, float]:
+    """At the smallest and largest chunk: TLS on − off in MB/s per transport, and HTTP/2 ÷ gRPC (medians) with TLS and without.
+
+    ``tls`` and ``transport`` are :func:`compare_pairs` results; ``pairs``
+    every pair compared (name → (A, B)), as :func:`condition_pairs` gives them.
+    """
+    headline: dict[str, float] = {}
+    for (name, size), result in tls.items():
+        if size in sizes:
+            headline[f"tls_effect.{pairs[name][0]}.{size}"] = round(result.median_diff, 3)
+    for (name, size), result in transport.items():
+        if size in sizes:
+            mode = "tls" if pairs[name][0].endswith("+TLS") else "plain"
+            headline[f"http2_vs_grpc.{mode}.{size}"] = round(result.median_b / result.median_a, 3)
+    return headline
