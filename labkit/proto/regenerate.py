@@ -2,8 +2,12 @@
 
 Usage (``make proto`` runs the first)::
 
-    python -m labkit.proto.regenerate          # rewrite labkit/proto/echo_pb2*.py{,i}
+    python -m labkit.proto.regenerate          # rewrite labkit/proto/echo_pb2*.py{,i} and go/echopb/*.pb.go
     python -m labkit.proto.regenerate --check  # exit 1 if the committed stubs are stale
+
+The Go stubs of ``labkit-go`` come from the same protoc (grpcio-tools'), with
+the pinned protoc-gen-go and protoc-gen-go-grpc that ``scripts/bootstrap.sh``
+builds into the venv's ``bin/``.
 
 The stubs are committed, rather than built at install time, so that installing
 labkit needs no protoc. The price is that they can drift from the .proto or from
@@ -31,6 +35,22 @@ PROTO_FILE = "echo.proto"
 
 # The files protoc writes for echo.proto, in the order we report them.
 GENERATED_FILES = ("echo_pb2.py", "echo_pb2.pyi", "echo_pb2_grpc.py")
+# The Go stubs, their directory in the repository and their Go import path (echo.proto names no go_package).
+GO_DIR = PACKAGE_DIR.parents[1] / "go" / "echopb"
+GO_IMPORT_PATH = "labkit/go/echopb"
+GO_FILES = ("echo.pb.go", "echo_grpc.pb.go")
+GO_PLUGINS = ("protoc-gen-go", "protoc-gen-go-grpc")
+
+
+def go_plugin(name: str) -> Path:
+    """A protoc plugin built by bootstrap into this venv's bin/ (or found on PATH)."""
+    import shutil
+
+    candidate = Path(sys.prefix) / "bin" / name
+    found = candidate if candidate.exists() else shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} is not installed: scripts/bootstrap.sh builds it into .venv/bin")
+    return Path(found)
 
 _ABSOLUTE_IMPORT = re.compile(r"^import (echo_pb2) as (\w+)$", re.MULTILINE)
 
@@ -76,13 +96,32 @@ def generate(out_dir: Path, proto_dir: Path = PROTO_DIR) -> dict[str, str]:
     return texts
 
 
-def stale_files(committed_dir: Path = PACKAGE_DIR, proto_dir: Path = PROTO_DIR) -> dict[str, str]:
-    """Return ``{file name: unified diff}`` for each committed stub that differs from a fresh build."""
+def generate_go(out_dir: Path, proto_dir: Path = PROTO_DIR) -> dict[str, str]:
+    """The Go stubs of echo.proto (package ``echopb``) into ``out_dir``; the text of each file."""
+    from grpc_tools import protoc
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mapping = f"M{PROTO_FILE}={GO_IMPORT_PATH}"
+    status = protoc.main([
+        "grpc_tools.protoc", f"-I{proto_dir}",
+        *(f"--plugin={name}={go_plugin(name)}" for name in GO_PLUGINS),
+        f"--go_out={out_dir}", "--go_opt=paths=source_relative", f"--go_opt={mapping}",
+        f"--go-grpc_out={out_dir}", "--go-grpc_opt=paths=source_relative", f"--go-grpc_opt={mapping}",
+        PROTO_FILE,
+    ])
+    if status != 0:
+        raise RuntimeError(f"protoc failed to write the Go stubs of {proto_dir / PROTO_FILE} (exit status {status})")
+    return {name: (out_dir / name).read_text() for name in GO_FILES}
+
+
+def stale_files(committed_dir: Path = PACKAGE_DIR, proto_dir: Path = PROTO_DIR, go_dir: Path = GO_DIR) -> dict[str, str]:
+    """Return ``{file name: unified diff}`` for each committed stub (Python and Go) that differs from a fresh build."""
     with tempfile.TemporaryDirectory(prefix="labkit-proto-") as tmp:
-        fresh = generate(Path(tmp), proto_dir)
+        fresh = {committed_dir / name: text for name, text in generate(Path(tmp) / "py", proto_dir).items()}
+        fresh.update({go_dir / name: text for name, text in generate_go(Path(tmp) / "go", proto_dir).items()})
     differences = {}
-    for name, fresh_text in fresh.items():
-        committed_path = committed_dir / name
+    for committed_path, fresh_text in fresh.items():
+        name = committed_path.name
         committed_text = committed_path.read_text() if committed_path.exists() else ""
         if committed_text != fresh_text:
             diff = difflib.unified_diff(
@@ -120,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     generate(PACKAGE_DIR)
-    print(f"regenerated {', '.join(GENERATED_FILES)} in {PACKAGE_DIR} with grpcio-tools {tools_version}", file=sys.stderr)
+    generate_go(GO_DIR)
+    print(f"regenerated {', '.join(GENERATED_FILES)} in {PACKAGE_DIR} and {', '.join(GO_FILES)} in {GO_DIR} "
+          f"with grpcio-tools {tools_version}", file=sys.stderr)
     return 0
 
 

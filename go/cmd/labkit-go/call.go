@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	mathrand "math/rand/v2"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"labkit/go/echopb"
+	"labkit/go/internal/echo"
+	"labkit/go/internal/options"
+	"labkit/go/internal/units"
+)
+
+const maxRequestBytes = 1 << 30
+
+type callFlags struct {
+	target, sizes, gap, backgroundGap, order, timeout, tlsCA, tlsServerName string
+	repeats, warmup, keepaliveMs                                            int
+	seed                                                                    int64
+	seedGiven, cold, tcpInfo                                                bool
+	grpcOptions                                                             repeated
+}
+
+// callPlan is what the flags mean, checked.
+type callPlan struct {
+	sizes                    []int64
+	gap, background, timeout time.Duration
+	values                   options.Values
+	dial                     []grpc.DialOption
+}
+
+func call(args []string) error {
+	var f callFlags
+	flags := newFlags("call")
+	flags.StringVar(&f.target, "target", "", "HOST:PORT of an echo server")
+	flags.StringVar(&f.sizes, "sizes", "", "comma-separated request sizes in bytes, e.g. 1000,14000,16k")
+	flags.IntVar(&f.repeats, "repeats", 10, "calls per size")
+	flags.StringVar(&f.gap, "gap", "1s", "idle time between the end of one call and the start of the next")
+	flags.StringVar(&f.backgroundGap, "background-gap", "", "also send a 1-byte call on the same channel this often (not recorded)")
+	flags.BoolVar(&f.cold, "cold", false, "open a new channel (connection) for every call")
+	flags.IntVar(&f.warmup, "warmup", 0, "unrecorded calls first")
+	flags.Func("seed", "seed of the payload bytes and of --order shuffled", func(v string) error {
+		_, err := fmt.Sscan(v, &f.seed)
+		f.seedGiven = true
+		return err
+	})
+	flags.StringVar(&f.order, "order", "sequential", "sequential or shuffled")
+	flags.IntVar(&f.keepaliveMs, "keepalive-ms", 0, "send HTTP/2 keepalive pings this often, also between calls")
+	flags.BoolVar(&f.tcpInfo, "tcp-info", false, "add the connection's TCP state (TCP_INFO) before and after each call")
+	flags.StringVar(&f.timeout, "timeout", "30s", "deadline of each call")
+	flags.StringVar(&f.tlsCA, "tls-ca", "", "PEM root certificate; use TLS")
+	flags.StringVar(&f.tlsServerName, "tls-server-name", "", "name to verify in the server certificate instead of HOST")
+	flags.Var(&f.grpcOptions, "grpc-option", "a gRPC knob by its grpc-go name, KEY=VALUE (repeatable)")
+	if err := parse(flags, args); err != nil {
+		return err
+	}
+	plan, err := f.plan()
+	if err != nil {
+		return err
+	}
+	return f.run(plan)
+}
+
+func (f *callFlags) plan() (*callPlan, error) {
+	p := &callPlan{}
+	var err error
+	if _, _, err = net.SplitHostPort(f.target); f.target == "" || err != nil {
+		return nil, usagef("--target HOST:PORT is required")
+	}
+	if p.sizes, err = units.ParseSizeList(f.sizes, 0, maxRequestBytes); err != nil {
+		return nil, usagef("--sizes: %v", err)
+	}
+	if f.repeats < 1 || f.warmup < 0 {
+		return nil, usagef("--repeats must be at least 1 and --warmup not negative")
+	}
+	if f.order != "sequential" && f.order != "shuffled" {
+		return nil, usagef("--order is sequential or shuffled, not %q", f.order)
+	}
+	if p.gap, err = units.ParseDuration(f.gap); err != nil {
+		return nil, usagef("--gap: %v", err)
+	}
+	if p.timeout, err = units.ParseDuration(f.timeout); err != nil {
+		return nil, usagef("--timeout: %v", err)
+	}
+	if f.backgroundGap != "" {
+		if p.background, err = units.ParseDuration(f.backgroundGap); err != nil || p.background <= 0 {
+			return nil, usagef("--background-gap must be a positive duration")
+		}
+		if f.cold {
+			return nil, usagef("--background-gap needs one shared channel; it cannot be combined with --cold")
+		}
+	}
+	if f.tlsServerName != "" && f.tlsCA == "" {
+		return nil, usagef("--tls-server-name needs --tls-ca")
+	}
+	if p.values, err = options.Parse(f.grpcOptions, "client"); err != nil {
+		return nil, usageError{err.Error()}
+	}
+	if p.dial, err = f.dialOptions(p.values); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (f *callFlags) dialOptions(values options.Values) ([]grpc.DialOption, error) {
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, usagef("--tls-ca: %v", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, usagef("--tls-ca %s holds no PEM certificate", f.tlsCA)
+		}
+		config := &tls.Config{RootCAs: roots, ServerName: f.tlsServerName, MinVersion: tls.VersionTLS12}
+		dial[0] = grpc.WithTransportCredentials(credentials.NewTLS(config))
+	}
+	if f.keepaliveMs > 0 {
+		// grpc-go raises a client keepalive below 10 s to 10 s; the Python client pings as asked.
+		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: time.Duration(f.keepaliveMs) * time.Millisecond, Timeout: max(time.Duration(f.keepaliveMs)*time.Millisecond, 20*time.Second),
+			PermitWithoutStream: true}))
+	}
+	optionDial, err := values.DialOptions()
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	return append(dial, optionDial...), nil
+}
+
+// schedule is the calls to make as (recorded, size): warm-up first (sizes in turn), then repeats
+// of each size, in order or shuffled with the seed, as Python's call_schedule.
+func (f *callFlags) schedule(sizes []int64, rng *mathrand.Rand) [][2]int64 {
+	var calls [][2]int64
+	for i := 0; i < f.warmup; i++ {
+		calls = append(calls, [2]int64{0, sizes[i%len(sizes)]})
+	}
+	var recorded [][2]int64
+	for _, size := range sizes {
+		for range f.repeats {
+			recorded = append(recorded, [2]int64{1, size})
+		}
+	}
+	if f.order == "shuffled" {
+		rng.Shuffle(len(recorded), func(i, j int) { recorded[i], recorded[j] = recorded[j], recorded[i] })
+	}
+	return append(calls, recorded...)
+}
+
+// summary counts every call, the unrecorded ones included, for the line on stderr.
+type summary struct {
+	recordedOK, recordedFailed, warmupOK, warmupFailed int
+	backgroundOK, backgroundFailed                     atomic.Int64
+}
+
+func (s *summary) describe() string {
+	return fmt.Sprintf("%d recorded calls (%d failed), %d warmup (%d failed), %d background (%d failed)",
+		s.recordedOK+s.recordedFailed, s.recordedFailed, s.warmupOK+s.warmupFailed, s.warmupFailed,
+		s.backgroundOK.Load()+s.backgroundFailed.Load(), s.backgroundFailed.Load())
+}
+
+func (f *callFlags) run(p *callPlan) error {
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, syscall.SIGINT, syscall.SIGTERM)
+	seed := uint64(time.Now().UnixNano())
+	if f.seedGiven {
+		seed = uint64(f.seed)
+	}
+	rng := mathrand.New(mathrand.NewPCG(seed, 0))
+	pool := newChannelPool(f.target, p, f.cold)
+	defer pool.close()
+	var counts summary
+	out := json.NewEncoder(os.Stdout)
+	seq := 0
+	var previousEnd time.Time
+	for _, planned := range f.schedule(p.sizes, rng) {
+		recorded, size := planned[0] == 1, planned[1]
+		payload := make([]byte, size)
+		fillRandom(payload, rng, f.seedGiven)
+		channel, err := pool.next()
+		if err != nil {
+			return err
+		}
+		if !previousEnd.IsZero() {
+			if wait := time.Until(previousEnd.Add(p.gap)); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case s := <-interrupted:
+					return interruptedAfter(s, &counts)
+				}
+			}
+		}
+		row := map[string]any{"seq": seq, "payload_bytes": size, "cold": channel.calls == 0, "background": backgroundSeconds(p)}
+		if recorded && f.tcpInfo {
+			echo.RecordTCP(row, channel.holder.Get(), "before")
+		}
+		row["t_start_utc_ns"] = time.Now().UnixNano()
+		rtt, code, detail := timedEcho(channel.stub, payload, p.timeout)
+		previousEnd = time.Now()
+		if recorded && f.tcpInfo { // before a cold call's channel closes
+			echo.RecordTCP(row, channel.holder.Get(), "after")
+		}
+		pool.afterCall(channel, p, &counts)
+		row["rtt_ns"], row["ok"], row["grpc_code"] = rtt.Nanoseconds(), detail == "", code
+		if detail != "" {
+			row["error"] = detail
+		}
+		counts.count(recorded, detail == "")
+		if recorded {
+			if err := out.Encode(row); err != nil {
+				return fmt.Errorf("cannot write a row: %v", err)
+			}
+			seq++
+		}
+		select {
+		case s := <-interrupted:
+			return interruptedAfter(s, &counts)
+		default:
+		}
+	}
+	pool.close()
+	fmt.Fprintf(os.Stderr, "labkit-go call: %s\n", counts.describe())
+	return nil
+}
+
+func (s *summary) count(recorded, ok bool) {
+	switch {
+	case recorded && ok:
+		s.recordedOK++
+	case recorded:
+		s.recordedFailed++
+	case ok:
+		s.warmupOK++
+	default:
+		s.warmupFailed++
+	}
+}
+
+// interruptedAfter ends the run as Python's client does on Ctrl-C: the summary, and exit status 130.
+func interruptedAfter(_ os.Signal, counts *summary) error {
+	fmt.Fprintf(os.Stderr, "labkit-go call: interrupted after %s\n", counts.describe())
+	os.Exit(130)
+	return nil
+}
+
+func backgroundSeconds(p *callPlan) any {
+	if p.background == 0 {
+		return nil
+	}
+	return p.background.Seconds()
+}
+
+// fillRandom fills payload with random bytes (seeded when asked), so no layer can compress the request.
+func fillRandom(payload []byte, rng *mathrand.Rand, seeded bool) {
+	if !seeded {
+		_, _ = rand.Read(payload)
+		return
+	}
+	for i := 0; i < len(payload); i += 8 {
+		word := rng.Uint64()
+		for j := 0; j < 8 && i+j < len(payload); j++ {
+			payload[i+j] = byte(word >> (8 * j))
+		}
+	}
+}
+
+// timedEcho calls Echo once, timed around the blocking call alone; a failure is an outcome, not an error.
+func timedEcho(stub echopb.EchoServiceClient, payload []byte, timeout time.Duration) (time.Duration, string, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	request := &echopb.EchoRequest{Payload: payload}
+	started := time.Now()
+	response, err := stub.Echo(ctx, request)
+	rtt := time.Since(started)
+	if err != nil {
+		st := status.Convert(err)
+		detail := st.Message()
+		if detail == "" {
+			detail = codeName(st.Code())
+		}
+		return rtt, codeName(st.Code()), detail
+	}
+	if response.GetPayloadLength() != int64(len(payload)) {
+		return rtt, "OK", fmt.Sprintf("server reported payload_length %d, sent %d bytes", response.GetPayloadLength(), len(payload))
+	}
+	return rtt, "OK", ""
+}
+
+// codeName is a status code as grpcio names it (DEADLINE_EXCEEDED, not DeadlineExceeded).
+func codeName(code codes.Code) string {
+	name := code.String()
+	var out strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			out.WriteByte('_')
+		}
+		out.WriteRune(r)
+	}
+	return strings.ToUpper(out.String())
+}

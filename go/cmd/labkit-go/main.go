@@ -1,0 +1,91 @@
+// labkit-go is the Go twin of `labkit echo`: the same subcommands, flags and JSON lines,
+// served and called with grpc-go, the implementation the published experiments used.
+//
+//	labkit-go serve --bind HOST:PORT [...]   the echo server (see `labkit echo serve --help`)
+//	labkit-go call --target HOST:PORT ...    timed Echo calls, one JSON line each
+//
+// Bad input is one line on stderr and exit status 2, as in labkit's Python CLI.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// version is labkit's version, set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+var commands = map[string]func(args []string) error{
+	"serve": serve,
+	"call":  call,
+}
+
+// usageError is bad input: one line, exit status 2.
+type usageError struct{ message string }
+
+func (e usageError) Error() string { return e.message }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "--help" || os.Args[1] == "-h" {
+		fmt.Fprintf(os.Stderr, "usage: labkit-go {%s} [flags]; labkit-go COMMAND --help for its flags\n", strings.Join(names(), "|"))
+		os.Exit(2)
+	}
+	if os.Args[1] == "--version" {
+		fmt.Println(version)
+		return
+	}
+	run, ok := commands[os.Args[1]]
+	if !ok {
+		fail(usagef("no command %q in labkit-go (commands: %s)", os.Args[1], strings.Join(names(), ", ")))
+	}
+	if err := run(os.Args[2:]); err != nil {
+		fail(err)
+	}
+}
+
+func names() []string {
+	return []string{"serve", "call"}
+}
+
+func fail(err error) {
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "labkit-go %s: %v\n", os.Args[1], err)
+	os.Exit(2)
+}
+
+// newFlags is a flag set whose errors come back as one-line usage errors instead of printing usage.
+func newFlags(name string) *flag.FlagSet {
+	flags := flag.NewFlagSet(name, flag.ContinueOnError)
+	flags.SetOutput(io.Discard) // errors come back as one line (see parse); --help prints the usage itself
+	return flags
+}
+
+func parse(flags *flag.FlagSet, args []string) error {
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "usage: labkit-go %s [flags] (the flags of `labkit echo %s`)\n", flags.Name(), flags.Name())
+			flags.SetOutput(os.Stderr)
+			flags.PrintDefaults()
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if flags.NArg() > 0 {
+		return usagef("unexpected argument %q", flags.Arg(0))
+	}
+	return nil
+}
+
+// repeated collects a repeatable flag (--grpc-option KEY=VALUE ...).
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	_ "google.golang.org/grpc/encoding/gzip" // answer gzip-compressed calls (compression=gzip on the client)
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"labkit/go/echopb"
+	"labkit/go/internal/echo"
+	"labkit/go/internal/options"
+	"labkit/go/internal/units"
+)
+
+const (
+	defaultMaxMessageBytes = 4 << 20 // gRPC's own default receive limit, as the Python server
+	defaultMaxUploadBytes  = 1 << 30
+)
+
+type serveFlags struct {
+	bind, tlsCert, tlsKey, grace string
+	maxMessage, maxUpload        int64
+	tcpEchoPort, http2Port       int
+	permitKeepaliveMs            int
+	reflection, noReflection     bool
+	grpcOptions                  repeated
+}
+
+func serve(args []string) error {
+	var f serveFlags
+	flags := newFlags("serve")
+	flags.StringVar(&f.bind, "bind", "", "HOST:PORT to listen on; port 0 picks a free port")
+	flags.Int64Var(&f.maxMessage, "max-message-bytes", defaultMaxMessageBytes, "largest message accepted; larger ones get RESOURCE_EXHAUSTED")
+	flags.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate chain; serve TLS only")
+	flags.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
+	flags.BoolVar(&f.reflection, "reflection", true, "serve gRPC reflection (grpcurl, ghz)")
+	flags.BoolVar(&f.noReflection, "no-reflection", false, "do not serve gRPC reflection")
+	flags.StringVar(&f.grace, "grace", "2s", "time in-flight calls get to finish on stop")
+	flags.IntVar(&f.permitKeepaliveMs, "permit-keepalive-ms", 0, "accept client keepalive pings this often, also between calls")
+	flags.IntVar(&f.tcpEchoPort, "tcp-echo-port", -1, "also serve the raw TCP echo on this port of the --bind host (0: a free one)")
+	flags.IntVar(&f.http2Port, "http2-port", -1, "also serve POST /echo and /upload over HTTP/2 on this port (0: a free one)")
+	flags.Int64Var(&f.maxUpload, "max-upload-bytes", -1, "largest HTTP/2 upload body accepted; larger ones get 413")
+	flags.Var(&f.grpcOptions, "grpc-option", "a gRPC knob by its grpc-go name, KEY=VALUE (repeatable)")
+	if err := parse(flags, args); err != nil {
+		return err
+	}
+	return f.run()
+}
+
+func (f *serveFlags) check() (host string, grace time.Duration, err error) {
+	if f.bind == "" {
+		return "", 0, usagef("--bind HOST:PORT is required")
+	}
+	host, _, err = net.SplitHostPort(f.bind)
+	if err != nil {
+		return "", 0, usagef("--bind %q is not HOST:PORT", f.bind)
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return "", 0, usagef("--tls-cert and --tls-key go together")
+	}
+	if f.maxMessage < 1 {
+		return "", 0, usagef("max message size must be at least 1 byte, not %d", f.maxMessage)
+	}
+	if f.maxUpload >= 0 && f.http2Port < 0 {
+		return "", 0, usagef("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")
+	}
+	if grace, err = units.ParseDuration(f.grace); err != nil {
+		return "", 0, usagef("--grace: %v", err)
+	}
+	return host, grace, nil
+}
+
+func (f *serveFlags) run() error {
+	host, grace, err := f.check()
+	if err != nil {
+		return err
+	}
+	values, err := options.Parse(f.grpcOptions, "server")
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	serverOptions, err := values.ServerOptions(int(f.maxMessage))
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if f.permitKeepaliveMs > 0 {
+		serverOptions = append(serverOptions, grpc.KeepaliveEnforcementPolicy(keepaliveEnforcement(f.permitKeepaliveMs)))
+	}
+	var tlsConfig *tls.Config
+	if f.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return usagef("cannot read the TLS certificate and key: %v", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		serverOptions = append(serverOptions, grpc.Creds(credentials.NewTLS(tlsConfig)))
+	}
+	// Handlers before listening: a parent may signal as soon as it has read the ready line. Notify
+	// also undoes an inherited SIG_IGN, as a background job's SIGINT is.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	listener, err := net.Listen("tcp", f.bind)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %v", f.bind, unwrapSyscall(err))
+	}
+	server := grpc.NewServer(serverOptions...)
+	echopb.RegisterEchoServiceServer(server, echo.Service{})
+	healthpb.RegisterHealthServer(server, health.NewServer()) // SERVING for "" and every service
+	reflectionOn := f.reflection && !f.noReflection
+	if reflectionOn {
+		reflection.Register(server)
+	}
+	go func() { _ = server.Serve(listener) }()
+	ready := f.readyLine(listener, tlsConfig != nil, reflectionOn, values)
+	var closers []func()
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	closers = append(closers, func() { stopGracefully(server, grace) })
+	if err := f.startSideEndpoints(host, tlsConfig, grace, ready, &closers); err != nil {
+		return err
+	}
+	started := time.Now()
+	line, _ := json.Marshal(ready)
+	fmt.Println(string(line))
+	received := <-stop
+	fmt.Fprintf(os.Stderr, "labkit-go serve: stopped on %s after %.1f s\n", signalName(received), time.Since(started).Seconds())
+	return nil
+}
+
+func (f *serveFlags) readyLine(listener net.Listener, tlsOn, reflectionOn bool, values options.Values) map[string]any {
+	return map[string]any{
+		"event": "ready", "port": listener.Addr().(*net.TCPAddr).Port, "bind": f.bind, "pid": os.Getpid(),
+		"tls": tlsOn, "reflection": reflectionOn, "max_message_bytes": f.maxMessage,
+		"labkit_version": version, "grpc_go_version": grpc.Version, "go_version": runtime.Version(),
+		"impl": "go", "grpc_options": values.JSON(),
+	}
+}
+
+// startSideEndpoints starts the raw TCP echo and the HTTP/2 endpoint when asked, adding their ports to the ready line.
+func (f *serveFlags) startSideEndpoints(host string, tlsConfig *tls.Config, grace time.Duration, ready map[string]any,
+	closers *[]func()) error {
+	if f.tcpEchoPort >= 0 {
+		tcpEcho, err := echo.ListenTCPEcho(net.JoinHostPort(host, fmt.Sprint(f.tcpEchoPort)), f.maxMessage)
+		if err != nil {
+			return fmt.Errorf("cannot serve the TCP echo on %s port %d: %v", host, f.tcpEchoPort, unwrapSyscall(err))
+		}
+		*closers = append(*closers, tcpEcho.Close)
+		ready["tcp_echo_port"] = tcpEcho.Port()
+	}
+	if f.http2Port >= 0 {
+		maxUpload := f.maxUpload
+		if maxUpload < 0 {
+			maxUpload = defaultMaxUploadBytes
+		}
+		h2, err := echo.ListenHTTP2(net.JoinHostPort(host, fmt.Sprint(f.http2Port)), maxUpload, tlsConfig)
+		if err != nil {
+			return fmt.Errorf("cannot serve HTTP/2 on %s port %d: %v", host, f.http2Port, unwrapSyscall(err))
+		}
+		*closers = append(*closers, func() { h2.Close(grace) })
+		ready["http2_port"], ready["max_upload_bytes"], ready["http2_window_bytes"] = h2.Port(), maxUpload, echo.WindowBytes
+	}
+	return nil
+}
+
+// stopGracefully lets calls in flight finish for up to grace, then stops hard.
+func stopGracefully(server *grpc.Server, grace time.Duration) {
+	done := make(chan struct{})
+	go func() { server.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		server.Stop()
+	}
+}
+
+func signalName(s os.Signal) string {
+	if s == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
+}
+
+// unwrapSyscall gives the operating system's reason ("address already in use") without Go's wrapping.
+func unwrapSyscall(err error) error {
+	if op, ok := err.(*net.OpError); ok && op.Err != nil {
+		return op.Err
+	}
+	return err
+}

@@ -1,0 +1,290 @@
+"""labkit-go, the grpc-go twin of `labkit echo`, against the Python echo: every RPC both ways, on real sockets.
+
+Servers and clients are the real console scripts: ``labkit echo serve|call
+--impl go`` execs ``labkit-go`` (built by scripts/bootstrap.sh into the venv).
+Interop is checked in both directions for Echo, EchoStream, Upload, the
+HTTP/2 endpoint and the raw TCP echo; reflection, health and ghz against the
+Go server; and the same one-line errors, signals and bounds as the Python echo.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+
+from test_echo import LABKIT, ServerProcess, _write_test_pki, call, labkit, summary_counts
+
+from labkit.echo.http2 import Http2Client
+from labkit.echo.tcp_echo import TcpEchoClient
+from labkit.echo.tcpinfo import TCP_COLUMNS
+from labkit.hosts.layout import local_tool
+from labkit.proto import echo_pb2, echo_pb2_grpc
+
+GO_BINARY = local_tool("labkit-go")
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _labkit_go_is_built():
+    assert GO_BINARY is not None, "labkit-go is not built: run scripts/bootstrap.sh"
+
+
+@pytest.fixture
+def start_server():
+    """Factory: a server of the given implementation with extra flags; every one is stopped at teardown."""
+    started: list[ServerProcess] = []
+
+    def start(impl: str, *args: str) -> ServerProcess:
+        started.append(ServerProcess("--impl", impl, *args))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            process.stop()
+
+
+@pytest.fixture(scope="module")
+def go_server():
+    process = ServerProcess("--impl", "go", "--tcp-echo-port", "0", "--http2-port", "0")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def python_server():
+    process = ServerProcess("--tcp-echo-port", "0", "--http2-port", "0")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def test_the_go_server_says_what_it_is_in_the_same_ready_line(go_server, python_server):
+    go, python = go_server.ready, python_server.ready
+    assert go["impl"] == "go" and python["impl"] == "python"
+    assert go["grpc_go_version"].startswith("1.") and go["go_version"].startswith("go")
+    shared = {"event", "port", "bind", "pid", "tls", "reflection", "max_message_bytes", "labkit_version", "impl",
+              "grpc_options", "tcp_echo_port", "http2_port", "max_upload_bytes", "http2_window_bytes"}
+    assert shared <= set(go) and shared <= set(python)
+    assert go["labkit_version"] == python["labkit_version"]
+    assert (go["max_message_bytes"], go["max_upload_bytes"]) == (python["max_message_bytes"], python["max_upload_bytes"])
+
+
+@pytest.mark.parametrize("client_impl, server", [("python", "go_server"), ("go", "python_server"), ("go", "go_server")])
+def test_echo_calls_across_implementations(client_impl, server, request):
+    target = request.getfixturevalue(server).target
+    rows, stderr = call(target, "--impl", client_impl, "--sizes", "0,1000,70000", "--repeats", "2", "--gap", "0",
+                        "--warmup", "1")
+    assert [(r["seq"], r["payload_bytes"], r["ok"], r["grpc_code"]) for r in rows] == [
+        (i, size, True, "OK") for i, size in enumerate([0, 0, 1000, 1000, 70000, 70000])]
+    assert all(r["cold"] is False and r["background"] is None and r["rtt_ns"] > 0 for r in rows)
+    assert summary_counts(stderr) == {"recorded": 6, "warmup": 1, "background": 0}
+
+
+def test_the_go_client_reads_tcp_info_of_its_own_connection(python_server):
+    rows, _ = call(python_server.target, "--impl", "go", "--sizes", "20000", "--repeats", "3", "--gap", "0", "--tcp-info")
+    assert set(TCP_COLUMNS) <= set(rows[0])
+    first, later = rows[0], rows[1:]
+    # The first call opened the connection: nothing to read before it.
+    assert first["cold"] is True and first["cwnd_before"] is None and first["cwnd_after"] > 0
+    for row in later:
+        assert row["cwnd_before"] > 0 and row["mss"] > 0 and row["tcp_cc"]
+        assert row["srtt_ms_before"] > 0 and row["rto_ms_before"] >= 200
+        # 20000 B went out and came back acknowledged within the call.
+        assert row["bytes_acked_after"] - row["bytes_acked_before"] > 20000
+
+
+def test_cold_go_calls_open_a_connection_each(python_server):
+    rows, _ = call(python_server.target, "--impl", "go", "--sizes", "10", "--repeats", "3", "--gap", "0", "--cold",
+                   "--tcp-info")
+    assert [r["cold"] for r in rows] == [True, True, True]
+    assert all(r["cwnd_before"] is None and r["cwnd_after"] > 0 for r in rows)
+
+
+def test_the_go_background_sender_runs_during_gaps(python_server):
+    rows, stderr = call(python_server.target, "--impl", "go", "--sizes", "10", "--repeats", "3", "--gap", "0.3s",
+                        "--background-gap", "50ms")
+    assert [r["background"] for r in rows] == [0.05] * 3
+    assert summary_counts(stderr)["background"] >= 5
+
+
+def test_a_pool_spreads_go_calls_over_its_connections(python_server):
+    rows, _ = call(python_server.target, "--impl", "go", "--sizes", "10", "--repeats", "6", "--gap", "0",
+                   "--grpc-option", "pool=3")
+    # Each of the three connections is new on its first call, then warm.
+    assert [r["cold"] for r in rows] == [True, True, True, False, False, False]
+
+
+@pytest.mark.parametrize("server", ["go_server", "python_server"])
+def test_stream_and_upload_with_grpcio_against_both_servers(server, request):
+    target = request.getfixturevalue(server).target
+    chunks = [os.urandom(size) for size in (16, 1024, 32 * 1024, 0, 7)]
+    data = b"".join(chunks)
+    with grpc.insecure_channel(target) as channel:
+        stub = echo_pb2_grpc.EchoServiceStub(channel)
+        lengths = [r.payload_length for r in stub.EchoStream(iter(echo_pb2.EchoRequest(payload=b"x" * n) for n in (0, 5, 14000)),
+                                                             timeout=10)]
+        status, upload = stub.Upload.with_call(iter(echo_pb2.Chunk(content=c) for c in chunks), timeout=10,
+                                              metadata=[("labkit-expected-length", str(len(data))),
+                                                        ("labkit-expected-sha256", hashlib.sha256(data).hexdigest())])
+        wrong = stub.Upload(iter([echo_pb2.Chunk(content=b"abc")]), timeout=10, metadata=[("labkit-expected-length", "4")])
+    assert lengths == [0, 5, 14000]
+    assert (status.code, status.bytes_received, status.sha256) == (echo_pb2.OK, len(data), hashlib.sha256(data).hexdigest())
+    trailer = dict(upload.trailing_metadata())
+    assert float(trailer["labkit-server-cpu-s"]) >= 0 and "labkit-server-cpu-user-s" in trailer
+    assert wrong.code == echo_pb2.FAILED and wrong.message == "expected 4 bytes, received 3"
+
+
+def test_reflection_and_health_on_the_go_server(go_server, start_server):
+    from google.protobuf import descriptor_pool
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+    with grpc.insecure_channel(go_server.target) as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)
+        assert "echo.EchoService" in set(database.get_services())
+        service = descriptor_pool.DescriptorPool(database).FindServiceByName("echo.EchoService")
+        assert [m.name for m in service.methods] == ["Echo", "EchoStream", "Upload"]
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+    hidden = start_server("go", "--no-reflection")
+    assert hidden.ready["reflection"] is False
+    with grpc.insecure_channel(hidden.target) as channel, pytest.raises(grpc.RpcError) as refused:
+        list(ProtoReflectionDescriptorDatabase(channel).get_services())
+    assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_ghz_finds_and_loads_the_go_server_by_reflection(go_server):
+    ghz = local_tool("ghz")
+    assert ghz is not None, "ghz is not built: run scripts/bootstrap.sh"
+    result = subprocess.run([str(ghz), "--insecure", "--call", "echo.EchoService.Echo", "-d", '{"payload": "aGVsbG8="}',
+                             "-n", "200", "-c", "4", "--format", "json", go_server.target],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["count"] == 200 and report["statusCodeDistribution"] == {"OK": 200}
+
+
+@pytest.mark.parametrize("server", ["go_server", "python_server"])
+def test_http2_echo_and_upload_with_labkits_client(server, request):
+    ready = request.getfixturevalue(server).ready
+    data = os.urandom(300_000)
+    with Http2Client(f"127.0.0.1:{ready['http2_port']}") as client:
+        echoed = client.post("/echo", [b"x" * 1234], length=1234)
+        good = client.upload([data[:100_000], data[100_000:]], length=len(data),
+                             expected_sha256=hashlib.sha256(data).hexdigest())
+        bad = client.upload([data[:10]], length=10, declared_length=11)
+    assert (echoed.status, echoed.json()) == (200, {"payload_length": 1234})
+    body = good.json()
+    assert good.status == 200 and (body["bytes_received"], body["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+    assert body["server_cpu_s"] >= 0
+    assert bad.status == 422 and bad.json()["error"] == "expected 11 bytes, received 10"
+
+
+def test_go_http2_refuses_an_upload_over_its_bound(start_server):
+    server = start_server("go", "--http2-port", "0", "--max-upload-bytes", "1000")
+    with Http2Client(f"127.0.0.1:{server.ready['http2_port']}") as client:
+        reply = client.upload([b"y" * 5000], length=5000)
+        after = client.post("/echo", [b"z"], length=1)
+    assert reply.status == 413 and reply.json()["max_upload_bytes"] == 1000
+    assert after.status == 200  # and it goes on serving
+
+
+def test_the_go_tcp_echo_answers_lengths_and_refuses_oversize(start_server):
+    server = start_server("go", "--tcp-echo-port", "0", "--max-message-bytes", "2000")
+    with TcpEchoClient("127.0.0.1", server.ready["tcp_echo_port"]) as client:
+        assert client.call(b"a" * 1000) > 0 and client.call(b"") > 0
+    with socket.create_connection(("127.0.0.1", server.ready["tcp_echo_port"]), timeout=5) as sock:
+        sock.sendall((5000).to_bytes(4, "big"))
+        assert sock.recv(4) == b""  # closed without an answer
+    assert server.proc.poll() is None
+
+
+def test_oversize_grpc_message_is_refused_by_the_go_server(start_server):
+    server = start_server("go", "--max-message-bytes", "2000")
+    rows, _ = call(server.target, "--sizes", "1000,5000,1000", "--repeats", "1", "--gap", "0")
+    assert [(r["ok"], r["grpc_code"]) for r in rows] == [(True, "OK"), (False, "RESOURCE_EXHAUSTED"), (True, "OK")]
+
+
+def test_tls_between_implementations(start_server, tmp_path):
+    ca, cert, key = _write_test_pki(tmp_path)
+    server = start_server("go", "--tls-cert", str(cert), "--tls-key", str(key))
+    assert server.ready["tls"] is True
+    for impl in ("python", "go"):
+        rows, _ = call(server.target, "--impl", impl, "--sizes", "1000", "--repeats", "2", "--gap", "0", "--tls-ca", str(ca))
+        assert [r["ok"] for r in rows] == [True, True], impl
+    rows, _ = call(server.target, "--impl", "go", "--sizes", "10", "--repeats", "1", "--timeout", "5s")
+    assert rows[0]["ok"] is False and rows[0]["grpc_code"] == "UNAVAILABLE"
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_signals_stop_the_go_server_also_when_sigint_was_ignored(stop_signal):
+    # A script's background job starts with SIGINT ignored: the server must install its own handler.
+    proc = subprocess.Popen([LABKIT, "echo", "serve", "--impl", "go", "--bind", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        ready = json.loads(proc.stdout.readline())
+        proc.send_signal(stop_signal)
+        assert proc.wait(timeout=10) == 0
+        assert f"stopped on {stop_signal.name}" in proc.stderr.read()
+        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", ready["port"]), timeout=5):
+            pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_grpc_options_reach_the_go_server_and_client(start_server, python_server):
+    server = start_server("go", "--grpc-option", "static-stream-window=32MiB", "--grpc-option", "keepalive-min-time=1s")
+    assert server.ready["grpc_options"] == {"static-stream-window": 32 * 2**20, "keepalive-min-time": 1000}
+    rows, _ = call(server.target, "--impl", "go", "--sizes", "100000", "--repeats", "2", "--gap", "0",
+                   "--grpc-option", "static-stream-window=32MiB", "--grpc-option", "compression=gzip")
+    assert all(r["ok"] for r in rows)
+    # grpcio has no static windows: the Python server refuses what it cannot set, with one line.
+    refused = labkit("echo", "serve", "--bind", "127.0.0.1:0", "--grpc-option", "static-stream-window=32MiB")
+    assert refused.returncode == 2 and "use --impl go" in refused.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["serve", "--bind", "127.0.0.1:0", "--grpc-option", "pool=2"], "is a client option, not a server one"),
+    (["serve", "--bind", "127.0.0.1:0", "--grpc-option", "bogus=1"], "unknown; known:"),
+    (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--grpc-option", "max-concurrent-streams=4"], "not a client one"),
+    (["call", "--target", "127.0.0.1:1", "--sizes", "10,abc"], "--sizes"),
+    (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--cold", "--background-gap", "1s"], "one shared channel"),
+    (["serve", "--bind", "nope"], "not HOST:PORT"),
+    (["serve", "--bind", "192.0.2.1:0"], "cannot listen on 192.0.2.1:0"),
+    (["serve", "--bind", "127.0.0.1:0", "--tls-cert", "x.pem"], "go together"),
+    (["serve", "--bogus"], "flag provided but not defined"),
+], ids=["server-takes-no-pool", "unknown-option", "client-takes-no-streams-limit", "bad-size", "cold-with-background",
+        "bind-no-port", "bind-not-local", "cert-without-key", "unknown-flag"])
+def test_bad_input_to_labkit_go_is_one_line_and_exit_2(args, message):
+    result = subprocess.run([str(GO_BINARY), *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_go_unit_tests_pass():
+    go = shutil.which("go") or next((p for p in ("/usr/local/go/bin/go", str(Path(sys.prefix) / "bin" / "go"))
+                                     if Path(p).exists()), None)
+    assert go is not None, "no go: scripts/bootstrap.sh finds or installs one"
+    result = subprocess.run([go, "test", "./..."], cwd=REPO / "go", capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"})
+    assert result.returncode == 0, result.stdout + result.stderr
