@@ -288,3 +288,33 @@ def test_go_unit_tests_pass():
     result = subprocess.run([go, "test", "./..."], cwd=REPO / "go", capture_output=True, text=True, timeout=600,
                             env={**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"})
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http2"])
+@pytest.mark.parametrize("agent, server", [("go", "python_server"), ("python", "go_server"), ("go", "go_server")])
+def test_uploads_across_implementations(agent, server, transport, request, tmp_path):
+    ready = request.getfixturevalue(server).ready
+    data = os.urandom(300_000)
+    path = tmp_path / "file.bin"
+    path.write_bytes(data)
+    port = ready["port"] if transport == "grpc" else ready["http2_port"]
+    result = labkit("echo", "upload-agent", "--impl", agent, "--transport", transport, "--target", f"127.0.0.1:{port}",
+                    "--file", str(path), "--sha256", hashlib.sha256(data).hexdigest(), "--chunk-size", "1024",
+                    "--repeats", "2", timeout_s=60)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[0]["event"] == "ready" and lines[0]["transport"] == transport
+    uploads = lines[1:]
+    assert [(u["seq"], u["ok"], u["bytes_acked"], u["chunks"]) for u in uploads] == [(0, True, 300_000, 293), (1, True, 300_000, 293)]
+    assert all(u["mb_per_s"] > 0 and u["server_cpu_s"] >= 0 and u["client_cpu_s"] >= 0 for u in uploads)
+    # A length declared wrong is caught by the server, and the row says so.
+    wrong = labkit("echo", "upload-agent", "--impl", agent, "--transport", transport, "--target", f"127.0.0.1:{port}",
+                   "--file", str(path), "--chunk-size", "65536", "--declare-length", "5", timeout_s=60)
+    row = json.loads(wrong.stdout.splitlines()[-1])
+    assert row["ok"] is False and "expected 5 bytes, received 300000" in row["error"]
+
+
+def test_subcommands_without_a_go_twin_refuse_impl_go():
+    result = labkit("echo", "series-agent", "--impl", "go", "--address", "127.0.0.1", "--probes", "ping", "--ticks", "1",
+                    "--interval", "1s")
+    assert result.returncode == 2 and "--impl" in result.stderr

@@ -127,11 +127,10 @@ func (f *callFlags) dialOptions(values options.Values) ([]grpc.DialOption, error
 		if err != nil {
 			return nil, usagef("--tls-ca: %v", err)
 		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, usagef("--tls-ca %s holds no PEM certificate", f.tlsCA)
+		config, err := rootsConfig(pem, f.tlsServerName)
+		if err != nil {
+			return nil, err
 		}
-		config := &tls.Config{RootCAs: roots, ServerName: f.tlsServerName, MinVersion: tls.VersionTLS12}
 		dial[0] = grpc.WithTransportCredentials(credentials.NewTLS(config))
 	}
 	if f.keepaliveMs > 0 {
@@ -140,11 +139,23 @@ func (f *callFlags) dialOptions(values options.Values) ([]grpc.DialOption, error
 			Time: time.Duration(f.keepaliveMs) * time.Millisecond, Timeout: max(time.Duration(f.keepaliveMs)*time.Millisecond, 20*time.Second),
 			PermitWithoutStream: true}))
 	}
+	if values == nil {
+		return dial, nil
+	}
 	optionDial, err := values.DialOptions()
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
 	return append(dial, optionDial...), nil
+}
+
+// rootsConfig is a TLS client config trusting the PEM roots, checking serverName instead of the host when given.
+func rootsConfig(pem []byte, serverName string) (*tls.Config, error) {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, usagef("--tls-ca holds no PEM certificate")
+	}
+	return &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12}, nil
 }
 
 // schedule is the calls to make as (recorded, size): warm-up first (sizes in turn), then repeats

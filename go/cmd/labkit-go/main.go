@@ -20,8 +20,9 @@ import (
 var version = "dev"
 
 var commands = map[string]func(args []string) error{
-	"serve": serve,
-	"call":  call,
+	"serve":        serve,
+	"call":         call,
+	"upload-agent": uploadAgentCommand,
 }
 
 // usageError is bad input: one line, exit status 2.
@@ -50,7 +51,7 @@ func main() {
 }
 
 func names() []string {
-	return []string{"serve", "call"}
+	return []string{"serve", "call", "upload-agent"}
 }
 
 func fail(err error) {
