@@ -51,6 +51,15 @@ def _tcp_fields() -> list[tuple[str, pa.DataType, bool, str]]:
     return fields
 
 
+#: The gRPC stack a row was measured with (labkit.experiments.stacks); older runs lack these columns and
+#: Run.samples() fills them as they were then: python on both sides, no option.
+STACK_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("client_impl", pa.string(), True, "The gRPC implementation of the client: 'python' (grpcio) or 'go' (grpc-go); "
+                                       "null where the client is a tool (ghz, h2load) or an imported log."),
+    ("server_impl", pa.string(), True, "The gRPC implementation of the echo server: 'python' or 'go'; null for imports."),
+    ("grpc_options", pa.string(), True, "The --grpc-option values in force, 'key=value;...' sorted by key; null when none."),
+]
+
 #: SWEEP_SCHEMA's fields: (name, type, nullable, meaning).
 SWEEP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("run_id", pa.string(), False, "The run's id (its directory name)."),
@@ -74,6 +83,7 @@ SWEEP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("grpc_code", pa.string(), True, "The call's gRPC status code name."),
     ("cold", pa.bool_(), False, "True for the first call on a channel: it paid for opening the connection."),
     *_tcp_fields(),
+    *STACK_FIELDS,
 ]
 
 #: SERIES_SCHEMA's fields: (name, type, nullable, meaning).
@@ -221,7 +231,7 @@ def _schema(fields: list[tuple[str, pa.DataType, bool, str]], name: str) -> pa.S
 
 
 #: One row per echo call of a sweep (see :data:`SWEEP_FIELDS`).
-SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/1")
+SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/2")
 
 #: One row per round-trip probe (see :data:`SERIES_FIELDS` for every column).
 SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/1")

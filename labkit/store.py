@@ -333,9 +333,8 @@ class Run:
         import pandas as pd
 
         path = self.path / "samples.parquet"
-        if path.exists():
-            return pd.read_parquet(path)
-        return pd.DataFrame(self.journal_rows())
+        frame = pd.read_parquet(path) if path.exists() else pd.DataFrame(self.journal_rows())
+        return _with_stack_columns(frame, self.manifest.get("experiment"))
 
     def summary(self):
         """The table a person reads first for this run's experiment (a DataFrame), as the command prints it."""
@@ -416,3 +415,15 @@ def find_run(ref: str, runs_dir=None) -> Run:
         raise LabkitError(f"no run {ref!r} in {root} (see `labkit runs list`)")
     names = ", ".join(m.name for m in matches[:5])
     raise LabkitError(f"{ref!r} matches {len(matches)} runs in {root} ({names}{', ...' if len(matches) > 5 else ''}); be more specific")
+
+
+#: The experiments whose rows name their gRPC stack (labkit.schemas.STACK_FIELDS), and the client each had before
+#: the stack was a dimension: labkit's Python echo, or a tool (load's ghz and h2load: no gRPC client of labkit's).
+_STACK_BEFORE = {"idle-step": "python", "series": "python", "upload": "python", "load": None}
+
+
+def _with_stack_columns(frame, experiment: str | None):
+    """Rows written before the stack was recorded get the stack they were measured with: Python, no option."""
+    if experiment not in _STACK_BEFORE or "server_impl" in frame.columns or frame.empty:
+        return frame
+    return frame.assign(client_impl=_STACK_BEFORE[experiment], server_impl="python", grpc_options=None)

@@ -48,7 +48,7 @@ def route_to_peer(lab, host: str, peer: str) -> str:
 
 
 def echo_processes(lab) -> list[str]:
-    return leftover_processes(lab, ("echo serve", "echo call", "iperf3"))
+    return leftover_processes(lab, ("echo serve", "echo call", "labkit-go", "iperf3"))
 
 
 def kernel_state(lab) -> dict:
@@ -230,3 +230,28 @@ def test_bad_inventories_and_hosts_are_one_line_exit_2(lab, inventory, tmp_path)
     path.write_text(tomli_w.dumps(missing))
     proc = run_labkit("sweep", str(path), "--client", "a", "--server", "b", "--runs-dir", str(tmp_path), "--quiet")
     assert proc.returncode == 2 and "labkit deploy" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_go_client_and_server_show_the_step_and_static_windows_leave_it(lab, inventory, tmp_path):
+    """grpc-go #8436's reporter found 32 MiB static windows do not remove the step: now a sweep reproduces it."""
+    proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000,30000",
+                      "--gaps", "1s", "--repeats", "3", "--slow-start-after-idle", "1,0", "--cc", "cubic",
+                      "--client-impl", "go", "--server-impl", "go", "--grpc-option", "static-stream-window=64KiB,32MiB",
+                      "--name", "gostep", "--runs-dir", str(tmp_path), "--quiet", *QUICK_BASELINES, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    run = Run.open(next(tmp_path.glob("*-gostep")))
+    samples = run.samples()
+    assert set(samples["client_impl"]) == {"go"} and set(samples["server_impl"]) == {"go"}
+    assert set(samples["grpc_options"]) == {"static-stream-window=64KiB", "static-stream-window=32MiB"}
+    assert samples["cell_id"].nunique() == 4 and samples["ok"].all()
+    assert set(samples["mss"]) == {1408} and set(samples["tcp_cc"]) == {"cubic"}
+    # With the sysctl at 0 the first 30000 B call still finds cwnd at 10 (1000 B calls never grew it): the median
+    # of three is the later calls'.
+    warm = samples[~samples["cold"]]
+    medians = warm.groupby(["grpc_options", "slow_start_after_idle", "payload_bytes"])["rtt_ms"].median() / (2 * ONE_WAY_S * 1e3)
+    for window in ("static-stream-window=64KiB", "static-stream-window=32MiB"):
+        assert medians[(window, 1, 30000)] > 1.6 and medians[(window, 0, 30000)] < 1.3, medians
+    servers = run.manifest["servers"]
+    assert {s["impl"] for s in servers} == {"go"} and all(s["grpc_go_version"] for s in servers)
+    assert sorted(s["grpc_options"]["static-stream-window"] for s in servers) == [65536, 32 * 2**20]
+    assert echo_processes(lab) == []

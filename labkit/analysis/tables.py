@@ -10,16 +10,19 @@ import math
 
 import pandas as pd
 
-#: The knobs of an idle-step condition, in the order a condition's label names them.
-SWEEP_CONDITION = ["src", "dst", "cc", "slow_start_after_idle", "gap_s", "background_gap_s", "keepalive_ms"]
+#: The knobs of an idle-step condition, in the order a condition's label names them (the gRPC stack last).
+SWEEP_CONDITION = ["src", "dst", "cc", "slow_start_after_idle", "gap_s", "background_gap_s", "keepalive_ms",
+                   "client_impl", "server_impl", "grpc_options"]
 
 
 def _given(value) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def condition_label(cc=None, slow_start_after_idle=None, gap_s=None, background_gap_s=None, keepalive_ms=None) -> str:
-    """``cc=cubic ssai=1 gap=1s bg=0.25s ka=1000ms``: one idle-step condition, unset knobs as ``keep`` or left out."""
+def condition_label(cc=None, slow_start_after_idle=None, gap_s=None, background_gap_s=None, keepalive_ms=None,
+                    client_impl=None, server_impl=None, grpc_options=None) -> str:
+    """``cc=cubic ssai=1 gap=1s bg=0.25s ka=1000ms go→python``: one idle-step condition, unset knobs as ``keep`` or
+    left out, the gRPC stack only when it is not Python on both sides without options."""
     label = f"cc={cc if isinstance(cc, str) else 'keep'} ssai={int(slow_start_after_idle) if _given(slow_start_after_idle) else 'keep'}"
     if _given(gap_s):
         label += f" gap={gap_s:g}s"
@@ -27,6 +30,10 @@ def condition_label(cc=None, slow_start_after_idle=None, gap_s=None, background_
         label += f" bg={background_gap_s:g}s"
     if _given(keepalive_ms):
         label += f" ka={int(keepalive_ms)}ms"
+    if (client_impl or "python", server_impl or "python") != ("python", "python"):
+        label += f" {client_impl or 'python'}→{server_impl or 'python'}"
+    if _given(grpc_options):
+        label += f" {grpc_options}"
     return label
 
 

@@ -74,6 +74,37 @@ def run_from_flags(command: str, flags: dict, *, renamed: dict[str, str] | None 
     return run_command(command, config=config, **run_options)
 
 
+def _given(value) -> bool:
+    """Whether a flag was given: not None, and for a repeatable flag not empty."""
+    return value is not None and value != ()
+
+
+def stack_options(clients: tuple[str, ...] = ("python", "go")):
+    """The gRPC stack as swept dimensions (labkit.experiments.stacks): --client-impl (when the experiment's client
+    is labkit's own, in ``clients``), --server-impl and the repeatable --grpc-option KEY=V1,V2."""
+    from labkit.cli.params import choice_list
+
+    def decorate(command):
+        decorators = [
+            click.option("--server-impl", type=choice_list(("python", "go")),
+                         help="gRPC implementation(s) of the echo server, swept: python (grpcio), go (grpc-go, "
+                              "labkit-go), e.g. python,go. [default: python]"),
+            click.option("--grpc-option", multiple=True, metavar="KEY=V[,V...]",
+                         help="A gRPC knob by grpc-go's name, each value its own cells, e.g. "
+                              "static-stream-window=64KiB,32MiB (repeatable). A Python side is left out where "
+                              "grpcio has no equivalent."),
+        ]
+        if clients:
+            decorators.insert(0, click.option(
+                "--client-impl", type=choice_list(clients),
+                help=f"gRPC implementation(s) of the client, swept: {', '.join(clients)}. [default: python]"))
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return decorate
+
+
 def print_run_footer(console, run, unit: str) -> None:
     """The last lines of every experiment's summary: rows and cells of the run, and where it was written."""
     counts = run.row_counts()
@@ -112,7 +143,10 @@ def read_experiment_file(path: str, *, section: str, fields: dict[str, str], pat
     values = {}
     for key, value in data.items():
         param = options.get(key)
-        if param is not None and not isinstance(value, bool):
+        if param is not None and param.multiple:
+            # A repeatable flag: one item per list entry (an item may hold commas, e.g. KEY=V1,V2).
+            value = [str(item) for item in (value if isinstance(value, list) else [value])]
+        elif param is not None and not isinstance(value, bool):
             text = ",".join(str(item) for item in value) if isinstance(value, list) else str(value)
             try:
                 value = param.type.convert(text, param, None)
@@ -129,8 +163,8 @@ def config_values(inventory: str | None, config_file: str | None, options: dict,
     if inventory:
         values["inventory"] = inventory
     for option, value in options.items():
-        if value is not None:
-            values[fields[option]] = value
+        if _given(value):
+            values[fields[option]] = list(value) if isinstance(value, tuple) else value
     if "inventory" not in values:
         raise click.UsageError("give an INVENTORY (or `inventory = ...` in --config)")
     if not Path(values["inventory"]).is_file():
@@ -140,7 +174,7 @@ def config_values(inventory: str | None, config_file: str | None, options: dict,
 
 def refuse_options_with_resume(inventory: str | None, config_file: str | None, options: dict) -> None:
     """--resume continues with the run's recorded settings; other settings would contradict them."""
-    given = [f"--{key.replace('_', '-')}" for key, value in options.items() if value is not None]
+    given = [f"--{key.replace('_', '-')}" for key, value in options.items() if _given(value)]
     given += ["INVENTORY"] if inventory else []
     given += ["--config"] if config_file else []
     if given:

@@ -126,15 +126,28 @@ def begin_run(run, experiment: str, config, runs_dir=None):
 class ExperimentRunner:
     """Runs the cells of one experiment in a :class:`Session`; each experiment subclasses it."""
 
+    #: What a server's ready line says of the stack that answered, kept in the manifest's ``servers``.
+    SERVER_FACTS = ("impl", "labkit_version", "grpcio_version", "grpc_go_version", "go_version", "grpc_options")
+
     def __init__(self, session: "Session", config):
         self.session = session
         self.run = session.run
         self.config = config
         self.progress = session.progress
+        self._manifest_lock = threading.Lock()
 
     def run_cells(self, cells: list) -> None:
         """Run every cell not finished yet, appending rows and cell events to the run."""
         raise NotImplementedError
+
+    def record_server(self, host: str, ready: dict) -> None:
+        """Keep each distinct server a run started (implementation, versions, options) in the manifest's ``servers``."""
+        entry = {"host": host, **{key: ready[key] for key in self.SERVER_FACTS if key in ready}}
+        with self._manifest_lock:  # --mesh runs pairs in threads
+            servers = self.run.manifest.setdefault("servers", [])
+            if entry not in servers:
+                servers.append(entry)
+                self.run.save_manifest()
 
 
 # -- progress, hosts and processes ----------------------------------------------------------------

@@ -33,6 +33,7 @@ from typing import Any
 
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
+from labkit.experiments.stacks import Stack, plan_stacks
 
 EXPERIMENT = "idle-step"
 
@@ -62,6 +63,9 @@ class SweepConfig:
     iperf_rate: str = "50M"
     iperf_port: int = 5201
     call_timeout_s: float = 30.0
+    client_impl: list[str] = field(default_factory=lambda: ["python"])
+    server_impl: list[str] = field(default_factory=lambda: ["python"])
+    grpc_option: list[str] = field(default_factory=list)  # KEY=V1,V2: every value is a cell (labkit.experiments.stacks)
 
     def validate(self) -> None:
         if self.mesh == bool(self.client and self.server):
@@ -80,6 +84,7 @@ class SweepConfig:
             raise LabkitError("--slow-start-after-idle takes 1, 0 (or 'keep')")
         if self.order not in ("sequential", "shuffled"):
             raise LabkitError("--order is sequential or shuffled")
+        plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
 
 
 @dataclass(frozen=True)
@@ -93,12 +98,14 @@ class Cell:
     gap_s: float
     background_gap_s: float | None
     keepalive_ms: int | None
+    stack: Stack = Stack()
 
     @property
     def id(self) -> str:
         return (
             f"{self.src}->{self.dst}|cc={self.cc or 'keep'}|ssai={_keep(self.slow_start_after_idle)}"
             f"|gap={self.gap_s:g}|bg={_keep(self.background_gap_s, 'none')}|ka={_keep(self.keepalive_ms, 'none')}"
+            f"{self.stack.id_suffix}"
         )
 
     def columns(self) -> dict[str, Any]:
@@ -111,6 +118,7 @@ class Cell:
             "gap_s": self.gap_s,
             "background_gap_s": self.background_gap_s,
             "keepalive_ms": self.keepalive_ms,
+            **self.stack.columns(),
         }
 
 
@@ -118,19 +126,24 @@ def _keep(value, word: str = "keep") -> str:
     return word if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def plan_cells(config: SweepConfig, pairs: list[tuple[str, str]]) -> list[Cell]:
+def plan_cells(config: SweepConfig, pairs: list[tuple[str, str]], stacks: list[Stack] | None = None) -> list[Cell]:
     """The cells of the sweep in execution order.
 
-    Cells are grouped by kernel condition (cc, then the sysctl) so each host
-    setting changes as rarely as possible; ``order="shuffled"`` shuffles the
-    remaining knobs within each group with the config's seed.
+    Cells are grouped by server (implementation and options: one server runs
+    per group), then by kernel condition (cc, then the sysctl), so servers
+    restart and host settings change as rarely as possible;
+    ``order="shuffled"`` shuffles the remaining knobs within each group with
+    the config's seed.
     """
+    stacks = stacks or [Stack()]
+    servers = list(dict.fromkeys(stack.server_key for stack in stacks))
     cells = []
     rng = random.Random(config.seed)
-    for src, dst in pairs:
+    for (src, dst), server in itertools.product(pairs, servers):
         for cc, ssai in itertools.product(config.cc, config.slow_start_after_idle):
             group = [
-                Cell(src, dst, cc, ssai, gap, background, keepalive)
+                Cell(src, dst, cc, ssai, gap, background, keepalive, stack)
+                for stack in stacks if stack.server_key == server
                 for gap, background, keepalive in itertools.product(
                     config.gaps_s, config.background_gaps_s, config.keepalive_ms
                 )
@@ -194,7 +207,7 @@ class _Sweeper(ExperimentRunner):
         todo = session.pending(cells, lambda cell: calls_per_cell)
         if not todo:
             return
-        echo_server = None
+        echo_server, server_key = None, None
         try:
             session.ping_baseline(src, dst, "before", config.ping_count)
             session.iperf_baseline(src, dst, seconds=config.iperf_seconds, rate=config.iperf_rate, port=config.iperf_port)
@@ -202,11 +215,17 @@ class _Sweeper(ExperimentRunner):
             keepalives = [k for k in config.keepalive_ms if k]
             if keepalives:
                 serve += ["--permit-keepalive-ms", str(min(keepalives))]
-            echo_server, ready = session.start_echo_server(dst, *serve)
-            target = f"{url_host(session.address(dst))}:{ready['port']}"
             for cell in todo:
                 session.check_stopping()
-                self.progress.describe(f"{src}→{dst} {condition_label(cell.cc, cell.slow_start_after_idle, cell.gap_s)}")
+                if cell.stack.server_key != server_key:  # cells come grouped by server: one per group
+                    if echo_server is not None:
+                        session.stop(dst, echo_server)
+                        echo_server = None
+                    echo_server, ready = session.start_echo_server(dst, *serve, *cell.stack.server_args())
+                    server_key, target = cell.stack.server_key, f"{url_host(session.address(dst))}:{ready['port']}"
+                    self.record_server(dst, ready)
+                self.progress.describe(f"{src}→{dst} {condition_label(cell.cc, cell.slow_start_after_idle, cell.gap_s)}"
+                                       f" {cell.stack.label()}")
                 if self.set_conditions(cell, conditions):
                     self.run_cell(cell, target)
                 else:
@@ -243,6 +262,7 @@ class _Sweeper(ExperimentRunner):
             "--sizes", ",".join(map(str, config.sizes)), "--repeats", str(config.repeats),
             "--gap", f"{cell.gap_s!r}s", "--warmup", str(config.warmup), "--tcp-info",
             "--order", config.order, "--seed", str(config.seed), "--timeout", f"{config.call_timeout_s!r}s",
+            *cell.stack.client_args(),
         ]
         if cell.background_gap_s is not None:
             args += ["--background-gap", f"{cell.background_gap_s!r}s"]
@@ -281,9 +301,10 @@ def _pairs(config: SweepConfig, inventory) -> list[tuple[str, str]]:
 
 def plan(config: SweepConfig, inventory) -> Plan:
     pairs = _pairs(config, inventory)
-    cells = plan_cells(config, pairs)
+    stacks, left_out = plan_stacks(config.client_impl, config.server_impl, config.grpc_option)
+    cells = plan_cells(config, pairs, stacks)
     hosts = sorted({name for pair in pairs for name in pair})
-    return Plan(cells, hosts, total=len(cells) * len(config.sizes) * config.repeats, unit="call")
+    return Plan(cells, hosts, total=len(cells) * len(config.sizes) * config.repeats, unit="call", omitted=left_out)
 
 
 def _run_mesh(sweeper: _Sweeper, by_pair: dict[tuple[str, str], list[Cell]]) -> None:

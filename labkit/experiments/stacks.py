@@ -1,0 +1,132 @@
+"""The gRPC stack as a dimension of every experiment: which implementation serves, which calls, and the knobs in force.
+
+``--server-impl python,go``, ``--client-impl python,go`` and a sweepable
+``--grpc-option KEY=V1,V2`` (grpc-go's names, :mod:`labkit.echo.options`)
+multiply an experiment's cells like any other knob. A :class:`Stack` is one
+combination; a cell carries it in its id (only where it differs from the
+default, Python on both sides with no option, so runs made before this
+dimension existed keep their cell ids and resume as they were) and in its
+rows (``client_impl``, ``server_impl``, ``grpc_options``).
+
+An option applies to the sides that take it (``pool`` to the client,
+``max-concurrent-streams`` to the server, windows to both). A stack whose
+Python side would be given an option grpcio has no equivalent of is left out
+of the plan, with the reason, rather than run with the knob silently
+missing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from labkit.echo.options import IMPLEMENTATIONS, OPTIONS, parse_grpc_options
+from labkit.errors import LabkitError
+
+DEFAULT_IMPL = "python"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One gRPC stack: the implementation of each side and the options (``key=value``, sorted by key)."""
+
+    client_impl: str = DEFAULT_IMPL
+    server_impl: str = DEFAULT_IMPL
+    grpc_options: tuple[str, ...] = ()
+
+    @property
+    def id_suffix(self) -> str:
+        """What the stack adds to a cell id: nothing for the default stack."""
+        parts = []
+        if self.client_impl != DEFAULT_IMPL:
+            parts.append(f"client={self.client_impl}")
+        if self.server_impl != DEFAULT_IMPL:
+            parts.append(f"server={self.server_impl}")
+        if self.grpc_options:
+            parts.append("opt=" + ";".join(self.grpc_options))
+        return "".join(f"|{part}" for part in parts)
+
+    def columns(self) -> dict[str, str | None]:
+        """The row columns of the stack."""
+        return {"client_impl": self.client_impl, "server_impl": self.server_impl,
+                "grpc_options": ";".join(self.grpc_options) or None}
+
+    def _side_options(self, side: str) -> list[str]:
+        return [item for item in self.grpc_options if side in OPTIONS[item.partition("=")[0]].sides]
+
+    def client_args(self) -> list[str]:
+        """``labkit echo call|upload-agent`` arguments of the client side."""
+        args = ["--impl", self.client_impl] if self.client_impl != DEFAULT_IMPL else []
+        return args + [arg for item in self._side_options("client") for arg in ("--grpc-option", item)]
+
+    def server_args(self) -> list[str]:
+        """``labkit echo serve`` arguments of the server side."""
+        args = ["--impl", self.server_impl] if self.server_impl != DEFAULT_IMPL else []
+        return args + [arg for item in self._side_options("server") for arg in ("--grpc-option", item)]
+
+    @property
+    def server_key(self) -> tuple:
+        """Cells whose stacks share this key can share one running server."""
+        return (self.server_impl, tuple(self._side_options("server")))
+
+    def label(self) -> str:
+        """``go→python static-stream-window=33554432``: client→server, then the options."""
+        text = f"{self.client_impl}→{self.server_impl}"
+        return f"{text} {' '.join(self.grpc_options)}" if self.grpc_options else text
+
+
+def option_values(items: list[str]) -> dict[str, list[str]]:
+    """``["static-stream-window=64KiB,32MiB", "pool=4"]`` -> each key's values, checked (unknown keys and bad values refused)."""
+    values: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, text = str(item).partition("=")
+        key = key.strip()
+        choices = [value.strip() for value in text.split(",") if value.strip()]
+        if not sep or not choices:
+            raise LabkitError(f"--grpc-option {item!r} is not KEY=VALUE[,VALUE...]")
+        if key not in OPTIONS:
+            raise LabkitError(f"--grpc-option {key}: unknown; known: {', '.join(OPTIONS)}")
+        if key in values:
+            raise LabkitError(f"--grpc-option {key} is given twice; list its values once, comma-separated")
+        for choice in choices:
+            parse_grpc_options([f"{key}={choice}"], OPTIONS[key].sides[0])  # refuses a bad value with one line
+        values[key] = choices
+    return values
+
+
+def plan_stacks(client_impls: list[str], server_impls: list[str], grpc_options: list[str],
+                *, clients: tuple[str, ...] = IMPLEMENTATIONS) -> tuple[list[Stack], list[str]]:
+    """Every stack of the lists, and one line for each left out.
+
+    ``clients`` are the client implementations the experiment has (load's
+    client is ghz or h2load whatever the stack, series has no Go agent yet);
+    asking for another is an error. A Python side given an option grpcio
+    cannot set is left out with the reason.
+    """
+    from labkit.echo.options import grpcio_arguments
+
+    for name, impls in (("--client-impl", client_impls), ("--server-impl", server_impls)):
+        unknown = [impl for impl in impls if impl not in IMPLEMENTATIONS]
+        if unknown or not impls:
+            raise LabkitError(f"{name} takes {', '.join(IMPLEMENTATIONS)}, not {', '.join(unknown) or 'nothing'}")
+    missing = [impl for impl in client_impls if impl not in clients]
+    if missing:
+        raise LabkitError(f"this experiment has no {', '.join(missing)} client; --client-impl takes {', '.join(clients)}")
+    values = option_values(grpc_options)
+    option_sets = [tuple(f"{key}={value}" for key, value in zip(values, combo))
+                   for combo in itertools.product(*values.values())]
+    stacks, left_out = [], []
+    for client, server, options in itertools.product(dict.fromkeys(client_impls), dict.fromkeys(server_impls), option_sets):
+        stack = Stack(client, server, tuple(sorted(options)))
+        try:
+            for side, impl in (("client", client), ("server", server)):
+                if impl == "python":
+                    grpcio_arguments(parse_grpc_options(stack._side_options(side), side),
+                                     impl_hint=f"left out for a Python {side}")
+        except LabkitError as exc:
+            left_out.append(f"{stack.label()}: {exc.message}")
+            continue
+        stacks.append(stack)
+    if not stacks:
+        raise LabkitError("no stack is left to run: " + "; ".join(left_out))
+    return stacks, left_out

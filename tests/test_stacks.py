@@ -1,0 +1,59 @@
+"""The gRPC stack as an experiment dimension: which cells a stack list makes, and what each side is given."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.errors import LabkitError
+from labkit.experiments.stacks import Stack, option_values, plan_stacks
+from labkit.experiments.sweep import SweepConfig, plan_cells
+
+
+def test_the_default_stack_changes_no_cell_id():
+    config = SweepConfig(inventory="x", client="a", server="b", slow_start_after_idle=[1, 0])
+    cells = plan_cells(config, [("a", "b")])
+    assert [cell.id for cell in cells] == ["a->b|cc=keep|ssai=1|gap=1|bg=none|ka=none",
+                                           "a->b|cc=keep|ssai=0|gap=1|bg=none|ka=none"]
+    assert cells[0].columns()["client_impl"] == "python" and cells[0].columns()["grpc_options"] is None
+
+
+def test_stacks_multiply_the_cells_grouped_by_server():
+    stacks, left_out = plan_stacks(["python", "go"], ["go"], ["static-stream-window=64KiB,32MiB"])
+    # grpcio has no static windows: the Python client's stacks are left out, with the reason.
+    assert [s.label() for s in stacks] == ["go→go static-stream-window=64KiB", "go→go static-stream-window=32MiB"]
+    assert len(left_out) == 2 and all("grpcio has no equivalent of --grpc-option static-stream-window" in line
+                                      for line in left_out)
+    config = SweepConfig(inventory="x", client="a", server="b", slow_start_after_idle=[1, 0])
+    cells = plan_cells(config, [("a", "b")], stacks)
+    assert len(cells) == 4
+    assert cells[0].id == "a->b|cc=keep|ssai=1|gap=1|bg=none|ka=none|client=go|server=go|opt=static-stream-window=64KiB"
+    # Each server (implementation and server-side options) gets one run of consecutive cells.
+    keys = [cell.stack.server_key for cell in cells]
+    assert keys == sorted(keys, key=keys.index) and len(set(keys)) == 2
+
+
+def test_each_side_gets_the_options_it_takes():
+    stack = Stack("go", "python", ("keepalive-time=10s", "max-concurrent-streams=8", "pool=4"))
+    assert stack.client_args() == ["--impl", "go", "--grpc-option", "keepalive-time=10s", "--grpc-option", "pool=4"]
+    assert stack.server_args() == ["--grpc-option", "keepalive-time=10s", "--grpc-option", "max-concurrent-streams=8"]
+    assert stack.server_key == ("python", ("keepalive-time=10s", "max-concurrent-streams=8"))
+    assert Stack().client_args() == [] and Stack().server_args() == [] and Stack().id_suffix == ""
+
+
+def test_options_are_checked_before_anything_runs():
+    assert option_values(["pool=1,4", "compression=gzip"]) == {"pool": ["1", "4"], "compression": ["gzip"]}
+    for items, message in ((["bogus=1"], "unknown"), (["pool"], "KEY=VALUE"), (["pool=0"], "at least 1"),
+                           (["pool=1", "pool=2"], "given twice")):
+        with pytest.raises(LabkitError, match=message):
+            option_values(items)
+    with pytest.raises(LabkitError, match="takes python, go"):
+        plan_stacks(["rust"], ["python"], [])
+    with pytest.raises(LabkitError, match="no go client"):
+        plan_stacks(["go"], ["python"], [], clients=("python",))
+    with pytest.raises(LabkitError, match="no stack is left"):
+        plan_stacks(["python"], ["python"], ["static-conn-window=1MiB"])
+
+
+def test_a_sweep_config_refuses_a_bad_stack_at_validation():
+    with pytest.raises(LabkitError, match="unknown"):
+        SweepConfig(inventory="x", client="a", server="b", grpc_option=["nope=1"]).validate()
