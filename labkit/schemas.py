@@ -153,6 +153,7 @@ UPLOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("error", pa.string(), True, "Why ok is false (gRPC status, HTTP status and reason, byte count or checksum "
                                  "mismatch); null when ok."),
     ("status", pa.string(), True, "The transport's status: a gRPC status code name, or the HTTP status code."),
+    *STACK_FIELDS,
 ]
 
 #: LOAD_SCHEMA's fields: (name, type, nullable, meaning).
@@ -237,7 +238,7 @@ SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/2")
 SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/1")
 
 #: One row per upload (see :data:`UPLOAD_FIELDS`).
-UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/1")
+UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/2")
 
 #: One row per load cell (see :data:`LOAD_FIELDS`).
 LOAD_SCHEMA: pa.Schema = _schema(LOAD_FIELDS, "load/1")

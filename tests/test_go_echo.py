@@ -318,3 +318,17 @@ def test_subcommands_without_a_go_twin_refuse_impl_go():
     result = labkit("echo", "series-agent", "--impl", "go", "--address", "127.0.0.1", "--probes", "ping", "--ticks", "1",
                     "--interval", "1s")
     assert result.returncode == 2 and "--impl" in result.stderr
+
+
+@pytest.mark.parametrize("agent", ["python", "go"])
+def test_upload_agents_take_grpc_options_for_grpc_only(agent, go_server, tmp_path):
+    path = tmp_path / "file.bin"
+    path.write_bytes(os.urandom(10_000))
+    common = ["echo", "upload-agent", "--impl", agent, "--file", str(path), "--chunk-size", "1000",
+              "--grpc-option", "initial-window=1MiB"]
+    ok = labkit(*common, "--transport", "grpc", "--target", go_server.target)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout.splitlines()[-1])["ok"] is True
+    refused = labkit(*common, "--transport", "http2", "--target", f"127.0.0.1:{go_server.ready['http2_port']}")
+    assert refused.returncode == 2 and "--grpc-option applies to --transport grpc only" in refused.stderr
+    assert len([line for line in refused.stderr.splitlines() if line.strip()]) == 1

@@ -211,7 +211,7 @@ def inventory(lab, tmp_path_factory):
 
 
 def upload_processes(lab) -> list[str]:
-    return leftover_processes(lab, ("echo serve", "upload-agent"))
+    return leftover_processes(lab, ("echo serve", "upload-agent", "labkit-go"))
 
 
 def _seeded(size: int, seed: int) -> bytes:
@@ -393,4 +393,26 @@ def test_sigint_stops_everything_and_resume_runs_only_the_missing_cells(lab, inv
     # Cells finished before the interruption were not run again.
     starts = [event["cell"] for event in run.cell_events() if event["event"] == "start"]
     assert all(starts.count(cell) == 1 for cell in done_before)
+    assert upload_processes(lab) == []
+
+
+@pytest.mark.testbed
+def test_go_and_python_stacks_upload_the_same_file_side_by_side(lab, inventory, tmp_path):
+    proc = run_labkit("upload", str(inventory), "--client", "a", "--server", "b", "--file-size", "2MiB",
+                      "--chunk-sizes", "1024,65536", "--repeats", "1", "--tls", "on", "--ping-count", "2",
+                      "--client-impl", "python,go", "--server-impl", "go",
+                      "--grpc-option", "initial-window=1MiB", "--name", "stacks", "--runs-dir", str(tmp_path), "--quiet",
+                      timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    run = Run.open(next(tmp_path.glob("*-stacks")))
+    samples = run.samples()
+    assert samples["ok"].all(), samples[~samples["ok"]][["cell_id", "error"]]
+    # Both clients against the Go server over TLS; gRPC options do not apply to HTTP/2 POSTs, so those cells are
+    # gRPC only, and the plan says why it left the HTTP/2 ones out.
+    assert sorted(set(zip(samples["client_impl"], samples["server_impl"], samples["transport"]))) == [
+        ("go", "go", "grpc"), ("python", "go", "grpc")]
+    assert set(samples["grpc_options"]) == {"initial-window=1MiB"}
+    assert any("gRPC options do not apply to an HTTP/2 POST" in line for line in run.manifest["omitted_cells"])
+    assert (samples["bytes_acked"] == FILE_BYTES).all() and (samples["server_cpu_s"] > 0).all()
+    assert {server["impl"] for server in run.manifest["servers"]} == {"go"}
     assert upload_processes(lab) == []

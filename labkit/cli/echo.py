@@ -325,11 +325,20 @@ def upload_file(path, size, seed):
 @click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
 @click.option("--declare-length", type=click.IntRange(min=0), default=None,
               help="Declare this length to the server instead of the file's (tests its check).")
+@GRPC_OPTION
 @IMPL
 def upload_agent_command(transport, target, path, sha256, chunk_size, repeats, warmup, timeout, tls_ca,
-                         tls_server_name, declare_length):
+                         tls_server_name, declare_length, grpc_option):
     """The client side of `labkit upload`: one cell's uploads, one JSON line each (see labkit.echo.upload_agent)."""
     from labkit.echo import upload_agent
+
+    channel_options = []
+    if grpc_option:
+        from labkit.echo.options import grpcio_arguments, parse_grpc_options
+
+        if transport != "grpc":
+            raise click.UsageError("--grpc-option applies to --transport grpc only")
+        channel_options = grpcio_arguments(parse_grpc_options(grpc_option, "client"))
 
     data = upload_agent.load_file(path, sha256)
     tls_root_pem = None
@@ -345,7 +354,7 @@ def upload_agent_command(transport, target, path, sha256, chunk_size, repeats, w
     uploads = upload_agent.run_uploads(
         transport, target, data, chunk_size, repeats, sha256=sha256, tls_root_pem=tls_root_pem,
         tls_server_name=tls_server_name, timeout_s=timeout, declared_length=declare_length, warmup=warmup,
-        ready=lambda **facts: emit({"event": "ready", "transport": transport, "target": target, **facts}),
+        channel_options=channel_options, ready=lambda **facts: emit({"event": "ready", "transport": transport, "target": target, **facts}),
     )
     with closing(uploads):
         for row in uploads:

@@ -157,7 +157,7 @@ def _float_or_none(text: str | None) -> float | None:
 
 
 def _grpc_uploads(target, data, sha256, chunk_bytes, repeats, *, tls_root_pem, tls_server_name, timeout_s,
-                  declared_length, warmup, ready) -> Iterator[dict[str, Any]]:
+                  declared_length, warmup, ready, channel_options=()) -> Iterator[dict[str, Any]]:
     import grpc
 
     from labkit.echo.client import open_channel
@@ -165,7 +165,7 @@ def _grpc_uploads(target, data, sha256, chunk_bytes, repeats, *, tls_root_pem, t
     from labkit.proto import echo_pb2, echo_pb2_grpc
 
     started = time.perf_counter()
-    channel = open_channel(target, tls_root_pem=tls_root_pem, tls_server_name=tls_server_name)
+    channel = open_channel(target, tls_root_pem=tls_root_pem, tls_server_name=tls_server_name, options=channel_options)
     try:
         try:
             grpc.channel_ready_future(channel).result(timeout=timeout_s)
@@ -291,6 +291,7 @@ def run_uploads(
     timeout_s: float = 600.0,
     declared_length: int | None = None,
     warmup: int = 1,
+    channel_options=(),
     ready=lambda **facts: None,
 ) -> Iterator[dict[str, Any]]:
     """Upload ``data`` ``repeats`` times in chunks of ``chunk_bytes`` and yield one row per upload.
@@ -307,7 +308,11 @@ def run_uploads(
     if repeats < 1:
         raise LabkitError(f"repeats must be at least 1, not {repeats}")
     sha256 = sha256 or hashlib.sha256(data).hexdigest()
-    uploads = _grpc_uploads if transport == "grpc" else _http2_uploads
-    yield from uploads(target, data, sha256.lower(), chunk_bytes, repeats, tls_root_pem=tls_root_pem,
-                       tls_server_name=tls_server_name, timeout_s=timeout_s, declared_length=declared_length,
-                       warmup=warmup, ready=ready)
+    if transport == "http2" and channel_options:
+        raise LabkitError("gRPC channel options do not apply to an HTTP/2 upload")
+    common = dict(tls_root_pem=tls_root_pem, tls_server_name=tls_server_name, timeout_s=timeout_s,
+                  declared_length=declared_length, warmup=warmup, ready=ready)
+    if transport == "grpc":
+        yield from _grpc_uploads(target, data, sha256.lower(), chunk_bytes, repeats, channel_options=channel_options, **common)
+    else:
+        yield from _http2_uploads(target, data, sha256.lower(), chunk_bytes, repeats, **common)

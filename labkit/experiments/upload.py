@@ -35,6 +35,7 @@ from typing import Any
 
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
+from labkit.experiments.stacks import Stack, plan_stacks
 
 EXPERIMENT = "upload"
 TRANSPORTS = ("grpc", "http2")
@@ -63,6 +64,9 @@ class UploadConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     ping_count: int = 10
     upload_timeout_s: float = 600.0
+    client_impl: list[str] = field(default_factory=lambda: ["python"])
+    server_impl: list[str] = field(default_factory=lambda: ["python"])
+    grpc_option: list[str] = field(default_factory=list)  # KEY=V1,V2: every value is a cell (labkit.experiments.stacks)
 
     def __post_init__(self) -> None:
         if self.file is not None:
@@ -88,6 +92,7 @@ class UploadConfig:
             raise LabkitError("repeats must be at least 1")
         if self.warmup < 0:
             raise LabkitError("warmup must not be negative")
+        plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
         if self.max_message_bytes < 1:
             raise LabkitError("max message bytes must be at least 1")
         if not self.chunk_sizes or any(size < 1 for size in self.chunk_sizes):
@@ -123,26 +128,33 @@ class Cell:
     transport: str
     tls: bool
     chunk_bytes: int
+    stack: Stack = Stack()
 
     @property
     def id(self) -> str:
-        return f"{self.src}->{self.dst}|{self.transport}|tls={'on' if self.tls else 'off'}|chunk={self.chunk_bytes}"
+        return (f"{self.src}->{self.dst}|{self.transport}|tls={'on' if self.tls else 'off'}|chunk={self.chunk_bytes}"
+                f"{self.stack.id_suffix}")
 
     def columns(self) -> dict[str, Any]:
         return {"src": self.src, "dst": self.dst, "cell_id": self.id, "transport": self.transport, "tls": self.tls,
-                "chunk_bytes": self.chunk_bytes}
+                "chunk_bytes": self.chunk_bytes, **self.stack.columns()}
 
 
 def tls_modes(config: UploadConfig) -> list[bool]:
     return {"both": [False, True], "off": [False], "on": [True]}[config.tls]
 
 
-def plan_cells(config: UploadConfig) -> list[Cell]:
-    """The cells in execution order: grouped by TLS mode (one server each), then transport, then chunk size."""
+def plan_cells(config: UploadConfig, stacks: list[Stack] | None = None) -> list[Cell]:
+    """The cells in execution order: grouped by TLS mode and server (one server each), then stack, transport, chunk size."""
+    stacks = stacks or [Stack()]
+    servers = list(dict.fromkeys(stack.server_key for stack in stacks))
+    # gRPC options do not apply to an HTTP/2 POST: a stack with options has gRPC cells only (plan() says so).
     return [
-        Cell(config.client, config.server, transport, tls, size)
+        Cell(config.client, config.server, transport, tls, size, stack)
         for tls in tls_modes(config)
-        for transport in config.transports
+        for server in servers
+        for stack in stacks if stack.server_key == server
+        for transport in config.transports if transport == "grpc" or not stack.grpc_options
         for size in config.chunk_sizes
     ]
 
@@ -238,21 +250,20 @@ class _Uploader(ExperimentRunner):
         session.ping_baseline(src, dst, "before", config.ping_count)
         tls_used = False
         try:
-            for tls in tls_modes(config):
-                group = [cell for cell in todo if cell.tls == tls]
-                if group:
-                    tls_used |= tls
-                    self.run_tls_mode(tls, group, file)
+            for tls, server in dict.fromkeys((cell.tls, cell.stack.server_key) for cell in todo):
+                group = [cell for cell in todo if (cell.tls, cell.stack.server_key) == (tls, server)]
+                tls_used |= tls
+                self.run_tls_mode(tls, group, file)
             session.ping_baseline(src, dst, "after", config.ping_count)
         finally:
             if tls_used:
                 self._remove_tls_material()
 
     def run_tls_mode(self, tls: bool, cells: list[Cell], file: dict[str, Any]) -> None:
-        """One echo server (gRPC and HTTP/2, with or without TLS) for the cells of one TLS mode."""
+        """One echo server (gRPC and HTTP/2, with or without TLS, of the cells' server stack) for ``cells``."""
         config, run, session = self.config, self.run, self.session
         serve = ["--http2-port", "0", "--max-message-bytes", str(config.max_message_bytes),
-                 "--max-upload-bytes", str(file["bytes"])]
+                 "--max-upload-bytes", str(file["bytes"]), *cells[0].stack.server_args()]
         ca_path = None
         if tls:
             ca_path, tls_args = self._tls_material()
@@ -277,7 +288,7 @@ class _Uploader(ExperimentRunner):
             "echo", "upload-agent", "--transport", cell.transport, "--target", target,
             "--file", file["path"], "--sha256", file["sha256"], "--chunk-size", str(cell.chunk_bytes),
             "--repeats", str(config.repeats), "--warmup", str(config.warmup),
-            "--timeout", f"{config.upload_timeout_s!r}s",
+            "--timeout", f"{config.upload_timeout_s!r}s", *cell.stack.client_args(),
         ]
         if ca_path is not None:
             args += ["--tls-ca", ca_path]
@@ -304,8 +315,12 @@ class _Uploader(ExperimentRunner):
 
 
 def plan(config: UploadConfig, inventory) -> Plan:
-    cells = plan_cells(config)
-    return Plan(cells, [config.client, config.server], total=len(cells) * config.repeats, unit="upload")
+    stacks, left_out = plan_stacks(config.client_impl, config.server_impl, config.grpc_option)
+    if "http2" in config.transports:
+        left_out += [f"{stack.label()} over http2: gRPC options do not apply to an HTTP/2 POST"
+                     for stack in stacks if stack.grpc_options]
+    cells = plan_cells(config, stacks)
+    return Plan(cells, [config.client, config.server], total=len(cells) * config.repeats, unit="upload", omitted=left_out)
 
 
 def summarize(run):

@@ -23,6 +23,7 @@ import (
 
 	"labkit/go/echopb"
 	"labkit/go/internal/echo"
+	"labkit/go/internal/options"
 	"labkit/go/internal/units"
 )
 
@@ -36,6 +37,8 @@ type uploadAgent struct {
 	declared                                                        int64
 	timeout                                                         time.Duration
 	data                                                            []byte
+	grpcOptions                                                     repeated
+	values                                                          options.Values
 }
 
 func uploadAgentCommand(args []string) error {
@@ -52,6 +55,7 @@ func uploadAgentCommand(args []string) error {
 	flags.StringVar(&a.tlsCA, "tls-ca", "", "PEM root certificate; use TLS")
 	flags.StringVar(&a.tlsServerName, "tls-server-name", "", "name to verify in the server certificate instead of HOST")
 	flags.Int64Var(&a.declared, "declare-length", -1, "declare this length to the server instead of the file's")
+	flags.Var(&a.grpcOptions, "grpc-option", "a gRPC knob by its grpc-go name, KEY=VALUE (repeatable; --transport grpc)")
 	if err := parse(flags, args); err != nil {
 		return err
 	}
@@ -75,6 +79,12 @@ func (a *uploadAgent) check() error {
 		return usagef("--chunk-size and --repeats must be at least 1, --warmup not negative")
 	}
 	var err error
+	if a.values, err = options.Parse(a.grpcOptions, "client"); err != nil {
+		return usageError{err.Error()}
+	}
+	if len(a.values) > 0 && a.transport != "grpc" {
+		return usagef("--grpc-option applies to --transport grpc only")
+	}
 	if a.timeout, err = units.ParseDuration(a.timeoutText); err != nil {
 		return usagef("--timeout: %v", err)
 	}
@@ -147,7 +157,7 @@ func (a *uploadAgent) finish(row map[string]any, elapsed time.Duration, cpuStart
 
 func (a *uploadAgent) runGRPC() error {
 	started := time.Now()
-	dial, err := (&callFlags{tlsCA: a.tlsCA, tlsServerName: a.tlsServerName}).dialOptions(nil)
+	dial, err := (&callFlags{tlsCA: a.tlsCA, tlsServerName: a.tlsServerName}).dialOptions(a.values)
 	if err != nil {
 		return err
 	}
