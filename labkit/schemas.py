@@ -197,6 +197,7 @@ LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("server_alive_after", pa.bool_(), False, "Whether the echo server process was still running after the cell."),
     ("error", pa.string(), True, "Why the row is partial or empty: the tool failed, the server died, nothing was measured."),
     ("raw_files", pa.string(), False, "The cell's raw outputs under the run's raw/ directory, comma-separated."),
+    *STACK_FIELDS,
 ]
 
 #: IPERF3_SCHEMA's fields: (name, type, nullable, meaning).
@@ -241,7 +242,7 @@ SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/1")
 UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/2")
 
 #: One row per load cell (see :data:`LOAD_FIELDS`).
-LOAD_SCHEMA: pa.Schema = _schema(LOAD_FIELDS, "load/1")
+LOAD_SCHEMA: pa.Schema = _schema(LOAD_FIELDS, "load/2")
 
 #: One row per iperf3 stream per interval (see :data:`IPERF3_FIELDS`).
 IPERF3_SCHEMA: pa.Schema = _schema(IPERF3_FIELDS, "iperf3/1")

@@ -25,6 +25,8 @@ def test_series_name_transport_and_connections_in_order(sample):
     several = pd.concat([cells, cells.assign(payload_bytes=1024, keepalive_ms=1000.0)], ignore_index=True)
     labelled, _ = load.label_series(several)
     assert "grpc n=1 64B" in set(labelled["series"]) and "grpc n=1 ka=1000ms 1024B" in set(labelled["series"])
+    stacks, order = load.label_series(pd.concat([cells, cells.assign(server_impl="go")], ignore_index=True))
+    assert order[:2] == ["grpc n=1 go", "grpc n=1 python"] and stacks["series"].nunique() == 8
 
 
 def test_call_costs_follow_littles_law_and_spread_cpu_over_the_whole_cell(sample):

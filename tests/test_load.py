@@ -194,7 +194,7 @@ def host_dir(inventory: Path, host: str) -> Path:
 
 def lab_processes(lab) -> list[str]:
     """Command lines of echo servers and load tools still running in the testbed's namespaces."""
-    return leftover_processes(lab, ("echo serve", "ghz", "h2load"))
+    return leftover_processes(lab, ("echo serve", "labkit-go", "ghz", "h2load"))
 
 
 def test_deploy_sent_ghz_and_sends_it_only_once(lab, inventory, wheel):
@@ -365,3 +365,18 @@ def test_bad_load_input_is_one_line_exit_2(inventory, tmp_path, args, expected):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_the_go_server_under_the_same_load_as_the_python_one(lab, inventory, tmp_path):
+    run = labkit.load(inventory, client="a", server="b", transports=["grpc", "http2"], concurrency=[4], payload_bytes=[64],
+                      connections=[1], keepalive_ms=[None], duration_s=2.0, warmup_s=1.0, ping_count=2,
+                      server_impl=["python", "go"], name="stacks", runs_dir=tmp_path, quiet=True)
+    assert run.status == "complete"
+    rows = run.samples()
+    assert sorted(zip(rows["server_impl"], rows["transport"])) == [("go", "grpc"), ("go", "http2"), ("python", "grpc"),
+                                                                    ("python", "http2")]
+    assert rows["client_impl"].isna().all() and rows["error"].isna().all() and (rows["errors"] == 0).all()
+    # Each stack's server ran on its own: the Go one's CPU was read from its own process.
+    assert (rows["server_cpu_s"] > 0).all() and rows["server_alive_after"].all()
+    assert [server["impl"] for server in run.manifest["servers"]] == ["python", "go"]
+    assert lab_processes(lab) == []

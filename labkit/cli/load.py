@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.options import experiment_options, print_run_footer, run_from_flags
+from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, choice_list, int_list, size_list
 from labkit.experiments.load import MAX_PAYLOAD_BYTES, TRANSPORTS
 
@@ -31,6 +31,7 @@ RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call
 @click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in the baselines before and after. [default: 10]")
 @click.option("--ghz", help="ghz on the client host. [default: the one `labkit deploy` copied there, else PATH]")
 @click.option("--h2load", help="h2load on the client host. [default: h2load on its PATH]")
+@stack_options(clients=())
 @experiment_options
 def load(**flags):
     """The cost of a call under load: gRPC (ghz) and HTTP/2 (h2load) against one echo server.

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import itertools
 import json
 import random
@@ -60,6 +61,7 @@ from typing import Any
 from labkit.analysis.windows import h2load_errors, measured_window, window_stats
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
+from labkit.experiments.stacks import Stack, plan_stacks
 from labkit.parsers.ghz import ghz_argv
 from labkit.parsers.h2load import h2load_argv
 
@@ -95,6 +97,8 @@ class LoadConfig:
     # The tools on the client host; by default deploy's copy (labkit_dir/bin), then the host's PATH.
     ghz: str | None = None
     h2load: str | None = None
+    server_impl: list[str] = field(default_factory=lambda: ["python"])
+    grpc_option: list[str] = field(default_factory=list)  # server options, KEY=V1,V2 (labkit.experiments.stacks)
 
     def validate(self) -> None:
         if not (self.client and self.server):
@@ -118,6 +122,7 @@ class LoadConfig:
             raise LabkitError("the warm-up must be between 0 and 1 h")
         if "grpc-conns" in self.transports and not any(n > 1 for n in self.connections):
             raise LabkitError("grpc-conns spreads calls over several connections: give --connections with a value above 1")
+        plan_stacks(None, self.server_impl, self.grpc_option)
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,7 @@ class Cell:
     payload_bytes: int
     connections: int
     keepalive_ms: int | None
+    stack: Stack = Stack(client_impl=None)
 
     @property
     def tool(self) -> str:
@@ -150,33 +156,48 @@ class Cell:
     def id(self) -> str:
         ka = "none" if self.keepalive_ms is None else str(self.keepalive_ms)
         return (f"{self.src}->{self.dst}|{self.transport}|c={self.concurrency}|p={self.payload_bytes}"
-                f"|conns={self.connections}|ka={ka}")
+                f"|conns={self.connections}|ka={ka}{self.stack.id_suffix}")
 
     def slug(self, attempt: int) -> str:
         """A file-name form of the id, for raw outputs."""
         ka = "none" if self.keepalive_ms is None else str(self.keepalive_ms)
-        return f"{self.transport}-c{self.concurrency}-p{self.payload_bytes}-n{self.connections}-ka{ka}-a{attempt}"
+        stack = f"-{self.stack.server_impl}" if self.stack.server_impl != "python" else ""
+        if self.stack.grpc_options:
+            stack += "-o" + hashlib.sha256(";".join(self.stack.grpc_options).encode()).hexdigest()[:8]
+        return f"{self.transport}-c{self.concurrency}-p{self.payload_bytes}-n{self.connections}-ka{ka}{stack}-a{attempt}"
 
     def columns(self) -> dict[str, Any]:
         return {
             "src": self.src, "dst": self.dst, "cell_id": self.id, "transport": self.transport, "tool": self.tool,
             "concurrency": self.concurrency, "connections": self.connections,
             "streams_per_connection": self.streams_per_connection, "in_flight": self.in_flight,
-            "keepalive_ms": self.keepalive_ms, "payload_bytes": self.payload_bytes,
+            "keepalive_ms": self.keepalive_ms, "payload_bytes": self.payload_bytes, **self.stack.columns(),
         }
 
 
 def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
     """The cells in execution order, and the combinations left out with the reason for each.
 
-    ``grpc`` uses one connection; ``grpc-conns`` each ``connections`` value
-    above 1; ``http2`` each value. A cell needs at least one request in flight
-    per connection, so combinations with fewer are left out. Keepalive applies
-    to gRPC cells only.
+    Cells are grouped by server stack (one server each). ``grpc`` uses one
+    connection; ``grpc-conns`` each ``connections`` value above 1; ``http2``
+    each value. A cell needs at least one request in flight per connection,
+    so combinations with fewer are left out. Keepalive applies to gRPC cells
+    only, and so do gRPC options.
     """
-    cells, omitted = [], []
+    stacks, omitted = plan_stacks(None, config.server_impl, config.grpc_option)
+    cells = []
+    for stack in stacks:
+        cells += _stack_cells(config, stack, omitted)
+    return cells, omitted
+
+
+def _stack_cells(config: LoadConfig, stack: Stack, omitted: list[str]) -> list[Cell]:
+    cells = []
     src, dst = config.client, config.server
     for transport in config.transports:
+        if transport == "http2" and stack.grpc_options:
+            omitted.append(f"{stack.label()} over http2: gRPC options do not apply to h2load's HTTP/2 requests")
+            continue
         for payload, concurrency in itertools.product(config.payload_bytes, config.concurrency):
             if transport == "grpc":
                 conns_list = [1]
@@ -186,13 +207,13 @@ def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
                 conns_list = list(config.connections)
             keepalives = config.keepalive_ms if transport != "http2" else [None]
             for conns, keepalive in itertools.product(conns_list, keepalives):
-                cell = Cell(src, dst, transport, concurrency, payload, conns, keepalive)
+                cell = Cell(src, dst, transport, concurrency, payload, conns, keepalive, stack)
                 if conns > concurrency:
                     omitted.append(f"{cell.id}: {conns} connections need a concurrency of at least {conns}")
                     continue
                 if cell not in cells:
                     cells.append(cell)
-    return cells, omitted
+    return cells
 
 
 # -- a cell's numbers from its tool's output (pure) ------------------------------------------------
@@ -237,6 +258,7 @@ class _Loader(ExperimentRunner):
         self.workdir: str | None = None
         self.echo = None
         self.ready: dict[str, Any] = {}
+        self.ready_key: tuple | None = None  # the server stack of the running server
 
     # -- set-up -------------------------------------------------------------------------------
     def find_tools(self, cells: list[Cell]) -> None:
@@ -293,9 +315,9 @@ class _Loader(ExperimentRunner):
                 path.write_bytes(content)
                 self.client.put(path, f"{self.workdir}/{name}")
 
-    def start_server(self) -> None:
+    def start_server(self, stack: Stack) -> None:
         config = self.config
-        serve = []
+        serve = [*stack.server_args()]
         keepalives = [k for k in config.keepalive_ms if k]
         if keepalives and any(t != "http2" for t in config.transports):
             serve += ["--permit-keepalive-ms", str(min(keepalives))]
@@ -335,8 +357,11 @@ class _Loader(ExperimentRunner):
             session.ping_baseline(config.client, config.server, "before", config.ping_count)
             for cell in todo:
                 session.check_stopping()
+                if self.echo is not None and self.ready_key != cell.stack.server_key:
+                    self.stop_server()  # cells come grouped by server stack: the next group's server
                 if self.echo is None:
-                    self.start_server()
+                    self.start_server(cell.stack)
+                    self.ready_key = cell.stack.server_key
                 self.progress.describe(f"{cell.transport} c={cell.concurrency} {cell.payload_bytes} B conns={cell.connections}")
                 alive = self.run_cell(cell)
                 self.progress.advance()

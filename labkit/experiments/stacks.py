@@ -30,7 +30,7 @@ DEFAULT_IMPL = "python"
 class Stack:
     """One gRPC stack: the implementation of each side and the options (``key=value``, sorted by key)."""
 
-    client_impl: str = DEFAULT_IMPL
+    client_impl: str | None = DEFAULT_IMPL  # None: the client is a tool (ghz, h2load), not labkit's
     server_impl: str = DEFAULT_IMPL
     grpc_options: tuple[str, ...] = ()
 
@@ -38,7 +38,7 @@ class Stack:
     def id_suffix(self) -> str:
         """What the stack adds to a cell id: nothing for the default stack."""
         parts = []
-        if self.client_impl != DEFAULT_IMPL:
+        if self.client_impl not in (DEFAULT_IMPL, None):
             parts.append(f"client={self.client_impl}")
         if self.server_impl != DEFAULT_IMPL:
             parts.append(f"server={self.server_impl}")
@@ -56,6 +56,8 @@ class Stack:
 
     def client_args(self) -> list[str]:
         """``labkit echo call|upload-agent`` arguments of the client side."""
+        if self.client_impl is None:
+            return []
         args = ["--impl", self.client_impl] if self.client_impl != DEFAULT_IMPL else []
         return args + [arg for item in self._side_options("client") for arg in ("--grpc-option", item)]
 
@@ -71,7 +73,7 @@ class Stack:
 
     def label(self) -> str:
         """``go→python static-stream-window=33554432``: client→server, then the options."""
-        text = f"{self.client_impl}→{self.server_impl}"
+        text = f"{self.client_impl or 'tool'}→{self.server_impl}"
         return f"{text} {' '.join(self.grpc_options)}" if self.grpc_options else text
 
 
@@ -94,17 +96,24 @@ def option_values(items: list[str]) -> dict[str, list[str]]:
     return values
 
 
-def plan_stacks(client_impls: list[str], server_impls: list[str], grpc_options: list[str],
+def plan_stacks(client_impls: list[str] | None, server_impls: list[str], grpc_options: list[str],
                 *, clients: tuple[str, ...] = IMPLEMENTATIONS) -> tuple[list[Stack], list[str]]:
     """Every stack of the lists, and one line for each left out.
 
-    ``clients`` are the client implementations the experiment has (load's
-    client is ghz or h2load whatever the stack, series has no Go agent yet);
-    asking for another is an error. A Python side given an option grpcio
-    cannot set is left out with the reason.
+    ``clients`` are the client implementations the experiment has (series
+    has no Go agent yet); asking for another is an error. ``client_impls``
+    None means the client is a tool (load's ghz and h2load): options then
+    apply to the server only, and one only a client takes is refused. A
+    Python side given an option grpcio cannot set is left out with the reason.
     """
     from labkit.echo.options import grpcio_arguments
 
+    if client_impls is None:
+        client_only = [key for key in option_values(grpc_options) if "server" not in OPTIONS[key].sides]
+        if client_only:
+            raise LabkitError(f"--grpc-option {client_only[0]} is a client option, and this experiment's "
+                              "clients are tools (ghz, h2load): give server options only")
+        return _plan(None, server_impls, grpc_options, grpcio_arguments)
     for name, impls in (("--client-impl", client_impls), ("--server-impl", server_impls)):
         unknown = [impl for impl in impls if impl not in IMPLEMENTATIONS]
         if unknown or not impls:
@@ -112,11 +121,19 @@ def plan_stacks(client_impls: list[str], server_impls: list[str], grpc_options: 
     missing = [impl for impl in client_impls if impl not in clients]
     if missing:
         raise LabkitError(f"this experiment has no {', '.join(missing)} client; --client-impl takes {', '.join(clients)}")
+    return _plan(client_impls, server_impls, grpc_options, grpcio_arguments)
+
+
+def _plan(client_impls, server_impls, grpc_options, grpcio_arguments) -> tuple[list[Stack], list[str]]:
+    unknown = [impl for impl in server_impls if impl not in IMPLEMENTATIONS]
+    if unknown or not server_impls:
+        raise LabkitError(f"--server-impl takes {', '.join(IMPLEMENTATIONS)}, not {', '.join(unknown) or 'nothing'}")
     values = option_values(grpc_options)
     option_sets = [tuple(f"{key}={value}" for key, value in zip(values, combo))
                    for combo in itertools.product(*values.values())]
     stacks, left_out = [], []
-    for client, server, options in itertools.product(dict.fromkeys(client_impls), dict.fromkeys(server_impls), option_sets):
+    clients = dict.fromkeys(client_impls) if client_impls is not None else [None]
+    for client, server, options in itertools.product(clients, dict.fromkeys(server_impls), option_sets):
         stack = Stack(client, server, tuple(sorted(options)))
         try:
             for side, impl in (("client", client), ("server", server)):
