@@ -52,7 +52,9 @@ def _tcp_fields() -> list[tuple[str, pa.DataType, bool, str]]:
 
 
 #: The gRPC stack a row was measured with (labkit.experiments.stacks); older runs lack these columns and
-#: Run.samples() fills them as they were then: python on both sides, no option.
+#: Run.samples() fills them as they were then: python on both sides, no option. A series has one stack, kept
+#: in its manifest's config (its rows share SERIES_SCHEMA with imports, which have none); Run.samples() adds
+#: these columns to a series' rows from there.
 STACK_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("client_impl", pa.string(), True, "The gRPC implementation of the client: 'python' (grpcio) or 'go' (grpc-go); "
                                        "null where the client is a tool (ghz, h2load) or an imported log."),

@@ -334,7 +334,7 @@ class Run:
 
         path = self.path / "samples.parquet"
         frame = pd.read_parquet(path) if path.exists() else pd.DataFrame(self.journal_rows())
-        return _with_stack_columns(frame, self.manifest.get("experiment"))
+        return _with_stack_columns(frame, self.manifest)
 
     def summary(self):
         """The table a person reads first for this run's experiment (a DataFrame), as the command prints it."""
@@ -417,13 +417,19 @@ def find_run(ref: str, runs_dir=None) -> Run:
     raise LabkitError(f"{ref!r} matches {len(matches)} runs in {root} ({names}{', ...' if len(matches) > 5 else ''}); be more specific")
 
 
-#: The experiments whose rows name their gRPC stack (labkit.schemas.STACK_FIELDS), and the client each had before
-#: the stack was a dimension: labkit's Python echo, or a tool (load's ghz and h2load: no gRPC client of labkit's).
-_STACK_BEFORE = {"idle-step": "python", "series": "python", "upload": "python", "load": None}
+#: The experiments whose rows name their gRPC stack (labkit.schemas.STACK_FIELDS), and their client: labkit's
+#: Python echo, or for load a tool (ghz and h2load: no gRPC client of labkit's).
+_STACK_CLIENT = {"idle-step": "python", "series": "python", "upload": "python", "load": None}
 
 
-def _with_stack_columns(frame, experiment: str | None):
-    """Rows written before the stack was recorded get the stack they were measured with: Python, no option."""
-    if experiment not in _STACK_BEFORE or "server_impl" in frame.columns or frame.empty:
+def _with_stack_columns(frame, manifest: dict):
+    """Every experiment's rows with their gRPC stack: a series' one stack from its config (its rows share the
+    schema of imports, which have none); rows written before the stack was recorded as they were measured then,
+    Python with no option."""
+    experiment = manifest.get("experiment")
+    if experiment not in _STACK_CLIENT or frame.empty or "server_impl" in frame.columns:
         return frame
-    return frame.assign(client_impl=_STACK_BEFORE[experiment], server_impl="python", grpc_options=None)
+    config = manifest.get("config") or {}
+    options = ";".join(sorted(config.get("grpc_option") or [])) if experiment == "series" else ""
+    server = (config.get("server_impl") or ["python"])[0] if experiment == "series" else "python"
+    return frame.assign(client_impl=_STACK_CLIENT[experiment], server_impl=server, grpc_options=options or None)

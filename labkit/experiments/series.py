@@ -46,8 +46,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
+from labkit.echo.options import OPTIONS
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
+from labkit.experiments.stacks import Stack, option_values, plan_stacks
 
 EXPERIMENT = "series"
 MAX_PAYLOAD_BYTES = 1 << 20
@@ -69,6 +71,8 @@ class SeriesConfig:
     cell_s: float = 60.0
     timeout_s: float = 5.0
     spread: bool = True
+    server_impl: list[str] = field(default_factory=lambda: ["python"])
+    grpc_option: list[str] = field(default_factory=list)  # server options, one value each
 
     def validate(self) -> None:
         if not (self.client and self.server):
@@ -89,6 +93,24 @@ class SeriesConfig:
             raise LabkitError("--cell must be at least one --interval")
         if not 0 < self.timeout_s <= 3600:
             raise LabkitError("--timeout must be between 0 and 1h")
+        self.stack()
+
+    def stack(self) -> Stack:
+        """The one gRPC stack of the series: its probes are compared tick by tick, so a run keeps one server.
+
+        The agent is Python (grpcio) and its options are its own, so the
+        stack names the server: ``--server-impl`` and server ``--grpc-option``
+        values, one each; run one series per stack to compare stacks.
+        """
+        if len(self.server_impl) != 1 or any("," in item for item in self.grpc_option):
+            raise LabkitError("a series runs one server stack: give one --server-impl and one value per --grpc-option "
+                              "(run one series per stack to compare them)")
+        client_side = [key for key in option_values(self.grpc_option) if "server" not in OPTIONS[key].sides]
+        if client_side:
+            raise LabkitError(f"--grpc-option {client_side[0]} is a client option, and the series agent is Python with "
+                              "channels of its own: give server options only")
+        stacks, _ = plan_stacks(None, self.server_impl, self.grpc_option)
+        return stacks[0]
 
     @property
     def ticks(self) -> int:
@@ -257,7 +279,7 @@ class _Series(ExperimentRunner):
         try:
             server, ready = session.start_echo_server(
                 config.server, "--tcp-echo-port", "0",
-                "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)))
+                "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)), *config.stack().server_args())
             run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": address, **ready}
             run.save_manifest()
             for group in contiguous_ranges(todo):
