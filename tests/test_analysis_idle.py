@@ -118,3 +118,16 @@ def test_step_headline_and_restart_summary_of_the_sample(cubic):
     assert summary.at[REFERENCE, "restarted"] == int(reference["restarts"].sum()) > 0
     # ss reads cwnd before the first send: some restarts do not show in cwnd_before.
     assert summary.at[REFERENCE, "hidden by ss"] == int((reference["restarts"] & (reference["cwnd_before"] > reference["window_at_send"])).sum())
+
+
+def test_a_run_of_several_stacks_names_each_in_its_conditions():
+    samples = Run.open(SAMPLES / "idle-step-cubic").samples()
+    go = samples.assign(client_impl="go", server_impl="go", grpc_options="static-stream-window=32MiB",
+                        cell_id=samples["cell_id"] + "|client=go|server=go")
+    labelled, knobs = idle.label_conditions(pd.concat([samples, go], ignore_index=True))
+    assert list(knobs.index) == [
+        "go→go static-stream-window=32MiB cubic ssai=1 gap=1s", "go→go static-stream-window=32MiB cubic ssai=0 gap=1s",
+        "python→python cubic ssai=1 gap=1s", "python→python cubic ssai=0 gap=1s"]
+    assert idle.knobs_changed(knobs, "python→python cubic ssai=1 gap=1s",
+                              "go→go static-stream-window=32MiB cubic ssai=1 gap=1s") == ["stack"]
+    assert labelled.groupby("condition").size().tolist() == [len(samples) // 2] * 4

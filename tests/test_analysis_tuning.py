@@ -115,3 +115,17 @@ def test_knob_table_and_verdict_headline(sample):
         assert headline[f"{knob}.compared"] == len(frame)
         assert sum(headline[f"{knob}.p99.ci_{v}"] for v in ("higher", "lower", "unclear")) == len(frame)
         assert headline[f"{knob}.rps.diff_max"] == round(float(frame["rps_diff"].max()), 2)
+
+
+def test_knob_pairs_stay_within_one_server_stack(sample):
+    _, cells, _, calls, n_bins = sample
+    go_cells = cells.assign(server_impl="go", cell_id=cells["cell_id"] + "|server=go")
+    both, _ = tuning.ghz_cells(pd.concat([cells.drop(columns=["condition", "ka", "stack"]),
+                                          go_cells.drop(columns=["condition", "ka", "stack"])], ignore_index=True))
+    assert both["condition"].is_unique and both["condition"].str.endswith(("tool→python", "tool→go")).all()
+    both_calls = {**calls, **{cid + "|server=go": frame for cid, frame in calls.items()}}
+    diffs = tuning.compare_knobs(both, both_calls, tuning.knob_range(both), n_bins=n_bins, bin_s=BIN_S, n_resamples=50)
+    stack_of = both.set_index("cell_id")["stack"]
+    assert (diffs["off_cell"].map(stack_of) == diffs["on_cell"].map(stack_of)).all()
+    assert len(diffs) == 2 * len(tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S,
+                                                      n_resamples=50))

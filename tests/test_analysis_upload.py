@@ -87,3 +87,11 @@ def test_pairs_headline_at_both_ends(uploads):
     plain = transport[("http2 − grpc", 1048576)]
     assert headline["http2_vs_grpc.plain.1048576"] == round(plain.median_b / plain.median_a, 3)
     assert "http2_vs_grpc.tls.64" in headline and not any(".1024" in key for key in headline)
+
+
+def test_several_stacks_are_conditions_of_their_own():
+    samples = Run.open(SAMPLES / "upload-small").samples()
+    both = pd.concat([samples, samples.assign(client_impl="go", server_impl="go")], ignore_index=True)
+    labelled, conditions = upload.label_uploads(both)
+    assert conditions[:2] == ["grpc python→python", "grpc+TLS python→python"] and conditions[4] == "grpc go→go"
+    assert len(conditions) == 8 and labelled.groupby("condition").size().nunique() == 1

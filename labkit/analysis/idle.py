@@ -30,7 +30,15 @@ from labkit.analysis.fits import Fit, fit_slow_start, locate_change_point, locat
 from labkit.analysis.summary import Comparison, compare
 
 #: The knobs of a condition as :func:`label_conditions` names them in its ``knobs`` table.
-KNOBS = ["pair", "cc", "ssai", "gap", "bg", "ka"]
+KNOBS = ["pair", "stack", "cc", "ssai", "gap", "bg", "ka"]
+
+
+def stack_labels(frame: pd.DataFrame) -> pd.Series:
+    """Each row's gRPC stack as ``client→server`` and its options (``python→python`` where the run did not record one)."""
+    client = frame["client_impl"].fillna("tool") if "client_impl" in frame else pd.Series("python", index=frame.index)
+    server = frame["server_impl"].fillna("python") if "server_impl" in frame else pd.Series("python", index=frame.index)
+    options = frame["grpc_options"].fillna("") if "grpc_options" in frame else pd.Series("", index=frame.index)
+    return (client + "→" + server + (" " + options).where(options != "", "")).astype(str)
 
 
 def _mode(values: pd.Series):
@@ -46,10 +54,11 @@ def label_conditions(samples: pd.DataFrame, host_sysctls: dict[str, dict] | None
     sysctl (``host_sysctls[src]``, the manifest's host facts) where the sweep
     left it as it was, or -1 when unknown. ``cc_used`` is the congestion
     control ``ss`` reported for the cell's sockets (most common value), else
-    the one requested. The label names the pair only when the run has
-    several. The second frame, indexed by condition, holds each condition's
-    knobs (:data:`KNOBS`) and first ``cell``, sorted: pair, CUBIC first, sysctl
-    1 first, longest gap first, knobs off first.
+    the one requested. The label names the pair, and the gRPC stack
+    (:func:`stack_labels`), only when the run has several. The second frame,
+    indexed by condition, holds each condition's knobs (:data:`KNOBS`) and
+    first ``cell``, sorted: pair, stack, CUBIC first, sysctl 1 first, longest
+    gap first, knobs off first.
     """
     host_sysctls = host_sysctls or {}
 
@@ -59,10 +68,11 @@ def label_conditions(samples: pd.DataFrame, host_sysctls: dict[str, dict] | None
         value = host_sysctls.get(row["src"], {}).get("net.ipv4.tcp_slow_start_after_idle")
         return int(value) if value is not None else -1
 
-    samples = samples.assign(pair=samples["src"] + "-" + samples["dst"], ssai=samples.apply(effective_ssai, axis=1))
+    samples = samples.assign(pair=samples["src"] + "-" + samples["dst"], ssai=samples.apply(effective_ssai, axis=1),
+                             stack=stack_labels(samples))
     in_use = samples.groupby("cell_id")["tcp_cc"].agg(_mode)
     samples["cc_used"] = samples["cell_id"].map(in_use).fillna(samples["cc"]).fillna("?")
-    several_pairs = samples["pair"].nunique() > 1
+    several_pairs, several_stacks = samples["pair"].nunique() > 1, samples["stack"].nunique() > 1
 
     def label(row) -> str:
         parts = [row["cc_used"], f"ssai={row['ssai']}", f"gap={row['gap_s']:g}s"]
@@ -70,16 +80,17 @@ def label_conditions(samples: pd.DataFrame, host_sysctls: dict[str, dict] | None
             parts.append(f"bg={row['background_gap_s']:g}s")
         if pd.notna(row["keepalive_ms"]):
             parts.append(f"ka={int(row['keepalive_ms'])}ms")
-        return (f"{row['pair']} " if several_pairs else "") + " ".join(parts)
+        # The stack is named only when the run has several, so single-stack labels stay as they always were.
+        return (f"{row['pair']} " if several_pairs else "") + (f"{row['stack']} " if several_stacks else "") + " ".join(parts)
 
     samples["condition"] = samples.apply(label, axis=1)
     knobs = samples.groupby("condition").agg(
-        pair=("pair", "first"), cc=("cc_used", "first"), ssai=("ssai", "first"), gap=("gap_s", "first"),
-        bg=("background_gap_s", "first"), ka=("keepalive_ms", "first"), cell=("cell_id", "first"),
+        pair=("pair", "first"), stack=("stack", "first"), cc=("cc_used", "first"), ssai=("ssai", "first"),
+        gap=("gap_s", "first"), bg=("background_gap_s", "first"), ka=("keepalive_ms", "first"), cell=("cell_id", "first"),
     )
     order = knobs.assign(
         _cc=knobs["cc"] != "cubic", _ssai=-knobs["ssai"], _gap=-knobs["gap"], _bg=knobs["bg"].notna(), _ka=knobs["ka"].notna(),
-    ).sort_values(["pair", "_cc", "cc", "_ssai", "_gap", "_bg", "bg", "_ka", "ka"]).index
+    ).sort_values(["pair", "stack", "_cc", "cc", "_ssai", "_gap", "_bg", "bg", "_ka", "ka"]).index
     return samples, knobs.loc[order]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from labkit.analysis.idle import stack_labels
 from labkit.analysis.load import per_request_file
 from labkit.analysis.summary import compare, summarize_with_ci
 from labkit.analysis.windows import measured_window, window_start
@@ -22,7 +23,7 @@ from labkit.analysis.windows import measured_window, window_start
 KNOB_COLUMNS = {"keepalive": "ka", "pool": "connections", "payload": "payload_bytes"}
 #: What each comparison reports: the calls' median and p99, and req/s per bin.
 METRICS = ("p50", "p99", "rps")
-_SETTINGS = ["concurrency", "connections", "ka", "payload_bytes"]
+_SETTINGS = ["stack", "concurrency", "connections", "ka", "payload_bytes"]  # a knob's pairs differ in it alone
 
 
 def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -30,11 +31,14 @@ def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     has_report = cells["raw_files"].map(lambda names: per_request_file(names, "ghz") is not None)
     kept = cells[(cells["tool"] == "ghz") & has_report].reset_index(drop=True)
     ka = kept["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms")
+    stack = stack_labels(kept)
     kept = kept.assign(
         condition=[f"c={c} {p}B conns={n} ka={k}" for c, p, n, k in zip(kept["concurrency"], kept["payload_bytes"],
                                                                        kept["connections"], ka)],
-        ka=kept["keepalive_ms"].fillna(0).astype(int),
+        ka=kept["keepalive_ms"].fillna(0).astype(int), stack=stack,
     )
+    if stack.nunique() > 1:  # the server's stack, named only when the run has several
+        kept["condition"] = kept["condition"] + " " + stack
     return kept, cells[(cells["tool"] != "ghz") | ~has_report]
 
 
@@ -93,8 +97,10 @@ def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: di
             latency = compare(a.loc[a["ok"], "latency_ms"], b.loc[b["ok"], "latency_ms"], n_resamples=n_resamples)
             rps = compare(rps_bins(a, n_bins, bin_s), rps_bins(b, n_bins, bin_s), n_resamples=n_resamples)
             where = dict(zip(rest, key))
+            stack = where.pop("stack")
             label = " ".join(f"{k}={v}" for k, v in where.items() if k != "ka") + (
                 f" ka={where['ka'] or 'none'}" if "ka" in where else "")
+            label += f" {stack}" if cells["stack"].nunique() > 1 else ""
             row = {"knob": knob, "meaning": meaning, "where": label, **{k: int(v) for k, v in where.items()},
                    "off_cell": a_row["cell_id"], "on_cell": b_row["cell_id"]}
             for metric, diff, (lo, hi), off_value, on_value in (

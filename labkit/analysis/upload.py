@@ -20,8 +20,20 @@ _CELL = ["condition", "chunk_bytes"]
 
 
 def label_uploads(samples: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The uploads with a ``condition`` (``grpc``, ``http2+TLS``...), and the conditions present, in :data:`CONDITIONS` order."""
-    samples = samples.assign(condition=samples["transport"] + np.where(samples["tls"], "+TLS", ""))
+    """The uploads with a ``condition`` (``grpc``, ``http2+TLS``...), and the conditions present, in :data:`CONDITIONS` order.
+
+    When the run has several gRPC stacks the condition names its stack too
+    (``grpc+TLS go→go``), stack after stack.
+    """
+    from labkit.analysis.idle import stack_labels
+
+    condition = samples["transport"] + np.where(samples["tls"], "+TLS", "")
+    stacks = stack_labels(samples)
+    if stacks.nunique() > 1:
+        samples = samples.assign(condition=condition + " " + stacks)
+        present = set(samples["condition"])
+        return samples, [f"{c} {s}" for s in dict.fromkeys(stacks) for c in CONDITIONS if f"{c} {s}" in present]
+    samples = samples.assign(condition=condition)
     return samples, [c for c in CONDITIONS if c in set(samples["condition"])]
 
 
