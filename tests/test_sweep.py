@@ -255,3 +255,19 @@ def test_go_client_and_server_show_the_step_and_static_windows_leave_it(lab, inv
     assert {s["impl"] for s in servers} == {"go"} and all(s["grpc_go_version"] for s in servers)
     assert sorted(s["grpc_options"]["static-stream-window"] for s in servers) == [65536, 32 * 2**20]
     assert echo_processes(lab) == []
+
+
+@pytest.mark.parametrize("impl", ["go", "python"])
+def test_a_cold_call_is_counted_in_round_trips(lab, inventory, tmp_path, impl):
+    """The brief reports about 4 RTT for a cold grpc-go call of 16 KiB: handshake, HTTP/2 preface, two flights."""
+    proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "16000", "--gaps", "0",
+                      "--repeats", "2", "--warmup", "0", "--cc", "cubic", "--client-impl", impl, "--server-impl", impl,
+                      "--name", f"cold-{impl}", "--runs-dir", str(tmp_path), "--quiet", *QUICK_BASELINES, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    samples = Run.open(next(tmp_path.glob(f"*-cold-{impl}"))).samples()
+    rtt_ms = 2 * ONE_WAY_S * 1e3
+    cold, warm = samples[samples["cold"]], samples[~samples["cold"]]
+    # TCP handshake, the HTTP/2 preface and SETTINGS exchange, then 16000 B: more than the 10 × 1408 B first flight.
+    assert len(cold) == 1 and round(cold["rtt_ms"].iat[0] / rtt_ms) == 4
+    # Right after it the window has grown and nothing restarted (no gap): one round trip.
+    assert round(warm["rtt_ms"].iat[0] / rtt_ms) == 1
