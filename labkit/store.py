@@ -430,6 +430,8 @@ def _with_stack_columns(frame, manifest: dict):
     if experiment not in _STACK_CLIENT or frame.empty or "server_impl" in frame.columns:
         return frame
     config = manifest.get("config") or {}
-    options = ";".join(sorted(config.get("grpc_option") or [])) if experiment == "series" else ""
-    server = (config.get("server_impl") or ["python"])[0] if experiment == "series" else "python"
-    return frame.assign(client_impl=_STACK_CLIENT[experiment], server_impl=server, grpc_options=options or None)
+    if experiment == "series":  # one stack a run, in its config
+        return frame.assign(client_impl=(config.get("client_impl") or ["python"])[0],
+                            server_impl=(config.get("server_impl") or ["python"])[0],
+                            grpc_options=";".join(sorted(config.get("grpc_option") or [])) or None)
+    return frame.assign(client_impl=_STACK_CLIENT[experiment], server_impl="python", grpc_options=None)

@@ -314,10 +314,36 @@ def test_uploads_across_implementations(agent, server, transport, request, tmp_p
     assert row["ok"] is False and "expected 5 bytes, received 300000" in row["error"]
 
 
-def test_subcommands_without_a_go_twin_refuse_impl_go():
-    result = labkit("echo", "series-agent", "--impl", "go", "--address", "127.0.0.1", "--probes", "ping", "--ticks", "1",
-                    "--interval", "1s")
+def test_subcommands_without_a_go_twin_refuse_impl_go(tmp_path):
+    result = labkit("echo", "upload-file", "--impl", "go", "--path", str(tmp_path / "f"), "--size", "10")
     assert result.returncode == 2 and "--impl" in result.stderr
+
+
+@pytest.mark.parametrize("server", ["go_server", "python_server"])
+def test_the_go_series_agent_reports_every_tick_of_every_probe(server, request):
+    from labkit.echo.series_agent import PROBES
+    from labkit.experiments.series import ping_rows
+
+    ready = request.getfixturevalue(server).ready
+    result = labkit("echo", "series-agent", "--impl", "go", "--address", "127.0.0.1", "--grpc-port", str(ready["port"]),
+                    "--tcp-echo-port", str(ready["tcp_echo_port"]), "--probes", ",".join(PROBES), "--first-tick", "20",
+                    "--ticks", "3", "--interval", "0.2s", "--payload-bytes", "100", "--timeout", "2s")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    start, end = events[0], events[-1]
+    assert start["event"] == "start" and start["warmup"] == {"echo-warm": "", "tcp-echo": ""}
+    assert end == {"event": "end", "samples": 12, "pings": 3}
+    assert start["offsets_s"] == pytest.approx({"ping": 0, "echo-warm": 0.04, "echo-cold": 0.08, "tcp-echo": 0.12,
+                                                "tcp-connect": 0.16})
+    samples = [e for e in events if e["event"] == "sample"]
+    assert sorted((e["probe"], e["tick"]) for e in samples) == sorted(
+        (probe, tick) for probe in PROBES if probe != "ping" for tick in (20, 21, 22))
+    assert all(e["ok"] and e["rtt_ns"] > 0 and e["error"] == "" for e in samples)
+    assert {e["probe"]: e["cold"] for e in samples} == {"echo-warm": False, "echo-cold": True, "tcp-echo": False,
+                                                        "tcp-connect": True}
+    assert {e["payload_bytes"] for e in samples if e["probe"] != "tcp-connect"} == {100}
+    pings = sorted((e for e in events if e["event"] == "ping"), key=lambda e: e["tick"])
+    assert [e["tick"] for e in pings] == [20, 21, 22] and all(ping_rows(e)[0]["ok"] for e in pings)
 
 
 @pytest.mark.parametrize("agent", ["python", "go"])

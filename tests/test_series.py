@@ -319,7 +319,8 @@ def test_an_experiment_file_with_flags_over_it(lab, inventory, tmp_path):
         (["--client", "a", "--server", "b", "--duration", "1s", "--interval", "2s"], "at least one --interval"),
         (["--client", "a", "--server", "b", "--payload-bytes", "99999999"], "99999999"),
         (["--client", "a"], "give --client and --server"),
-        (["--client", "a", "--server", "b", "--server-impl", "python,go"], "one server stack"),
+        (["--client", "a", "--server", "b", "--server-impl", "python,go"], "a series runs one stack"),
+        (["--client", "a", "--server", "b", "--client-impl", "go,python"], "a series runs one stack"),
         (["--client", "a", "--server", "b", "--grpc-option", "pool=2"], "pool is a client option"),
         (["--client", "a", "--server", "b", "--grpc-option", "static-conn-window=1MiB"], "grpcio has no equivalent"),
     ],
@@ -332,15 +333,18 @@ def test_bad_series_input_is_one_line_exit_2(inventory, tmp_path, args, expected
     assert not list(tmp_path.glob("*/manifest.json"))  # refused before any run was made
 
 
-def test_a_series_against_the_go_server(lab, inventory, tmp_path):
+def test_a_series_of_the_go_agent_against_the_go_server(lab, inventory, tmp_path):
     proc = run_labkit("series", str(inventory), "--client", "a", "--server", "b", "--duration", "4s", "--interval", "1s",
-                      "--server-impl", "go", "--grpc-option", "max-concurrent-streams=16", "--name", "goserver",
-                      "--runs-dir", str(tmp_path), "--quiet", timeout=120)
+                      "--client-impl", "go", "--server-impl", "go", "--grpc-option", "max-concurrent-streams=16",
+                      "--name", "goserver", "--runs-dir", str(tmp_path), "--quiet", timeout=120)
     assert proc.returncode == 0, proc.stderr
     run = Run.open(next(tmp_path.glob("*-goserver")))
     _samples(run)  # the schema every series shares with imports
     samples = run.samples()  # with the series' one stack, from its config
-    assert set(samples["server_impl"]) == {"go"} and set(samples["client_impl"]) == {"python"}
+    assert set(samples["server_impl"]) == {"go"} and set(samples["client_impl"]) == {"go"}
+    # A cold call crosses the 100 ms RTT more than once (handshake, HTTP/2 preface, the call); a warm one once.
+    medians = samples[samples["ok"]].groupby("probe")["rtt_ms"].median()
+    assert medians["echo-cold"] > 2.5 * medians["ping"] and medians["echo-warm"] < 1.3 * medians["ping"]
     assert set(samples["grpc_options"]) == {"max-concurrent-streams=16"}
     assert samples[~samples["duplicate"]].groupby("probe")["ok"].all().all()
     assert set(samples["probe"]) == set(FOUR)

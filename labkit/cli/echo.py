@@ -19,9 +19,8 @@ MAX_REQUEST_BYTES = 1 << 30
 
 
 #: The subcommands that have a Go twin in ``labkit-go`` (same flags, same output). ``upload-file`` needs
-#: none (making the file is not measured, and its seeded bytes are Python's); ``series-agent`` has none yet,
-#: so it takes no ``--impl``.
-GO_TWINS = ("serve", "call", "upload-agent")
+#: none (making the file is not measured, and its seeded bytes are Python's), so it takes no ``--impl``.
+GO_TWINS = ("serve", "call", "upload-agent", "series-agent")
 
 
 class EchoGroup(click.Group):
@@ -284,6 +283,7 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
 @click.option("--timeout", type=DURATION, default="5s", show_default=True, help="Deadline of each call and ping.")
 @click.option("--spread/--together", default=True, show_default=True,
               help="Spread the probes evenly over each tick, or send them all at the tick.")
+@IMPL
 def series_agent(address, grpc_port, tcp_echo_port, probes, first_tick, ticks, interval, payload_bytes, timeout, spread):
     """The client side of `labkit series`: every probe on one schedule, JSON lines on stdout.
 

@@ -49,7 +49,7 @@ from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
 from labkit.echo.options import OPTIONS
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
-from labkit.experiments.stacks import Stack, option_values, plan_stacks
+from labkit.experiments.stacks import Stack, StackChoice, option_values, plan_stacks
 
 EXPERIMENT = "series"
 MAX_PAYLOAD_BYTES = 1 << 20
@@ -57,7 +57,7 @@ MAX_TICKS = 10_000_000
 
 
 @dataclass
-class SeriesConfig:
+class SeriesConfig(StackChoice):
     """Everything that defines a series; stored in the manifest as the resolved config."""
 
     inventory: str
@@ -71,8 +71,6 @@ class SeriesConfig:
     cell_s: float = 60.0
     timeout_s: float = 5.0
     spread: bool = True
-    server_impl: list[str] = field(default_factory=lambda: ["python"])
-    grpc_option: list[str] = field(default_factory=list)  # server options, one value each
 
     def validate(self) -> None:
         if not (self.client and self.server):
@@ -96,21 +94,22 @@ class SeriesConfig:
         self.stack()
 
     def stack(self) -> Stack:
-        """The one gRPC stack of the series: its probes are compared tick by tick, so a run keeps one server.
+        """The one gRPC stack of the series: its probes are compared tick by tick, so a run keeps one stack.
 
-        The agent is Python (grpcio) and its options are its own, so the
-        stack names the server: ``--server-impl`` and server ``--grpc-option``
-        values, one each; run one series per stack to compare stacks.
+        ``--client-impl`` picks the agent (Python or Go), ``--server-impl`` and
+        server ``--grpc-option`` values the server, one each; the agent's
+        probes open channels of their own (warm, cold), so it takes no option.
+        Run one series per stack to compare stacks.
         """
-        if len(self.server_impl) != 1 or any("," in item for item in self.grpc_option):
-            raise LabkitError("a series runs one server stack: give one --server-impl and one value per --grpc-option "
-                              "(run one series per stack to compare them)")
+        if len(self.client_impl) != 1 or len(self.server_impl) != 1 or any("," in item for item in self.grpc_option):
+            raise LabkitError("a series runs one stack: give one --client-impl, one --server-impl and one value per "
+                              "--grpc-option (run one series per stack to compare them)")
         client_side = [key for key in option_values(self.grpc_option) if "server" not in OPTIONS[key].sides]
         if client_side:
-            raise LabkitError(f"--grpc-option {client_side[0]} is a client option, and the series agent is Python with "
-                              "channels of its own: give server options only")
-        stacks, _ = plan_stacks(None, self.server_impl, self.grpc_option)
-        return stacks[0]
+            raise LabkitError(f"--grpc-option {client_side[0]} is a client option, and the series agent's probes open "
+                              "channels of their own: give server options only")
+        stacks, _ = plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
+        return Stack(stacks[0].client_impl, stacks[0].server_impl, stacks[0].grpc_options)
 
     @property
     def ticks(self) -> int:
@@ -310,6 +309,7 @@ class _Series(ExperimentRunner):
             "--first-tick", str(cells[0].first), "--ticks", str(sum(cell.count for cell in cells)),
             "--interval", f"{config.interval_s!r}s", "--payload-bytes", str(config.payload_bytes),
             "--timeout", f"{config.timeout_s!r}s", "--spread" if config.spread else "--together",
+            *(["--impl", "go"] if config.stack().client_impl == "go" else []),
         ]
         recorder = _RangeRecorder(self.run, config, cells)
         with self.session.agent(config.client, *args) as proc:

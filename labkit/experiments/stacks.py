@@ -18,12 +18,24 @@ missing.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from labkit.echo.options import IMPLEMENTATIONS, OPTIONS, parse_grpc_options
 from labkit.errors import LabkitError
 
 DEFAULT_IMPL = "python"
+
+
+@dataclass(kw_only=True)
+class StackChoice:
+    """The stack settings of an experiment's config: a base class, keyword-only so they follow the config's own fields.
+
+    ``grpc_option`` items are ``KEY=V1,V2``: every value is its own cells.
+    """
+
+    client_impl: list[str] = field(default_factory=lambda: [DEFAULT_IMPL])
+    server_impl: list[str] = field(default_factory=lambda: [DEFAULT_IMPL])
+    grpc_option: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

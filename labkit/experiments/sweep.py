@@ -33,13 +33,13 @@ from typing import Any
 
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
-from labkit.experiments.stacks import Stack, plan_stacks
+from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 
 EXPERIMENT = "idle-step"
 
 
 @dataclass
-class SweepConfig:
+class SweepConfig(StackChoice):
     """Everything that defines a sweep; stored in the manifest as the resolved config."""
 
     inventory: str
@@ -63,9 +63,6 @@ class SweepConfig:
     iperf_rate: str = "50M"
     iperf_port: int = 5201
     call_timeout_s: float = 30.0
-    client_impl: list[str] = field(default_factory=lambda: ["python"])
-    server_impl: list[str] = field(default_factory=lambda: ["python"])
-    grpc_option: list[str] = field(default_factory=list)  # KEY=V1,V2: every value is a cell (labkit.experiments.stacks)
 
     def validate(self) -> None:
         if self.mesh == bool(self.client and self.server):

@@ -35,7 +35,7 @@ from typing import Any
 
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
-from labkit.experiments.stacks import Stack, plan_stacks
+from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 
 EXPERIMENT = "upload"
 TRANSPORTS = ("grpc", "http2")
@@ -46,7 +46,7 @@ MAX_FILE_BYTES = 1 << 30  # the agent holds the file in memory
 
 
 @dataclass
-class UploadConfig:
+class UploadConfig(StackChoice):
     """Everything that defines an upload run; stored in the manifest as the resolved config."""
 
     inventory: str
@@ -64,9 +64,6 @@ class UploadConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     ping_count: int = 10
     upload_timeout_s: float = 600.0
-    client_impl: list[str] = field(default_factory=lambda: ["python"])
-    server_impl: list[str] = field(default_factory=lambda: ["python"])
-    grpc_option: list[str] = field(default_factory=list)  # KEY=V1,V2: every value is a cell (labkit.experiments.stacks)
 
     def __post_init__(self) -> None:
         if self.file is not None:

@@ -23,6 +23,7 @@ var commands = map[string]func(args []string) error{
 	"serve":        serve,
 	"call":         call,
 	"upload-agent": uploadAgentCommand,
+	"series-agent": seriesAgentCommand,
 }
 
 // usageError is bad input: one line, exit status 2.
@@ -51,7 +52,7 @@ func main() {
 }
 
 func names() []string {
-	return []string{"serve", "call", "upload-agent"}
+	return []string{"serve", "call", "upload-agent", "series-agent"}
 }
 
 func fail(err error) {

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"labkit/go/echopb"
+	"labkit/go/internal/units"
+)
+
+// The series agent of labkit/echo/series_agent.py in grpc-go: every probe on one schedule, one JSON
+// line per result, the same protocol ("start", "sample", "ping", "end" events) the controller reads.
+const (
+	skipped = "skipped: previous call still in flight"
+	leadS   = 0.2 // between the warm-up and the first tick, so every probe is waiting when it comes
+)
+
+var seriesProbes = []string{"ping", "echo-warm", "echo-cold", "tcp-echo", "tcp-connect"}
+
+type seriesAgent struct {
+	address, probesText, intervalText, timeoutText string
+	grpcPort, tcpEchoPort, firstTick, ticks        int
+	payloadBytes                                   int
+	spread, together                               bool
+	probes                                         []string
+	interval, timeout                              time.Duration
+	out                                            *lineWriter
+	t0                                             time.Time
+	stop                                           chan struct{}
+}
+
+// lineWriter writes protocol lines one at a time, counting samples and pings for the end event.
+type lineWriter struct {
+	mu             sync.Mutex
+	samples, pings int
+}
+
+func (w *lineWriter) emit(event map[string]any) {
+	line, _ := json.Marshal(event)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch event["event"] {
+	case "sample":
+		w.samples++
+	case "ping":
+		w.pings++
+	}
+	os.Stdout.Write(append(line, '\n'))
+}
+
+func seriesAgentCommand(args []string) error {
+	a := &seriesAgent{out: &lineWriter{}, stop: make(chan struct{})}
+	flags := newFlags("series-agent")
+	flags.StringVar(&a.address, "address", "", "the server's data address (ping, gRPC and TCP echo go there)")
+	flags.IntVar(&a.grpcPort, "grpc-port", 0, "port of the gRPC echo service")
+	flags.IntVar(&a.tcpEchoPort, "tcp-echo-port", 0, "port of the raw TCP echo")
+	flags.StringVar(&a.probesText, "probes", "", "comma-separated: "+strings.Join(seriesProbes, ","))
+	flags.IntVar(&a.firstTick, "first-tick", 0, "number of the first tick")
+	flags.IntVar(&a.ticks, "ticks", 0, "how many ticks to run")
+	flags.StringVar(&a.intervalText, "interval", "", "time between ticks")
+	flags.IntVar(&a.payloadBytes, "payload-bytes", 50, "payload of the echo probes")
+	flags.StringVar(&a.timeoutText, "timeout", "5s", "deadline of each call and ping")
+	flags.BoolVar(&a.spread, "spread", true, "spread the probes evenly over each tick")
+	flags.BoolVar(&a.together, "together", false, "send every probe at the tick itself")
+	if err := parse(flags, args); err != nil {
+		return err
+	}
+	if err := a.check(); err != nil {
+		return err
+	}
+	return a.run()
+}
+
+func (a *seriesAgent) check() error {
+	a.spread = a.spread && !a.together
+	for _, probe := range strings.Split(a.probesText, ",") {
+		if probe = strings.TrimSpace(probe); probe == "" {
+			continue
+		}
+		if !contains(seriesProbes, probe) {
+			return usagef("probes must be some of %s, not %s", strings.Join(seriesProbes, ", "), probe)
+		}
+		a.probes = append(a.probes, probe)
+	}
+	var err error
+	if a.interval, err = units.ParseDuration(a.intervalText); err != nil || a.interval <= 0 {
+		return usagef("--interval must be a positive duration")
+	}
+	if a.timeout, err = units.ParseDuration(a.timeoutText); err != nil || a.timeout <= 0 {
+		return usagef("--timeout must be a positive duration")
+	}
+	switch {
+	case len(a.probes) == 0:
+		return usagef("give --probes")
+	case (contains(a.probes, "echo-warm") || contains(a.probes, "echo-cold")) && a.grpcPort == 0:
+		return usagef("the echo probes need the gRPC port (--grpc-port)")
+	case (contains(a.probes, "tcp-echo") || contains(a.probes, "tcp-connect")) && a.tcpEchoPort == 0:
+		return usagef("the tcp probes need the TCP echo port (--tcp-echo-port)")
+	case a.ticks < 1 || a.firstTick < 0:
+		return usagef("ticks must be at least 1 and the first tick not negative")
+	}
+	return nil
+}
+
+func contains(items []string, item string) bool {
+	for _, candidate := range items {
+		if candidate == item {
+			return true
+		}
+	}
+	return false
+}
+
+// offset is when probe sends after each tick: spread evenly over the tick, in the order given.
+func (a *seriesAgent) offset(probe string) time.Duration {
+	if !a.spread {
+		return 0
+	}
+	for i, p := range a.probes {
+		if p == probe {
+			return time.Duration(i) * a.interval / time.Duration(len(a.probes))
+		}
+	}
+	return 0
+}
+
+func (a *seriesAgent) due(index int, probe string) time.Time {
+	return a.t0.Add(time.Duration(index)*a.interval + a.offset(probe))
+}
+
+// wait sleeps until t; false when asked to stop first.
+func (a *seriesAgent) wait(t time.Time) bool {
+	select {
+	case <-a.stop:
+		return false
+	case <-time.After(time.Until(t)):
+		return true
+	}
+}
+
+// probe is one timed measurement: (rtt, ok, error, cold), rtt < 0 when nothing was sent.
+type probe func() (time.Duration, bool, string, bool)
+
+func (a *seriesAgent) run() error {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	payload := make([]byte, a.payloadBytes)
+	_, _ = rand.Read(payload) // random, so no layer can compress it
+	probes, warmup, closers := a.openProbes(payload)
+	defer func() {
+		for _, close := range closers {
+			close()
+		}
+	}()
+	a.t0 = time.Now().Add(time.Duration(leadS * float64(time.Second)))
+	offsets := map[string]float64{}
+	for _, p := range a.probes {
+		offsets[p] = a.offset(p).Seconds()
+	}
+	a.out.emit(map[string]any{"event": "start", "t0_utc_ns": a.t0.UnixNano(), "first_tick": a.firstTick, "ticks": a.ticks,
+		"interval_s": a.interval.Seconds(), "probes": a.probes, "offsets_s": offsets, "payload_bytes": a.payloadBytes,
+		"pid": os.Getpid(), "warmup": warmup})
+	var wg sync.WaitGroup
+	for name, p := range probes {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.probeLoop(name, p) }()
+	}
+	if contains(a.probes, "ping") {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.pingLoop() }()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		a.out.emit(map[string]any{"event": "end", "samples": a.out.samples, "pings": a.out.pings})
+		return nil
+	case <-signals:
+		close(a.stop)
+		<-done
+		os.Exit(143)
+	}
+	return nil
+}
+
+func (a *seriesAgent) openProbes(payload []byte) (map[string]probe, map[string]string, []func()) {
+	probes, warmup, closers := map[string]probe{}, map[string]string{}, []func(){}
+	target := net.JoinHostPort(a.address, strconv.Itoa(a.grpcPort))
+	tcpTarget := net.JoinHostPort(a.address, strconv.Itoa(a.tcpEchoPort))
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	for _, name := range a.probes {
+		switch name {
+		case "echo-warm":
+			conn, _ := grpc.NewClient(target, dial...)
+			stub := echopb.NewEchoServiceClient(conn)
+			closers = append(closers, func() { conn.Close() })
+			probes[name] = func() (time.Duration, bool, string, bool) {
+				cold := conn.GetState() != connectivity.Ready
+				rtt, ok, detail := a.echo(stub, payload)
+				return rtt, ok, detail, cold
+			}
+		case "echo-cold":
+			probes[name] = func() (time.Duration, bool, string, bool) {
+				conn, _ := grpc.NewClient(target, dial...) // made outside the window; the call opens its connection
+				defer conn.Close()
+				rtt, ok, detail := a.echo(echopb.NewEchoServiceClient(conn), payload)
+				return rtt, ok, detail, true
+			}
+		case "tcp-echo":
+			client := &tcpEchoClient{target: tcpTarget, timeout: a.timeout}
+			closers = append(closers, client.close)
+			probes[name] = func() (time.Duration, bool, string, bool) { return client.call(payload) }
+		case "tcp-connect":
+			probes[name] = func() (time.Duration, bool, string, bool) {
+				started := time.Now()
+				conn, err := net.DialTimeout("tcp", tcpTarget, a.timeout)
+				if err != nil {
+					return -1, false, fmt.Sprintf("connect to %s: %v", tcpTarget, unwrapSyscall(err)), true
+				}
+				rtt := time.Since(started)
+				conn.Close()
+				return rtt, true, "", true
+			}
+		}
+		if name == "echo-warm" || name == "tcp-echo" {
+			_, ok, detail, _ := probes[name]()
+			warmup[name] = map[bool]string{true: "", false: detail}[ok]
+		}
+	}
+	return probes, warmup, closers
+}
+
+func (a *seriesAgent) echo(stub echopb.EchoServiceClient, payload []byte) (time.Duration, bool, string) {
+	rtt, code, detail := timedEcho(stub, payload, a.timeout)
+	if detail != "" && code != "OK" && detail != code {
+		detail = code + ": " + detail
+	}
+	return rtt, detail == "", detail
+}
+
+func (a *seriesAgent) probeLoop(name string, p probe) {
+	payloadBytes := a.payloadBytes
+	if name == "tcp-connect" {
+		payloadBytes = 0
+	}
+	for index := 0; index < a.ticks; {
+		if !a.wait(a.due(index, name)) {
+			return
+		}
+		sent := time.Now()
+		rtt, ok, detail, cold := p()
+		ended := time.Now()
+		sample := map[string]any{"event": "sample", "probe": name, "tick": a.firstTick + index, "t_utc_ns": sent.UnixNano(),
+			"rtt_ns": nil, "ok": ok, "error": detail, "cold": cold, "payload_bytes": payloadBytes}
+		if rtt >= 0 {
+			sample["rtt_ns"] = rtt.Nanoseconds()
+		}
+		a.out.emit(sample)
+		// Ticks that came while the call was in flight are reported, not dropped.
+		for index++; index < a.ticks && a.due(index, name).Before(ended); index++ {
+			a.out.emit(map[string]any{"event": "sample", "probe": name, "tick": a.firstTick + index,
+				"t_utc_ns": a.due(index, name).UnixNano(), "rtt_ns": nil, "ok": false, "error": skipped, "cold": false,
+				"payload_bytes": payloadBytes})
+		}
+	}
+}
+
+// pingLoop runs one `ping -c 1` per tick (iputils' -i is a minimum, not a period) and reports its raw output.
+func (a *seriesAgent) pingLoop() {
+	argv := []string{"ping", "-D", "-n", "-c", "1", "-W", strconv.Itoa(int(math.Max(1, math.Ceil(a.timeout.Seconds())))), a.address}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // after every ping run has ended (deferred calls run last first)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	go func() {
+		select {
+		case <-a.stop: // a signal: kill the runs still waiting for a reply
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for index := 0; index < a.ticks; index++ {
+		if !a.wait(a.due(index, "ping")) {
+			return
+		}
+		tick, started := a.firstTick+index, time.Now()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			cmd.Env = append(os.Environ(), "LC_ALL=C") // "time=0,045" in some locales
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			status := 0
+			if err := cmd.Run(); err != nil {
+				status = 127
+				if exit, ok := err.(*exec.ExitError); ok {
+					status = exit.ExitCode()
+				} else {
+					stderr.WriteString("cannot run ping: " + err.Error())
+				}
+			}
+			a.out.emit(map[string]any{"event": "ping", "tick": tick, "t_utc_ns": started.UnixNano(), "argv": argv,
+				"status": status, "stdout": stdout.String(), "stderr": stderr.String()})
+		}()
+	}
+}
+
+// tcpEchoClient times the raw TCP echo on one open connection; a lost one is re-opened outside the window.
+type tcpEchoClient struct {
+	target  string
+	timeout time.Duration
+	conn    net.Conn
+}
+
+func (c *tcpEchoClient) call(payload []byte) (time.Duration, bool, string, bool) {
+	if c.conn == nil {
+		conn, err := net.DialTimeout("tcp", c.target, c.timeout)
+		if err != nil {
+			return -1, false, fmt.Sprintf("connect to %s: %v", c.target, unwrapSyscall(err)), false
+		}
+		conn.(*net.TCPConn).SetNoDelay(true)
+		c.conn = conn
+	}
+	request := make([]byte, 4+len(payload))
+	binary.BigEndian.PutUint32(request, uint32(len(payload)))
+	copy(request[4:], payload)
+	reply := make([]byte, 4)
+	_ = c.conn.SetDeadline(time.Now().Add(c.timeout))
+	started := time.Now()
+	_, err := c.conn.Write(request)
+	if err == nil {
+		_, err = io.ReadFull(c.conn, reply)
+	}
+	rtt := time.Since(started)
+	if err != nil {
+		c.close()
+		return -1, false, unwrapSyscall(err).Error(), false
+	}
+	if n := binary.BigEndian.Uint32(reply); int(n) != len(payload) {
+		return rtt, false, fmt.Sprintf("server reported %d bytes, sent %d", n, len(payload)), false
+	}
+	return rtt, true, "", false
+}
+
+func (c *tcpEchoClient) close() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+}
