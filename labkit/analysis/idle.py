@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from labkit.analysis.fits import Fit, fit_slow_start, locate_change_point, locate_change_points, slow_start_rounds

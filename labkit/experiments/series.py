@@ -109,7 +109,7 @@ class SeriesConfig(StackChoice):
             raise LabkitError(f"--grpc-option {client_side[0]} is a client option, and the series agent's probes open "
                               "channels of their own: give server options only")
         stacks, _ = plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
-        return Stack(stacks[0].client_impl, stacks[0].server_impl, stacks[0].grpc_options)
+        return stacks[0]
 
     @property
     def ticks(self) -> int:

@@ -112,31 +112,30 @@ def plan_stacks(client_impls: list[str] | None, server_impls: list[str], grpc_op
                 *, clients: tuple[str, ...] = IMPLEMENTATIONS) -> tuple[list[Stack], list[str]]:
     """Every stack of the lists, and one line for each left out.
 
-    ``clients`` are the client implementations the experiment has (series
-    has no Go agent yet); asking for another is an error. ``client_impls``
-    None means the client is a tool (load's ghz and h2load): options then
-    apply to the server only, and one only a client takes is refused. A
-    Python side given an option grpcio cannot set is left out with the reason.
+    ``clients`` are the client implementations the experiment has; asking
+    for another is an error. ``client_impls`` None means the client is a
+    tool (load's ghz and h2load): options then apply to the server only, and
+    one only a client takes is refused. A Python side given an option grpcio
+    cannot set is left out with the reason.
     """
-    from labkit.echo.options import grpcio_arguments
-
     if client_impls is None:
         client_only = [key for key in option_values(grpc_options) if "server" not in OPTIONS[key].sides]
         if client_only:
             raise LabkitError(f"--grpc-option {client_only[0]} is a client option, and this experiment's "
                               "clients are tools (ghz, h2load): give server options only")
-        return _plan(None, server_impls, grpc_options, grpcio_arguments)
-    for name, impls in (("--client-impl", client_impls), ("--server-impl", server_impls)):
-        unknown = [impl for impl in impls if impl not in IMPLEMENTATIONS]
-        if unknown or not impls:
-            raise LabkitError(f"{name} takes {', '.join(IMPLEMENTATIONS)}, not {', '.join(unknown) or 'nothing'}")
-    missing = [impl for impl in client_impls if impl not in clients]
-    if missing:
-        raise LabkitError(f"this experiment has no {', '.join(missing)} client; --client-impl takes {', '.join(clients)}")
-    return _plan(client_impls, server_impls, grpc_options, grpcio_arguments)
+    else:
+        unknown = [impl for impl in client_impls if impl not in IMPLEMENTATIONS]
+        if unknown or not client_impls:
+            raise LabkitError(f"--client-impl takes {', '.join(IMPLEMENTATIONS)}, not {', '.join(unknown) or 'nothing'}")
+        missing = [impl for impl in client_impls if impl not in clients]
+        if missing:
+            raise LabkitError(f"this experiment has no {', '.join(missing)} client; --client-impl takes {', '.join(clients)}")
+    return _plan(client_impls, server_impls, grpc_options)
 
 
-def _plan(client_impls, server_impls, grpc_options, grpcio_arguments) -> tuple[list[Stack], list[str]]:
+def _plan(client_impls, server_impls, grpc_options) -> tuple[list[Stack], list[str]]:
+    from labkit.echo.options import grpcio_arguments
+
     unknown = [impl for impl in server_impls if impl not in IMPLEMENTATIONS]
     if unknown or not server_impls:
         raise LabkitError(f"--server-impl takes {', '.join(IMPLEMENTATIONS)}, not {', '.join(unknown) or 'nothing'}")
