@@ -31,7 +31,11 @@
 #   `data/samples/idle-step-knobs/`);
 # - **pool**: 4 connections against 1 (ghz `--connections`), at each
 #   concurrency;
-# - **payload**: 65536 B against 64 B per request, as latency and as req/s.
+# - **payload**: 65536 B against 64 B per request, as latency and as req/s;
+# - **server**: the grpc-go echo against the Python one (a run made with
+#   `labkit load --server-impl python,go`), and **options**: a server
+#   `--grpc-option` against none; the shipped sample varies neither, so they
+#   are listed as not tested below.
 #
 # Differences are always *knob on − knob off* (for the payload: large − small),
 # for the median (p50) and the 99th percentile (p99) of the per-call latencies,

@@ -124,8 +124,24 @@ def test_knob_pairs_stay_within_one_server_stack(sample):
                                           go_cells.drop(columns=["condition", "ka", "stack"])], ignore_index=True))
     assert both["condition"].is_unique and both["condition"].str.endswith(("tool→python", "tool→go")).all()
     both_calls = {**calls, **{cid + "|server=go": frame for cid, frame in calls.items()}}
-    diffs = tuning.compare_knobs(both, both_calls, tuning.knob_range(both), n_bins=n_bins, bin_s=BIN_S, n_resamples=50)
+    knobs = tuning.knob_range(both)
+    assert knobs["server"] == ("server_impl", "python", "go", "go server vs python")
+    diffs = tuning.compare_knobs(both, both_calls, knobs, n_bins=n_bins, bin_s=BIN_S, n_resamples=50)
     stack_of = both.set_index("cell_id")["stack"]
-    assert (diffs["off_cell"].map(stack_of) == diffs["on_cell"].map(stack_of)).all()
-    assert len(diffs) == 2 * len(tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S,
-                                                      n_resamples=50))
+    same_stack = diffs["off_cell"].map(stack_of) == diffs["on_cell"].map(stack_of)
+    # Every knob's pairs stay within one server; the server's own pairs are python against go, all else equal.
+    assert same_stack[diffs["knob"] != "server"].all() and not same_stack[diffs["knob"] == "server"].any()
+    assert (diffs["knob"] == "server").sum() == len(cells)
+    single = tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=50)
+    assert (diffs["knob"] != "server").sum() == 2 * len(single)
+    # The same calls on both sides: every server difference is exactly zero.
+    assert (diffs.loc[diffs["knob"] == "server", "p50_diff"] == 0).all()
+
+
+def test_options_are_a_knob_against_none():
+    cells = pd.DataFrame({"ka": [0, 0], "connections": [1, 1], "payload_bytes": [64, 64], "server_impl": ["go", "go"],
+                          "grpc_options": ["none", "initial-window=1MiB"], "concurrency": [10, 10]})
+    assert tuning.knob_range(cells) == {"options": ("grpc_options", "none", "initial-window=1MiB",
+                                                    "server initial-window=1MiB vs none")}
+    # Two option sets and no "none": no off side to compare with, so not a knob here.
+    assert tuning.knob_range(cells.assign(grpc_options=["a=1", "a=2"])) == {}

@@ -380,3 +380,12 @@ def test_the_go_server_under_the_same_load_as_the_python_one(lab, inventory, tmp
     assert (rows["server_cpu_s"] > 0).all() and rows["server_alive_after"].all()
     assert [server["impl"] for server in run.manifest["servers"]] == ["python", "go"]
     assert lab_processes(lab) == []
+    # Both notebooks read a run of two stacks: load names each server's series, tuning compares the servers.
+    report = run_labkit("report", str(run.path), "--formats", "png", timeout=300)
+    assert report.returncode == 0, report.stderr
+    load_headline = json.loads((run.path / "report" / "load.json").read_text())["headline"]
+    assert {"rps.grpc n=1 go.c=4", "rps.grpc n=1 python.c=4"} <= set(load_headline)
+    tuning = json.loads((run.path / "report" / "tuning.json").read_text())
+    assert tuning["headline"]["server.compared"] == 1
+    assert sum(tuning["headline"][f"server.p50.ci_{v}"] for v in ("higher", "lower", "unclear")) == 1
+    assert tuning["comparisons"][0]["meaning"] == "go server vs python"

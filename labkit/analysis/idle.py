@@ -36,7 +36,9 @@ def stack_labels(frame: pd.DataFrame) -> pd.Series:
     """Each row's gRPC stack as ``client→server`` and its options (``python→python`` where the run did not record one)."""
     client = frame["client_impl"].fillna("tool") if "client_impl" in frame else pd.Series("python", index=frame.index)
     server = frame["server_impl"].fillna("python") if "server_impl" in frame else pd.Series("python", index=frame.index)
-    options = frame["grpc_options"].fillna("") if "grpc_options" in frame else pd.Series("", index=frame.index)
+    options = pd.Series("", index=frame.index)
+    if "grpc_options" in frame:
+        options = frame["grpc_options"].fillna("").replace("none", "")
     return (client + "→" + server + (" " + options).where(options != "", "")).astype(str)
 
 

@@ -19,11 +19,15 @@ from labkit.analysis.load import per_request_file
 from labkit.analysis.summary import compare, summarize_with_ci
 from labkit.analysis.windows import measured_window, window_start
 
-#: knob -> the cell column it changes.
-KNOB_COLUMNS = {"keepalive": "ka", "pool": "connections", "payload": "payload_bytes"}
+#: knob -> the cell column it changes: the article's knobs, and the server's implementation and grpc options
+#: (a run with --server-impl python,go, or with --grpc-option values, compares them the same way).
+KNOB_COLUMNS = {"keepalive": "ka", "pool": "connections", "payload": "payload_bytes", "server": "server_impl",
+                "options": "grpc_options"}
 #: What each comparison reports: the calls' median and p99, and req/s per bin.
 METRICS = ("p50", "p99", "rps")
-_SETTINGS = ["stack", "concurrency", "connections", "ka", "payload_bytes"]  # a knob's pairs differ in it alone
+# A knob's pairs differ in it alone; in this order its "where" names the others.
+_SETTINGS = ["server_impl", "grpc_options", "concurrency", "connections", "ka", "payload_bytes"]
+_NUMERIC = {"ka", "connections", "payload_bytes"}
 
 
 def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -36,6 +40,9 @@ def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         condition=[f"c={c} {p}B conns={n} ka={k}" for c, p, n, k in zip(kept["concurrency"], kept["payload_bytes"],
                                                                        kept["connections"], ka)],
         ka=kept["keepalive_ms"].fillna(0).astype(int), stack=stack,
+        # Named values rather than nulls, so that pairs group on them (groupby leaves null keys out).
+        server_impl=kept.get("server_impl", pd.Series("python", index=kept.index)).fillna("python"),
+        grpc_options=kept.get("grpc_options", pd.Series(None, index=kept.index, dtype=object)).fillna("none"),
     )
     if stack.nunique() > 1:  # the server's stack, named only when the run has several
         kept["condition"] = kept["condition"] + " " + stack
@@ -63,16 +70,26 @@ def verdict(lo: float, hi: float) -> str:
     return "higher" if lo > 0 else "lower" if hi < 0 else "unclear"
 
 
-def knob_range(cells: pd.DataFrame) -> dict[str, tuple[str, int, int, str]]:
-    """knob -> (column, off, on, what "on" means) for every knob the run varies; off and on are its smallest and largest value."""
+def knob_range(cells: pd.DataFrame) -> dict[str, tuple[str, object, object, str]]:
+    """knob -> (column, off, on, what "on" means) for every knob the run varies.
+
+    Off and on are the smallest and largest value of a number; the server is
+    python off and go on; options are none off and the run's one option set
+    on (a run of several option sets compares each pair of them elsewhere).
+    """
     knobs = {}
     for knob, column in KNOB_COLUMNS.items():
-        values = sorted(int(v) for v in cells[column].unique())
-        if len(values) > 1:
-            off, on = values[0], values[-1]
-            meaning = (f"keepalive {on} ms vs {off or 'none'}" + (" ms" if off else "") if knob == "keepalive"
-                       else f"{on} connections vs {off}" if knob == "pool" else f"{on} B vs {off} B")
-            knobs[knob] = (column, off, on, meaning)
+        if column in _NUMERIC:
+            values = sorted(int(v) for v in cells[column].unique())
+        else:
+            values = sorted(cells[column].unique(), key=lambda v: (v not in ("python", "none"), v))
+        if len(values) < 2 or (knob == "options" and (len(values) != 2 or values[0] != "none")):
+            continue
+        off, on = values[0], values[-1]
+        meaning = {"keepalive": f"keepalive {on} ms vs {off or 'none'}" + (" ms" if off else ""),
+                   "pool": f"{on} connections vs {off}", "payload": f"{on} B vs {off} B",
+                   "server": f"{on} server vs {off}", "options": f"server {on} vs none"}[knob]
+        knobs[knob] = (column, off, on, meaning)
     return knobs
 
 
@@ -97,11 +114,12 @@ def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: di
             latency = compare(a.loc[a["ok"], "latency_ms"], b.loc[b["ok"], "latency_ms"], n_resamples=n_resamples)
             rps = compare(rps_bins(a, n_bins, bin_s), rps_bins(b, n_bins, bin_s), n_resamples=n_resamples)
             where = dict(zip(rest, key))
-            stack = where.pop("stack")
-            label = " ".join(f"{k}={v}" for k, v in where.items() if k != "ka") + (
+            # The server and its options are named only where the run varies them, so other labels stay as they were.
+            named = {k: v for k, v in where.items() if k in _NUMERIC or k == "concurrency" or cells[k].nunique() > 1}
+            label = " ".join(f"{k}={v}" for k, v in named.items() if k != "ka") + (
                 f" ka={where['ka'] or 'none'}" if "ka" in where else "")
-            label += f" {stack}" if cells["stack"].nunique() > 1 else ""
-            row = {"knob": knob, "meaning": meaning, "where": label, **{k: int(v) for k, v in where.items()},
+            row = {"knob": knob, "meaning": meaning, "where": label,
+                   **{k: int(v) if k in _NUMERIC or k == "concurrency" else v for k, v in named.items()},
                    "off_cell": a_row["cell_id"], "on_cell": b_row["cell_id"]}
             for metric, diff, (lo, hi), off_value, on_value in (
                 ("p50", latency.median_diff, latency.median_diff_ci, latency.median_a, latency.median_b),
