@@ -38,12 +38,13 @@ ROW_KEYS = set(client.ROW_FIELDS)
 class ServerProcess:
     """A running ``labkit echo serve`` and what its ready line said."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, preexec_fn=None):
         self.proc = subprocess.Popen(
             [LABKIT, "echo", "serve", "--bind", "127.0.0.1:0", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=preexec_fn,
         )
         try:
             self.ready = json.loads(self._read_line(READY_TIMEOUT_S))
@@ -254,17 +255,18 @@ def test_signal_stops_the_server_gracefully(start_echo_server, stop_signal):
         pass
 
 
-def test_reflection_lists_the_echo_service(echo_server, start_echo_server):
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_reflection_lists_the_echo_service(start_echo_server, impl):
     from google.protobuf import descriptor_pool
     from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-    with grpc.insecure_channel(echo_server.target) as channel:
+    with grpc.insecure_channel(start_echo_server("--impl", impl).target) as channel:
         database = ProtoReflectionDescriptorDatabase(channel)
         assert "echo.EchoService" in set(database.get_services())
         service = descriptor_pool.DescriptorPool(database).FindServiceByName("echo.EchoService")
         assert [method.name for method in service.methods] == ["Echo", "EchoStream", "Upload"]
 
-    hidden = start_echo_server("--no-reflection")
+    hidden = start_echo_server("--impl", impl, "--no-reflection")
     assert hidden.ready["reflection"] is False
     with grpc.insecure_channel(hidden.target) as channel:
         with pytest.raises(grpc.RpcError) as refused:

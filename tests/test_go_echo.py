@@ -22,7 +22,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from test_echo import LABKIT, ServerProcess, _write_test_pki, call, labkit, summary_counts
+from test_echo import LABKIT, ServerProcess, _write_test_pki, call, labkit, start_echo_server, summary_counts  # noqa: F401
 
 from labkit.echo.http2 import Http2Client
 from labkit.echo.tcp_echo import TcpEchoClient
@@ -40,19 +40,9 @@ def _labkit_go_is_built():
 
 
 @pytest.fixture
-def start_server():
+def start_server(start_echo_server):
     """Factory: a server of the given implementation with extra flags; every one is stopped at teardown."""
-    started: list[ServerProcess] = []
-
-    def start(impl: str, *args: str) -> ServerProcess:
-        started.append(ServerProcess("--impl", impl, *args))
-        return started[-1]
-
-    try:
-        yield start
-    finally:
-        for process in started:
-            process.stop()
+    return lambda impl, *args: start_echo_server("--impl", impl, *args)
 
 
 @pytest.fixture(scope="module")
@@ -149,23 +139,13 @@ def test_stream_and_upload_with_grpcio_against_both_servers(server, request):
     assert wrong.code == echo_pb2.FAILED and wrong.message == "expected 4 bytes, received 3"
 
 
-def test_reflection_and_health_on_the_go_server(go_server, start_server):
-    from google.protobuf import descriptor_pool
+def test_the_go_server_serves_standard_health(go_server):
+    # Reflection is checked for both implementations in test_echo.py.
     from grpc_health.v1 import health_pb2, health_pb2_grpc
-    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
     with grpc.insecure_channel(go_server.target) as channel:
-        database = ProtoReflectionDescriptorDatabase(channel)
-        assert "echo.EchoService" in set(database.get_services())
-        service = descriptor_pool.DescriptorPool(database).FindServiceByName("echo.EchoService")
-        assert [m.name for m in service.methods] == ["Echo", "EchoStream", "Upload"]
         health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
-        assert health.status == health_pb2.HealthCheckResponse.SERVING
-    hidden = start_server("go", "--no-reflection")
-    assert hidden.ready["reflection"] is False
-    with grpc.insecure_channel(hidden.target) as channel, pytest.raises(grpc.RpcError) as refused:
-        list(ProtoReflectionDescriptorDatabase(channel).get_services())
-    assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert health.status == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_ghz_finds_and_loads_the_go_server_by_reflection(go_server):
@@ -234,21 +214,15 @@ def test_tls_between_implementations(start_server, tmp_path):
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_signals_stop_the_go_server_also_when_sigint_was_ignored(stop_signal):
     # A script's background job starts with SIGINT ignored: the server must install its own handler.
-    proc = subprocess.Popen([LABKIT, "echo", "serve", "--impl", "go", "--bind", "127.0.0.1:0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    server = ServerProcess("--impl", "go", preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
-        ready = json.loads(proc.stdout.readline())
-        proc.send_signal(stop_signal)
-        assert proc.wait(timeout=10) == 0
-        assert f"stopped on {stop_signal.name}" in proc.stderr.read()
-        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", ready["port"]), timeout=5):
+        server.proc.send_signal(stop_signal)
+        assert server.proc.wait(timeout=10) == 0
+        assert f"stopped on {stop_signal.name}" in server.proc.stderr.read()
+        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", server.port), timeout=5):
             pass
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        server.stop()
 
 
 def test_grpc_options_reach_the_go_server_and_client(start_server, python_server):

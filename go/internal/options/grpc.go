@@ -22,6 +22,31 @@ func (v Values) size32(key string) (int32, bool, error) {
 	return int32(n), true, nil
 }
 
+// windowKeys are the flow-control window options, in the order sizeOptions takes their setters.
+var windowKeys = [4]string{"initial-window", "initial-conn-window", "static-stream-window", "static-conn-window"}
+
+// sizeOptions turns the window and buffer options into server or dial options (T), one setter each, so the
+// server and the client read the same keys the same way.
+func sizeOptions[T any](v Values, windows [4]func(int32) T, readBuffer, writeBuffer func(int) T) ([]T, error) {
+	var opts []T
+	for i, key := range windowKeys {
+		n, ok, err := v.size32(key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			opts = append(opts, windows[i](n))
+		}
+	}
+	if n, ok := v["read-buffer"].(int64); ok {
+		opts = append(opts, readBuffer(int(n)))
+	}
+	if n, ok := v["write-buffer"].(int64); ok {
+		opts = append(opts, writeBuffer(int(n)))
+	}
+	return opts, nil
+}
+
 func (v Values) duration(key string) time.Duration {
 	d, _ := v[key].(time.Duration)
 	return d
@@ -30,29 +55,12 @@ func (v Values) duration(key string) time.Duration {
 // ServerOptions are the grpc-go server options of the parsed values; maxMessageBytes
 // (the server's --max-message-bytes) applies unless max-recv/send-msg-size are given.
 func (v Values) ServerOptions(maxMessageBytes int) ([]grpc.ServerOption, error) {
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}
-	windows := []struct {
-		key   string
-		apply func(int32) grpc.ServerOption
-	}{
-		{"initial-window", grpc.InitialWindowSize}, {"initial-conn-window", grpc.InitialConnWindowSize},
-		{"static-stream-window", grpc.StaticStreamWindowSize}, {"static-conn-window", grpc.StaticConnWindowSize},
+	opts, err := sizeOptions(v, [4]func(int32) grpc.ServerOption{grpc.InitialWindowSize, grpc.InitialConnWindowSize,
+		grpc.StaticStreamWindowSize, grpc.StaticConnWindowSize}, grpc.ReadBufferSize, grpc.WriteBufferSize)
+	if err != nil {
+		return nil, err
 	}
-	for _, w := range windows {
-		n, ok, err := v.size32(w.key)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			opts = append(opts, w.apply(n))
-		}
-	}
-	if n, ok := v["read-buffer"].(int64); ok {
-		opts = append(opts, grpc.ReadBufferSize(int(n)))
-	}
-	if n, ok := v["write-buffer"].(int64); ok {
-		opts = append(opts, grpc.WriteBufferSize(int(n)))
-	}
+	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}, opts...)
 	if n, ok := v["max-recv-msg-size"].(int64); ok {
 		opts = append(opts, grpc.MaxRecvMsgSize(int(n)))
 	}
@@ -84,28 +92,10 @@ func (v Values) ServerOptions(maxMessageBytes int) ([]grpc.ServerOption, error) 
 
 // DialOptions are the grpc-go dial options of the parsed values (the pool is the caller's: Pool()).
 func (v Values) DialOptions() ([]grpc.DialOption, error) {
-	var opts []grpc.DialOption
-	windows := []struct {
-		key   string
-		apply func(int32) grpc.DialOption
-	}{
-		{"initial-window", grpc.WithInitialWindowSize}, {"initial-conn-window", grpc.WithInitialConnWindowSize},
-		{"static-stream-window", grpc.WithStaticStreamWindowSize}, {"static-conn-window", grpc.WithStaticConnWindowSize},
-	}
-	for _, w := range windows {
-		n, ok, err := v.size32(w.key)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			opts = append(opts, w.apply(n))
-		}
-	}
-	if n, ok := v["read-buffer"].(int64); ok {
-		opts = append(opts, grpc.WithReadBufferSize(int(n)))
-	}
-	if n, ok := v["write-buffer"].(int64); ok {
-		opts = append(opts, grpc.WithWriteBufferSize(int(n)))
+	opts, err := sizeOptions(v, [4]func(int32) grpc.DialOption{grpc.WithInitialWindowSize, grpc.WithInitialConnWindowSize,
+		grpc.WithStaticStreamWindowSize, grpc.WithStaticConnWindowSize}, grpc.WithReadBufferSize, grpc.WithWriteBufferSize)
+	if err != nil {
+		return nil, err
 	}
 	var calls []grpc.CallOption
 	if n, ok := v["max-recv-msg-size"].(int64); ok {
