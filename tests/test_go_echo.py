@@ -22,7 +22,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from test_echo import LABKIT, ServerProcess, _write_test_pki, call, labkit, start_echo_server, summary_counts  # noqa: F401
+from test_echo import ServerProcess, _write_test_pki, call, labkit, start_echo_server, summary_counts  # noqa: F401
 
 from labkit.echo.http2 import Http2Client
 from labkit.echo.tcp_echo import TcpEchoClient
