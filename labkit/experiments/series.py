@@ -45,8 +45,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
 from labkit.echo.options import OPTIONS
+from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
 from labkit.experiments.stacks import Stack, StackChoice, option_values, plan_stacks
