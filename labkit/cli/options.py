@@ -79,25 +79,28 @@ def _given(value) -> bool:
     return value is not None and value != ()
 
 
-def stack_options(clients: tuple[str, ...] = ("python", "go")):
-    """The gRPC stack as swept dimensions (labkit.experiments.stacks): --client-impl (when the experiment's client
-    is labkit's own, in ``clients``), --server-impl and the repeatable --grpc-option KEY=V1,V2."""
+def stack_options(clients: tuple[str, ...] = ("python", "go"), swept: bool = True):
+    """The gRPC stack (labkit.experiments.stacks): --client-impl (when the experiment's client is labkit's own, in
+    ``clients``), --server-impl and the repeatable --grpc-option; ``swept``: several values are several cells."""
     from labkit.cli.params import choice_list
+
+    noun, how = ("implementation(s)", ", swept") if swept else ("implementation", ", one")
+    values = ("each value its own cells, e.g. static-stream-window=64KiB,32MiB" if swept
+              else "one value, e.g. max-concurrent-streams=16")
 
     def decorate(command):
         decorators = [
             click.option("--server-impl", type=choice_list(("python", "go")),
-                         help="gRPC implementation(s) of the echo server, swept: python (grpcio), go (grpc-go, "
-                              "labkit-go), e.g. python,go. [default: python]"),
+                         help=f"gRPC {noun} of the echo server{how}: python (grpcio), go (grpc-go, labkit-go). "
+                              "[default: python]"),
             click.option("--grpc-option", multiple=True, metavar="KEY=V[,V...]",
-                         help="A gRPC knob by grpc-go's name, each value its own cells, e.g. "
-                              "static-stream-window=64KiB,32MiB (repeatable). A Python side is left out where "
-                              "grpcio has no equivalent."),
+                         help=f"A gRPC knob by grpc-go's name, {values} (repeatable). A Python side is left "
+                              "out where grpcio has no equivalent."),
         ]
         if clients:
             decorators.insert(0, click.option(
                 "--client-impl", type=choice_list(clients),
-                help=f"gRPC implementation(s) of the client, swept: {', '.join(clients)}. [default: python]"))
+                help=f"gRPC {noun} of the client{how}: {', '.join(clients)}. [default: python]"))
         for decorator in reversed(decorators):
             command = decorator(command)
         return command

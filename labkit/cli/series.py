@@ -25,7 +25,7 @@ RENAMED = {"duration": "duration_s", "interval": "interval_s", "cell": "cell_s",
 @click.option("--spread/--together", default=None,
               help="Spread the probes evenly over each tick (default), or send them all at the tick itself.")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: series]")
-@stack_options()
+@stack_options(swept=False)
 @experiment_options
 def series(**flags):
     """Ping vs gRPC echo over time: every probe on one schedule, from --client to --server.
