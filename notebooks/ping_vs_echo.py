@@ -48,7 +48,6 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: ping_vs_echo.json in output_dir
 
 # %%
-import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
@@ -63,8 +62,8 @@ if run.manifest.get("experiment") == "series":
 samples = run.samples()
 if "ping" not in set(samples["probe"]):
     raise ValueError(f"{run.path} has no ping samples (probes: {sorted(set(samples['probe']))})")
-probes = ["ping"] + sorted(set(samples["probe"]) - {"ping"})
-echo = next((p for p in probes if p.startswith("echo")), None)
+probes = ping_vs_echo.probe_order(samples)
+echo = ping_vs_echo.echo_probe(probes)
 display(Markdown(f"Run `{run.run_id}` (experiment `{run.manifest['experiment']}`), probes: {', '.join(probes)}."))
 
 # %% [markdown]
@@ -76,14 +75,8 @@ display(Markdown(f"Run `{run.run_id}` (experiment `{run.manifest['experiment']}`
 
 # %%
 imports = run.manifest.get("imports", [])
-display(pd.DataFrame(
-    [{"cell": i["cell_id"], "probe": i["probe"], **i["tally"],
-      "units": ", ".join(f"{k[5:]} ×{v}" for k, v in i["parser_counts"].items() if k.startswith("unit_"))}
-     for i in imports]
-).set_index("cell"))
-rows_by_probe = samples.groupby("probe").agg(rows=("ok", "size"), samples=("ok", "sum"), duplicates=("duplicate", "sum"))
-rows_by_probe["lost"] = rows_by_probe["rows"] - rows_by_probe["samples"] - rows_by_probe["duplicates"]
-display(rows_by_probe.reindex(probes))
+tally = ping_vs_echo.sample_tally(samples, probes)
+display(ping_vs_echo.imports_table(imports), tally)
 
 # %% [markdown]
 # ## 1. The original: strict, milliseconds-only parsing and pooled trimming
@@ -128,17 +121,10 @@ if variants["original"]["trim"] is not None:
 
 # %%
 corrected = variants["corrected_pooled"]
-display(corrected["table"])
-display(corrected["trim"].counts.reindex(probes))
-
-seconds = samples[samples["ok"] & samples["unit"].notna() & ~samples["unit"].isin(["ms", "µs", "ns"])]
-extreme = samples[samples["ok"] & (samples["rtt_ms"] > 1000)]
-fate = pd.DataFrame({
-    name: v["trim"].removed["trim_pass"].reindex(extreme.index) if v["trim"] is not None else None
-    for name, v in variants.items() if name != "original"
-})
-display(Markdown("Samples over one second and the trimming pass that removed each (NaN: kept):"))
-display(pd.concat([extreme[["probe", "seq", "rtt_ms", "unit"]], fate.add_prefix("removed in pass: ")], axis=1))
+display(corrected["table"], corrected["trim"].counts.reindex(probes))
+seconds = ping_vs_echo.seconds_valued(samples)
+display(Markdown("Samples over one second and the trimming pass that removed each (NaN: kept):"),
+        ping_vs_echo.fate_of_slow_samples(samples, variants, over_ms=1000))
 
 # %% [markdown]
 # What changes, and why:
@@ -161,10 +147,7 @@ display(pd.concat([extreme[["probe", "seq", "rtt_ms", "unit"]], fate.add_prefix(
 #   handful of points is a choice to state, not a neutral cleaning step.
 
 # %%
-if len(original):
-    display(pd.concat({name: variants[name]["trim"].cutoffs.droplevel("scope")[["n", "center", "scale", "high", "removed"]]
-                       for name in ("original", "corrected_pooled")}).rename(
-        columns={"center": "mean", "scale": "σ", "high": "kept below (ms)"}))
+display(ping_vs_echo.cutoffs_side_by_side(variants, ["original", "corrected_pooled"]))
 
 # %% [markdown]
 # ## 3. Trimming within each probe
@@ -177,11 +160,8 @@ if len(original):
 last_key = list(variants)[-1]
 last = variants[last_key]
 display(Markdown(f"**{last_key}** (labkit parsing; |z| < {threshold:g}, {passes} passes, {last['scope']}):"))
-display(last["table"])
-display(last["trim"].counts.reindex(probes))
-side_by_side = pd.concat({name: v["table"].loc[["count", "50%", "max"]] for name, v in variants.items()}, axis=1)
-display(Markdown("The three variants side by side (count, median, max):"))
-display(side_by_side)
+display(last["table"], last["trim"].counts.reindex(probes))
+display(Markdown("The three variants side by side (count, median, max):"), ping_vs_echo.variants_side_by_side(variants))
 
 # %% [markdown]
 # ## Every sample, untrimmed, with bootstrap confidence intervals
@@ -192,15 +172,10 @@ display(side_by_side)
 
 # %%
 untrimmed = summarize_with_ci(samples, by="probe").reindex(probes)
-display(untrimmed[["count", "lost", "p5", "50%", "50%_lo", "50%_hi", "p95", "p99", "p99_lo", "p99_hi", "max"]])
+display(untrimmed[ping_vs_echo.UNTRIMMED_COLUMNS])
 comparison = compare_groups(samples, "rtt_ms", "probe", "ping", echo) if echo is not None else None
 if comparison is not None:
-    low, high = comparison.median_diff_ci
-    display(Markdown(
-        f"Median {echo} − median ping: **{comparison.median_diff:.2f} ms** (95 % CI {low:.2f} to {high:.2f}); "
-        f"Mann–Whitney U p = {comparison.mannwhitney_p:.2g}"
-        + (" (below the smallest float: the two distributions barely overlap)." if comparison.mannwhitney_p == 0 else ".")
-    ))
+    display(Markdown(ping_vs_echo.describe_gap(comparison, echo)))
 
 # %% [markdown]
 # ## What the echo measured, and what the original got wrong
@@ -222,11 +197,7 @@ if comparison is not None:
 
 # %%
 if comparison is not None:
-    ping_median = untrimmed.at["ping", "50%"]
-    display(Markdown(
-        f"The median gap, {comparison.median_diff:.1f} ms, is {comparison.median_diff / ping_median:.2f} times ping's "
-        f"median round trip ({ping_median:.1f} ms): one round trip of it is the handshake each cold call paid."
-    ))
+    display(Markdown(ping_vs_echo.gap_in_round_trips(comparison, ping_median=untrimmed.at["ping", "50%"])))
 
 # %%
 fig, (left, right) = plots.figure(1, 2, figsize=(10, 4.2))
@@ -259,25 +230,11 @@ export(fig, "ecdf")
 # prints and the tests check.
 
 # %%
-headline: dict = {}
-for name, v in variants.items():
-    for probe in (p for p in probes if p in v["table"].columns):
-        headline[f"{name}.{probe}.count"] = int(v["table"].at["count", probe])
-        headline[f"{name}.{probe}.median_ms"] = round(float(v["table"].at["50%", probe]), 3)
-for probe in probes:
-    headline[f"samples.{probe}"] = int(rows_by_probe.at[probe, "samples"])
-    headline[f"lost.{probe}"] = int(rows_by_probe.at[probe, "lost"])
-    headline[f"parsed_by_original.{probe}"] = int((original["probe"] == probe).sum())
-    headline[f"dropped_by_original.{probe}"] = int((dropped["probe"] == probe).sum())
-    headline[f"seconds_valued.{probe}"] = int((seconds["probe"] == probe).sum())
-if comparison is not None:
-    headline["median_diff_ms"] = round(comparison.median_diff, 3)
-
+headline = ping_vs_echo.headline(probes, variants, tally=tally, original=original, dropped=dropped, seconds=seconds,
+                                 comparison=comparison)
 nb.finish(
     headline, settings={"threshold": threshold, "passes": passes, "scope": scope, "original_scope": "pooled"}, probes=probes,
-    variants={name: {"parsing": v["parsing"], "scope": v["scope"], "table": v["table"].to_dict(),
-                     "trim_counts": v["trim"].counts.to_dict(orient="index") if v["trim"] is not None else {}}
-              for name, v in variants.items()},
+    variants=ping_vs_echo.variants_detail(variants),
     dropped_by_original=dropped[["probe", "seq", "rtt_ms", "unit", "reason"]].to_dict(orient="records"),
     seconds_valued=seconds[["probe", "seq", "rtt_ms", "unit"]].to_dict(orient="records"),
     untrimmed=untrimmed.to_dict(orient="index"),

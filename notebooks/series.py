@@ -55,21 +55,19 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: series.json in output_dir
 
 # %%
-import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import probes as series_probes, summarize_with_ci
+from labkit.analysis import probes as series_probes
 from labkit.errors import LabkitError
 
-TABLE = ["count", "lost", "mean", "std", "min", "25%", "50%", "50%_lo", "50%_hi", "75%", "p95", "p99", "max"]
 nb = notebooks.setup("series", run_dir, sample="series-wan", experiment="series", formats=formats, output_dir=output_dir,
                      headline_path=headline_path)
-run, export = nb.run, nb.export
-samples = run.samples()
-probes, config, ticks = series_probes.probes_of(samples), run.manifest["config"], int(samples["seq"].nunique())
+run, export, config = nb.run, nb.export, nb.run.manifest["config"]
+this = series_probes.analyse_series(run.samples())
+samples, probes = this.samples, this.probes
 display(Markdown(
-    f"Run `{run.run_id}`: {ticks} ticks of {config['interval_s']:g} s from `{config['client']}` to "
+    f"Run `{run.run_id}`: {this.ticks} ticks of {config['interval_s']:g} s from `{config['client']}` to "
     f"`{config['server']}`, {config['payload_bytes']} B payload; probes: {', '.join(probes)}."
 ))
 
@@ -82,12 +80,9 @@ display(Markdown(
 # reason: the counts below add up to the ticks.
 
 # %%
-tally = series_probes.probe_tally(samples, probes)
-display(tally)
-errors = samples[~samples["duplicate"] & ~samples["ok"]].groupby(["probe", "error"]).size().rename("rows")
-if len(errors):
-    display(Markdown("Why samples failed:"))
-    display(errors.to_frame())
+display(this.tally)
+if len(this.failures):
+    display(Markdown("Why samples failed:"), this.failures)
 
 # %% [markdown]
 # ## Summary per probe
@@ -97,8 +92,7 @@ if len(errors):
 # (seeded, 2000 resamples).
 
 # %%
-summary = summarize_with_ci(samples, by="probe").reindex(probes)
-display(summary[TABLE])
+display(this.summary[series_probes.SUMMARY_COLUMNS])
 
 # %%
 fig, (left, right) = plots.figure(1, 2, figsize=(11, 4.2))
@@ -116,12 +110,9 @@ export(fig, "box")
 # only the echo probes show is the server or the client.
 
 # %%
-timed = samples[~samples["duplicate"]].assign(t_utc=lambda d: pd.to_datetime(d["t_utc_ns"], unit="ns", utc=True))
 fig, ax = plots.figure(figsize=(11, 4.5))
-plots.time_series(timed, time="t_utc", by="probe", order=probes, window=window, ax=ax)
-ax.set_yscale("log")
-ax.set_ylabel("RTT (ms), log scale")
-ax.set_xlabel("send time (UTC)")
+plots.time_series(series_probes.send_times(samples), time="t_utc", by="probe", order=probes, window=window, ax=ax)
+ax.set(yscale="log", ylabel="RTT (ms), log scale", xlabel="send time (UTC)")
 export(fig, "time")
 
 # %% [markdown]
@@ -145,26 +136,10 @@ export(fig, "time")
 #   as the 2016 client measured it.
 
 # %%
-ping_rtt, differences = series_probes.split_latency(samples, probes)
-display(Markdown(f"Round trip (ping median): **{ping_rtt:.2f} ms**."))
-display(differences)
+display(Markdown(f"Round trip (ping median): **{this.ping_rtt:.2f} ms**."), this.differences)
 
 # %%
-said = []
-if "echo-cold − echo-warm" in differences.index:
-    d = differences.loc["echo-cold − echo-warm"]
-    said.append(f"A new channel costs **{d['median_diff_ms']:.1f} ms** more than a warm one "
-                f"({d['in_rtts']:.2f} round trips; 95 % CI {d['ci_lo_ms']:.1f} to {d['ci_hi_ms']:.1f} ms): "
-                "the handshake, not gRPC.")
-if "echo-warm − tcp-echo" in differences.index:
-    d = differences.loc["echo-warm − tcp-echo"]
-    said.append(f"On an open connection gRPC costs **{d['median_diff_ms']:.2f} ms** more than a raw TCP echo "
-                f"(95 % CI {d['ci_lo_ms']:.2f} to {d['ci_hi_ms']:.2f} ms), {d['in_rtts']:.3f} round trips.")
-if "echo-warm − ping" in differences.index:
-    d = differences.loc["echo-warm − ping"]
-    said.append(f"A warm gRPC echo takes **{d['median_diff_ms']:.2f} ms** longer than ping; "
-                f"{summary.at['echo-warm', '50%'] / ping_rtt:.3f} × ping's median.")
-display(Markdown("\n\n".join(said) or "This run lacks the probes to split."))
+display(Markdown(series_probes.split_findings(this) or "This run lacks the probes to split."))
 
 # %% [markdown]
 # ## A second run: the same probes on another link
@@ -194,36 +169,19 @@ if compare_run_dir.strip().lower() != "none":
         other = None
         display(Markdown("The comparison run is this run: nothing to compare."))
 if other is not None:
-    other_samples = other.samples()
-    other_probes = series_probes.probes_of(other_samples)
-    other_summary = summarize_with_ci(other_samples, by="probe").reindex(other_probes)
-    other_rtt, other_differences = series_probes.split_latency(other_samples, other_probes)
-    shared = [p for p in probes if p in other_probes]
-    this_label, other_label = run.manifest["config"]["name"], other.manifest["config"]["name"]
-    if this_label == other_label:
-        this_label, other_label = run.run_id, other.run_id
-    display(Markdown(f"Medians per probe, `{run.run_id}` against `{other.run_id}`:"))
-    display(pd.DataFrame({
-        f"{this_label} median (ms)": summary.loc[shared, "50%"], f"{this_label} × ping": summary.loc[shared, "50%"] / ping_rtt,
-        f"{other_label} median (ms)": other_summary.loc[shared, "50%"],
-        f"{other_label} × ping": other_summary.loc[shared, "50%"] / other_rtt,
-    }))
-    display(Markdown("The split on both runs:"))
-    display(pd.concat({label: frame[["median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts"]]
-                       for label, frame in ((this_label, differences), (other_label, other_differences))}, axis=1))
-    said = []
-    for name, what in (("echo-warm − tcp-echo", "the RPC stack"), ("echo-cold − echo-warm", "a new connection")):
-        if name in differences.index and name in other_differences.index:
-            a, b = differences.loc[name], other_differences.loc[name]
-            said.append(f"{what.capitalize()} costs {a['median_diff_ms']:.2f} ms ({a['in_rtts']:.2f} round trips) on "
-                        f"`{this_label}` and {b['median_diff_ms']:.2f} ms ({b['in_rtts']:.2f} round trips) on `{other_label}`.")
-    display(Markdown(" ".join(said)))
+    that = series_probes.analyse_series(other.samples())
+    this_label, other_label = series_probes.run_labels(config["name"], run.run_id, other.manifest["config"]["name"],
+                                                       other.run_id)
+    runs = {this_label: this, other_label: that}
+    display(Markdown(f"Medians per probe, `{run.run_id}` against `{other.run_id}`:"), series_probes.medians_side_by_side(runs))
+    display(Markdown("The split on both runs:"), series_probes.splits_side_by_side(runs))
+    display(Markdown(series_probes.compare_findings(runs)))
 
     fig, axes = plots.figure(1, 2, figsize=(11, 4.2))
-    for ax, label, frame, rtt in ((axes[0], this_label, samples, ping_rtt), (axes[1], other_label, other_samples, other_rtt)):
-        plots.box(frame.assign(rtt_in_pings=frame["rtt_ms"] / rtt), "rtt_in_pings", by="probe", order=shared, ax=ax,
+    for ax, (label, series) in zip(axes, runs.items()):
+        plots.box(series.in_round_trips(), "rtt_in_pings", by="probe", order=series_probes.shared_probes(runs), ax=ax,
                   ylabel="RTT / ping median")
-        ax.set_title(f"{label} (ping {rtt:.3g} ms)", fontsize="medium", loc="left")
+        ax.set_title(f"{label} (ping {series.ping_rtt:.3g} ms)", fontsize="medium", loc="left")
     export(fig, "compare")
 
 # %% [markdown]
@@ -233,21 +191,10 @@ if other is not None:
 # the tests check.
 
 # %%
-headline: dict = {"ticks": ticks, "interval_s": config["interval_s"], "ping_rtt_ms": round(float(ping_rtt), 3),
-                  **series_probes.series_headline(summary, differences, probes)}
-if "echo-cold − echo-warm" in differences.index:
-    headline["cold_minus_warm_ci_lo_ms"] = round(float(differences.at["echo-cold − echo-warm", "ci_lo_ms"]), 3)
-    headline["cold_minus_warm_ci_hi_ms"] = round(float(differences.at["echo-cold − echo-warm", "ci_hi_ms"]), 3)
+headline = {"ticks": this.ticks, "interval_s": config["interval_s"], **series_probes.series_headline(this)}
 if other is not None:
-    headline.update({"compare.run_id": other.run_id, "compare.ping_rtt_ms": round(float(other_rtt), 3),
-                     **series_probes.series_headline(other_summary, other_differences, shared, prefix="compare.")})
+    headline.update({"compare.run_id": other.run_id,
+                     **series_probes.series_headline(that, series_probes.shared_probes(runs), prefix="compare.")})
 
-nb.finish(
-    headline, settings={"window": window, "compare_run_dir": compare_run_dir}, probes=probes,
-    tally=tally.to_dict(orient="index"), summary=summary.to_dict(orient="index"),
-    differences=differences.to_dict(orient="index"),
-    compare=None if other is None else {
-        "run_id": other.run_id, "run_path": str(other.path), "probes": other_probes,
-        "summary": other_summary.to_dict(orient="index"), "differences": other_differences.to_dict(orient="index"),
-    },
-)
+nb.finish(headline, settings={"window": window, "compare_run_dir": compare_run_dir}, **this.as_dict(),
+          compare=None if other is None else {"run_id": other.run_id, "run_path": str(other.path), **that.as_dict(tally=False)})

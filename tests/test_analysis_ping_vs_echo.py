@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labkit.analysis import ping_vs_echo, zscore_trim
+from labkit.analysis import compare_groups, ping_vs_echo, zscore_trim
 from labkit.importers import read_source
 from labkit.store import Run
 
@@ -84,3 +84,97 @@ def test_per_group_cutoffs_have_one_row_per_group_and_pass():
     result = zscore_trim(frame, by="probe", scope="per-group", threshold=1.5, passes=1)
     assert sorted(result.cutoffs.index) == [(1, "a"), (1, "b")]
     assert result.cutoffs.loc[(1, "a"), "removed"] == 1
+
+
+def test_each_pass_keeps_what_it_scored_less_what_it_removed_and_the_next_pass_scores_that():
+    values = np.r_[np.random.default_rng(5).normal(20, 2, 300), [90.0, 60.0, 45.0]]
+    cutoffs = zscore_trim(pd.DataFrame({"rtt_ms": values, "ok": True}), threshold=3, passes=3).cutoffs
+    assert (cutoffs["kept"] == cutoffs["n"] - cutoffs["removed"]).all()
+    assert list(cutoffs["n"].iloc[1:]) == list(cutoffs["kept"].iloc[:-1])
+
+
+@pytest.fixture(scope="module")
+def reread(orca):
+    samples, imports, texts = orca
+    probes = ping_vs_echo.probe_order(samples)
+    original = ping_vs_echo.original_samples(imports, texts)
+    variants = ping_vs_echo.trim_variants(original, samples, probes, scope="per-group", threshold=3, passes=2)
+    return samples, probes, original, variants
+
+
+def test_ping_comes_first_and_the_echo_is_the_probe_compared_with_it():
+    made = pd.DataFrame({"probe": ["tcp-echo", "echo-cold", "ping"]})
+    assert ping_vs_echo.probe_order(made) == ["ping", "echo-cold", "tcp-echo"]
+    assert ping_vs_echo.echo_probe(["ping", "echo-cold", "tcp-echo"]) == "echo-cold"
+    assert ping_vs_echo.echo_probe(["ping"]) is None
+
+
+def test_tallies_of_the_imported_logs(orca):
+    samples, imports, _ = orca
+    table = ping_vs_echo.imports_table(imports)
+    assert table.at["go-echo:echo.txt.gz", "units"] == "ms ×3598, s ×2"
+    assert table.at["ping:ping.txt.gz", "probe"] == "ping"
+    tally = ping_vs_echo.sample_tally(samples, ["ping", "echo-cold"])
+    assert tally.loc["ping"].to_dict() == {"rows": 3600, "samples": 3593, "duplicates": 0, "lost": 7}
+    # A duplicate reply is a row (not ok, as the ping parser writes it) but no loss: lost rows are neither ok nor duplicate.
+    made = pd.DataFrame({"probe": ["ping"] * 5, "ok": [True, True, False, False, False],
+                         "duplicate": [False, False, True, False, False]})
+    assert ping_vs_echo.sample_tally(made, ["ping"]).loc["ping"].to_dict() == {"rows": 5, "samples": 2, "duplicates": 1,
+                                                                              "lost": 2}
+
+
+def test_the_samples_in_seconds_are_the_two_slow_echo_calls(orca):
+    samples, *_ = orca
+    seconds = ping_vs_echo.seconds_valued(samples)
+    assert list(seconds["seq"]) == [2786, 3021] and set(seconds["unit"]) == {"s"}
+
+
+def test_the_slowest_samples_are_removed_by_the_first_pass_of_each_corrected_variant(reread):
+    samples, _, _, variants = reread
+    fate = ping_vs_echo.fate_of_slow_samples(samples, variants, over_ms=1000)
+    assert list(zip(fate["probe"], fate["seq"])) == [("ping", 3119), ("echo-cold", 2786), ("echo-cold", 3021)]
+    assert list(fate.columns[-2:]) == ["removed in pass: corrected_pooled", "removed in pass: corrected_per_group"]
+    assert (fate.iloc[:, -2:] == 1).all().all()
+    # Above a threshold no sample reaches, there is nothing to follow.
+    assert ping_vs_echo.fate_of_slow_samples(samples, variants, over_ms=1e6).empty
+
+
+def test_cutoffs_side_by_side_are_each_variants_own(reread):
+    *_, variants = reread
+    table = ping_vs_echo.cutoffs_side_by_side(variants, ["original", "corrected_per_group"])
+    original = variants["original"]["trim"].cutoffs
+    assert table.loc[("original", 1, "all"), "high cut-off (ms)"] == original.at[(1, "all"), "high"]
+    assert sorted(table.loc["corrected_per_group"].index) == [(1, "echo-cold"), (1, "ping"), (2, "echo-cold"), (2, "ping")]
+    # The original's passes removed what its counts say: 26 ping and 59 echo samples in all.
+    assert table.loc["original", "removed"].sum() == 26 + 59
+
+
+def test_variants_side_by_side_and_the_headline(reread, orca):
+    samples, probes, original, variants = reread
+    _, _, texts = orca
+    side = ping_vs_echo.variants_side_by_side(variants)
+    assert side.at["count", ("original", "ping")] == 3567 and list(side.index) == ["count", "50%", "max"]
+    dropped = ping_vs_echo.lost_by_2016(samples, original, texts)
+    comparison = compare_groups(samples, "rtt_ms", "probe", "ping", "echo-cold")
+    headline = ping_vs_echo.headline(probes, variants, tally=ping_vs_echo.sample_tally(samples, probes), original=original,
+                                     dropped=dropped, seconds=ping_vs_echo.seconds_valued(samples), comparison=comparison)
+    assert (headline["original.ping.count"], headline["original.echo-cold.count"]) == (3567, 3538)
+    assert headline["original.ping.median_ms"] == 12.747
+    assert (headline["parsed_by_original.echo-cold"], headline["dropped_by_original.echo-cold"]) == (3597, 3)
+    assert (headline["samples.ping"], headline["lost.ping"], headline["seconds_valued.echo-cold"]) == (3593, 7, 2)
+    assert headline["median_diff_ms"] == round(comparison.median_diff, 3)
+    without_echo = ping_vs_echo.headline(["ping"], {}, tally=ping_vs_echo.sample_tally(samples, ["ping"]), original=original,
+                                         dropped=dropped, seconds=samples.iloc[:0], comparison=None)
+    assert "median_diff_ms" not in without_echo and without_echo["seconds_valued.ping"] == 0
+    detail = ping_vs_echo.variants_detail(variants)
+    assert detail["original"]["trim_counts"]["echo-cold"]["kept"] == 3538 and detail["original"]["scope"] == "pooled"
+
+
+def test_the_gap_in_words():
+    from labkit.analysis import compare
+
+    comparison = compare([10.0, 11.0, 12.0, 13.0], [30.0, 31.0, 32.0, 33.0])
+    said = ping_vs_echo.describe_gap(comparison, "echo-cold")
+    assert said.startswith("Median echo-cold − median ping: **20.00 ms**") and said.endswith(".")
+    assert ping_vs_echo.gap_in_round_trips(comparison, ping_median=10.0).startswith(
+        "The median gap, 20.0 ms, is 2.00 times ping's median round trip (10.0 ms)")

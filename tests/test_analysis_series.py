@@ -1,4 +1,4 @@
-"""The series notebook's rules on the shipped series samples: probes, tally, and latency split into its parts."""
+"""The series notebook's rules on the shipped series samples: probes, tally, the latency split, two runs compared."""
 
 from pathlib import Path
 
@@ -9,11 +9,18 @@ from labkit.analysis import compare_groups, probes, summarize_with_ci
 from labkit.store import Run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
+SPLIT_ROWS = ["echo-cold − echo-warm", "echo-warm − tcp-echo", "tcp-echo − ping",
+              "echo-warm − ping", "echo-cold − ping"]
 
 
 @pytest.fixture(scope="module", params=["series-wan", "series-lan"])
 def samples(request):
     return Run.open(SAMPLES / request.param).samples()
+
+
+@pytest.fixture(scope="module")
+def wan_and_lan():
+    return {name: probes.analyse_series(Run.open(SAMPLES / name).samples()) for name in ("series-wan", "series-lan")}
 
 
 def test_probes_come_in_the_agents_order(samples):
@@ -32,30 +39,107 @@ def test_tally_counts_duplicates_apart_from_samples_and_losses(samples):
     assert (row["ticks"], row["rows"], row["ok"], row["failed"], row["duplicates"]) == (2, 2, 1, 1, 1)
 
 
+def test_failure_reasons_count_failed_rows_per_probe_and_error_but_not_duplicates():
+    made = pd.DataFrame({
+        "probe": ["ping", "ping", "ping", "echo-cold", "echo-cold"],
+        "ok": [False, False, False, False, True],
+        "duplicate": [False, False, True, False, False],
+        "error": ["timeout", "timeout", "timeout", "UNAVAILABLE", None],
+    })
+    reasons = probes.failure_reasons(made)
+    assert reasons["rows"].to_dict() == {("echo-cold", "UNAVAILABLE"): 1, ("ping", "timeout"): 2}
+    assert probes.failure_reasons(made[made["ok"]]).empty
+
+
 def test_the_split_is_differences_of_medians_in_round_trips(samples):
     present = probes.probes_of(samples)
     rtt, split = probes.split_latency(samples, present)
-    assert list(split.index) == ["echo-cold − echo-warm", "echo-warm − tcp-echo", "tcp-echo − ping",
-                                 "echo-warm − ping", "echo-cold − ping"]
+    assert list(split.index) == SPLIT_ROWS
     direct = compare_groups(samples, "rtt_ms", "probe", "echo-warm", "echo-cold")
     row = split.loc["echo-cold − echo-warm"]
     assert row["median_diff_ms"] == direct.median_diff and row["in_rtts"] == pytest.approx(direct.median_diff / rtt)
     # The parts add up: (cold − warm) + (warm − tcp) + (tcp − ping) = cold − ping, in medians.
-    assert split.loc[["echo-cold − echo-warm", "echo-warm − tcp-echo", "tcp-echo − ping"], "median_diff_ms"].sum() == \
-        pytest.approx(split.at["echo-cold − ping", "median_diff_ms"])
+    assert split.loc[SPLIT_ROWS[:3], "median_diff_ms"].sum() == pytest.approx(split.at["echo-cold − ping", "median_diff_ms"])
     # A cold call sets up a connection first: at least one round trip more than a warm one.
     assert row["in_rtts"] >= 0.9
     _, partial = probes.split_latency(samples, ["ping", "tcp-echo"])
     assert list(partial.index) == ["tcp-echo − ping"]
 
 
-def test_headline_of_a_run_and_of_its_comparison(samples):
-    present = probes.probes_of(samples)
-    summary = summarize_with_ci(samples, by="probe").reindex(present)
-    _, split = probes.split_latency(samples, present)
-    headline = probes.series_headline(summary, split, present)
-    assert headline["count.ping"] == int(summary.at["ping", "count"])
-    assert headline["cold_minus_warm_rtts"] == round(float(split.at["echo-cold − echo-warm", "in_rtts"]), 3)
-    compared = probes.series_headline(summary, split, present, prefix="compare.")
-    assert "compare.median_ms.ping" in compared and "compare.cold_minus_warm_ms" in compared
-    assert not any(key.startswith(("count.", "compare.count")) or key.endswith("_rtts") for key in compared)
+def test_analyse_series_gathers_tally_summary_and_split(wan_and_lan):
+    wan, lan = wan_and_lan["series-wan"], wan_and_lan["series-lan"]
+    assert (wan.ticks, lan.ticks) == (120, 60)
+    assert list(wan.summary.index) == wan.probes == ["ping", "echo-warm", "echo-cold", "tcp-echo"]
+    expected = summarize_with_ci(wan.samples, by="probe").reindex(wan.probes)
+    pd.testing.assert_frame_equal(wan.summary, expected)
+    assert wan.ping_rtt == wan.summary.at["ping", "50%"] == 200.0
+    assert list(wan.differences.index) == SPLIT_ROWS
+    # In round trips: ping's median is one, by definition.
+    scaled = wan.in_round_trips()
+    assert scaled.loc[scaled["ok"] & (scaled["probe"] == "ping"), "rtt_in_pings"].median() == 1.0
+
+
+def test_send_times_leave_out_duplicates_and_read_ns_as_utc():
+    made = pd.DataFrame({"probe": ["ping", "ping"], "duplicate": [False, True], "t_utc_ns": [1_500_000_000_000_000_000, 0]})
+    timed = probes.send_times(made)
+    assert len(timed) == 1 and timed["t_utc"].iloc[0] == pd.Timestamp("2017-07-14 02:40:00", tz="UTC")
+
+
+def test_findings_name_the_numbers_of_the_split(wan_and_lan):
+    wan = wan_and_lan["series-wan"]
+    said = probes.split_findings(wan)
+    cold = wan.differences.loc["echo-cold − echo-warm"]
+    assert f"**{cold['median_diff_ms']:.1f} ms**" in said and f"{cold['in_rtts']:.2f} round trips" in said
+    assert f"{wan.summary.at['echo-warm', '50%'] / wan.ping_rtt:.3f} × ping's median" in said
+    assert said.count("\n\n") == 2  # three sentences, one per split the run has
+    # A run with ping and the raw TCP echo only has none of the three splits the sentences speak of.
+    partial = probes.analyse_series(wan.samples[wan.samples["probe"].isin(["ping", "tcp-echo"])])
+    assert probes.split_findings(partial) == ""
+
+
+def test_run_labels_are_the_names_unless_they_are_the_same():
+    assert probes.run_labels("wan", "r1", "lan", "r2") == ("wan", "lan")
+    assert probes.run_labels("series", "r1", "series", "r2") == ("r1", "r2")
+
+
+def test_two_runs_side_by_side(wan_and_lan):
+    wan, lan = wan_and_lan["series-wan"], wan_and_lan["series-lan"]
+    lan_without_cold = probes.analyse_series(lan.samples[lan.samples["probe"] != "echo-cold"])
+    runs = {"wan": wan, "lan": lan_without_cold}
+    assert probes.shared_probes(runs) == ["ping", "echo-warm", "tcp-echo"]
+    medians = probes.medians_side_by_side(runs)
+    assert list(medians.columns) == ["wan median (ms)", "wan × ping", "lan median (ms)", "lan × ping"]
+    assert list(medians.index) == ["ping", "echo-warm", "tcp-echo"]
+    assert medians.at["echo-warm", "lan × ping"] == pytest.approx(lan.summary.at["echo-warm", "50%"] / lan.ping_rtt)
+    splits = probes.splits_side_by_side({"wan": wan, "lan": lan})
+    assert list(splits.columns.get_level_values(0).unique()) == ["wan", "lan"]
+    assert list(splits["wan"].columns) == probes.SPLIT_COLUMNS
+    assert splits.at["echo-warm − tcp-echo", ("lan", "median_diff_ms")] == lan.differences.at["echo-warm − tcp-echo",
+                                                                                             "median_diff_ms"]
+    said = probes.compare_findings({"wan": wan, "lan": lan})
+    assert said.startswith("The RPC stack costs ") and "A new connection costs " in said and "`lan`" in said
+    # Without echo-cold on one side, only the RPC stack's cost can be compared.
+    assert "new connection" not in probes.compare_findings(runs)
+
+
+def test_headline_of_a_run_and_of_its_comparison(wan_and_lan):
+    wan = wan_and_lan["series-wan"]
+    headline = probes.series_headline(wan)
+    assert list(headline)[0] == "ping_rtt_ms" and headline["ping_rtt_ms"] == 200.0
+    assert headline["count.ping"] == 120 and headline["lost.ping"] == 0
+    assert headline["cold_minus_warm_rtts"] == round(float(wan.differences.at["echo-cold − echo-warm", "in_rtts"]), 3)
+    assert headline["cold_minus_warm_ci_lo_ms"] <= headline["cold_minus_warm_ms"] <= headline["cold_minus_warm_ci_hi_ms"]
+    assert {f"{short}_ms" for *_, short in probes.SPLITS} <= set(headline)
+    compared = probes.series_headline(wan, ["ping", "tcp-echo"], prefix="compare.")
+    assert sorted(k for k in compared if k.startswith("compare.median_ms.")) == ["compare.median_ms.ping",
+                                                                                  "compare.median_ms.tcp-echo"]
+    assert "compare.ping_rtt_ms" in compared and "compare.cold_minus_warm_ms" in compared
+    assert not any(key.startswith("compare.count") or key.endswith("_rtts") or "_ci_" in key for key in compared)
+
+
+def test_detail_drops_the_tally_for_a_comparison_run(wan_and_lan):
+    lan = wan_and_lan["series-lan"]
+    assert list(lan.as_dict()) == ["probes", "tally", "summary", "differences"]
+    detail = lan.as_dict(tally=False)
+    assert list(detail) == ["probes", "summary", "differences"]
+    assert detail["differences"]["echo-warm − tcp-echo"]["meaning"] == "RPC stack"

@@ -38,6 +38,9 @@ _EXPORTS = {
     "measured_window": "windows",
     "nearest_rank": "windows",
     "window_stats": "windows",
+    "SeriesAnalysis": "probes",
+    "analyse_series": "probes",
+    "trim_variants": "ping_vs_echo",
 }
 
 

@@ -6,8 +6,10 @@ logs with patterns that match only times written as ``<digits> ms``, trimmed
 ``describe()`` per probe. :func:`read_like_2016` reproduces that reading from
 the raw logs, :func:`lost_by_2016` names every sample it lost and why, and
 :func:`trim_variants` gives the original table beside labkit's corrected
-ones. Tested in ``tests/test_analysis_ping_vs_echo.py`` against the published
-table.
+ones. The rest is what the notebook shows of them (tallies, the fate of the
+slowest samples, each pass's cut-offs, the variants side by side) and its
+:func:`headline`. Tested in ``tests/test_analysis_ping_vs_echo.py`` against
+the published table.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 
 import pandas as pd
 
-from labkit.analysis.summary import summarize
+from labkit.analysis.summary import Comparison, summarize
 from labkit.analysis.trim import TrimResult, zscore_trim
 
 #: The 2016 reading, by its behaviour: match at the start of a line, and a time only when written "<digits>ms" / "<digits> ms".
@@ -108,3 +110,113 @@ def trim_variants(original: pd.DataFrame, samples: pd.DataFrame, probes: list[st
         variant["kept"] = trim.kept if trim is not None else variant["data"]
         variant["table"] = original_table(variant["kept"], probes)
     return variants
+
+
+# --- what the notebook shows of a re-reading, and its headline ------------------------------------------------------
+
+#: Units coarser than the milliseconds the strict 2016 pattern accepts are the ones it lost.
+_FINE_UNITS = ("ms", "µs", "ns")
+#: The untrimmed summary's columns a person reads: counts, the tails, and the median's and p99's intervals.
+UNTRIMMED_COLUMNS = ["count", "lost", "p5", "50%", "50%_lo", "50%_hi", "p95", "p99", "p99_lo", "p99_hi", "max"]
+
+
+def probe_order(samples: pd.DataFrame) -> list[str]:
+    """The probes of an imported run: ``ping`` first (every other probe is read against it), then the rest by name."""
+    present = set(samples["probe"])
+    return ["ping", *sorted(present - {"ping"})] if "ping" in present else sorted(present)
+
+
+def echo_probe(probes: list[str]) -> str | None:
+    """The echo probe compared with ping: the first whose name starts with ``echo``; None (an ``import-ping`` run) if none."""
+    return next((p for p in probes if p.startswith("echo")), None)
+
+
+def imports_table(imports: list[dict]) -> pd.DataFrame:
+    """One row per imported log (a run manifest's ``imports``): its probe, its parser's line tally, and the time units read."""
+    rows = [{"cell": i["cell_id"], "probe": i["probe"], **i["tally"],
+             "units": ", ".join(f"{k[5:]} ×{v}" for k, v in i["parser_counts"].items() if k.startswith("unit_"))}
+            for i in imports]
+    return pd.DataFrame(rows).set_index("cell") if rows else pd.DataFrame(columns=["probe", "units"])
+
+
+def sample_tally(samples: pd.DataFrame, probes: list[str]) -> pd.DataFrame:
+    """Per probe: ``rows``, ``samples`` (ok rows), ``duplicates`` (repeated replies, which the parsers write as rows that
+    are not ok) and ``lost`` (the rows that are neither)."""
+    tally = samples.groupby("probe").agg(rows=("ok", "size"), samples=("ok", "sum"), duplicates=("duplicate", "sum"))
+    tally["lost"] = tally["rows"] - tally["samples"] - tally["duplicates"]
+    return tally.reindex(probes)
+
+
+def seconds_valued(samples: pd.DataFrame) -> pd.DataFrame:
+    """The ok samples whose log wrote the time in a unit coarser than ms (Go's ``1.868983839s``): what 2016 could not read."""
+    return samples[samples["ok"] & samples["unit"].notna() & ~samples["unit"].isin(_FINE_UNITS)]
+
+
+def fate_of_slow_samples(samples: pd.DataFrame, variants: dict[str, dict], over_ms: float = 1000.0) -> pd.DataFrame:
+    """The ok samples slower than ``over_ms``, and for each corrected variant the trimming pass that removed them (NaN: kept).
+
+    The original variant is left out: it read other rows (the strict reading's), which never include these samples.
+    """
+    slow = samples[samples["ok"] & (samples["rtt_ms"] > over_ms)]
+    fate = pd.DataFrame({name: v["trim"].removed["trim_pass"].reindex(slow.index) if v["trim"] is not None else None
+                         for name, v in variants.items() if name != "original"}, index=slow.index)
+    return pd.concat([slow[["probe", "seq", "rtt_ms", "unit"]], fate.add_prefix("removed in pass: ")], axis=1)
+
+
+def cutoffs_side_by_side(variants: dict[str, dict], names: list[str]) -> pd.DataFrame:
+    """Each pass's cut-offs in the variants ``names`` (those trimmed), by variant, pass and scope: values scored, their
+    mean and σ, the cut-offs (ms), and how many the pass removed and kept."""
+    columns = {"n": "n", "center": "mean", "scale": "σ", "low": "low cut-off (ms)", "high": "high cut-off (ms)",
+               "removed": "removed", "kept": "kept"}
+    frames = {name: variants[name]["trim"].cutoffs[list(columns)] for name in names if variants[name]["trim"] is not None}
+    return pd.concat(frames, names=["variant"]).rename(columns=columns)
+
+
+def variants_side_by_side(variants: dict[str, dict]) -> pd.DataFrame:
+    """Count, median and max of every probe in every variant's trimmed table, the variants as the top column level."""
+    return pd.concat({name: v["table"].loc[["count", "50%", "max"]] for name, v in variants.items()}, axis=1)
+
+
+def describe_gap(comparison: Comparison, echo: str) -> str:
+    """The echo's median over ping's with its interval and the Mann–Whitney p-value, in words (Markdown)."""
+    low, high = comparison.median_diff_ci
+    overlap = " (below the smallest float: the two distributions barely overlap)." if comparison.mannwhitney_p == 0 else "."
+    return (f"Median {echo} − median ping: **{comparison.median_diff:.2f} ms** (95 % CI {low:.2f} to {high:.2f}); "
+            f"Mann–Whitney U p = {comparison.mannwhitney_p:.2g}" + overlap)
+
+
+def gap_in_round_trips(comparison: Comparison, ping_median: float) -> str:
+    """The median gap as a multiple of ping's median round trip, one of which a cold call spent on its handshake."""
+    return (f"The median gap, {comparison.median_diff:.1f} ms, is {comparison.median_diff / ping_median:.2f} times ping's "
+            f"median round trip ({ping_median:.1f} ms): one round trip of it is the handshake each cold call paid.")
+
+
+def headline(probes: list[str], variants: dict[str, dict], *, tally: pd.DataFrame, original: pd.DataFrame,
+             dropped: pd.DataFrame, seconds: pd.DataFrame, comparison: Comparison | None) -> dict:
+    """The notebook's headline: each variant's count and median (ms) per probe; per probe the samples and losses,
+    what the strict reading parsed and dropped, the samples written in seconds; the echo − ping median gap.
+
+    ``tally`` is :func:`sample_tally`, ``original`` :func:`original_samples`, ``dropped`` :func:`lost_by_2016`,
+    ``seconds`` :func:`seconds_valued`, ``comparison`` ping against the echo (None without an echo).
+    """
+    numbers: dict = {}
+    for name, v in variants.items():
+        for probe in (p for p in probes if p in v["table"].columns):
+            numbers[f"{name}.{probe}.count"] = int(v["table"].at["count", probe])
+            numbers[f"{name}.{probe}.median_ms"] = round(float(v["table"].at["50%", probe]), 3)
+    for probe in probes:
+        numbers[f"samples.{probe}"] = int(tally.at[probe, "samples"])
+        numbers[f"lost.{probe}"] = int(tally.at[probe, "lost"])
+        numbers[f"parsed_by_original.{probe}"] = int((original["probe"] == probe).sum())
+        numbers[f"dropped_by_original.{probe}"] = int((dropped["probe"] == probe).sum())
+        numbers[f"seconds_valued.{probe}"] = int((seconds["probe"] == probe).sum())
+    if comparison is not None:
+        numbers["median_diff_ms"] = round(comparison.median_diff, 3)
+    return numbers
+
+
+def variants_detail(variants: dict[str, dict]) -> dict[str, dict]:
+    """Each variant's parsing, scope, trimmed table and trim counts per probe, as plain mappings for a headline JSON."""
+    return {name: {"parsing": v["parsing"], "scope": v["scope"], "table": v["table"].to_dict(),
+                   "trim_counts": v["trim"].counts.to_dict(orient="index") if v["trim"] is not None else {}}
+            for name, v in variants.items()}

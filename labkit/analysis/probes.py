@@ -4,15 +4,19 @@ A ``labkit series`` run sends, on every tick, one sample of each probe: ping,
 a warm gRPC echo on an open channel, a cold one on a new channel, a raw TCP
 echo (and optionally a bare TCP connect). The differences of their medians
 split a call's latency: connection set-up (cold − warm), the RPC stack (warm −
-TCP echo), TCP over ICMP (TCP echo − ping). Tested in
-``tests/test_analysis_series.py``.
+TCP echo), TCP over ICMP (TCP echo − ping). :func:`analyse_series` computes
+all of it for one run; the ``*_side_by_side`` functions and
+:func:`compare_findings` set two runs (a WAN and a LAN one, say) against each
+other. Tested in ``tests/test_analysis_series.py``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
-from labkit.analysis.summary import compare_groups
+from labkit.analysis.summary import compare_groups, summarize_with_ci
 
 #: (A, B, what B − A measures, its short name in headline keys), in the order the split is read.
 SPLITS = [
@@ -22,6 +26,12 @@ SPLITS = [
     ("ping", "echo-warm", "warm gRPC over ICMP", "warm_minus_ping"),
     ("ping", "echo-cold", "cold gRPC over ICMP (2016)", "cold_minus_ping"),
 ]
+#: A split's row label ("B − A") -> its short name in headline keys.
+SHORT_NAMES = {f"{b} − {a}": short for a, b, _, short in SPLITS}
+#: The columns of a probe's summary a person reads (milliseconds; ``50%_lo`` … ``50%_hi`` the median's interval).
+SUMMARY_COLUMNS = ["count", "lost", "mean", "std", "min", "25%", "50%", "50%_lo", "50%_hi", "75%", "p95", "p99", "max"]
+#: The columns of a split that two runs are compared on.
+SPLIT_COLUMNS = ["median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts"]
 
 
 def probes_of(samples: pd.DataFrame) -> list[str]:
@@ -40,6 +50,12 @@ def probe_tally(samples: pd.DataFrame, probes: list[str]) -> pd.DataFrame:
     return tally
 
 
+def failure_reasons(samples: pd.DataFrame) -> pd.DataFrame:
+    """How many rows failed for each probe and error (duplicate replies are not failures); empty when none did."""
+    failed = samples[~samples["duplicate"] & ~samples["ok"]]
+    return failed.groupby(["probe", "error"]).size().rename("rows").to_frame()
+
+
 def split_latency(samples: pd.DataFrame, probes: list[str]) -> tuple[float, pd.DataFrame]:
     """The ping median (the round trip), and one row per split of :data:`SPLITS` whose two probes the run has.
 
@@ -49,31 +65,142 @@ def split_latency(samples: pd.DataFrame, probes: list[str]) -> tuple[float, pd.D
     """
     rtt = samples.loc[samples["ok"] & ~samples["duplicate"] & (samples["probe"] == "ping"), "rtt_ms"].median()
     rows = []
-    for a, b, meaning, short in SPLITS:
+    for a, b, meaning, _ in SPLITS:
         if a in probes and b in probes:
             c = compare_groups(samples, "rtt_ms", "probe", a, b)
-            rows.append({"B − A": f"{b} − {a}", "meaning": meaning, "short": short, "median_diff_ms": c.median_diff,
+            rows.append({"B − A": f"{b} − {a}", "meaning": meaning, "median_diff_ms": c.median_diff,
                          "ci_lo_ms": c.median_diff_ci[0], "ci_hi_ms": c.median_diff_ci[1], "in_rtts": c.median_diff / rtt,
                          "p99_diff_ms": c.p99_diff, "mannwhitney_p": c.mannwhitney_p})
-    columns = ["B − A", "meaning", "short", "median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts", "p99_diff_ms", "mannwhitney_p"]
+    columns = ["B − A", "meaning", "median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts", "p99_diff_ms", "mannwhitney_p"]
     return rtt, pd.DataFrame(rows, columns=columns).set_index("B − A")
 
 
-def series_headline(summary: pd.DataFrame, differences: pd.DataFrame, probes: list[str], prefix: str = "") -> dict:
-    """Per probe count, lost, median and p99 (ms), and each split's difference in ms and in round trips.
+@dataclass
+class SeriesAnalysis:
+    """One series run analysed: its samples and probes, their tally and summary, and the latency split."""
 
-    With a ``prefix`` (a comparison run's ``compare.``) only the medians and the splits in ms.
+    samples: pd.DataFrame
+    probes: list[str]
+    #: Distinct sequence numbers: the ticks of the schedule that were sent.
+    ticks: int
+    tally: pd.DataFrame
+    failures: pd.DataFrame
+    #: :func:`summarize_with_ci` per probe, in probe order.
+    summary: pd.DataFrame
+    #: ping's median, the unit the split's ``in_rtts`` column counts in.
+    ping_rtt: float
+    differences: pd.DataFrame
+
+    def in_round_trips(self) -> pd.DataFrame:
+        """The samples with ``rtt_in_pings``: each RTT over this run's ping median."""
+        return self.samples.assign(rtt_in_pings=self.samples["rtt_ms"] / self.ping_rtt)
+
+    def as_dict(self, *, tally: bool = True) -> dict:
+        """Probes, tally (unless ``tally=False``), summary and split as plain mappings, for a headline JSON's detail."""
+        detail: dict = {"probes": self.probes}
+        if tally:
+            detail["tally"] = self.tally.to_dict(orient="index")
+        detail.update(summary=self.summary.to_dict(orient="index"), differences=self.differences.to_dict(orient="index"))
+        return detail
+
+
+def analyse_series(samples: pd.DataFrame) -> SeriesAnalysis:
+    """Everything the series notebook reads off one run's samples (see :class:`SeriesAnalysis`)."""
+    probes = probes_of(samples)
+    ping_rtt, differences = split_latency(samples, probes)
+    return SeriesAnalysis(samples=samples, probes=probes, ticks=int(samples["seq"].nunique()),
+                          tally=probe_tally(samples, probes), failures=failure_reasons(samples),
+                          summary=summarize_with_ci(samples, by="probe").reindex(probes), ping_rtt=ping_rtt,
+                          differences=differences)
+
+
+def send_times(samples: pd.DataFrame) -> pd.DataFrame:
+    """One row per probe per tick (duplicate replies left out), with ``t_utc``: the send time as a UTC timestamp."""
+    return samples[~samples["duplicate"]].assign(t_utc=lambda d: pd.to_datetime(d["t_utc_ns"], unit="ns", utc=True))
+
+
+def split_findings(series: SeriesAnalysis) -> str:
+    """What the split says in words (Markdown): a new channel's cost, the RPC stack's, warm gRPC against ping.
+
+    Each sentence needs its split's two probes; empty when the run has none of them.
     """
-    headline: dict = {}
-    for probe in probes:
+    differences, said = series.differences, []
+    if "echo-cold − echo-warm" in differences.index:
+        d = differences.loc["echo-cold − echo-warm"]
+        said.append(f"A new channel costs **{d['median_diff_ms']:.1f} ms** more than a warm one "
+                    f"({d['in_rtts']:.2f} round trips; 95 % CI {d['ci_lo_ms']:.1f} to {d['ci_hi_ms']:.1f} ms): "
+                    "the handshake, not gRPC.")
+    if "echo-warm − tcp-echo" in differences.index:
+        d = differences.loc["echo-warm − tcp-echo"]
+        said.append(f"On an open connection gRPC costs **{d['median_diff_ms']:.2f} ms** more than a raw TCP echo "
+                    f"(95 % CI {d['ci_lo_ms']:.2f} to {d['ci_hi_ms']:.2f} ms), {d['in_rtts']:.3f} round trips.")
+    if "echo-warm − ping" in differences.index:
+        d = differences.loc["echo-warm − ping"]
+        said.append(f"A warm gRPC echo takes **{d['median_diff_ms']:.2f} ms** longer than ping; "
+                    f"{series.summary.at['echo-warm', '50%'] / series.ping_rtt:.3f} × ping's median.")
+    return "\n\n".join(said)
+
+
+def run_labels(name: str, run_id: str, other_name: str, other_run_id: str) -> tuple[str, str]:
+    """How two runs are named side by side: their configured names, or their run ids when the names are the same."""
+    return (name, other_name) if name != other_name else (run_id, other_run_id)
+
+
+def shared_probes(runs: dict[str, SeriesAnalysis]) -> list[str]:
+    """The probes every run has, in the first run's order."""
+    first, *others = runs.values()
+    return [p for p in first.probes if all(p in other.probes for other in others)]
+
+
+def medians_side_by_side(runs: dict[str, SeriesAnalysis]) -> pd.DataFrame:
+    """Per shared probe, each run's median in ms and in multiples of its own ping median; runs keyed by label."""
+    shared = shared_probes(runs)
+    columns = {}
+    for label, series in runs.items():
+        columns[f"{label} median (ms)"] = series.summary.loc[shared, "50%"]
+        columns[f"{label} × ping"] = series.summary.loc[shared, "50%"] / series.ping_rtt
+    return pd.DataFrame(columns)
+
+
+def splits_side_by_side(runs: dict[str, SeriesAnalysis]) -> pd.DataFrame:
+    """Each run's split (:data:`SPLIT_COLUMNS`), the runs' labels as the top column level."""
+    return pd.concat({label: series.differences[SPLIT_COLUMNS] for label, series in runs.items()}, axis=1)
+
+
+def compare_findings(runs: dict[str, SeriesAnalysis]) -> str:
+    """The RPC stack's and a new connection's cost on each of two runs, in ms and round trips, as one Markdown paragraph."""
+    (label_a, a), (label_b, b) = runs.items()
+    said = []
+    for name, what in (("echo-warm − tcp-echo", "The RPC stack"), ("echo-cold − echo-warm", "A new connection")):
+        if name in a.differences.index and name in b.differences.index:
+            x, y = a.differences.loc[name], b.differences.loc[name]
+            said.append(f"{what} costs {x['median_diff_ms']:.2f} ms ({x['in_rtts']:.2f} round trips) on "
+                        f"`{label_a}` and {y['median_diff_ms']:.2f} ms ({y['in_rtts']:.2f} round trips) on `{label_b}`.")
+    return " ".join(said)
+
+
+def series_headline(series: SeriesAnalysis, probes: list[str] | None = None, prefix: str = "") -> dict:
+    """The ping median, per probe count, lost, median and p99 (ms), each split in ms and in round trips, and the
+    interval of cold − warm; rounded to µs.
+
+    ``probes`` (default: the run's) chooses the probes. With a ``prefix`` (a
+    comparison run's ``compare.``) only the ping median, the medians and the
+    splits in ms.
+    """
+    summary, differences = series.summary, series.differences
+    headline: dict = {f"{prefix}ping_rtt_ms": round(float(series.ping_rtt), 3)}
+    for probe in series.probes if probes is None else probes:
         if not prefix:
             headline[f"count.{probe}"] = int(summary.at[probe, "count"])
             headline[f"lost.{probe}"] = int(summary.at[probe, "lost"])
         headline[f"{prefix}median_ms.{probe}"] = round(float(summary.at[probe, "50%"]), 3)
         if not prefix:
             headline[f"p99_ms.{probe}"] = round(float(summary.at[probe, "p99"]), 3)
-    for _, row in differences.iterrows():
-        headline[f"{prefix}{row['short']}_ms"] = round(float(row["median_diff_ms"]), 3)
+    for name, row in differences.iterrows():
+        headline[f"{prefix}{SHORT_NAMES[name]}_ms"] = round(float(row["median_diff_ms"]), 3)
         if not prefix:
-            headline[f"{row['short']}_rtts"] = round(float(row["in_rtts"]), 3)
+            headline[f"{SHORT_NAMES[name]}_rtts"] = round(float(row["in_rtts"]), 3)
+    if not prefix and "echo-cold − echo-warm" in differences.index:
+        headline["cold_minus_warm_ci_lo_ms"] = round(float(differences.at["echo-cold − echo-warm", "ci_lo_ms"]), 3)
+        headline["cold_minus_warm_ci_hi_ms"] = round(float(differences.at["echo-cold − echo-warm", "ci_hi_ms"]), 3)
     return headline

@@ -39,8 +39,8 @@ class TrimResult:
     settings: dict[str, Any] = field(default_factory=dict)
     #: One row per pass and scope (``all`` when pooled, else each group): the values scored (``n``), the
     #: ``center`` and ``scale`` of their z, the cut-offs ``low`` and ``high`` (center ∓ threshold × scale:
-    #: values at or beyond them were removed) and how many were ``removed``. Passes after one that removed
-    #: nothing are not run, so they have no rows.
+    #: values at or beyond them were removed), how many were ``removed`` and how many ``kept`` (what the
+    #: next pass scores). Passes after one that removed nothing are not run, so they have no rows.
     cutoffs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
@@ -122,7 +122,7 @@ def zscore_trim(
             out[removed_here] = True
             cutoffs.append({"pass": pass_number, "scope": key, "n": positions.size, "center": center, "scale": scale,
                             "low": center - threshold * scale, "high": center + threshold * scale,
-                            "removed": removed_here.size})
+                            "removed": removed_here.size, "kept": positions.size - removed_here.size})
         if not out.any():
             break
         removed_in[out] = pass_number
