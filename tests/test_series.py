@@ -342,9 +342,9 @@ def test_a_series_of_the_go_agent_against_the_go_server(lab, inventory, tmp_path
     _samples(run)  # the schema every series shares with imports
     samples = run.samples()  # with the series' one stack, from its config
     assert set(samples["server_impl"]) == {"go"} and set(samples["client_impl"]) == {"go"}
-    # A cold call crosses the 100 ms RTT more than once (handshake, HTTP/2 preface, the call); a warm one once.
+    # A cold call pays at least the TCP handshake before its own round trip; a warm one only the latter.
     medians = samples[samples["ok"]].groupby("probe")["rtt_ms"].median()
-    assert medians["echo-cold"] > 2.5 * medians["ping"] and medians["echo-warm"] < 1.3 * medians["ping"]
+    assert medians["echo-cold"] > 1.8 * medians["ping"] and medians["echo-warm"] < 1.3 * medians["ping"]
     assert set(samples["grpc_options"]) == {"max-concurrent-streams=16"}
     assert samples[~samples["duplicate"]].groupby("probe")["ok"].all().all()
     assert set(samples["probe"]) == set(FOUR)
