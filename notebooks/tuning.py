@@ -51,12 +51,11 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: tuning.json in output_dir
 
 # %%
-import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import idle, summarize_with_ci, tuning
+from labkit.analysis import idle, summarize_with_ci, tuning, tuning_report
 from labkit.analysis.tuning import METRICS
 
 nb = notebooks.setup("tuning", run_dir, sample="tuning-load", experiment="load", formats=formats, output_dir=output_dir,
@@ -112,8 +111,7 @@ if len(failed_cells):
 # %%
 per_call = {row["cell_id"]: tuning.binned_calls(run.raw_text(tuning.per_request_file(row["raw_files"], "ghz")), row, rps_bin_s)
             for _, row in cells.iterrows()}
-mismatch = [(cid, len(per_call[cid]), n) for cid, n in zip(cells["cell_id"], cells["requests"]) if len(per_call[cid]) != n]
-if mismatch:
+if mismatch := tuning_report.window_mismatches(cells, per_call):
     raise ValueError(f"the raw calls do not match the recorded rows (cell, calls, requests): {mismatch}")
 n_bins = int(round(config.get("duration_s", 0) / rps_bin_s))
 all_calls = pd.concat(per_call.values(), ignore_index=True).merge(
@@ -170,7 +168,7 @@ if not aa:
 else:
     display(Markdown(
         f"With no change on the wire ({knobs['keepalive'][3]}), the largest differences between two cells were "
-        + ", ".join(f"**{aa['noise'][m]:.1f} {'req/s' if m == 'rps' else 'ms'}** in {m}" for m in METRICS)
+        + ", ".join(f"**{aa['noise'][m]:.1f} {tuning_report.unit(m)}** in {m}" for m in METRICS)
         + f"; the call-level intervals excluded 0 in {aa['excluding']['p50']}, {aa['excluding']['p99']} and "
         f"{aa['excluding']['rps']} of {aa['pairs']} comparisons. Differences of the other knobs larger than that, "
         "with intervals clear of 0:"
@@ -184,7 +182,7 @@ with plots.theme():
         frame = diffs[diffs["knob"] == knob].assign(others=lambda f: f["where"].str.replace(r"concurrency=\d+ ?", "", regex=True))
         for ax, metric in zip(row_axes, METRICS):
             plots.lines_with_ci(frame, "concurrency", f"{metric}_diff", f"{metric}_lo", f"{metric}_hi", by="others", ax=ax,
-                                xlabel="concurrency", ylabel=f"{metric}: on − off ({'req/s' if metric == 'rps' else 'ms'})")
+                                xlabel="concurrency", ylabel=f"{metric}: on − off ({tuning_report.unit(metric)})")
             ax.axhline(0, color="0.3", linewidth=0.8)
             ax.set_xticks(sorted(frame["concurrency"].unique()))
             ax.set_title(f"{knob} ({knobs[knob][3]}): {metric}", loc="left", fontsize="small")
@@ -230,15 +228,8 @@ export(fig, "ecdf")
 idle_samples, _ = idle.label_conditions(idle_run.samples())
 idle_ping_ms = {f"{s}-{d}": (idle_run.ping_baseline(s, d) or {}).get("rtt_avg_ms")
                 for s, d in idle_samples[["src", "dst"]].drop_duplicates().itertuples(index=False)}
-idle_samples["rtt_multiple"] = idle_samples["rtt_ms"] / idle_samples["pair"].map(idle_ping_ms)
-idle_gap_s = float(idle_samples["gap_s"].max())
-idle_calls = idle_samples[
-    idle_samples["ok"] & ~idle_samples["cold"] & (idle_samples["tcp_cc"].fillna(idle_samples["cc"]) == "cubic")
-    & (idle_samples["slow_start_after_idle"] == 1) & (idle_samples["gap_s"] == idle_gap_s) & idle_samples["background_gap_s"].isna()
-].assign(keepalive=lambda f: f["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms"))
-keepalive_on = sorted(k for k in idle_calls["keepalive"].unique() if k != "none")
-if not keepalive_on or "none" not in set(idle_calls["keepalive"]):
-    raise ValueError(f"{idle_run.path} has no CUBIC, sysctl 1 cells with keepalive both off and on")
+idle_calls = tuning_report.idle_keepalive_calls(idle_samples, idle_ping_ms)
+idle_gap_s = float(idle_calls["gap_s"].iat[0])
 idle_table, idle_diffs = tuning.idle_keepalive(idle_calls, n_resamples=n_resamples)
 display(Markdown(f"Idle-step run `{idle_run.run_id}`: {idle_gap_s:g} s between calls, ping RTT "
                  f"{', '.join(f'{v:.1f} ms' for v in idle_ping_ms.values())}. Median latency in ping RTTs "
@@ -263,24 +254,7 @@ export(fig, "idle_keepalive")
 # them are about what the runs can and cannot show.
 
 # %%
-def knob_line(knob, metric):
-    frame = diffs[diffs["knob"] == knob]
-    counts, unit = frame[f"{metric}_verdict"].value_counts(), "req/s" if metric == "rps" else "ms"
-    text = (f"{metric} on − off from {frame[f'{metric}_diff'].min():+.1f} to {frame[f'{metric}_diff'].max():+.1f} {unit} "
-            f"(interval above 0 in {counts.get('higher', 0)}, below in {counts.get('lower', 0)}, "
-            f"including 0 in {counts.get('unclear', 0)} of {len(frame)})")
-    if knob in others:
-        beyond = beyond_table.loc[(knob, metric)]
-        text += f"; beyond the A/A differences: {beyond['beyond, higher']} higher, {beyond['beyond, lower']} lower"
-    return text
-
-
-lines = [f"- **{knobs[k][3]}**: " + "; ".join(knob_line(k, m) for m in METRICS) + "." for k in knobs]
-for _, row in idle_diffs[idle_diffs["payload_bytes"] == 16000].head(1).iterrows() if len(idle_diffs) else []:
-    lines.append(f"- **idle connection, keepalive {row['keepalive']} vs none** at 16000 B: median "
-                 f"{row['median_off_rtt']:.2f} → {row['median_on_rtt']:.2f} ping RTTs "
-                 f"({row['diff_ms']:+.1f} ms [{row['lo_ms']:+.1f}, {row['hi_ms']:+.1f}]).")
-display(Markdown("\n".join(lines)))
+display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table, idle_diffs))))
 
 # %% [markdown]
 # - **Keepalive 10 s / 3 s.** Under load the setting does nothing on the
@@ -332,25 +306,10 @@ headline: dict = {
     "calls": int(len(all_calls)),
     "failed_calls": int((~all_calls["ok"]).sum()),
     **tuning.verdict_headline(diffs),
+    **tuning_report.aa_headline(aa, beyond_table),
+    **tuning_report.idle_headline(idle_table, idle_diffs),
+    "not_tested": tuning_report.untested_claims(cells, knobs),
 }
-for metric in METRICS if aa else []:
-    headline[f"aa_keepalive.{metric}.max_abs_diff"] = round(aa["noise"][metric], 2)
-for (knob, metric), row in beyond_table.iterrows():
-    headline[f"{knob}.{metric}.beyond_aa_higher"] = int(row["beyond, higher"])
-    headline[f"{knob}.{metric}.beyond_aa_lower"] = int(row["beyond, lower"])
-for size in sorted(idle_calls["payload_bytes"].unique()):
-    for setting in ["none", *keepalive_on]:
-        if (setting, size) in idle_table.index:
-            headline[f"idle.ka={setting}.rtt_multiple.{int(size)}"] = round(float(idle_table.at[(setting, size), "50%"]), 3)
-for _, row in idle_diffs.iterrows():
-    headline[f"idle.ka={row['keepalive']}.diff_ms.{row['payload_bytes']}"] = round(row["diff_ms"], 2)
-    headline[f"idle.ka={row['keepalive']}.diff_verdict.{row['payload_bytes']}"] = row["verdict"]
-untested = ["streaming vs unary (no streaming transport)", "keepalive's dead-peer detection",
-            f"pool sizes other than {', '.join(str(n) for n in sorted(cells['connections'].unique()))}"]
-if cells["payload_bytes"].max() <= 100_000:
-    untested.append("messages above 100 KB")
-untested += [f"{knob} (not varied)" for knob in tuning.KNOB_COLUMNS if knob not in knobs]
-headline["not_tested"] = "; ".join([*untested, "the article's absolute numbers"])
 
 nb.finish(headline, settings={"rps_bin_s": rps_bin_s, "n_resamples": n_resamples}, idle_run_id=idle_run.run_id,
           idle_run_path=str(idle_run.path), comparisons=diffs.to_dict(orient="records"),

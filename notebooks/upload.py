@@ -55,12 +55,11 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: upload.json in output_dir
 
 # %%
-import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import upload
+from labkit.analysis import upload, upload_report
 from labkit.units import format_size
 
 nb = notebooks.setup("upload", run_dir, sample="upload-small", experiment="upload", formats=formats, output_dir=output_dir,
@@ -114,8 +113,7 @@ if len(failed):
 # %%
 throughput = upload.cell_summary(uploads, "mb_per_s", confidence)
 display(Markdown("Median MB/s per condition (rows) and chunk size (columns), [bootstrap interval]:"))
-throughput["cell"] = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in zip(throughput["50%"], throughput["50%_lo"], throughput["50%_hi"])]
-display(throughput.pivot(index="condition", columns="chunk_bytes", values="cell").reindex(conditions))
+display(upload_report.median_ci_grid(throughput, conditions))
 
 
 def chunk_axis(ax):
@@ -150,14 +148,7 @@ export(fig, "throughput")
 cpu = {side: upload.cell_summary(uploads, f"{side}_cpu_s_per_mb", confidence) for side in ("client", "server")}
 utilisation = uploads.groupby(["condition", "chunk_bytes"])[["client_cpu_util", "server_cpu_util"]].median()
 display(Markdown("Medians per condition and chunk size:"))
-display(pd.DataFrame({
-    "client ms CPU / MB": cpu["client"].set_index(["condition", "chunk_bytes"])["50%"] * 1e3,
-    "server ms CPU / MB": cpu["server"].set_index(["condition", "chunk_bytes"])["50%"] * 1e3,
-    "client µs CPU / chunk": (uploads["client_cpu_s"] / uploads["chunks"] * 1e6).groupby(
-        [uploads["condition"], uploads["chunk_bytes"]]).median(),
-    "client util": utilisation["client_cpu_util"],
-    "server util": utilisation["server_cpu_util"],
-}).reindex(conditions, level=0))
+display(upload_report.cpu_table(uploads, cpu, utilisation, conditions))
 
 with plots.theme():
     fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0), sharey=True)
@@ -238,8 +229,7 @@ for title, frame in (("TLS on − off", tls_table), ("HTTP/2 − gRPC", transpor
 # data, which is the same order as one large chunk.
 
 # %%
-seconds = uploads.groupby(["condition", "chunk_bytes"])["seconds"].median().unstack("chunk_bytes").reindex(conditions)
-rtt_share = (ping_ms / 1e3) / seconds
+rtt_share = upload_report.rtt_share(uploads, ping_ms, conditions)
 display(Markdown(f"One ping RTT ({ping_ms:.2f} ms) as a share of the median upload time:"))
 display(rtt_share.style.format("{:.1%}"))
 
@@ -269,22 +259,7 @@ display(rtt_share.style.format("{:.1%}"))
 #   the transports' difference, not the timers'.
 
 # %%
-medians = uploads.groupby(["condition", "chunk_bytes"])[["mb_per_s", "client_cpu_util", "server_cpu_util", "client_cpu_s_per_mb"]].median()
-lines = []
-for condition in conditions:
-    low, high = medians.loc[(condition, smallest)], medians.loc[(condition, largest)]
-    at_1k = medians["mb_per_s"].get((condition, 1024), float("nan"))
-    lines.append(
-        f"- **{condition}**: {low['mb_per_s']:.1f} MB/s at {format_size(smallest)}, {at_1k:.1f} at 1KiB, "
-        f"{high['mb_per_s']:.1f} at {format_size(largest)}; client CPU {low['client_cpu_s_per_mb'] * 1e3:.0f} ms/MB at "
-        f"{format_size(smallest)} against {high['client_cpu_s_per_mb'] * 1e3:.1f} ms/MB at {format_size(largest)}; "
-        f"client + server CPU {low['client_cpu_util'] + low['server_cpu_util']:.0%} of the wall time at {format_size(smallest)}."
-    )
-for (name, size), r in sorted({**tls_results, **transport_results}.items()):
-    if size in (smallest, largest):
-        lines.append(f"- {name} at {format_size(size)}: {r.median_diff:+.1f} MB/s "
-                     f"[{r.median_diff_ci[0]:+.1f}, {r.median_diff_ci[1]:+.1f}], B / A = {r.median_b / r.median_a:.2f}.")
-display(Markdown("\n".join(lines)))
+display(Markdown("\n".join(upload_report.summary_lines(uploads, conditions, {**tls_results, **transport_results}))))
 
 # %% [markdown]
 # ## Headline numbers
@@ -305,18 +280,10 @@ headline: dict = {
     **upload.pairs_headline(tls_results, transport_results, {**tls_pairs, **transport_pairs}, (smallest, largest)),
 }
 
-by_cell = throughput.set_index(["condition", "chunk_bytes"])
 nb.finish(
     headline,
     settings={"drop_first_upload": drop_first_upload, "confidence": confidence},
-    cells=[{"condition": c, "chunk_bytes": s, "uploads": int(by_cell.loc[(c, s), "count"]),
-            "mb_per_s": by_cell.loc[(c, s), ["50%", "50%_lo", "50%_hi", "mean", "std", "min", "max"]].to_dict(),
-            "client_cpu_s_per_mb": cpu["client"].set_index(["condition", "chunk_bytes"]).loc[(c, s), "50%"],
-            "server_cpu_s_per_mb": cpu["server"].set_index(["condition", "chunk_bytes"]).loc[(c, s), "50%"],
-            "client_cpu_util": utilisation.loc[(c, s), "client_cpu_util"],
-            "server_cpu_util": utilisation.loc[(c, s), "server_cpu_util"],
-            "cv": spread.loc[(c, s), "cv"], "rtt_share_of_upload": rtt_share.at[c, s]}
-           for c in conditions for s in chunk_sizes if (c, s) in by_cell.index],
+    cells=upload_report.cell_details(throughput, cpu, utilisation, spread, rtt_share, conditions),
     first_vs_later={str(k): v for k, v in first_vs_later.to_dict(orient="index").items()},
     comparisons=[{"comparison": name, "chunk_bytes": size, **r.as_dict()}
                  for (name, size), r in {**tls_results, **transport_results}.items()],

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labkit.analysis import tuning
+from labkit.analysis import tuning, tuning_report
 from labkit.store import Run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
@@ -86,12 +86,7 @@ def test_keepalive_on_an_idle_connection_is_compared_size_by_size():
 
     run = Run.open(SAMPLES / "idle-step-knobs")
     samples, _ = idle.label_conditions(run.samples())
-    ping = run.ping_baseline()["rtt_avg_ms"]
-    gap = samples["gap_s"].max()
-    calls = samples[samples["ok"] & ~samples["cold"] & (samples["cc_used"] == "cubic") & (samples["ssai"] == 1)
-                    & (samples["gap_s"] == gap) & samples["background_gap_s"].isna()]
-    calls = calls.assign(rtt_multiple=calls["rtt_ms"] / ping,
-                         keepalive=calls["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms"))
+    calls = tuning_report.idle_keepalive_calls(samples, {"a-b": run.ping_baseline("a", "b")["rtt_avg_ms"]})
     table, diffs = tuning.idle_keepalive(calls, n_resamples=200)
     assert set(diffs["keepalive"]) == {"250ms"} and diffs["payload_bytes"].is_monotonic_increasing
     at_14000 = diffs[diffs["payload_bytes"] == 14000].iloc[0]
@@ -145,3 +140,100 @@ def test_options_are_a_knob_against_none():
                                                     "server initial-window=1MiB vs none")}
     # Two option sets and no "none": no off side to compare with, so not a knob here.
     assert tuning.knob_range(cells.assign(grpc_options=["a=1", "a=2"])) == {}
+
+
+# --- what the notebook reports (labkit.analysis.tuning_report) ------------------------------------
+
+def test_keepalive_labels_and_units():
+    assert [tuning_report.keepalive_label(k) for k in (float("nan"), None, 250.0, 10000)] == ["none", "none", "250ms", "10000ms"]
+    assert (tuning_report.unit("rps"), tuning_report.unit("p99")) == ("req/s", "ms")
+
+
+def test_a_window_that_does_not_give_back_the_row_is_named(sample):
+    _, cells, _, calls, _ = sample
+    assert tuning_report.window_mismatches(cells, calls) == []
+    first = cells["cell_id"].iat[0]
+    off_by_one = cells.assign(requests=cells["requests"] + (cells["cell_id"] == first))
+    assert tuning_report.window_mismatches(off_by_one, calls) == [(first, len(calls[first]), len(calls[first]) + 1)]
+
+
+def test_idle_keepalive_calls_keep_keepalive_as_the_only_knob():
+    from labkit.analysis import idle
+
+    run = Run.open(SAMPLES / "idle-step-knobs")
+    samples, _ = idle.label_conditions(run.samples())
+    ping = run.ping_baseline("a", "b")["rtt_avg_ms"]
+    calls = tuning_report.idle_keepalive_calls(samples, {"a-b": ping})
+    # The sample also has BBR, a 0.1 s gap and a background sender: all of them are left out.
+    assert set(samples["cc_used"]) == {"cubic", "bbr"} and set(samples["gap_s"]) == {0.1, 1.0}
+    assert set(calls["cc_used"]) == {"cubic"} and set(calls["gap_s"]) == {1.0} and calls["background_gap_s"].isna().all()
+    assert calls["ok"].all() and not calls["cold"].any() and set(calls["keepalive"]) == {"none", "250ms"}
+    assert np.allclose(calls["rtt_multiple"], calls["rtt_ms"] / ping)
+    with pytest.raises(ValueError, match="keepalive both off and on"):
+        tuning_report.idle_keepalive_calls(samples[samples["keepalive_ms"].isna()], {"a-b": ping})
+
+
+def test_aa_headline_only_with_a_control():
+    beyond = pd.DataFrame([{"knob": "pool", "metric": m, "beyond, higher": 1, "beyond, lower": 2} for m in tuning.METRICS]
+                          ).set_index(["knob", "metric"])
+    aa = {"noise": {"p50": 1.234, "p99": 10.0, "rps": 5.678}}
+    headline = tuning_report.aa_headline(aa, beyond)
+    assert headline["aa_keepalive.p50.max_abs_diff"] == 1.23 and headline["aa_keepalive.rps.max_abs_diff"] == 5.68
+    assert (headline["pool.p99.beyond_aa_higher"], headline["pool.p99.beyond_aa_lower"]) == (1, 2)
+    assert tuning_report.aa_headline(None, beyond.iloc[:0]) == {}
+
+
+def test_idle_headline_per_size_off_first():
+    index = pd.MultiIndex.from_tuples([("250ms", 1000), ("none", 1000), ("250ms", 16000), ("none", 16000)],
+                                      names=["keepalive", "payload_bytes"])
+    table = pd.DataFrame({"50%": [1.01, 1.02, 2.0004, 1.9]}, index=index)
+    diffs = pd.DataFrame([{"keepalive": "250ms", "payload_bytes": 16000, "diff_ms": 4.567, "verdict": "unclear"}])
+    headline = tuning_report.idle_headline(table, diffs)
+    assert list(headline) == ["idle.ka=none.rtt_multiple.1000", "idle.ka=250ms.rtt_multiple.1000",
+                              "idle.ka=none.rtt_multiple.16000", "idle.ka=250ms.rtt_multiple.16000",
+                              "idle.ka=250ms.diff_ms.16000", "idle.ka=250ms.diff_verdict.16000"]
+    assert headline["idle.ka=250ms.rtt_multiple.16000"] == 2.0 and headline["idle.ka=250ms.diff_ms.16000"] == 4.57
+
+
+def test_untested_claims_follow_the_run():
+    cells = pd.DataFrame({"connections": [4, 1], "payload_bytes": [64, 65536]})
+    knobs = {"pool": ("connections", 1, 4, "4 connections vs 1")}
+    text = tuning_report.untested_claims(cells, knobs)
+    assert "pool sizes other than 1, 4" in text and "messages above 100 KB" in text
+    assert "keepalive (not varied)" in text and "pool (not varied)" not in text
+    assert text.endswith("the article's absolute numbers")
+    assert "messages above 100 KB" not in tuning_report.untested_claims(cells.assign(payload_bytes=[64, 200_000]), knobs)
+
+
+def _pool_diffs():
+    """Three pool pairs: p50 above, below and around 0."""
+    rows = []
+    for diff, lo, hi in ((2.0, 1.0, 3.0), (-1.0, -2.0, -0.5), (0.5, -1.0, 2.0)):
+        row = {"knob": "pool", "where": f"c={len(rows)}"}
+        for metric in tuning.METRICS:
+            row.update({f"{metric}_diff": diff, f"{metric}_verdict": tuning.verdict(lo, hi)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_knob_sentence_counts_the_verdicts():
+    diffs = _pool_diffs()
+    beyond = pd.DataFrame(columns=["knob", "metric", "beyond, higher", "beyond, lower"]).set_index(["knob", "metric"])
+    text = tuning_report.knob_sentence(diffs, "pool", "p50", beyond)
+    assert text == "p50 on − off from -1.0 to +2.0 ms (interval above 0 in 1, below in 1, including 0 in 1 of 3)"
+    beyond = pd.DataFrame([{"knob": "pool", "metric": "rps", "beyond, higher": 1, "beyond, lower": 0}]).set_index(["knob", "metric"])
+    text = tuning_report.knob_sentence(diffs, "pool", "rps", beyond)
+    assert text.endswith("req/s (interval above 0 in 1, below in 1, including 0 in 1 of 3); "
+                         "beyond the A/A differences: 1 higher, 0 lower")
+
+
+def test_claim_lines_one_per_knob_and_the_idle_size():
+    diffs, beyond = _pool_diffs(), pd.DataFrame(columns=["knob", "metric"]).set_index(["knob", "metric"])
+    knobs = {"pool": ("connections", 1, 4, "4 connections vs 1")}
+    assert len(tuning_report.claim_lines(diffs, knobs, beyond, pd.DataFrame())) == 1
+    idle_diffs = pd.DataFrame([{"keepalive": "250ms", "payload_bytes": size, "median_off_rtt": 2.0, "median_on_rtt": 2.1,
+                                "diff_ms": 5.0, "lo_ms": -1.0, "hi_ms": 9.0} for size in (14000, 16000)])
+    lines = tuning_report.claim_lines(diffs, knobs, beyond, idle_diffs)
+    assert lines[0].startswith("- **4 connections vs 1**: p50 on − off") and lines[0].count("; ") == 2
+    assert lines[1] == ("- **idle connection, keepalive 250ms vs none** at 16000 B: median 2.00 → 2.10 ping RTTs "
+                        "(+5.0 ms [-1.0, +9.0]).")

@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit.analysis import upload
+from labkit.analysis import upload, upload_report
 from labkit.store import Run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
@@ -95,3 +95,64 @@ def test_several_stacks_are_conditions_of_their_own():
     labelled, conditions = upload.label_uploads(both)
     assert conditions[:2] == ["grpc python→python", "grpc+TLS python→python"] and conditions[4] == "grpc go→go"
     assert len(conditions) == 8 and labelled.groupby("condition").size().nunique() == 1
+
+
+# --- what the notebook reports (labkit.analysis.upload_report) ------------------------------------
+
+def test_median_ci_grid_reads_median_and_interval_in_condition_order():
+    summary = pd.DataFrame({"condition": ["http2", "grpc", "grpc"], "chunk_bytes": [64, 64, 1024],
+                            "50%": [2.0, 1.04, 3.0], "50%_lo": [1.5, 0.5, 2.94], "50%_hi": [2.5, 1.5, 3.06]})
+    grid = upload_report.median_ci_grid(summary, ["grpc", "http2"])
+    assert list(grid.index) == ["grpc", "http2"] and list(grid.columns) == [64, 1024]
+    assert (grid.at["grpc", 64], grid.at["grpc", 1024]) == ("1.0 [0.5, 1.5]", "3.0 [2.9, 3.1]")
+    assert pd.isna(grid.at["http2", 1024])  # a cell the run does not have stays empty
+
+
+def test_cpu_table_in_milliseconds_and_microseconds(uploads):
+    frame, conditions = uploads
+    cpu = {side: upload.cell_summary(frame, f"{side}_cpu_s_per_mb") for side in ("client", "server")}
+    utilisation = frame.groupby(["condition", "chunk_bytes"])[["client_cpu_util", "server_cpu_util"]].median()
+    table = upload_report.cpu_table(frame, cpu, utilisation, conditions)
+    assert list(table.index.unique("condition")) == conditions and len(table) == 20
+    cell = frame[(frame["condition"] == "grpc+TLS") & (frame["chunk_bytes"] == 64)]
+    row = table.loc[("grpc+TLS", 64)]
+    assert row["client ms CPU / MB"] == pytest.approx(cell["client_cpu_s_per_mb"].median() * 1e3)
+    assert row["client µs CPU / chunk"] == pytest.approx((cell["client_cpu_s"] / cell["chunks"]).median() * 1e6)
+    assert row["server util"] == pytest.approx(cell["server_cpu_util"].median())
+
+
+def test_rtt_share_is_one_ping_over_the_median_upload_time():
+    made = pd.DataFrame({"condition": ["grpc"] * 3 + ["http2"], "chunk_bytes": [64, 64, 64, 64], "seconds": [1.0, 3.0, 2.0, 0.5]})
+    share = upload_report.rtt_share(made, 10.0, ["http2", "grpc"])
+    assert list(share.index) == ["http2", "grpc"]
+    assert share.at["grpc", 64] == pytest.approx(0.005) and share.at["http2", 64] == pytest.approx(0.02)
+
+
+def test_summary_lines_name_each_condition_and_the_comparisons_at_both_ends(uploads):
+    frame, conditions = uploads
+    tls_pairs, transport_pairs = upload.condition_pairs(conditions)
+    comparisons = {**upload.compare_pairs(frame, tls_pairs)[1], **upload.compare_pairs(frame, transport_pairs)[1]}
+    lines = upload_report.summary_lines(frame, conditions, comparisons)
+    # One line per condition, then the 4 pairs at 64 B and at 1 MiB (not at the sizes in between).
+    assert len(lines) == len(conditions) + 4 * 2
+    grpc_64 = frame[(frame["condition"] == "grpc") & (frame["chunk_bytes"] == 64)]["mb_per_s"].median()
+    assert lines[0].startswith(f"- **grpc**: {grpc_64:.1f} MB/s at 64B, ") and " at 1KiB, " in lines[0] and "at 1MiB;" in lines[0]
+    assert not any(" at 1KiB: " in line for line in lines[len(conditions):])
+    plain = comparisons[("http2 − grpc", 64)]
+    assert any(line.startswith(f"- http2 − grpc at 64B: {plain.median_diff:+.1f} MB/s") for line in lines)
+
+
+def test_cell_details_one_record_per_cell(uploads):
+    frame, conditions = uploads
+    throughput = upload.cell_summary(frame, "mb_per_s")
+    cpu = {side: upload.cell_summary(frame, f"{side}_cpu_s_per_mb") for side in ("client", "server")}
+    utilisation = frame.groupby(["condition", "chunk_bytes"])[["client_cpu_util", "server_cpu_util"]].median()
+    shares = upload_report.rtt_share(frame, 10.0, conditions)
+    records = upload_report.cell_details(throughput, cpu, utilisation, upload.spread(frame), shares, conditions)
+    assert len(records) == 20 and [r["condition"] for r in records[::5]] == conditions
+    assert [r["chunk_bytes"] for r in records[:5]] == sorted(frame["chunk_bytes"].unique())
+    first = records[0]
+    cell = frame[(frame["condition"] == "grpc") & (frame["chunk_bytes"] == 64)]
+    assert first["uploads"] == len(cell) and first["mb_per_s"]["50%"] == pytest.approx(cell["mb_per_s"].median())
+    assert first["cv"] == pytest.approx(cell["mb_per_s"].std() / cell["mb_per_s"].mean())
+    assert first["rtt_share_of_upload"] == pytest.approx(0.01 / cell["seconds"].median())

@@ -41,6 +41,10 @@ _EXPORTS = {
     "SeriesAnalysis": "probes",
     "analyse_series": "probes",
     "trim_variants": "ping_vs_echo",
+    "idle_keepalive_calls": "tuning_report",
+    "keepalive_label": "tuning_report",
+    "window_mismatches": "tuning_report",
+    "median_ci_grid": "upload_report",
 }
 
 

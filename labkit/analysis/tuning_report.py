@@ -1,0 +1,137 @@
+"""What the tuning notebook concludes: its headline numbers, its verdict sentences, and the idle calls it reads.
+
+:mod:`labkit.analysis.tuning` pairs the cells of a load run that differ in
+one knob and compares them; this module turns those tables into what the
+notebook reports (the A/A and idle-keepalive headline numbers, the claims the
+run could not test, one sentence per knob), checks that a cell's raw calls
+give back its recorded row, and picks the calls of an idle-step run that show
+what keepalive does to an idle connection.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from labkit.analysis.tuning import KNOB_COLUMNS, METRICS
+
+#: The request size of the idle-keepalive sentence: above a 10-segment initial window, so a restart after idle costs a round trip.
+IDLE_SENTENCE_BYTES = 16000
+
+
+def keepalive_label(keepalive_ms) -> str:
+    """A keepalive setting as the notebook names it: ``"none"`` when off (missing), else ``"250ms"``."""
+    return "none" if pd.isna(keepalive_ms) else f"{int(keepalive_ms)}ms"
+
+
+def unit(metric: str) -> str:
+    """The unit of a comparison metric: req/s for ``rps``, ms for the latencies."""
+    return "req/s" if metric == "rps" else "ms"
+
+
+def window_mismatches(cells: pd.DataFrame, calls: dict[str, pd.DataFrame]) -> list[tuple[str, int, int]]:
+    """(cell, calls, requests) of every cell whose measured window does not hold as many calls as its row's ``requests``.
+
+    ``calls`` maps a cell id to its calls in the window (:func:`labkit.analysis.tuning.binned_calls`).
+    Empty when the raw reports give back every recorded row, i.e. when the
+    notebook's window rule is the one ``labkit load`` applied.
+    """
+    return [(cell, len(calls[cell]), int(n)) for cell, n in zip(cells["cell_id"], cells["requests"]) if len(calls[cell]) != n]
+
+
+def idle_keepalive_calls(samples: pd.DataFrame, ping_ms: dict[str, float]) -> pd.DataFrame:
+    """The calls of an idle-step run that isolate keepalive on an idle connection, with ``rtt_multiple`` and ``keepalive``.
+
+    ``samples`` are labelled by :func:`labkit.analysis.idle.label_conditions`;
+    ``ping_ms`` maps its ``pair`` to the ping RTT. Kept: warm, successful
+    calls where the idle penalty exists (CUBIC, ``tcp_slow_start_after_idle``
+    1), at the longest gap between calls, without a background sender, so
+    that keepalive is the only knob left. ``keepalive`` is its
+    :func:`keepalive_label`. Raises ValueError when keepalive is not both
+    off and on among them.
+    """
+    samples = samples.assign(rtt_multiple=samples["rtt_ms"] / samples["pair"].map(ping_ms))
+    calls = samples[samples["ok"] & ~samples["cold"] & (samples["cc_used"] == "cubic") & (samples["ssai"] == 1)
+                    & (samples["gap_s"] == samples["gap_s"].max()) & samples["background_gap_s"].isna()]
+    calls = calls.assign(keepalive=calls["keepalive_ms"].map(keepalive_label))
+    if "none" not in set(calls["keepalive"]) or set(calls["keepalive"]) == {"none"}:
+        raise ValueError("the idle-step run has no CUBIC, sysctl 1 cells with keepalive both off and on "
+                         "(at its longest gap, without a background sender)")
+    return calls
+
+
+def aa_headline(aa: dict | None, beyond: pd.DataFrame) -> dict[str, float]:
+    """The A/A control's largest |on − off| per metric; per other knob and metric, the pairs beyond it, higher and lower.
+
+    ``aa`` is :func:`labkit.analysis.tuning.aa_control` (None: no control, no
+    numbers), ``beyond`` the table of :func:`labkit.analysis.tuning.beyond_null`.
+    """
+    headline: dict[str, float] = {}
+    for metric in METRICS if aa else []:
+        headline[f"aa_keepalive.{metric}.max_abs_diff"] = round(aa["noise"][metric], 2)
+    for (knob, metric), row in beyond.iterrows():
+        headline[f"{knob}.{metric}.beyond_aa_higher"] = int(row["beyond, higher"])
+        headline[f"{knob}.{metric}.beyond_aa_lower"] = int(row["beyond, lower"])
+    return headline
+
+
+def idle_headline(table: pd.DataFrame, diffs: pd.DataFrame) -> dict[str, float | str]:
+    """Per request size, the idle median latency in ping RTTs with keepalive off and each setting on; then on − off.
+
+    ``table`` and ``diffs`` are :func:`labkit.analysis.tuning.idle_keepalive`'s
+    two frames. Keys: ``idle.ka=<setting>.rtt_multiple.<size>``, then
+    ``idle.ka=<setting>.diff_ms.<size>`` and ``.diff_verdict.<size>``.
+    """
+    settings = ["none", *sorted(s for s in table.index.unique("keepalive") if s != "none")]
+    headline: dict[str, float | str] = {}
+    for size in sorted(table.index.unique("payload_bytes")):
+        for setting in (s for s in settings if (s, size) in table.index):
+            headline[f"idle.ka={setting}.rtt_multiple.{int(size)}"] = round(float(table.at[(setting, size), "50%"]), 3)
+    for _, row in diffs.iterrows():
+        headline[f"idle.ka={row['keepalive']}.diff_ms.{row['payload_bytes']}"] = round(row["diff_ms"], 2)
+        headline[f"idle.ka={row['keepalive']}.diff_verdict.{row['payload_bytes']}"] = row["verdict"]
+    return headline
+
+
+def untested_claims(cells: pd.DataFrame, knobs: dict) -> str:
+    """The claims the run cannot address, ``; ``-separated: streaming, dead peers, other pool sizes, >100 KB, knobs not varied.
+
+    ``knobs`` are the knobs compared (as :func:`labkit.analysis.tuning.knob_range` gives them).
+    """
+    untested = ["streaming vs unary (no streaming transport)", "keepalive's dead-peer detection",
+                f"pool sizes other than {', '.join(str(n) for n in sorted(cells['connections'].unique()))}"]
+    if cells["payload_bytes"].max() <= 100_000:  # the article's threshold
+        untested.append("messages above 100 KB")
+    untested += [f"{knob} (not varied)" for knob in KNOB_COLUMNS if knob not in knobs]
+    return "; ".join([*untested, "the article's absolute numbers"])
+
+
+def knob_sentence(diffs: pd.DataFrame, knob: str, metric: str, beyond: pd.DataFrame) -> str:
+    """One knob and metric in words: the range of on − off, the intervals above, below or around 0, those beyond the A/A control.
+
+    The A/A part is there when ``beyond`` (:func:`labkit.analysis.tuning.beyond_null`) has the knob.
+    """
+    frame = diffs[diffs["knob"] == knob]
+    counts = frame[f"{metric}_verdict"].value_counts()
+    text = (f"{metric} on − off from {frame[f'{metric}_diff'].min():+.1f} to {frame[f'{metric}_diff'].max():+.1f} "
+            f"{unit(metric)} (interval above 0 in {counts.get('higher', 0)}, below in {counts.get('lower', 0)}, "
+            f"including 0 in {counts.get('unclear', 0)} of {len(frame)})")
+    if (knob, metric) in beyond.index:
+        row = beyond.loc[(knob, metric)]
+        text += f"; beyond the A/A differences: {row['beyond, higher']} higher, {row['beyond, lower']} lower"
+    return text
+
+
+def claim_lines(diffs: pd.DataFrame, knobs: dict, beyond: pd.DataFrame, idle_diffs: pd.DataFrame) -> list[str]:
+    """The Markdown bullets of "what the data say": one per knob (:func:`knob_sentence` per metric), and the idle keepalive.
+
+    ``knobs`` maps a knob to (column, off, on, meaning); ``idle_diffs`` is
+    :func:`labkit.analysis.tuning.idle_keepalive`'s second frame (its first
+    setting at :data:`IDLE_SENTENCE_BYTES` is described, when compared).
+    """
+    lines = [f"- **{knobs[k][3]}**: " + "; ".join(knob_sentence(diffs, k, m, beyond) for m in METRICS) + "." for k in knobs]
+    at_size = idle_diffs[idle_diffs["payload_bytes"] == IDLE_SENTENCE_BYTES] if len(idle_diffs) else idle_diffs
+    for _, row in at_size.head(1).iterrows():
+        lines.append(f"- **idle connection, keepalive {row['keepalive']} vs none** at {IDLE_SENTENCE_BYTES} B: median "
+                     f"{row['median_off_rtt']:.2f} → {row['median_on_rtt']:.2f} ping RTTs "
+                     f"({row['diff_ms']:+.1f} ms [{row['lo_ms']:+.1f}, {row['hi_ms']:+.1f}]).")
+    return lines
