@@ -80,6 +80,18 @@ if [[ ! -x .venv/bin/labkit-go || -n $(find go pyproject.toml -newer .venv/bin/l
   (cd go && "$GO" build -trimpath -ldflags "-X main.version=$version" -o ../.venv/bin/labkit-go ./cmd/labkit-go)
 fi
 
+# built_from NAME PACKAGE@VERSION: .venv/bin/NAME is there and was built from that version of
+# PACKAGE's module (go version -m reads what the binary records), so a new pin rebuilds it.
+built_from() {
+  local binary=.venv/bin/$1 package=${2%@*} version=${2##*@}
+  [[ -x $binary ]] || return 1
+  "$GO" version -m "$binary" 2>/dev/null \
+    | awk -v package="$package" -v version="$version" '
+        $1 == "path" { right_path = ($2 == package) }
+        $1 == "mod" && right_path && $3 == version { found = 1 }
+        END { exit !found }'
+}
+
 # The protoc plugins of `make proto` and of the stub staleness test, pinned: the
 # committed Go stubs name their versions.
 PROTOC_GEN_GO=google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
@@ -87,8 +99,8 @@ PROTOC_GEN_GO_GRPC=google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 for plugin in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC"; do
   name=${plugin%@*}
   name=${name##*/}
-  if [[ ! -x .venv/bin/$name ]]; then
-    echo "bootstrap: building $name into .venv/bin"
+  if ! built_from "$name" "$plugin"; then
+    echo "bootstrap: building $name ${plugin##*@} into .venv/bin"
     GOBIN="$PWD/.venv/bin" "$GO" install "$plugin"
   fi
 done
@@ -96,9 +108,9 @@ done
 # ghz (gRPC load generator) from the Go module proxy, built static so that
 # `labkit deploy` can copy it to hosts of any distribution. Pinned: its JSON
 # output is what labkit's parser is tested on.
-GHZ_VERSION=v0.93.0
-if [[ ! -x .venv/bin/ghz ]]; then
-  echo "bootstrap: building ghz $GHZ_VERSION into .venv/bin"
-  GOBIN="$PWD/.venv/bin" GOFLAGS=-mod=mod "$GO" install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" \
+GHZ=github.com/bojand/ghz/cmd/ghz@v0.93.0
+if ! built_from ghz "$GHZ"; then
+  echo "bootstrap: building ghz ${GHZ##*@} into .venv/bin"
+  GOBIN="$PWD/.venv/bin" "$GO" install "$GHZ" \
     || echo "bootstrap: could not build ghz; labkit load will say how to get it" >&2
 fi
