@@ -1,4 +1,4 @@
-"""The committed stubs in labkit/proto match proto/echo.proto and the pinned grpcio-tools."""
+"""The committed stubs in labkit/proto and go/echopb match proto/echo.proto and the pinned grpcio-tools and protoc plugins."""
 
 from __future__ import annotations
 
@@ -23,6 +23,14 @@ def test_check_flag_fails_on_stale_stubs(tmp_path: Path):
     grpc_stub = tmp_path / "echo_pb2_grpc.py"
     grpc_stub.write_text(grpc_stub.read_text() + "\n# edited by hand\n")
     assert list(regenerate.stale_files(committed_dir=tmp_path)) == ["echo_pb2_grpc.py"]
+
+
+def test_check_flag_fails_on_stale_go_stubs(tmp_path: Path):
+    # The Go stubs of labkit-go are checked as the Python ones: an edited one is reported by name.
+    regenerate.generate_go(tmp_path)
+    service = tmp_path / "echo_grpc.pb.go"
+    service.write_text(service.read_text() + "\n// edited by hand\n")
+    assert list(regenerate.stale_files(go_dir=tmp_path)) == ["echo_grpc.pb.go"]
 
 
 def test_check_cli_exits_zero_when_fresh():
