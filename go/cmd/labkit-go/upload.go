@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -18,10 +17,12 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/address"
 	"labkit/go/internal/echo"
 	"labkit/go/internal/options"
 	"labkit/go/internal/units"
@@ -72,8 +73,11 @@ func (a *uploadAgent) check() error {
 	if a.transport != "grpc" && a.transport != "http2" {
 		return usagef("--transport is grpc or http2, not %q", a.transport)
 	}
-	if _, _, err := net.SplitHostPort(a.target); err != nil {
+	if a.target == "" {
 		return usagef("--target HOST:PORT is required")
+	}
+	if _, _, err := address.Parse(a.target, false); err != nil {
+		return usagef("--target: %v", err)
 	}
 	if a.chunk < 1 || a.repeats < 1 || a.warmup < 0 {
 		return usagef("--chunk-size and --repeats must be at least 1, --warmup not negative")
@@ -167,7 +171,9 @@ func (a *uploadAgent) runGRPC() error {
 	}
 	defer conn.Close()
 	stub := echopb.NewEchoServiceClient(conn)
-	conn.Connect()
+	if err := waitReady(conn, a.timeout); err != nil {
+		return fmt.Errorf("cannot connect to the gRPC server at %s within %g s", a.target, a.timeout.Seconds())
+	}
 	connected := time.Now()
 	for range a.warmup {
 		ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
@@ -182,39 +188,65 @@ func (a *uploadAgent) runGRPC() error {
 	md := metadata.Pairs(echo.ExpectedLengthKey, a.declaredLength(), echo.ExpectedSHA256Key, a.sha)
 	for seq := range a.repeats {
 		row := newUploadRow(seq, a)
-		ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
-		var trailer metadata.MD
-		cpuStart := echo.CPUNow()
-		row["t_start_utc_ns"] = time.Now().UnixNano()
-		start := time.Now()
-		result, err := a.grpcUpload(ctx, stub, a.data, md, grpc.Trailer(&trailer))
-		elapsed, cpuEnd := time.Since(start), echo.CPUNow()
-		cancel()
-		var problems []string
-		var acked *int64
-		ackedSHA := ""
-		server := map[string]any{}
-		if err != nil {
-			st := status.Convert(err)
-			row["status"] = codeName(st.Code())
-			problems = append(problems, fmt.Sprintf("%s: %s", codeName(st.Code()), st.Message()))
-		} else {
-			row["status"] = "OK"
-			received := result.GetBytesReceived()
-			acked, ackedSHA = &received, result.GetSha256()
-			if result.GetCode() != echopb.UploadStatusCode_OK {
-				problems = append(problems, "server: "+result.GetMessage())
-			}
-			for _, key := range []string{"cpu_s", "cpu_user_s", "cpu_sys_s"} {
-				if values := trailer.Get("labkit-server-" + strings.ReplaceAll(key, "_", "-")); len(values) > 0 {
-					if v, err := strconv.ParseFloat(values[0], 64); err == nil {
-						server[key] = v
-					}
-				}
+		a.finishGRPC(row, stub, md)
+		emit(row)
+	}
+	return nil
+}
+
+// finishGRPC makes one timed Upload and fills in its row: the timer stops at the server's UploadStatus.
+func (a *uploadAgent) finishGRPC(row map[string]any, stub echopb.EchoServiceClient, md metadata.MD) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	var trailer metadata.MD
+	cpuStart := echo.CPUNow()
+	row["t_start_utc_ns"] = time.Now().UnixNano()
+	start := time.Now()
+	result, err := a.grpcUpload(ctx, stub, a.data, md, grpc.Trailer(&trailer))
+	elapsed, cpuEnd := time.Since(start), echo.CPUNow()
+	if err != nil {
+		st := status.Convert(err)
+		row["status"] = codeName(st.Code())
+		problem := fmt.Sprintf("%s: %s", codeName(st.Code()), st.Message())
+		a.finish(row, elapsed, cpuStart, cpuEnd, nil, "", map[string]any{}, []string{problem})
+		return
+	}
+	row["status"] = "OK"
+	var problems []string
+	if result.GetCode() != echopb.UploadStatusCode_OK {
+		reason := result.GetMessage()
+		if reason == "" {
+			reason = result.GetCode().String()
+		}
+		problems = append(problems, "server: "+reason)
+	}
+	received := result.GetBytesReceived()
+	a.finish(row, elapsed, cpuStart, cpuEnd, &received, result.GetSha256(), serverCPU(trailer), problems)
+}
+
+// serverCPU reads the server's CPU seconds from the labkit-server-cpu-* trailers (absent ones stay null).
+func serverCPU(trailer metadata.MD) map[string]any {
+	server := map[string]any{}
+	for _, key := range []string{"cpu_s", "cpu_user_s", "cpu_sys_s"} {
+		if values := trailer.Get("labkit-server-" + strings.ReplaceAll(key, "_", "-")); len(values) > 0 {
+			if v, err := strconv.ParseFloat(values[0], 64); err == nil {
+				server[key] = v
 			}
 		}
-		a.finish(row, elapsed, cpuStart, cpuEnd, acked, ackedSHA, server, problems)
-		emit(row)
+	}
+	return server
+}
+
+// waitReady opens the channel's connection and waits until it is READY, as Python's
+// channel_ready_future: the connection is made before the first upload, outside every timer.
+func waitReady(conn *grpc.ClientConn, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn.Connect()
+	for state := conn.GetState(); state != connectivity.Ready; state = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, state) {
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -249,94 +281,177 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (a *uploadAgent) http2Client() (*http.Client, string, error) {
-	transport := &http2.Transport{}
-	scheme := "http"
-	if a.tlsCA != "" {
-		pem, err := os.ReadFile(a.tlsCA)
-		if err != nil {
-			return nil, "", usagef("--tls-ca: %v", unwrapPath(err))
-		}
-		config, err := rootsConfig(pem, a.tlsServerName)
-		if err != nil {
-			return nil, "", err
-		}
-		transport.TLSClientConfig, scheme = config, "https"
-	} else {
-		// h2c with prior knowledge, as the Python client: no TLS, no upgrade.
-		transport.AllowHTTP = true
-		transport.DialTLSContext = func(ctx context.Context, network, address string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, address)
-		}
-	}
-	return &http.Client{Transport: transport, Timeout: a.timeout}, scheme + "://" + a.target + echo.UploadPath, nil
+// h2Conn is the agent's one HTTP/2 connection, as Python's Http2Client: h2c with prior knowledge or
+// TLS with ALPN h2, opened (and its SETTINGS received) before any timer starts, re-opened only
+// between uploads when one lost it.
+type h2Conn struct {
+	target, url string
+	tls         *tls.Config // nil: h2c
+	timeout     time.Duration
+	transport   *http2.Transport
+	cc          *http2.ClientConn
 }
 
-func (a *uploadAgent) httpUpload(client *http.Client, url string, data []byte, declared string) (int, map[string]any, error) {
-	request, _ := http.NewRequest(http.MethodPost, url, &chunkReader{data: data, chunk: a.chunk})
+func (a *uploadAgent) newH2Conn() (*h2Conn, error) {
+	c := &h2Conn{target: a.target, url: "http://" + a.target + echo.UploadPath, timeout: a.timeout, transport: &http2.Transport{}}
+	if a.tlsCA == "" {
+		return c, nil
+	}
+	pem, err := os.ReadFile(a.tlsCA)
+	if err != nil {
+		return nil, usagef("--tls-ca: %v", unwrapPath(err))
+	}
+	if c.tls, err = rootsConfig(pem, a.tlsServerName); err != nil {
+		return nil, err
+	}
+	if c.tls.ServerName == "" { // the host itself, an IP address checked against IP SANs
+		host, _, _ := net.SplitHostPort(a.target)
+		c.tls.ServerName = host
+	}
+	c.tls.NextProtos = []string{"h2"}
+	c.url = "https://" + a.target + echo.UploadPath
+	return c, nil
+}
+
+// connect dials, shakes hands, and waits for a PING's answer, which comes after the server's SETTINGS.
+func (c *h2Conn) connect() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", c.target)
+	if err != nil {
+		return fmt.Errorf("cannot connect to %s: %v", c.target, unwrapSyscall(err))
+	}
+	if c.tls != nil {
+		secure := tls.Client(conn, c.tls)
+		if err := secure.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return fmt.Errorf("TLS with %s failed: %v", c.target, err)
+		}
+		if secure.ConnectionState().NegotiatedProtocol != "h2" {
+			secure.Close()
+			return fmt.Errorf("%s did not agree to HTTP/2 in TLS ALPN", c.target)
+		}
+		conn = secure
+	}
+	if c.cc, err = c.transport.NewClientConn(conn); err == nil {
+		err = c.cc.Ping(ctx)
+	}
+	if err != nil {
+		conn.Close()
+		c.cc = nil
+		return fmt.Errorf("HTTP/2 with %s failed: %v", c.target, err)
+	}
+	return nil
+}
+
+func (c *h2Conn) usable() bool { return c.cc != nil && c.cc.CanTakeNewRequest() }
+
+func (c *h2Conn) close() {
+	if c.cc != nil {
+		c.cc.Close()
+		c.cc = nil
+	}
+}
+
+// upload POSTs data in chunks of chunk bytes and reads the server's whole answer.
+func (c *h2Conn) upload(data []byte, chunk int64, declared, sha string) (int, map[string]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	request, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, &chunkReader{data: data, chunk: chunk})
 	request.ContentLength = int64(len(data))
 	request.Header.Set(echo.ExpectedLengthKey, declared)
-	request.Header.Set(echo.ExpectedSHA256Key, hexSHA(data))
-	response, err := client.Do(request)
+	if sha != "" {
+		request.Header.Set(echo.ExpectedSHA256Key, sha)
+	}
+	response, err := c.cc.RoundTrip(request)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer response.Body.Close()
+	payload, err := io.ReadAll(response.Body)
+	if err != nil {
+		return 0, nil, err
+	}
 	body := map[string]any{}
-	payload, _ := io.ReadAll(response.Body)
-	_ = json.NewDecoder(bytes.NewReader(payload)).Decode(&body)
+	if json.Unmarshal(payload, &body) != nil {
+		body["error"] = string(payload[:min(len(payload), 200)]) // as Python's Http2Reply.json
+	}
 	return response.StatusCode, body, nil
-}
-
-func hexSHA(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
 }
 
 func (a *uploadAgent) runHTTP2() error {
 	started := time.Now()
-	client, url, err := a.http2Client()
+	conn, err := a.newH2Conn()
 	if err != nil {
 		return err
 	}
-	defer client.CloseIdleConnections()
+	if err := conn.connect(); err != nil {
+		return err
+	}
+	defer conn.close()
 	connected := time.Now()
 	for range a.warmup {
-		if code, body, err := a.httpUpload(client, url, []byte{0}, "1"); err != nil || code != http.StatusOK {
-			return fmt.Errorf("the warm-up upload to %s failed: HTTP %d %v %v", a.target, code, body["error"], err)
+		if code, body, err := conn.upload([]byte{0}, 1, "1", ""); err != nil || code != http.StatusOK {
+			return fmt.Errorf("the warm-up upload to %s failed: %s", a.target, httpFailure(code, body, err))
 		}
 	}
 	emit(map[string]any{"event": "ready", "transport": "http2", "target": a.target,
 		"connect_s": connected.Sub(started).Seconds(), "warmup_s": time.Since(connected).Seconds()})
 	for seq := range a.repeats {
 		row := newUploadRow(seq, a)
-		cpuStart := echo.CPUNow()
-		row["t_start_utc_ns"] = time.Now().UnixNano()
-		start := time.Now()
-		code, body, err := a.httpUpload(client, url, a.data, a.declaredLength())
-		elapsed, cpuEnd := time.Since(start), echo.CPUNow()
-		var problems []string
-		var acked *int64
-		ackedSHA, _ := body["sha256"].(string)
-		server := map[string]any{}
-		if err != nil {
-			row["status"] = "connection failed"
-			problems = append(problems, err.Error())
-		} else {
-			row["status"] = strconv.Itoa(code)
-			if n, ok := body["bytes_received"].(float64); ok {
-				received := int64(n)
-				acked = &received
-			}
-			if code != http.StatusOK {
-				problems = append(problems, fmt.Sprintf("HTTP %d: %v", code, body["error"]))
-			}
-			for _, key := range []string{"cpu_s", "cpu_user_s", "cpu_sys_s"} {
-				server[key] = body["server_"+key]
+		if !conn.usable() { // the previous upload lost the connection: a new one, outside the timer
+			conn.close()
+			if err := conn.connect(); err != nil {
+				row["ok"], row["error"], row["status"] = false, err.Error(), "connect failed"
+				emit(row)
+				continue
 			}
 		}
-		a.finish(row, elapsed, cpuStart, cpuEnd, acked, ackedSHA, server, problems)
+		a.finishHTTP2(row, conn)
 		emit(row)
 	}
 	return nil
+}
+
+// finishHTTP2 makes one timed upload on conn and fills in its row.
+func (a *uploadAgent) finishHTTP2(row map[string]any, conn *h2Conn) {
+	cpuStart := echo.CPUNow()
+	row["t_start_utc_ns"] = time.Now().UnixNano()
+	start := time.Now()
+	code, body, err := conn.upload(a.data, a.chunk, a.declaredLength(), a.sha)
+	elapsed, cpuEnd := time.Since(start), echo.CPUNow()
+	var problems []string
+	var acked *int64
+	ackedSHA, _ := body["sha256"].(string)
+	server := map[string]any{}
+	if err != nil {
+		row["status"] = "connection failed"
+		problems = append(problems, err.Error())
+		conn.close()
+	} else {
+		row["status"] = strconv.Itoa(code)
+		if n, ok := body["bytes_received"].(float64); ok {
+			received := int64(n)
+			acked = &received
+		}
+		if code != http.StatusOK {
+			problems = append(problems, httpFailure(code, body, nil))
+		}
+		for _, key := range []string{"cpu_s", "cpu_user_s", "cpu_sys_s"} {
+			server[key] = body["server_"+key]
+		}
+	}
+	a.finish(row, elapsed, cpuStart, cpuEnd, acked, ackedSHA, server, problems)
+}
+
+// httpFailure says why an HTTP/2 upload failed, as the Python agent: "HTTP 413: reason".
+func httpFailure(code int, body map[string]any, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	reason, found := body["error"]
+	if !found {
+		reason = "no reason given"
+	}
+	return fmt.Sprintf("HTTP %d: %v", code, reason)
 }

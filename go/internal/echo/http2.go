@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
@@ -26,7 +27,13 @@ const (
 	// WindowBytes is the flow-control window the endpoint grants, as Python's DEFAULT_WINDOW_BYTES:
 	// on the paths labkit measures the window never limits a POST.
 	WindowBytes = 16 << 20
+	// maxFrameBytes is the largest DATA frame accepted: HTTP/2's default and gRPC's, so that both
+	// transports cut a chunk into the same frames (x/net would otherwise announce 1 MiB).
+	maxFrameBytes = 16384
 )
+
+// http1Refusal is the Python endpoint's words to an HTTP/1.x client.
+const http1Refusal = "this endpoint speaks HTTP/2 only (h2c with prior knowledge, or TLS with ALPN h2)\n"
 
 // HTTP2 serves POST /echo and POST /upload over h2c (prior knowledge) or TLS with ALPN h2.
 type HTTP2 struct {
@@ -42,24 +49,44 @@ func ListenHTTP2(address string, maxUploadBytes int64, tlsConfig *tls.Config) (*
 		return nil, err
 	}
 	h := &HTTP2{listener: listener, maxUpload: maxUploadBytes}
-	h2 := &http2.Server{MaxUploadBufferPerStream: WindowBytes, MaxUploadBufferPerConnection: WindowBytes}
-	mux := http.NewServeMux()
-	mux.HandleFunc(EchoPath, h.echo)
-	mux.HandleFunc("/", h.upload)
-	h.server = &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	// The settings of the Python endpoint: its windows, frame size, streams and header list bound.
+	h2 := &http2.Server{MaxUploadBufferPerStream: WindowBytes, MaxUploadBufferPerConnection: WindowBytes,
+		MaxReadFrameSize: maxFrameBytes, MaxConcurrentStreams: 100}
+	h.server = &http.Server{Handler: http.HandlerFunc(h.route), ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 65536}
 	if tlsConfig != nil {
-		config := tlsConfig.Clone()
-		config.NextProtos = []string{"h2"}
-		h.server.TLSConfig = config
+		h.server.TLSConfig = tlsConfig.Clone()
 		if err := http2.ConfigureServer(h.server, h2); err != nil {
+			listener.Close()
 			return nil, err
 		}
-		listener = tls.NewListener(listener, config)
+		h.server.TLSConfig.NextProtos = []string{"h2"} // ConfigureServer adds http/1.1; a client without h2 has nothing to say here
+		listener = tls.NewListener(listener, h.server.TLSConfig)
 	} else {
-		h.server.Handler = h2c.NewHandler(mux, h2)
+		// Prior knowledge arrives as HTTP/2; whatever arrives as HTTP/1.x (an h2c upgrade included) gets 505.
+		h.server.Handler = refuseHTTP1(h2c.NewHandler(h.server.Handler, h2))
 	}
 	go func() { _ = h.server.Serve(listener) }()
 	return h, nil
+}
+
+// refuseHTTP1 answers HTTP/1.x requests with 505 before h2c could upgrade them: the Python endpoint
+// speaks HTTP/2 from the first byte only, and so must its twin.
+func refuseHTTP1(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor < 2 {
+			refuse(w)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse is what an HTTP/1.x client gets, as from the Python endpoint: a reason it can read.
+func refuse(w http.ResponseWriter) {
+	w.Header().Set("content-type", "text/plain")
+	w.Header().Set("connection", "close")
+	w.WriteHeader(http.StatusHTTPVersionNotSupported)
+	_, _ = io.WriteString(w, http1Refusal)
 }
 
 // Port is the port it listens on.
@@ -74,6 +101,20 @@ func (h *HTTP2) Close(grace time.Duration) {
 	}
 }
 
+// route sends POST /echo to echo and everything else to upload, which refuses other paths and
+// methods: the same answers as the Python endpoint, whose only other route is /upload.
+func (h *HTTP2) route(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor < 2 { // TLS without ALPN h2
+		refuse(w)
+		return
+	}
+	if r.URL.Path == EchoPath && r.Method == http.MethodPost {
+		h.echo(w, r)
+		return
+	}
+	h.upload(w, r)
+}
+
 func reply(w http.ResponseWriter, status int, body map[string]any) {
 	payload, _ := json.Marshal(body)
 	w.Header().Set("content-type", "application/json")
@@ -84,47 +125,38 @@ func reply(w http.ResponseWriter, status int, body map[string]any) {
 
 // echo counts the body and answers its length, as gRPC's Echo: no hash, no CPU reading.
 func (h *HTTP2) echo(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		reply(w, http.StatusMethodNotAllowed, map[string]any{"error": EchoPath + " takes POST"})
-		return
-	}
 	n, _ := io.Copy(io.Discard, r.Body)
 	reply(w, http.StatusOK, map[string]any{"payload_length": n})
 }
 
 // upload hashes the body as it streams in, checks what the client declared, and answers with
-// the bytes, the SHA-256 and the server's CPU seconds; 413 at the byte that crosses the bound.
+// the bytes, the SHA-256 and the server's CPU seconds; 413 at the read that crosses the bound.
 func (h *HTTP2) upload(w http.ResponseWriter, r *http.Request) {
 	start := CPUNow()
 	if r.URL.Path != UploadPath {
-		reply(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("no such path %q; POST %s", r.URL.Path, UploadPath)})
+		reply(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("no such path '%s'; POST %s", r.URL.Path, UploadPath)})
 		return
 	}
 	if r.Method != http.MethodPost {
 		reply(w, http.StatusMethodNotAllowed, map[string]any{"error": UploadPath + " takes POST"})
 		return
 	}
-	var expectedLength, expectedSHA *string
-	if value := r.Header.Get(ExpectedLengthKey); value != "" {
-		if _, err := strconv.ParseInt(value, 10, 64); err != nil {
-			reply(w, http.StatusBadRequest, map[string]any{"error": "content-length and labkit-expected-length are integers"})
-			return
-		}
-		expectedLength = &value
-	}
-	if value := strings.ToLower(r.Header.Get(ExpectedSHA256Key)); value != "" {
-		expectedSHA = &value
+	expectedLength, expectedSHA, ok := declared(r.Header)
+	if !ok {
+		reply(w, http.StatusBadRequest, map[string]any{"error": "content-length and labkit-expected-length are integers"})
+		return
 	}
 	if r.ContentLength > h.maxUpload {
 		h.tooLarge(w, fmt.Sprintf("content-length %d", r.ContentLength), 0)
 		return
 	}
 	digest := sha256.New()
-	received, err := io.Copy(digest, http.MaxBytesReader(w, r.Body, h.maxUpload))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		h.tooLarge(w, fmt.Sprintf("more than %d bytes", h.maxUpload), received)
-		return
+	received, err := h.hashBody(r.Body, digest)
+	if err != nil {
+		if received > h.maxUpload {
+			h.tooLarge(w, fmt.Sprintf("more than %d bytes", h.maxUpload), received)
+		}
+		return // otherwise the client went away: nobody to answer
 	}
 	sum := hex.EncodeToString(digest.Sum(nil))
 	body := map[string]any{"bytes_received": received, "sha256": sum}
@@ -138,6 +170,45 @@ func (h *HTTP2) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	reply(w, status, body)
 }
+
+// declared reads the labkit-expected-* headers; the length as the integer Python's int() makes of it.
+func declared(header http.Header) (length, sha *string, ok bool) {
+	if value := strings.TrimSpace(header.Get(ExpectedLengthKey)); value != "" {
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return nil, nil, false
+		}
+		normal := strconv.FormatInt(n, 10)
+		length = &normal
+	}
+	if value := strings.ToLower(header.Get(ExpectedSHA256Key)); value != "" {
+		sha = &value
+	}
+	return length, sha, true
+}
+
+// hashBody counts and hashes the body as it arrives, never holding more than one read; it stops
+// with an error as soon as the count passes the bound (the count then says by how much).
+func (h *HTTP2) hashBody(body io.Reader, digest hash.Hash) (int64, error) {
+	buffer := make([]byte, 64<<10)
+	var received int64
+	for {
+		n, err := body.Read(buffer)
+		received += int64(n)
+		if received > h.maxUpload {
+			return received, errTooLarge
+		}
+		digest.Write(buffer[:n])
+		if err == io.EOF {
+			return received, nil
+		}
+		if err != nil {
+			return received, err
+		}
+	}
+}
+
+var errTooLarge = errors.New("upload too large")
 
 func (h *HTTP2) tooLarge(w http.ResponseWriter, what string, received int64) {
 	reply(w, http.StatusRequestEntityTooLarge, map[string]any{

@@ -41,10 +41,19 @@ func TCPState(conn net.Conn) map[string]any {
 	if err != nil || info == nil {
 		return nil
 	}
-	state := map[string]any{
-		"cwnd": info.Snd_cwnd, "rto_ms": float64(info.Rto) / 1000, "srtt_ms": float64(info.Rtt) / 1000,
-		"mss": info.Snd_mss, "tcp_cc": cc,
-		"ssthresh": nil, "bytes_acked": nil, "retrans": nil, "lastsnd_ms": nil,
+	state := map[string]any{"tcp_cc": cc}
+	// Each field only when ss prints it (see tcp_show_info in iproute2's ss.c).
+	if info.Snd_cwnd > 0 {
+		state["cwnd"] = info.Snd_cwnd
+	}
+	if info.Rto > 0 && info.Rto != 3000000 { // 3 s is the kernel's initial RTO, which ss leaves out
+		state["rto_ms"] = float64(info.Rto) / 1000
+	}
+	if info.Rtt > 0 {
+		state["srtt_ms"] = float64(info.Rtt) / 1000
+	}
+	if info.Snd_mss > 0 {
+		state["mss"] = info.Snd_mss
 	}
 	if info.Snd_ssthresh < 0xFFFF {
 		state["ssthresh"] = info.Snd_ssthresh
@@ -72,8 +81,8 @@ func RecordTCP(row map[string]any, conn net.Conn, when string) {
 		row[column+"_"+when] = state[column]
 	}
 	for _, column := range []string{"mss", "tcp_cc"} {
-		if row[column] == nil && state[column] != nil {
-			row[column] = state[column]
+		if row[column] == nil {
+			row[column] = state[column] // every row has the column, null until a reading has it
 		}
 	}
 }

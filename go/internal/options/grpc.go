@@ -1,6 +1,7 @@
 package options
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -22,6 +23,15 @@ func (v Values) size32(key string) (int32, bool, error) {
 	return int32(n), true, nil
 }
 
+// minWindowBytes is HTTP/2's default window; grpc-go ignores a smaller one without a word, so it is refused.
+const minWindowBytes = 65535
+
+// grpc-go raises a shorter keepalive-time to these (with a warning nobody sees), so they are refused.
+const (
+	minClientKeepalive = 10 * time.Second
+	minServerKeepalive = time.Second
+)
+
 // windowKeys are the flow-control window options, in the order sizeOptions takes their setters.
 var windowKeys = [4]string{"initial-window", "initial-conn-window", "static-stream-window", "static-conn-window"}
 
@@ -34,17 +44,43 @@ func sizeOptions[T any](v Values, windows [4]func(int32) T, readBuffer, writeBuf
 		if err != nil {
 			return nil, err
 		}
+		if ok && n < minWindowBytes {
+			return nil, fmt.Errorf("--grpc-option %s=%d is below %d bytes, which grpc-go ignores", key, n, minWindowBytes)
+		}
 		if ok {
 			opts = append(opts, windows[i](n))
 		}
 	}
-	if n, ok := v["read-buffer"].(int64); ok {
-		opts = append(opts, readBuffer(int(n)))
-	}
-	if n, ok := v["write-buffer"].(int64); ok {
-		opts = append(opts, writeBuffer(int(n)))
+	buffers := []struct {
+		key string
+		set func(int) T
+	}{{"read-buffer", readBuffer}, {"write-buffer", writeBuffer}}
+	for _, buffer := range buffers {
+		n, ok, err := v.size32(buffer.key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			opts = append(opts, buffer.set(int(n)))
+		}
 	}
 	return opts, nil
+}
+
+// messageSizes are max-recv-msg-size and max-send-msg-size when given (-1 when not), held to int32 as
+// the windows: grpcio's arguments are C ints, so a larger value could mean nothing on the Python side.
+func (v Values) messageSizes() (recv, send int, err error) {
+	sizes := [2]int{-1, -1}
+	for i, key := range []string{"max-recv-msg-size", "max-send-msg-size"} {
+		n, ok, err := v.size32(key)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			sizes[i] = int(n)
+		}
+	}
+	return sizes[0], sizes[1], nil
 }
 
 func (v Values) duration(key string) time.Duration {
@@ -61,14 +97,21 @@ func (v Values) ServerOptions(maxMessageBytes int) ([]grpc.ServerOption, error) 
 		return nil, err
 	}
 	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}, opts...)
-	if n, ok := v["max-recv-msg-size"].(int64); ok {
-		opts = append(opts, grpc.MaxRecvMsgSize(int(n)))
+	recv, send, err := v.messageSizes()
+	if err != nil {
+		return nil, err
 	}
-	if n, ok := v["max-send-msg-size"].(int64); ok {
-		opts = append(opts, grpc.MaxSendMsgSize(int(n)))
+	if recv >= 0 {
+		opts = append(opts, grpc.MaxRecvMsgSize(recv))
+	}
+	if send >= 0 {
+		opts = append(opts, grpc.MaxSendMsgSize(send))
 	}
 	if n, ok := v["max-concurrent-streams"].(int64); ok {
 		opts = append(opts, grpc.MaxConcurrentStreams(uint32(min(n, math.MaxUint32))))
+	}
+	if err := v.checkKeepalive(minServerKeepalive, "server"); err != nil {
+		return nil, err
 	}
 	params := keepalive.ServerParameters{Time: v.duration("keepalive-time"), Timeout: v.duration("keepalive-timeout"),
 		MaxConnectionIdle: v.duration("max-connection-idle"), MaxConnectionAge: v.duration("max-connection-age")}
@@ -84,10 +127,32 @@ func (v Values) ServerOptions(maxMessageBytes int) ([]grpc.ServerOption, error) 
 		}
 		opts = append(opts, grpc.KeepaliveEnforcementPolicy(policy))
 	}
-	// compression=gzip on the server: gzip is registered (by importing it), so the server answers
-	// a gzip request with gzip; grpc-go has no server option that compresses unasked.
-	_ = gzip.Name
+	if v["compression"] == "gzip" {
+		opts = append(opts, grpc.ChainUnaryInterceptor(gzipUnary), grpc.ChainStreamInterceptor(gzipStream))
+	}
 	return opts, nil
+}
+
+// gzipUnary and gzipStream compress every response, as grpcio's server does with gzip as its default
+// algorithm: grpc-go has no server option for it, only a per-call compressor (which a client that
+// does not accept gzip refuses, and then the response goes uncompressed).
+func gzipUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	_ = grpc.SetSendCompressor(ctx, gzip.Name)
+	return handler(ctx, req)
+}
+
+func gzipStream(srv any, stream grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	_ = grpc.SetSendCompressor(stream.Context(), gzip.Name)
+	return handler(srv, stream)
+}
+
+// checkKeepalive refuses a keepalive-time grpc-go would raise on this side.
+func (v Values) checkKeepalive(floor time.Duration, side string) error {
+	if d, ok := v["keepalive-time"].(time.Duration); ok && d < floor {
+		return fmt.Errorf("--grpc-option keepalive-time=%v is below grpc-go's %s minimum of %v, which it would use instead",
+			d, side, floor)
+	}
+	return nil
 }
 
 // DialOptions are the grpc-go dial options of the parsed values (the pool is the caller's: Pool()).
@@ -97,12 +162,16 @@ func (v Values) DialOptions() ([]grpc.DialOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	var calls []grpc.CallOption
-	if n, ok := v["max-recv-msg-size"].(int64); ok {
-		calls = append(calls, grpc.MaxCallRecvMsgSize(int(n)))
+	recv, send, err := v.messageSizes()
+	if err != nil {
+		return nil, err
 	}
-	if n, ok := v["max-send-msg-size"].(int64); ok {
-		calls = append(calls, grpc.MaxCallSendMsgSize(int(n)))
+	var calls []grpc.CallOption
+	if recv >= 0 {
+		calls = append(calls, grpc.MaxCallRecvMsgSize(recv))
+	}
+	if send >= 0 {
+		calls = append(calls, grpc.MaxCallSendMsgSize(send))
 	}
 	if v["compression"] == "gzip" {
 		calls = append(calls, grpc.UseCompressor(gzip.Name))
@@ -110,10 +179,18 @@ func (v Values) DialOptions() ([]grpc.DialOption, error) {
 	if len(calls) > 0 {
 		opts = append(opts, grpc.WithDefaultCallOptions(calls...))
 	}
+	if err := v.checkKeepalive(minClientKeepalive, "client"); err != nil {
+		return nil, err
+	}
 	permit, _ := v["keepalive-permit-without-stream"].(bool)
 	params := keepalive.ClientParameters{Time: v.duration("keepalive-time"), Timeout: v.duration("keepalive-timeout"),
 		PermitWithoutStream: permit}
 	if params != (keepalive.ClientParameters{}) {
+		if params.Time == 0 {
+			// grpc-go would read an unset time as 0 and raise it to 10 s, turning pings on; keepalive-timeout
+			// or keepalive-permit-without-stream alone must leave them off, as in grpcio.
+			params.Time = time.Duration(math.MaxInt64)
+		}
 		opts = append(opts, grpc.WithKeepaliveParams(params))
 	}
 	return opts, nil

@@ -6,6 +6,7 @@ package units
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,5 +71,9 @@ func ParseDuration(text string) (time.Duration, error) {
 	if unit == "" {
 		unit = "s"
 	}
-	return time.Duration(number * durationUnits[unit] * float64(time.Second)), nil
+	nanoseconds := number * durationUnits[unit] * float64(time.Second)
+	if nanoseconds >= math.MaxInt64 { // a time.Duration holds about 292 years; beyond, Go's conversion is undefined
+		return 0, fmt.Errorf("%q is too long a duration", text)
+	}
+	return time.Duration(nanoseconds), nil
 }
