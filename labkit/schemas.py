@@ -175,6 +175,10 @@ LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("in_flight", pa.int64(), False, "Requests actually outstanding at once: concurrency for ghz, connections × streams for h2load."),
     ("keepalive_ms", pa.int64(), True, "ghz --keepalive: client HTTP/2 ping interval in ms; null when off (and for h2load, which has none)."),
     ("payload_bytes", pa.int64(), False, "Payload bytes per request: the EchoRequest payload (gRPC) or the POST body (HTTP/2)."),
+    ("compression", pa.string(), False, "'gzip' when ghz compressed every request (--enable-compression), else 'none'."),
+    ("rpc", pa.string(), False, "'unary' (Echo, or h2load's POST) or 'stream' (one EchoStream per call, messages_per_call requests)."),
+    ("messages_per_call", pa.int64(), False, "Requests per call: 1, or the stream's messages; a stream call's latency "
+                                            "and req/s are per stream, so divide or multiply by this for messages."),
     ("warmup_s", pa.float64(), False, "Configured warm-up before the measured window, not counted."),
     ("duration_s", pa.float64(), False, "Configured length of the measured window."),
     ("t_start_utc_ns", pa.int64(), False, "UTC time the cell's tool was started, integer ns since the epoch."),

@@ -334,7 +334,7 @@ class Run:
 
         path = self.path / "samples.parquet"
         frame = pd.read_parquet(path) if path.exists() else pd.DataFrame(self.journal_rows())
-        return _with_stack_columns(frame, self.manifest)
+        return _with_call_columns(_with_stack_columns(frame, self.manifest), self.manifest)
 
     def summary(self):
         """The table a person reads first for this run's experiment (a DataFrame), as the command prints it."""
@@ -420,6 +420,13 @@ def find_run(ref: str, runs_dir=None) -> Run:
 #: The experiments whose rows name their gRPC stack (labkit.schemas.STACK_FIELDS), and their client: labkit's
 #: Python echo, or for load a tool (ghz and h2load: no gRPC client of labkit's).
 _STACK_CLIENT = {"idle-step": "python", "series": "python", "upload": "python", "load": None}
+
+
+def _with_call_columns(frame, manifest: dict):
+    """A load run written before compression and streaming were knobs: its calls were uncompressed unary ones."""
+    if manifest.get("experiment") != "load" or frame.empty or "rpc" in frame.columns:
+        return frame
+    return frame.assign(compression="none", rpc="unary", messages_per_call=1)
 
 
 def _with_stack_columns(frame, manifest: dict):

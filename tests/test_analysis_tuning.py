@@ -43,9 +43,10 @@ def test_binned_calls_are_the_recorded_window_and_bins_cover_it(sample):
         assert tuning.rps_bins(frame, n_bins, BIN_S).mean() == pytest.approx(row["rps"], rel=1e-9)
 
 
-def test_empty_bins_count_as_zero():
-    calls = pd.DataFrame({"bin": [0, 0, 2], "ok": [True, True, False]})
+def test_empty_bins_count_as_zero_and_streams_count_their_messages():
+    calls = pd.DataFrame({"bin": [0, 0, 2], "ok": [True, True, False], "messages": 1})
     assert tuning.rps_bins(calls, 4, 0.5).tolist() == [4.0, 0.0, 0.0, 0.0]
+    assert tuning.rps_bins(calls.assign(messages=10), 4, 0.5).tolist() == [40.0, 0.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("lo, hi, expected", [(0.1, 2, "higher"), (-2, -0.1, "lower"), (-1, 1, "unclear"), (0, 1, "unclear")])
@@ -78,7 +79,7 @@ def test_each_pair_differs_in_its_knob_only_and_the_keepalive_pairs_are_an_aa_co
     table = tuning.beyond_null(diffs, ["pool", "payload"])
     assert table.loc[("pool", "p99"), "beyond, higher"] + table.loc[("pool", "p99"), "beyond, lower"] == int(expected.sum())
     # A keepalive that fires within a cell is no A/A control.
-    assert tuning.aa_control(diffs, {**knobs, "keepalive": ("ka", 0, 1000, "")}, 10.0) is None
+    assert tuning.aa_control(diffs, {**knobs, "keepalive": tuning.Knob("ka", 0, (1000, 20000), "")}, 10.0) is None
 
 
 def test_keepalive_on_an_idle_connection_is_compared_size_by_size():
@@ -120,7 +121,7 @@ def test_knob_pairs_stay_within_one_server_stack(sample):
     assert both["condition"].is_unique and both["condition"].str.endswith(("tool→python", "tool→go")).all()
     both_calls = {**calls, **{cid + "|server=go": frame for cid, frame in calls.items()}}
     knobs = tuning.knob_range(both)
-    assert knobs["server"] == ("server_impl", "python", "go", "go server vs python")
+    assert knobs["server"] == ("server_impl", "python", ("go",), "go server vs python")
     diffs = tuning.compare_knobs(both, both_calls, knobs, n_bins=n_bins, bin_s=BIN_S, n_resamples=50)
     stack_of = both.set_index("cell_id")["stack"]
     same_stack = diffs["off_cell"].map(stack_of) == diffs["on_cell"].map(stack_of)
@@ -136,10 +137,27 @@ def test_knob_pairs_stay_within_one_server_stack(sample):
 def test_options_are_a_knob_against_none():
     cells = pd.DataFrame({"ka": [0, 0], "connections": [1, 1], "payload_bytes": [64, 64], "server_impl": ["go", "go"],
                           "grpc_options": ["none", "initial-window=1MiB"], "concurrency": [10, 10]})
-    assert tuning.knob_range(cells) == {"options": ("grpc_options", "none", "initial-window=1MiB",
+    assert tuning.knob_range(cells) == {"options": ("grpc_options", "none", ("initial-window=1MiB",),
                                                     "server initial-window=1MiB vs none")}
     # Two option sets and no "none": no off side to compare with, so not a knob here.
     assert tuning.knob_range(cells.assign(grpc_options=["a=1", "a=2"])) == {}
+
+
+def test_a_knob_of_several_levels_compares_each_with_off(sample):
+    # Pools of 1, 2, 4, 8 connections (as the tuning article's "2-4x cores"): each against 1, each pair saying which.
+    _, cells, _, calls, n_bins = sample
+    one = cells[(cells["connections"] == 1) & (cells["ka"] == 0) & (cells["payload_bytes"] == 64)]
+    pools = pd.concat([one.assign(connections=n, cell_id=one["cell_id"] + f"|n{n}") for n in (1, 2, 4, 8)],
+                      ignore_index=True)
+    pool_calls = {cid + f"|n{n}": calls[cid] for cid in one["cell_id"] for n in (1, 2, 4, 8)}
+    knobs = tuning.knob_range(pools)
+    assert knobs == {"pool": ("connections", 1, (2, 4, 8), "2 connections vs 1, 4 connections vs 1, 8 connections vs 1")}
+    diffs = tuning.compare_knobs(pools, pool_calls, knobs, n_bins=n_bins, bin_s=BIN_S, n_resamples=50)
+    assert len(diffs) == 3 * len(one) and diffs["where"].is_unique
+    assert sorted(set(diffs["meaning"])) == ["2 connections vs 1", "4 connections vs 1", "8 connections vs 1"]
+    assert diffs["where"].str.startswith(("connections=2: ", "connections=4: ", "connections=8: ")).all()
+    # The same calls on every side: every difference is zero.
+    assert (diffs["p50_diff"] == 0).all() and (diffs["rps_diff"] == 0).all()
 
 
 # --- what the notebook reports (labkit.analysis.tuning_report) ------------------------------------
@@ -197,10 +215,11 @@ def test_idle_headline_per_size_off_first():
 
 def test_untested_claims_follow_the_run():
     cells = pd.DataFrame({"connections": [4, 1], "payload_bytes": [64, 65536]})
-    knobs = {"pool": ("connections", 1, 4, "4 connections vs 1")}
+    knobs = {"pool": tuning.Knob("connections", 1, (4,), "4 connections vs 1")}
     text = tuning_report.untested_claims(cells, knobs)
     assert "pool sizes other than 1, 4" in text and "messages above 100 KB" in text
     assert "keepalive (not varied)" in text and "pool (not varied)" not in text
+    assert "rpc (not varied)" in text and "compression (not varied)" in text
     assert text.endswith("the article's absolute numbers")
     assert "messages above 100 KB" not in tuning_report.untested_claims(cells.assign(payload_bytes=[64, 200_000]), knobs)
 
@@ -229,7 +248,7 @@ def test_knob_sentence_counts_the_verdicts():
 
 def test_claim_lines_one_per_knob_and_the_idle_size():
     diffs, beyond = _pool_diffs(), pd.DataFrame(columns=["knob", "metric"]).set_index(["knob", "metric"])
-    knobs = {"pool": ("connections", 1, 4, "4 connections vs 1")}
+    knobs = {"pool": tuning.Knob("connections", 1, (4,), "4 connections vs 1")}
     assert len(tuning_report.claim_lines(diffs, knobs, beyond, pd.DataFrame())) == 1
     idle_diffs = pd.DataFrame([{"keepalive": "250ms", "payload_bytes": size, "median_off_rtt": 2.0, "median_on_rtt": 2.1,
                                 "diff_ms": 5.0, "lo_ms": -1.0, "hi_ms": 9.0} for size in (14000, 16000)])

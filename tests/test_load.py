@@ -148,6 +148,41 @@ def test_the_matrix_leaves_out_impossible_cells_and_says_why():
     assert http2.streams_per_connection == 2 and http2.in_flight == 8
 
 
+def test_one_knob_at_a_time_keeps_a_baseline_and_each_knob_changed_alone():
+    config = LoadConfig(inventory="x", client="a", server="b", transports=["grpc", "grpc-conns", "http2"], concurrency=[8],
+                        payload_bytes=[64], connections=[1, 2, 4, 8], keepalive_ms=[None, 10000],
+                        compression=["none", "gzip"], rpc=["unary", "stream"], stream_messages=5, server_impl=["go"],
+                        grpc_option=["static-stream-window=default,32MiB"], design="one-at-a-time")
+    config.validate()
+    cells, omitted = plan_cells(config)
+    grpc = [c.id.removeprefix("a->b|") for c in cells if c.tool == "ghz"]
+    assert grpc == [
+        "grpc|c=8|p=64|conns=1|ka=none|server=go",  # the baseline: every knob at its first value
+        "grpc|c=8|p=64|conns=1|ka=none|stream=5|server=go",
+        "grpc|c=8|p=64|conns=1|ka=none|gzip|server=go",
+        "grpc|c=8|p=64|conns=1|ka=10000|server=go",
+        "grpc-conns|c=8|p=64|conns=2|ka=none|server=go",
+        "grpc-conns|c=8|p=64|conns=4|ka=none|server=go",
+        "grpc-conns|c=8|p=64|conns=8|ka=none|server=go",
+        "grpc|c=8|p=64|conns=1|ka=none|server=go|opt=static-stream-window=32MiB",
+    ]
+    # h2load has no keepalive, compression or streams: its connections are its only knob here.
+    assert [c.connections for c in cells if c.tool == "h2load"] == [1, 2, 4, 8]
+    assert any("one-at-a-time design" in line and "change more than one knob" in line for line in omitted)
+    stream = next(c for c in cells if c.rpc == "stream")
+    assert (stream.messages_per_call, stream.columns()["rpc"], stream.slug(1)) == (5, "stream", "grpc-c8-p64-n1-kanone-s5-go-a1")
+    gzip_cell = next(c for c in cells if c.compression == "gzip")
+    assert gzip_cell.slug(2) == "grpc-c8-p64-n1-kanone-gz-go-a2"
+    from labkit.parsers.ghz import ghz_argv
+
+    argv = ghz_argv("ghz", "h:1", call="c", protoset="p", data_file="d", concurrency=8, connections=1, seconds=1,
+                    call_timeout_s=1, out="o", stream_messages=5, gzip=True)
+    assert argv[-4:] == ["--stream-call-count", "5", "--enable-compression", "h:1"]
+    # The full design of the same lists multiplies every knob.
+    config.design = "full"
+    assert len([c for c in plan_cells(config)[0] if c.tool == "ghz"]) == 4 * 2 * 2 * 2 * 2
+
+
 def test_the_http2_echo_route_answers_the_body_length_and_leaves_upload_alone():
     from labkit.echo.http2 import Http2Client, running_http2_server
 
@@ -365,6 +400,32 @@ def test_bad_load_input_is_one_line_exit_2(inventory, tmp_path, args, expected):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_streams_and_gzip_under_load_on_the_go_server(lab, inventory, tmp_path):
+    run = labkit.load(inventory, client="a", server="b", transports=["grpc"], concurrency=[4], payload_bytes=[1024],
+                      connections=[1], keepalive_ms=[None], compression=["none", "gzip"], rpc=["unary", "stream"],
+                      stream_messages=10, design="one-at-a-time", duration_s=2.0, warmup_s=0.5, ping_count=2,
+                      server_impl=["go"], name="calls", runs_dir=tmp_path, quiet=True)
+    assert run.status == "complete"
+    rows = run.samples().set_index(["compression", "rpc"])
+    assert sorted(rows.index) == [("gzip", "unary"), ("none", "stream"), ("none", "unary")]
+    assert rows["error"].isna().all() and (rows["errors"] == 0).all() and (rows["requests"] > 10).all()
+    assert rows.loc[("none", "stream"), "messages_per_call"] == 10 and rows.loc[("none", "unary"), "messages_per_call"] == 1
+    # ghz ran the stream cell on EchoStream, as its own report says (it does not record compression or stream counts).
+    from labkit.analysis.load import per_request_file
+    from labkit.parsers import parse_ghz_json
+
+    def ghz_options(key):
+        return json.loads(run.raw_text(per_request_file(rows.loc[key, "raw_files"], "ghz")))["options"]
+
+    assert ghz_options(("none", "stream"))["call"] == "echo.EchoService/EchoStream"
+    assert ghz_options(("gzip", "unary"))["call"] == ghz_options(("none", "unary"))["call"] == "echo.EchoService/Echo"
+    # Per message, a stream of ten back-to-back requests beats ten unary calls at the same concurrency.
+    stream = parse_ghz_json(run.raw_text(per_request_file(rows.loc[("none", "stream"), "raw_files"], "ghz"))).rows
+    unary = parse_ghz_json(run.raw_text(per_request_file(rows.loc[("none", "unary"), "raw_files"], "ghz"))).rows
+    assert stream["latency_ms"].median() / 10 < unary["latency_ms"].median()
+    assert lab_processes(lab) == []
 
 
 def test_the_go_server_under_the_same_load_as_the_python_one(lab, inventory, tmp_path):

@@ -507,7 +507,7 @@ def test_tuning_notebook_on_the_shipped_samples(tmp_path, monkeypatch):
     assert headline["idle.ka=250ms.diff_verdict.16000"] == "unclear"
     assert headline["idle.ka=none.rtt_multiple.14000"] <= 1.1 <= 1.6 <= headline["idle.ka=250ms.rtt_multiple.14000"]
     assert headline["idle.ka=250ms.diff_verdict.14000"] == "higher"
-    assert "streaming vs unary" in headline["not_tested"]
+    assert "rpc (not varied)" in headline["not_tested"] and "compression (not varied)" in headline["not_tested"]
     assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive")]
     for name in data["figures"]:
         assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC["png"])

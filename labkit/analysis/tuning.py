@@ -1,15 +1,21 @@
 """The tuning notebook's rules: each grpc knob off and on under the same load, an A/A control, keepalive when idle.
 
 The tuning article (research brief, experiment 5) makes claims about
-keepalive, connection pools and message sizes. A ``labkit load`` run varies
-those knobs; these functions pair cells that differ in one knob only and
+keepalive, connection pools, message sizes and streaming. A ``labkit load`` run
+varies those knobs; these functions pair cells that differ in one knob only and
 compare their calls (p50, p99) and their req/s per time bin, each with a
 seeded bootstrap interval. A keepalive interval longer than a cell never fires,
 so its off/on pairs are an A/A control: how far apart two cells come out when
 nothing on the wire differs.
+
+A stream cell's call is one ``EchoStream`` of ``messages_per_call`` requests;
+to compare it with unary calls its latency is divided by its messages (the
+time per message) and req/s counts messages.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -21,13 +27,24 @@ from labkit.analysis.windows import measured_window, window_start
 
 #: knob -> the cell column it changes: the article's knobs, and the server's implementation and grpc options
 #: (a run with --server-impl python,go, or with --grpc-option values, compares them the same way).
-KNOB_COLUMNS = {"keepalive": "ka", "pool": "connections", "payload": "payload_bytes", "server": "server_impl",
-                "options": "grpc_options"}
+KNOB_COLUMNS = {"keepalive": "ka", "pool": "connections", "payload": "payload_bytes", "compression": "compression",
+                "rpc": "rpc", "server": "server_impl", "options": "grpc_options"}
 #: What each comparison reports: the calls' median and p99, and req/s per bin.
 METRICS = ("p50", "p99", "rps")
 # A knob's pairs differ in it alone; in this order its "where" names the others.
-_SETTINGS = ["server_impl", "grpc_options", "concurrency", "connections", "ka", "payload_bytes"]
+_SETTINGS = ["server_impl", "grpc_options", "concurrency", "connections", "ka", "payload_bytes", "compression", "rpc"]
 _NUMERIC = {"ka", "connections", "payload_bytes"}
+#: The "off" value of each knob that is not a number (a number's off is its smallest value).
+_OFF = {"server_impl": "python", "grpc_options": "none", "compression": "none", "rpc": "unary"}
+
+
+class Knob(NamedTuple):
+    """A knob the run varies: its cell column, its off value, the values compared against off, and what that means."""
+
+    column: str
+    off: object
+    on: tuple
+    meaning: str
 
 
 def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -36,9 +53,13 @@ def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     kept = cells[(cells["tool"] == "ghz") & has_report].reset_index(drop=True)
     ka = kept["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms")
     stack = stack_labels(kept)
+    kept = kept.assign(**{column: kept.get(column, pd.Series(value, index=kept.index)).fillna(value)
+                          for column, value in (("compression", "none"), ("rpc", "unary"), ("messages_per_call", 1))})
+    calls = [("" if z == "none" else f" {z}") + (f" stream={m}" if r == "stream" else "")
+             for z, r, m in zip(kept["compression"], kept["rpc"], kept["messages_per_call"])]
     kept = kept.assign(
-        condition=[f"c={c} {p}B conns={n} ka={k}" for c, p, n, k in zip(kept["concurrency"], kept["payload_bytes"],
-                                                                       kept["connections"], ka)],
+        condition=[f"c={c} {p}B conns={n} ka={k}{call}" for c, p, n, k, call in zip(
+            kept["concurrency"], kept["payload_bytes"], kept["connections"], ka, calls)],
         ka=kept["keepalive_ms"].fillna(0).astype(int), stack=stack,
         # Named values rather than nulls, so that pairs group on them (groupby leaves null keys out).
         server_impl=kept.get("server_impl", pd.Series("python", index=kept.index)).fillna("python"),
@@ -50,18 +71,21 @@ def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def binned_calls(text: str, row, bin_s: float) -> pd.DataFrame:
-    """One cell's calls in its measured window (from its ghz report ``text``), each with the ``bin`` of ``bin_s`` seconds it started in."""
+    """One cell's calls in its measured window (from its ghz report ``text``), each with the ``bin`` of ``bin_s`` seconds
+    it started in, and its ``messages``; a stream call's ``latency_ms`` is per message (the stream's over its messages)."""
     from labkit.parsers import parse_ghz_json
 
     report = parse_ghz_json(text).rows
     calls = measured_window(report, float(row["warmup_s"]), float(row["duration_s"]))
     offset_s = (calls["t_utc"] - window_start(report, float(row["warmup_s"]))).dt.total_seconds()
-    return calls.assign(cell_id=row["cell_id"], bin=(offset_s // bin_s).astype(int))
+    messages = int(row.get("messages_per_call", 1))
+    return calls.assign(cell_id=row["cell_id"], bin=(offset_s // bin_s).astype(int), messages=messages,
+                        latency_ms=calls["latency_ms"] / messages)
 
 
 def rps_bins(calls: pd.DataFrame, n_bins: int, bin_s: float) -> np.ndarray:
-    """Successful calls per second in each bin of the window, empty bins counted as 0."""
-    counts = calls[calls["ok"]].groupby("bin").size().reindex(range(n_bins), fill_value=0)
+    """Requests per second in each bin of the window (the messages of successful calls), empty bins counted as 0."""
+    counts = calls[calls["ok"]].groupby("bin")["messages"].sum().reindex(range(n_bins), fill_value=0)
     return counts.to_numpy(dtype=float) / bin_s
 
 
@@ -70,27 +94,36 @@ def verdict(lo: float, hi: float) -> str:
     return "higher" if lo > 0 else "lower" if hi < 0 else "unclear"
 
 
-def knob_range(cells: pd.DataFrame) -> dict[str, tuple[str, object, object, str]]:
-    """knob -> (column, off, on, what "on" means) for every knob the run varies.
+def knob_range(cells: pd.DataFrame) -> dict[str, Knob]:
+    """Every knob the run varies, as a :class:`Knob`.
 
-    Off and on are the smallest and largest value of a number; the server is
-    python off and go on; options are none off and the run's one option set
-    on (a run of several option sets compares each pair of them elsewhere).
+    A number's off is its smallest value and every other value is compared
+    with it (pools of 2, 4 and 8 connections each against 1); the server is
+    python off, options none, compression none, the RPC unary. A knob
+    without its off value among the cells is not compared.
     """
     knobs = {}
     for knob, column in KNOB_COLUMNS.items():
+        if column not in cells:
+            continue
         if column in _NUMERIC:
             values = sorted(int(v) for v in cells[column].unique())
+            off = values[0]
         else:
-            values = sorted(cells[column].unique(), key=lambda v: (v not in ("python", "none"), v))
-        if len(values) < 2 or (knob == "options" and (len(values) != 2 or values[0] != "none")):
+            values, off = sorted(cells[column].unique()), _OFF[column]
+        if len(values) < 2 or off not in values:
             continue
-        off, on = values[0], values[-1]
-        meaning = {"keepalive": f"keepalive {on} ms vs {off or 'none'}" + (" ms" if off else ""),
-                   "pool": f"{on} connections vs {off}", "payload": f"{on} B vs {off} B",
-                   "server": f"{on} server vs {off}", "options": f"server {on} vs none"}[knob]
-        knobs[knob] = (column, off, on, meaning)
+        on = tuple(v for v in values if v != off)
+        knobs[knob] = Knob(column, off, on, ", ".join(level_meaning(knob, v, off) for v in on))
     return knobs
+
+
+def level_meaning(knob: str, on, off) -> str:
+    """What one level of a knob means against its off value, e.g. ``4 connections vs 1``."""
+    if knob == "keepalive":
+        return f"keepalive {on} ms vs {off or 'none'}" + (" ms" if off else "")
+    return {"pool": f"{on} connections vs {off}", "payload": f"{on} B vs {off} B", "compression": f"{on} vs {off}",
+            "rpc": f"{on} vs {off} (per message)", "server": f"{on} server vs {off}", "options": f"server {on} vs none"}[knob]
 
 
 def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: dict, *, n_bins: int, bin_s: float,
@@ -101,37 +134,47 @@ def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: di
     side has fewer than two successful calls are left out.
     """
     rows = []
-    for knob, (column, off, on, meaning) in knobs.items():
-        rest = [c for c in _SETTINGS if c != column]
-        for key, group in cells[cells[column].isin([off, on])].groupby(rest):
-            pair = {value: group[group[column] == value] for value in (off, on)}
-            if any(len(frame) != 1 for frame in pair.values()):
-                continue
-            a_row, b_row = pair[off].iloc[0], pair[on].iloc[0]
-            a, b = calls[a_row["cell_id"]], calls[b_row["cell_id"]]
-            if a["ok"].sum() < 2 or b["ok"].sum() < 2:
-                continue
-            latency = compare(a.loc[a["ok"], "latency_ms"], b.loc[b["ok"], "latency_ms"], n_resamples=n_resamples)
-            rps = compare(rps_bins(a, n_bins, bin_s), rps_bins(b, n_bins, bin_s), n_resamples=n_resamples)
-            where = dict(zip(rest, key))
-            # The server and its options are named only where the run varies them, so other labels stay as they were.
-            named = {k: v for k, v in where.items() if k in _NUMERIC or k == "concurrency" or cells[k].nunique() > 1}
-            label = " ".join(f"{k}={v}" for k, v in named.items() if k != "ka") + (
-                f" ka={where['ka'] or 'none'}" if "ka" in where else "")
-            row = {"knob": knob, "meaning": meaning, "where": label,
-                   **{k: int(v) if k in _NUMERIC or k == "concurrency" else v for k, v in named.items()},
-                   "off_cell": a_row["cell_id"], "on_cell": b_row["cell_id"]}
-            for metric, diff, (lo, hi), off_value, on_value in (
-                ("p50", latency.median_diff, latency.median_diff_ci, latency.median_a, latency.median_b),
-                ("p99", latency.p99_diff, latency.p99_diff_ci, latency.p99_a, latency.p99_b),
-                ("rps", rps.median_diff, rps.median_diff_ci, rps.median_a, rps.median_b),
-            ):
-                row.update({f"{metric}_off": off_value, f"{metric}_on": on_value, f"{metric}_diff": diff,
-                            f"{metric}_lo": lo, f"{metric}_hi": hi, f"{metric}_verdict": verdict(lo, hi)})
-            row["p50_mannwhitney_p"] = latency.mannwhitney_p
-            rows.append(row)
+    for knob, spec in knobs.items():
+        for on in spec.on:
+            rows += _level_pairs(cells, calls, knob, spec, on, n_bins=n_bins, bin_s=bin_s, n_resamples=n_resamples)
     columns = list(dict.fromkeys(key for row in rows for key in row)) or ["knob", "where", "concurrency"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s: float, n_resamples: int) -> list[dict]:
+    """The compared pairs of one level of a knob against its off value (see :func:`compare_knobs`)."""
+    rows = []
+    rest = [c for c in _SETTINGS if c != spec.column]
+    for key, group in cells[cells[spec.column].isin([spec.off, on])].groupby(rest):
+        pair = {value: group[group[spec.column] == value] for value in (spec.off, on)}
+        if any(len(frame) != 1 for frame in pair.values()):
+            continue
+        a_row, b_row = pair[spec.off].iloc[0], pair[on].iloc[0]
+        a, b = calls[a_row["cell_id"]], calls[b_row["cell_id"]]
+        if a["ok"].sum() < 2 or b["ok"].sum() < 2:
+            continue
+        latency = compare(a.loc[a["ok"], "latency_ms"], b.loc[b["ok"], "latency_ms"], n_resamples=n_resamples)
+        rps = compare(rps_bins(a, n_bins, bin_s), rps_bins(b, n_bins, bin_s), n_resamples=n_resamples)
+        where = dict(zip(rest, key))
+        # Settings are named only where the run varies them, so the labels of simpler runs stay as they were.
+        named = {k: v for k, v in where.items() if k in _NUMERIC or k == "concurrency" or cells[k].nunique() > 1}
+        label = " ".join(f"{k}={v}" for k, v in named.items() if k != "ka") + (
+            f" ka={where['ka'] or 'none'}" if "ka" in where else "")
+        if len(spec.on) > 1:  # several levels: each pair says which
+            label = f"{spec.column}={on}: {label}"
+        row = {"knob": knob, "meaning": level_meaning(knob, on, spec.off), "where": label,
+               **{k: int(v) if k in _NUMERIC or k == "concurrency" else v for k, v in named.items()},
+               "off_cell": a_row["cell_id"], "on_cell": b_row["cell_id"]}
+        for metric, diff, (lo, hi), off_value, on_value in (
+            ("p50", latency.median_diff, latency.median_diff_ci, latency.median_a, latency.median_b),
+            ("p99", latency.p99_diff, latency.p99_diff_ci, latency.p99_a, latency.p99_b),
+            ("rps", rps.median_diff, rps.median_diff_ci, rps.median_a, rps.median_b),
+        ):
+            row.update({f"{metric}_off": off_value, f"{metric}_on": on_value, f"{metric}_diff": diff,
+                        f"{metric}_lo": lo, f"{metric}_hi": hi, f"{metric}_verdict": verdict(lo, hi)})
+        row["p50_mannwhitney_p"] = latency.mannwhitney_p
+        rows.append(row)
+    return rows
 
 
 def aa_control(diffs: pd.DataFrame, knobs: dict, cell_s: float) -> dict | None:
@@ -143,7 +186,7 @@ def aa_control(diffs: pd.DataFrame, knobs: dict, cell_s: float) -> dict | None:
     knobs: a difference larger than the noise with an interval clear of 0.
     """
     keepalive = knobs.get("keepalive")
-    if keepalive is None or keepalive[1] != 0 or keepalive[2] / 1000 <= cell_s:
+    if keepalive is None or keepalive.off != 0 or min(keepalive.on) / 1000 <= cell_s:
         return None
     null = diffs[diffs["knob"] == "keepalive"]
     noise = {m: float(null[f"{m}_diff"].abs().max()) if len(null) else float("nan") for m in METRICS}

@@ -93,11 +93,11 @@ def idle_headline(table: pd.DataFrame, diffs: pd.DataFrame) -> dict[str, float |
 
 
 def untested_claims(cells: pd.DataFrame, knobs: dict) -> str:
-    """The claims the run cannot address, ``; ``-separated: streaming, dead peers, other pool sizes, >100 KB, knobs not varied.
+    """The claims the run cannot address, ``; ``-separated: dead peers, other pool sizes, >100 KB, knobs not varied.
 
     ``knobs`` are the knobs compared (as :func:`labkit.analysis.tuning.knob_range` gives them).
     """
-    untested = ["streaming vs unary (no streaming transport)", "keepalive's dead-peer detection",
+    untested = ["keepalive's dead-peer detection",
                 f"pool sizes other than {', '.join(str(n) for n in sorted(cells['connections'].unique()))}"]
     if cells["payload_bytes"].max() <= 100_000:  # the article's threshold
         untested.append("messages above 100 KB")
@@ -124,11 +124,12 @@ def knob_sentence(diffs: pd.DataFrame, knob: str, metric: str, beyond: pd.DataFr
 def claim_lines(diffs: pd.DataFrame, knobs: dict, beyond: pd.DataFrame, idle_diffs: pd.DataFrame) -> list[str]:
     """The Markdown bullets of "what the data say": one per knob (:func:`knob_sentence` per metric), and the idle keepalive.
 
-    ``knobs`` maps a knob to (column, off, on, meaning); ``idle_diffs`` is
+    ``knobs`` maps a knob to its :class:`~labkit.analysis.tuning.Knob`; ``idle_diffs`` is
     :func:`labkit.analysis.tuning.idle_keepalive`'s second frame (its first
     setting at :data:`IDLE_SENTENCE_BYTES` is described, when compared).
     """
-    lines = [f"- **{knobs[k][3]}**: " + "; ".join(knob_sentence(diffs, k, m, beyond) for m in METRICS) + "." for k in knobs]
+    lines = [f"- **{knobs[k].meaning}**: " + "; ".join(knob_sentence(diffs, k, m, beyond) for m in METRICS) + "."
+             for k in knobs]
     at_size = idle_diffs[idle_diffs["payload_bytes"] == IDLE_SENTENCE_BYTES] if len(idle_diffs) else idle_diffs
     for _, row in at_size.head(1).iterrows():
         lines.append(f"- **idle connection, keepalive {row['keepalive']} vs none** at {IDLE_SENTENCE_BYTES} B: median "

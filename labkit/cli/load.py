@@ -6,7 +6,7 @@ import click
 
 from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, choice_list, int_list, size_list
-from labkit.experiments.load import MAX_PAYLOAD_BYTES, TRANSPORTS
+from labkit.experiments.load import COMPRESSIONS, DESIGNS, MAX_PAYLOAD_BYTES, RPCS, TRANSPORTS
 
 # option (and experiment-file key) -> LoadConfig field, where the names differ
 RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call_timeout_s"}
@@ -23,6 +23,16 @@ RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call
               help="Connections for grpc-conns (values above 1) and http2, e.g. 1,4. [default: 1,4]")
 @click.option("--keepalive-ms", type=int_list(1, 3_600_000, allow_none=True),
               help="gRPC client keepalive ping interval, e.g. none,10000 (gRPC cells only). [default: none,10000]")
+@click.option("--compression", type=choice_list(COMPRESSIONS),
+              help="gzip every gRPC request (ghz --enable-compression) or not, e.g. none,gzip. [default: none]")
+@click.option("--rpc", type=choice_list(RPCS),
+              help="unary Echo calls, or stream: one EchoStream per call sending --stream-messages requests back to "
+                   "back (gRPC cells only), e.g. unary,stream. [default: unary]")
+@click.option("--stream-messages", type=click.IntRange(1, 100_000), help="Requests per stream call. [default: 10]")
+@click.option("--design", type=click.Choice(DESIGNS),
+              help="full: every combination of the knobs; one-at-a-time: the first value of each knob (connections, "
+                   "keepalive, compression, rpc, server, each --grpc-option), and each knob changed on its own. "
+                   "[default: full]")
 @click.option("--duration", type=DURATION, help="Measured time of each cell, e.g. 10s. [default: 10s]")
 @click.option("--warmup", type=DURATION, help="Unmeasured load before each cell's window, e.g. 2s. [default: 2s]")
 @click.option("--call-timeout", type=DURATION, help="Deadline of each gRPC call. [default: 20s]")
@@ -37,8 +47,10 @@ def load(**flags):
     """The cost of a call under load: gRPC (ghz) and HTTP/2 (h2load) against one echo server.
 
     Starts `labkit echo serve --http2-port 0` on the server host and, for every
-    cell of transport × concurrency × payload × connections × keepalive, runs
-    ghz or h2load on the client host for warm-up + duration. Each cell is one
+    cell of transport × concurrency × payload × connections × keepalive ×
+    compression × rpc × server stack (or, with --design one-at-a-time, a
+    baseline and each knob changed on its own), runs ghz or h2load on the
+    client host for warm-up + duration. Each cell is one
     row: req/s, p50/p90/p99/max latency and errors over the measured window,
     and the echo server's CPU seconds. Raw tool outputs are kept in the run's
     raw/. ghz comes with `labkit deploy`; h2load is Debian's nghttp2-client.
@@ -48,6 +60,14 @@ def load(**flags):
       labkit load ~/.local/state/labkit/testbeds/labkit/inventory.toml \\
           --client a --server b --concurrency 1,10,50 --payload-bytes 64,1024 \\
           --duration 10s --warmup 2s
+
+    The tuning article's knobs on the grpc-go server, one at a time:
+
+    \b
+      labkit load INVENTORY --client a --server b --server-impl go \\
+          --transports grpc,grpc-conns --connections 1,2,4,8 \\
+          --keepalive-ms none,10000 --compression none,gzip --rpc unary,stream \\
+          --grpc-option static-stream-window=default,32MiB --design one-at-a-time
     """
     print_summary(run_from_flags("load", flags, renamed=RENAMED))
 
@@ -62,24 +82,25 @@ def print_summary(run) -> None:
         return value is None or value != value
 
     def ms(value) -> str:
-        return "—" if missing(value) else f"{value:.1f}"
+        return "—" if missing(value) else f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
     table = Table(title=f"{run.run_id}: latency in ms over each measured window", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("transport", "c", "n", "ka", "B", "req/s", "p50", "p90", "p99", "max", "err", "cpu"):
         table.add_column(column, justify="left" if column == "transport" else "right")
     rows = run.summary()
     for row in rows.itertuples():
-        table.add_row(row.transport, str(row.concurrency), str(row.connections),
+        table.add_row(f"{row.transport} {row.calls}".strip(), str(row.concurrency), str(row.connections),
                       "—" if missing(row.keepalive_ms) else str(int(row.keepalive_ms)), str(row.payload_bytes),
                       f"{row.rps:.0f}", ms(row.latency_p50_ms), ms(row.latency_p90_ms), ms(row.latency_p99_ms),
                       ms(row.latency_max_ms), str(row.errors),
                       "—" if missing(row.server_cpu_util) else f"{row.server_cpu_util:.0%}")
     console = Console()
     if not console.is_terminal:
-        console = Console(width=max(console.width, 80))
+        console = Console(width=120)  # a pipe or a log file: room for every column, never cut values
     console.print(table)
     console.print("c: concurrency, n: connections, ka: keepalive ms, B: payload bytes, err: failed requests, "
-                  "cpu: the echo server's CPU time over the cell's wall time (100% = one core)", highlight=False)
+                  "cpu: the echo server's CPU time over the cell's wall time (100% = one core); gz: gzip, "
+                  "sN: streams of N messages (req/s and ms per stream)", highlight=False)
     for row in rows.itertuples():
         if isinstance(row.error, str) and row.error:
             console.print(f"[yellow]{row.transport} c={row.concurrency} conns={row.connections} "

@@ -10,7 +10,20 @@ The matrix is transport × concurrency × payload size × knobs:
   ``concurrency / N`` streams each, for every ``--connections`` value;
 - keepalive (``--keepalive-ms``, e.g. ``none,10000``): ghz's client keepalive
   ping interval, gRPC cells only (h2load sends no pings); the server permits
-  pings that often.
+  pings that often;
+- compression (``--compression none,gzip``): ghz gzips every request, gRPC
+  cells only;
+- the RPC (``--rpc unary,stream``): unary ``Echo``, or a bidirectional
+  ``EchoStream`` per call that sends ``--stream-messages`` requests back to
+  back (ghz ``--stream-call-count``), gRPC cells only. A stream cell's latency
+  is the whole stream's and its req/s counts streams; ``messages_per_call``
+  converts both to messages.
+
+``--design one-at-a-time`` keeps, of the full matrix, the cells that change at
+most one knob (connections, keepalive, compression, RPC, server implementation,
+each ``--grpc-option``) from its first listed value: a baseline and each knob
+on its own, as the tuning claims are stated, in far fewer cells than every
+combination. Transport, concurrency and payload stay crossed.
 
 A **cell** is one combination. It runs the tool once on the client host for
 warm-up + duration against one echo server on the server host, and becomes one
@@ -69,6 +82,10 @@ EXPERIMENT = "load"
 TRANSPORTS = ("grpc", "grpc-conns", "http2")
 TOOL_OF = {"grpc": "ghz", "grpc-conns": "ghz", "http2": "h2load"}
 ECHO_CALL = "echo.EchoService/Echo"
+ECHO_STREAM_CALL = "echo.EchoService/EchoStream"
+COMPRESSIONS = ("none", "gzip")
+RPCS = ("unary", "stream")
+DESIGNS = ("full", "one-at-a-time")
 HTTP2_ECHO_PATH = "/echo"
 MAX_PAYLOAD_BYTES = 4 * 2**20  # the echo server's default message bound
 TOOL_HINTS = {
@@ -99,6 +116,10 @@ class LoadConfig:
     h2load: str | None = None
     server_impl: list[str] = field(default_factory=lambda: ["python"])
     grpc_option: list[str] = field(default_factory=list)  # server options, KEY=V1,V2 (labkit.experiments.stacks)
+    compression: list[str] = field(default_factory=lambda: ["none"])
+    rpc: list[str] = field(default_factory=lambda: ["unary"])
+    stream_messages: int = 10  # requests per EchoStream call of an rpc=stream cell
+    design: str = "full"  # or "one-at-a-time": a baseline and each knob changed on its own
 
     def validate(self) -> None:
         if not (self.client and self.server):
@@ -122,6 +143,13 @@ class LoadConfig:
             raise LabkitError("the warm-up must be between 0 and 1 h")
         if "grpc-conns" in self.transports and not any(n > 1 for n in self.connections):
             raise LabkitError("grpc-conns spreads calls over several connections: give --connections with a value above 1")
+        for name, values, allowed in (("compression", self.compression, COMPRESSIONS), ("rpc", self.rpc, RPCS)):
+            if not values or any(v not in allowed for v in values):
+                raise LabkitError(f"--{name} takes {', '.join(allowed)}, not {', '.join(map(str, values)) or 'nothing'}")
+        if not 1 <= self.stream_messages <= 100_000:
+            raise LabkitError("--stream-messages must be between 1 and 100000")
+        if self.design not in DESIGNS:
+            raise LabkitError(f"--design is {' or '.join(DESIGNS)}, not {self.design!r}")
         plan_stacks(None, self.server_impl, self.grpc_option)
 
 
@@ -136,6 +164,9 @@ class Cell:
     payload_bytes: int
     connections: int
     keepalive_ms: int | None
+    compression: str = "none"
+    rpc: str = "unary"
+    messages_per_call: int = 1  # requests per call: 1 for unary, the stream's messages for rpc=stream
     stack: Stack = Stack(client_impl=None)
 
     @property
@@ -153,26 +184,42 @@ class Cell:
         return self.connections * self.streams_per_connection if self.tool == "h2load" else self.concurrency
 
     @property
+    def call_suffix(self) -> str:
+        """What compression and streaming add to the id: nothing for uncompressed unary calls, as ids were before."""
+        return ("|gzip" if self.compression == "gzip" else "") + (
+            f"|stream={self.messages_per_call}" if self.rpc == "stream" else "")
+
+    @property
     def id(self) -> str:
         ka = "none" if self.keepalive_ms is None else str(self.keepalive_ms)
         return (f"{self.src}->{self.dst}|{self.transport}|c={self.concurrency}|p={self.payload_bytes}"
-                f"|conns={self.connections}|ka={ka}{self.stack.id_suffix}")
+                f"|conns={self.connections}|ka={ka}{self.call_suffix}{self.stack.id_suffix}")
 
     def slug(self, attempt: int) -> str:
         """A file-name form of the id, for raw outputs."""
         ka = "none" if self.keepalive_ms is None else str(self.keepalive_ms)
+        call = self.call_suffix.replace("|gzip", "-gz").replace("|stream=", "-s")
         stack = f"-{self.stack.server_impl}" if self.stack.server_impl != "python" else ""
         if self.stack.grpc_options:
             stack += "-o" + hashlib.sha256(";".join(self.stack.grpc_options).encode()).hexdigest()[:8]
-        return f"{self.transport}-c{self.concurrency}-p{self.payload_bytes}-n{self.connections}-ka{ka}{stack}-a{attempt}"
+        return f"{self.transport}-c{self.concurrency}-p{self.payload_bytes}-n{self.connections}-ka{ka}{call}{stack}-a{attempt}"
 
     def columns(self) -> dict[str, Any]:
         return {
             "src": self.src, "dst": self.dst, "cell_id": self.id, "transport": self.transport, "tool": self.tool,
             "concurrency": self.concurrency, "connections": self.connections,
             "streams_per_connection": self.streams_per_connection, "in_flight": self.in_flight,
-            "keepalive_ms": self.keepalive_ms, "payload_bytes": self.payload_bytes, **self.stack.columns(),
+            "keepalive_ms": self.keepalive_ms, "payload_bytes": self.payload_bytes, "compression": self.compression,
+            "rpc": self.rpc, "messages_per_call": self.messages_per_call, **self.stack.columns(),
         }
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs of the cell that apply to its transport (h2load has no keepalive, compression or streams)."""
+        knobs = {"connections": self.connections, "server_impl": self.stack.server_impl,
+                 **{f"option:{key}": value for key, _, value in (item.partition("=") for item in self.stack.grpc_options)}}
+        if self.tool == "ghz":
+            knobs.update(keepalive_ms=self.keepalive_ms, compression=self.compression, rpc=self.rpc)
+        return knobs
 
 
 def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
@@ -188,7 +235,31 @@ def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
     cells = []
     for stack in stacks:
         cells += _stack_cells(config, stack, omitted)
+    if config.design == "one-at-a-time":
+        cells = _one_knob_at_a_time(cells, config, omitted)
     return cells, omitted
+
+
+def _one_knob_at_a_time(cells: list[Cell], config: LoadConfig, omitted: list[str]) -> list[Cell]:
+    """The cells that change at most one knob from its first listed value (an option's first value, "default" for
+    none); the others are left out with one line that counts them."""
+    from labkit.experiments.stacks import DEFAULT_OPTION, option_values
+
+    baseline = {"connections": config.connections[0], "server_impl": config.server_impl[0],
+                "keepalive_ms": config.keepalive_ms[0], "compression": config.compression[0], "rpc": config.rpc[0],
+                **{f"option:{key}": None if values[0] == DEFAULT_OPTION else values[0]
+                   for key, values in option_values(config.grpc_option).items()}}
+
+    def changed(cell: Cell) -> int:
+        knobs = cell.knobs()
+        return sum(knobs.get(name) != value for name, value in baseline.items() if name in knobs or name.startswith("option:"))
+
+    kept = [cell for cell in cells if changed(cell) <= 1]
+    if len(kept) < len(cells):
+        omitted.append(f"one-at-a-time design: {len(cells) - len(kept)} cells that change more than one knob "
+                       "from its first value")
+    return kept
+
 
 
 def _stack_cells(config: LoadConfig, stack: Stack, omitted: list[str]) -> list[Cell]:
@@ -205,9 +276,12 @@ def _stack_cells(config: LoadConfig, stack: Stack, omitted: list[str]) -> list[C
                 conns_list = [n for n in config.connections if n > 1]
             else:
                 conns_list = list(config.connections)
-            keepalives = config.keepalive_ms if transport != "http2" else [None]
-            for conns, keepalive in itertools.product(conns_list, keepalives):
-                cell = Cell(src, dst, transport, concurrency, payload, conns, keepalive, stack)
+            grpc = transport != "http2"
+            keepalives = config.keepalive_ms if grpc else [None]
+            calls = itertools.product(config.compression if grpc else ["none"], config.rpc if grpc else ["unary"])
+            for conns, keepalive, (compression, rpc) in itertools.product(conns_list, keepalives, list(calls)):
+                messages = config.stream_messages if rpc == "stream" else 1
+                cell = Cell(src, dst, transport, concurrency, payload, conns, keepalive, compression, rpc, messages, stack)
                 if conns > concurrency:
                     omitted.append(f"{cell.id}: {conns} connections need a concurrency of at least {conns}")
                     continue
@@ -380,11 +454,13 @@ class _Loader(ExperimentRunner):
     def _argv(self, cell: Cell, out: str) -> list[str]:
         config, work, host = self.config, self.workdir, url_host(self.address)
         if cell.tool == "ghz":
+            stream = cell.rpc == "stream"
             return ghz_argv(
-                self.tools["ghz"]["path"], f"{host}:{self.ready['port']}", call=ECHO_CALL,
+                self.tools["ghz"]["path"], f"{host}:{self.ready['port']}", call=ECHO_STREAM_CALL if stream else ECHO_CALL,
                 protoset=f"{work}/echo.protoset", data_file=f"{work}/data-{cell.payload_bytes}.json",
                 concurrency=cell.concurrency, connections=cell.connections, seconds=config.warmup_s + config.duration_s,
                 call_timeout_s=config.call_timeout_s, out=out, keepalive_ms=cell.keepalive_ms,
+                stream_messages=cell.messages_per_call if stream else None, gzip=cell.compression == "gzip",
             )
         return h2load_argv(
             self.tools["h2load"]["path"], f"http://{host}:{self.ready['http2_port']}{HTTP2_ECHO_PATH}",

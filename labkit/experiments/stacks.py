@@ -2,7 +2,9 @@
 
 ``--server-impl python,go``, ``--client-impl python,go`` and a sweepable
 ``--grpc-option KEY=V1,V2`` (grpc-go's names, :mod:`labkit.echo.options`)
-multiply an experiment's cells like any other knob. A :class:`Stack` is one
+multiply an experiment's cells like any other knob; the value ``default``
+leaves the option unset (``static-stream-window=default,32MiB``: grpc-go's
+own dynamic windows against a static 32 MiB). A :class:`Stack` is one
 combination; a cell carries it in its id (only where it differs from the
 default, Python on both sides with no option, so runs made before this
 dimension existed keep their cell ids and resume as they were) and in its
@@ -24,6 +26,7 @@ from labkit.echo.options import IMPLEMENTATIONS, OPTIONS, parse_grpc_options
 from labkit.errors import LabkitError
 
 DEFAULT_IMPL = "python"
+DEFAULT_OPTION = "default"  # an option value that leaves the option unset
 
 
 @dataclass(kw_only=True)
@@ -103,7 +106,8 @@ def option_values(items: list[str]) -> dict[str, list[str]]:
         if key in values:
             raise LabkitError(f"--grpc-option {key} is given twice; list its values once, comma-separated")
         for choice in choices:
-            parse_grpc_options([f"{key}={choice}"], OPTIONS[key].sides[0])  # refuses a bad value with one line
+            if choice != DEFAULT_OPTION:
+                parse_grpc_options([f"{key}={choice}"], OPTIONS[key].sides[0])  # refuses a bad value with one line
         values[key] = choices
     return values
 
@@ -140,7 +144,7 @@ def _plan(client_impls, server_impls, grpc_options) -> tuple[list[Stack], list[s
     if unknown or not server_impls:
         raise LabkitError(f"--server-impl takes {', '.join(IMPLEMENTATIONS)}, not {', '.join(unknown) or 'nothing'}")
     values = option_values(grpc_options)
-    option_sets = [tuple(f"{key}={value}" for key, value in zip(values, combo))
+    option_sets = [tuple(f"{key}={value}" for key, value in zip(values, combo) if value != DEFAULT_OPTION)
                    for combo in itertools.product(*values.values())]
     stacks, left_out = [], []
     clients = dict.fromkeys(client_impls) if client_impls is not None else [None]

@@ -30,11 +30,16 @@ def ms_arg(seconds: float) -> str:
 
 
 def ghz_argv(ghz: str, target: str, *, call: str, protoset: str, data_file: str, concurrency: int, connections: int,
-             seconds: float, call_timeout_s: float, out: str, keepalive_ms: int | None = None) -> list[str]:
+             seconds: float, call_timeout_s: float, out: str, keepalive_ms: int | None = None,
+             stream_messages: int | None = None, gzip: bool = False) -> list[str]:
     """ghz against ``target`` (HOST:PORT) for ``seconds``, the service read from a compiled ``protoset``.
 
     The JSON report (with every call's details, which the measured-window
-    statistics need) goes to ``out``.
+    statistics need) goes to ``out``. ``stream_messages``: ``call`` is a
+    bidirectional stream, and each call sends that many messages (ghz
+    ``--stream-call-count``) back to back, then closes; the call's latency
+    is the whole stream's. ``gzip``: every request is gzip-compressed (ghz
+    ``--enable-compression``).
     """
     argv = [
         ghz, "--insecure", "--protoset", protoset, "--call", call, "-D", data_file, "-c", str(concurrency),
@@ -45,6 +50,10 @@ def ghz_argv(ghz: str, target: str, *, call: str, protoset: str, data_file: str,
     ]
     if keepalive_ms is not None:
         argv += ["--keepalive", f"{keepalive_ms}ms"]
+    if stream_messages is not None:
+        argv += ["--stream-call-count", str(stream_messages)]
+    if gzip:
+        argv.append("--enable-compression")
     return [*argv, target]
 
 
