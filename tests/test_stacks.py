@@ -54,6 +54,16 @@ def test_options_are_checked_before_anything_runs():
         plan_stacks(["python"], ["python"], ["static-conn-window=1MiB"])
 
 
+def test_default_leaves_an_option_unset_and_joined_keys_are_one_knob():
+    stacks, _ = plan_stacks(["go"], ["go"], ["static-stream-window+static-conn-window=default,32MiB"])
+    assert [s.grpc_options for s in stacks] == [(), ("static-conn-window=32MiB", "static-stream-window=32MiB")]
+    assert stacks[0] == Stack("go", "go")  # unset: the default stack, with the default stack's cell ids
+    for items, message in ((["static-stream-window+bogus=1MiB"], "bogus: unknown"),
+                           (["pool+pool=2"], "given twice"), (["initial-window+pool=1MiB"], "pool: .1MiB. is not a whole number")):
+        with pytest.raises(LabkitError, match=message):
+            option_values(items)
+
+
 def test_a_sweep_config_refuses_a_bad_stack_at_validation():
     with pytest.raises(LabkitError, match="unknown"):
         SweepConfig(inventory="x", client="a", server="b", grpc_option=["nope=1"]).validate()

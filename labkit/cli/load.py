@@ -67,7 +67,8 @@ def load(**flags):
       labkit load INVENTORY --client a --server b --server-impl go \\
           --transports grpc,grpc-conns --connections 1,2,4,8 \\
           --keepalive-ms none,10000 --compression none,gzip --rpc unary,stream \\
-          --grpc-option static-stream-window=default,32MiB --design one-at-a-time
+          --grpc-option static-stream-window+static-conn-window=default,32MiB \\
+          --design one-at-a-time
     """
     print_summary(run_from_flags("load", flags, renamed=RENAMED))
 

@@ -85,7 +85,8 @@ def stack_options(clients: tuple[str, ...] = ("python", "go"), swept: bool = Tru
     from labkit.cli.params import choice_list
 
     noun, how = ("implementation(s)", ", swept") if swept else ("implementation", ", one")
-    values = ("each value its own cells, e.g. static-stream-window=default,32MiB (default: unset)" if swept
+    values = ("each value its own cells, e.g. static-stream-window=default,32MiB (default: unset); KEY+KEY=V sets "
+              "several keys as one knob" if swept
               else "one value, e.g. max-concurrent-streams=16")
 
     def decorate(command):

@@ -243,16 +243,18 @@ def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
 def _one_knob_at_a_time(cells: list[Cell], config: LoadConfig, omitted: list[str]) -> list[Cell]:
     """The cells that change at most one knob from its first listed value (an option's first value, "default" for
     none); the others are left out with one line that counts them."""
-    from labkit.experiments.stacks import DEFAULT_OPTION, option_values
+    from labkit.experiments.stacks import DEFAULT_OPTION, knob_keys, option_values
 
+    options = {knob: knob_keys(knob)[0] for knob in option_values(config.grpc_option)}  # a knob's keys share its value
     baseline = {"connections": config.connections[0], "server_impl": config.server_impl[0],
                 "keepalive_ms": config.keepalive_ms[0], "compression": config.compression[0], "rpc": config.rpc[0],
-                **{f"option:{key}": None if values[0] == DEFAULT_OPTION else values[0]
-                   for key, values in option_values(config.grpc_option).items()}}
+                **{f"option:{knob}": None if values[0] == DEFAULT_OPTION else values[0]
+                   for knob, values in option_values(config.grpc_option).items()}}
 
     def changed(cell: Cell) -> int:
         knobs = cell.knobs()
-        return sum(knobs.get(name) != value for name, value in baseline.items() if name in knobs or name.startswith("option:"))
+        knobs.update({f"option:{knob}": knobs.get(f"option:{key}") for knob, key in options.items()})
+        return sum(knobs.get(name) != value for name, value in baseline.items() if name in knobs)
 
     kept = [cell for cell in cells if changed(cell) <= 1]
     if len(kept) < len(cells):
@@ -317,6 +319,26 @@ def h2load_cell_stats(report: str, log: str | None, duration_s: float) -> dict[s
         stats = window_stats(rows["latency_ms"], rows["ok"], duration_s, rows["status"], h2load_errors(rows["status"]))
     stats.update(tool_rps=summary.get("rps"), tool_requests=summary["requests"]["total"])
     return stats
+
+
+def without_request_body(report: str, seed: int) -> str:
+    """A ghz JSON report with the request body it copies into ``options.data`` replaced by a note.
+
+    ghz echoes the whole request in its report; a random 128 KiB payload would
+    make every report of a large-message cell 175 KB of base64 nobody reads.
+    The body is the run's own random bytes, drawn from its ``seed`` (see
+    ``prepare_files``), so the note names the seed. Anything but a JSON
+    object is kept as it is, for the parser to judge.
+    """
+    try:
+        data = json.loads(report)
+    except json.JSONDecodeError:
+        return report
+    options = data.get("options") if isinstance(data, dict) else None
+    if not isinstance(options, dict) or "data" not in options:
+        return report
+    options["data"] = {"omitted_by_labkit": f"the request body: payload_bytes random bytes of the run's seed {seed}"}
+    return json.dumps(data)
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -490,7 +512,10 @@ class _Loader(ExperimentRunner):
         if not alive:
             problems.append(f"the echo server (pid {self.ready.get('pid')}) died during the cell")
         if stats["requests"] == 0 and not problems:
-            problems.append(f"{cell.tool} completed no request in the window (could it connect?)")
+            made = stats.get("tool_requests") or 0
+            problems.append(f"none of {cell.tool}'s {made} calls both started and ended in the measured window "
+                            "(is a call longer than the window?)" if made else
+                            f"{cell.tool} completed no request in the window (could it connect?)")
         row.update(stats)
         row["error"] = "; ".join(problems) or None
         row["raw_files"] = ",".join(raw_files)
@@ -549,6 +574,8 @@ class _Loader(ExperimentRunner):
         with tempfile.TemporaryDirectory(prefix="labkit-load-") as tmp:
             copy = Path(tmp) / "out"
             self.client.get(remote, copy)
+            if raw_name.startswith("ghz-"):
+                copy.write_text(without_request_body(copy.read_text(), self.config.seed))
             with open(copy, "rb") as source, gzip.open(local, "wb", compresslevel=1) as target:
                 shutil.copyfileobj(source, target)
         self.client.remove(remote)

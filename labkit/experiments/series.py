@@ -49,7 +49,7 @@ from labkit.echo.options import OPTIONS
 from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
-from labkit.experiments.stacks import Stack, StackChoice, option_values, plan_stacks
+from labkit.experiments.stacks import Stack, StackChoice, knob_keys, option_values, plan_stacks
 
 EXPERIMENT = "series"
 MAX_PAYLOAD_BYTES = 1 << 20
@@ -104,7 +104,8 @@ class SeriesConfig(StackChoice):
         if len(self.client_impl) != 1 or len(self.server_impl) != 1 or any("," in item for item in self.grpc_option):
             raise LabkitError("a series runs one stack: give one --client-impl, one --server-impl and one value per "
                               "--grpc-option (run one series per stack to compare them)")
-        client_side = [key for key in option_values(self.grpc_option) if "server" not in OPTIONS[key].sides]
+        client_side = [key for knob in option_values(self.grpc_option) for key in knob_keys(knob)
+                       if "server" not in OPTIONS[key].sides]
         if client_side:
             raise LabkitError(f"--grpc-option {client_side[0]} is a client option, and the series agent's probes open "
                               "channels of their own: give server options only")

@@ -4,7 +4,10 @@
 ``--grpc-option KEY=V1,V2`` (grpc-go's names, :mod:`labkit.echo.options`)
 multiply an experiment's cells like any other knob; the value ``default``
 leaves the option unset (``static-stream-window=default,32MiB``: grpc-go's
-own dynamic windows against a static 32 MiB). A :class:`Stack` is one
+own dynamic windows against a static 32 MiB). Keys joined by ``+`` are one
+knob that sets each of them to the same value
+(``static-stream-window+static-conn-window=default,32MiB``: both windows
+static, as a tuning guide sets them, not one without the other). A :class:`Stack` is one
 combination; a cell carries it in its id (only where it differs from the
 default, Python on both sides with no option, so runs made before this
 dimension existed keep their cell ids and resume as they were) and in its
@@ -93,23 +96,32 @@ class Stack:
 
 
 def option_values(items: list[str]) -> dict[str, list[str]]:
-    """``["static-stream-window=64KiB,32MiB", "pool=4"]`` -> each key's values, checked (unknown keys and bad values refused)."""
+    """``["static-stream-window=64KiB,32MiB", "pool=4"]`` -> each knob's values, checked (unknown keys and bad values
+    refused). A knob is a key, or keys joined by ``+`` (see :func:`knob_keys`)."""
     values: dict[str, list[str]] = {}
+    seen: set[str] = set()
     for item in items:
-        key, sep, text = str(item).partition("=")
-        key = key.strip()
+        knob, sep, text = str(item).partition("=")
+        knob = knob.strip()
         choices = [value.strip() for value in text.split(",") if value.strip()]
         if not sep or not choices:
             raise LabkitError(f"--grpc-option {item!r} is not KEY=VALUE[,VALUE...]")
-        if key not in OPTIONS:
-            raise LabkitError(f"--grpc-option {key}: unknown; known: {', '.join(OPTIONS)}")
-        if key in values:
-            raise LabkitError(f"--grpc-option {key} is given twice; list its values once, comma-separated")
-        for choice in choices:
-            if choice != DEFAULT_OPTION:
-                parse_grpc_options([f"{key}={choice}"], OPTIONS[key].sides[0])  # refuses a bad value with one line
-        values[key] = choices
+        for key in knob_keys(knob):
+            if key not in OPTIONS:
+                raise LabkitError(f"--grpc-option {key}: unknown; known: {', '.join(OPTIONS)}")
+            if key in seen:
+                raise LabkitError(f"--grpc-option {key} is given twice; list its values once, comma-separated")
+            seen.add(key)
+            for choice in choices:
+                if choice != DEFAULT_OPTION:
+                    parse_grpc_options([f"{key}={choice}"], OPTIONS[key].sides[0])  # refuses a bad value with one line
+        values[knob] = choices
     return values
+
+
+def knob_keys(knob: str) -> list[str]:
+    """The option keys one ``--grpc-option`` knob sets: ``a+b`` -> ``["a", "b"]``."""
+    return [key.strip() for key in knob.split("+")]
 
 
 def plan_stacks(client_impls: list[str] | None, server_impls: list[str], grpc_options: list[str],
@@ -123,7 +135,8 @@ def plan_stacks(client_impls: list[str] | None, server_impls: list[str], grpc_op
     cannot set is left out with the reason.
     """
     if client_impls is None:
-        client_only = [key for key in option_values(grpc_options) if "server" not in OPTIONS[key].sides]
+        client_only = [key for knob in option_values(grpc_options) for key in knob_keys(knob)
+                       if "server" not in OPTIONS[key].sides]
         if client_only:
             raise LabkitError(f"--grpc-option {client_only[0]} is a client option, and this experiment's "
                               "clients are tools (ghz, h2load): give server options only")
@@ -144,7 +157,8 @@ def _plan(client_impls, server_impls, grpc_options) -> tuple[list[Stack], list[s
     if unknown or not server_impls:
         raise LabkitError(f"--server-impl takes {', '.join(IMPLEMENTATIONS)}, not {', '.join(unknown) or 'nothing'}")
     values = option_values(grpc_options)
-    option_sets = [tuple(f"{key}={value}" for key, value in zip(values, combo) if value != DEFAULT_OPTION)
+    option_sets = [tuple(f"{key}={value}" for knob, value in zip(values, combo) if value != DEFAULT_OPTION
+                         for key in knob_keys(knob))
                    for combo in itertools.product(*values.values())]
     stacks, left_out = [], []
     clients = dict.fromkeys(client_impls) if client_impls is not None else [None]
