@@ -55,43 +55,41 @@ cut() {
 }
 in_a() { ip netns exec "$NS_A" "$@"; }
 
-# --- ping: 25 probes 0.2 s apart; b's device is down from 1.1 s to 2.6 s (about seven probes) --
-# record_ping FILE PING... : its stdout into ping/FILE (ping exits 1 when replies are missing).
+# --- ping -----------------------------------------------------------------------------------------
+# record_ping FILE DOWN_AT_S DOWN_FOR_S PING... : PING's stdout into ping/FILE while b's device is
+# down from DOWN_AT_S for DOWN_FOR_S (ping exits 1 when replies are missing).
 record_ping() {
-    local file=$1; shift
-    cut "$NS_B" "$ADDR_A" "$ROUTE_B" 1.1 1.5 &
+    local file=$1
+    cut "$NS_B" "$ADDR_A" "$ROUTE_B" "$2" "$3" &
     local cutter=$!
+    shift 3
     in_a "$@" > "$OUT/ping/$file" || true
     wait "$cutter"
 }
-record_ping busybox_loss.txt busybox ping -c 25 -i 0.2 "$ADDR_B"
-record_ping busybox_loss_s.txt busybox ping -s 1200 -c 25 -i 0.2 "$ADDR_B"
-record_ping inetutils_loss.txt "$INETUTILS/bin/ping" -c 25 -i 0.2 "$ADDR_B"
-record_ping inetutils_loss_s.txt "$INETUTILS/bin/ping" -s 1200 -c 25 -i 0.2 "$ADDR_B"
-record_ping iputils_loss.txt ping -n -c 25 -i 0.2 "$ADDR_B"
-record_ping iputils_loss_D.txt ping -n -D -c 25 -i 0.2 "$ADDR_B"
-record_ping iputils_loss_O.txt ping -n -O -c 25 -i 0.2 "$ADDR_B"
-record_ping iputils_loss_O_D.txt ping -n -O -D -c 25 -i 0.2 "$ADDR_B"
-record_ping iputils_loss_s.txt ping -n -s 1200 -c 25 -i 0.2 "$ADDR_B"
+# 25 probes 0.2 s apart, b down from 1.1 s to 2.6 s: about seven probes lost in the middle.
+record_middle() { local file=$1; shift; record_ping "$file" 1.1 1.5 "$@"; }
+record_middle busybox_loss.txt busybox ping -c 25 -i 0.2 "$ADDR_B"
+record_middle busybox_loss_s.txt busybox ping -s 1200 -c 25 -i 0.2 "$ADDR_B"
+record_middle inetutils_loss.txt "$INETUTILS/bin/ping" -c 25 -i 0.2 "$ADDR_B"
+record_middle inetutils_loss_s.txt "$INETUTILS/bin/ping" -s 1200 -c 25 -i 0.2 "$ADDR_B"
+record_middle iputils_loss.txt ping -n -c 25 -i 0.2 "$ADDR_B"
+record_middle iputils_loss_D.txt ping -n -D -c 25 -i 0.2 "$ADDR_B"
+record_middle iputils_loss_O.txt ping -n -O -c 25 -i 0.2 "$ADDR_B"
+record_middle iputils_loss_O_D.txt ping -n -O -D -c 25 -i 0.2 "$ADDR_B"
+record_middle iputils_loss_s.txt ping -n -s 1200 -c 25 -i 0.2 "$ADDR_B"
 # Output labkit must refuse rather than read as losses: -q prints no reply lines at all,
 # and inetutils in a German locale writes times with a decimal comma (time=10,2 ms).
 # The locale is built into a directory of its own (LOCPATH), leaving the system's alone.
-record_ping busybox_loss_q.txt busybox ping -q -c 25 -i 0.2 "$ADDR_B"
-record_ping iputils_loss_q.txt ping -n -q -c 25 -i 0.2 "$ADDR_B"
+record_middle busybox_loss_q.txt busybox ping -q -c 25 -i 0.2 "$ADDR_B"
+record_middle iputils_loss_q.txt ping -n -q -c 25 -i 0.2 "$ADDR_B"
 LOCDIR=$(mktemp -d)
 localedef -i de_DE -f UTF-8 "$LOCDIR/de_DE.UTF-8"
-record_ping inetutils_loss_de_DE.txt env LOCPATH="$LOCDIR" LC_ALL=de_DE.UTF-8 "$INETUTILS/bin/ping" -c 25 -i 0,2 "$ADDR_B"
+record_middle inetutils_loss_de_DE.txt env LOCPATH="$LOCDIR" LC_ALL=de_DE.UTF-8 "$INETUTILS/bin/ping" -c 25 -i 0,2 "$ADDR_B"
 rm -r "$LOCDIR"
 
 # The last probes lost: 10 probes, b down from 1.3 s until after ping gave up waiting (-W 1),
 # so only the closing count of transmitted probes tells that they were sent.
-record_tail() {
-    local file=$1; shift
-    cut "$NS_B" "$ADDR_A" "$ROUTE_B" 1.3 2.5 &
-    local cutter=$!
-    in_a "$@" > "$OUT/ping/$file" || true
-    wait "$cutter"
-}
+record_tail() { local file=$1; shift; record_ping "$file" 1.3 2.5 "$@"; }
 record_tail busybox_tail_loss.txt busybox ping -c 10 -i 0.2 -W 1 "$ADDR_B"
 record_tail inetutils_tail_loss.txt "$INETUTILS/bin/ping" -c 10 -i 0.2 -W 1 "$ADDR_B"
 
