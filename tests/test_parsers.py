@@ -364,10 +364,64 @@ def test_iperf3_intervals_and_summary():
     assert summary["retransmits"] == rows["retransmits"].sum()
 
 
-def test_iperf3_error_case():
-    result = parse_iperf3_json(read("iperf3/client_refused.json"))
+@pytest.mark.parametrize("name", ["client_refused.json", "testbed_refused.json"])
+def test_iperf3_error_case(name):
+    result = parse_iperf3_json(read(f"iperf3/{name}"))
     assert result.summary["error"] == "unable to connect to server: Connection refused"
     assert result.counts["error"] == 1 and result.rows.empty
+
+
+@pytest.mark.parametrize("name", ["tcp_50M.json", "tcp_50M_R.json", "udp_10M_loss.json", "udp_10M_R_loss.json"])
+def test_iperf3_end_summary_is_kept_whole(name):
+    raw = json.loads(read(f"iperf3/{name}"))
+    summary = parse_iperf3_json(read(f"iperf3/{name}")).summary
+    end, reverse = raw["end"], bool(raw["start"]["test_start"]["reverse"])
+    assert summary["reverse"] == reverse
+    assert summary["sum_sent"] == end["sum_sent"] and summary["sum_received"] == end["sum_received"]
+    assert summary["end_streams"] == end["streams"]
+    assert (summary["sent_bytes"], summary["received_bytes"]) == (end["sum_sent"]["bytes"], end["sum_received"]["bytes"])
+    assert summary["received_bps"] == end["sum_received"]["bits_per_second"]
+    # iperf3's host is the client, which sends unless -R.
+    cpu = end["cpu_utilization_percent"]
+    client = {k: cpu[f"host_{k}"] for k in ("total", "user", "system")}
+    server = {k: cpu[f"remote_{k}"] for k in ("total", "user", "system")}
+    assert summary["sender_cpu_percent"] == (server if reverse else client)
+    assert summary["receiver_cpu_percent"] == (client if reverse else server)
+
+
+def test_iperf3_tcp_forward_and_reverse():
+    forward = parse_iperf3_json(read("iperf3/tcp_50M.json"))
+    assert forward.rows["sender"].all() and forward.rows["rtt_ms"].notna().all()
+    assert forward.rows["bytes"].sum() == forward.summary["sent_bytes"]
+    assert forward.summary["min_rtt_ms"] >= 10  # the testbed's 10 ms RTT
+    assert forward.summary["sender_tcp_congestion"] == "cubic"
+    # With -R the client receives: its intervals are the receiver's, without rtt, cwnd or retransmits.
+    reverse = parse_iperf3_json(read("iperf3/tcp_50M_R.json"))
+    assert not reverse.rows["sender"].any()
+    assert reverse.rows[["rtt_ms", "snd_cwnd", "retransmits"]].isna().all().all()
+    assert reverse.rows["bytes"].sum() == reverse.summary["received_bytes"]
+    # iperf3 writes zeros for the rtt it did not measure; they are not kept as 0 ms.
+    assert json.loads(read("iperf3/tcp_50M_R.json"))["end"]["streams"][0]["sender"]["min_rtt"] == 0
+    assert reverse.summary["min_rtt_ms"] is None and reverse.summary["max_snd_cwnd"] is None
+
+
+def test_iperf3_udp_losses():
+    forward = parse_iperf3_json(read("iperf3/udp_10M_loss.json"))
+    raw = json.loads(read("iperf3/udp_10M_loss.json"))
+    rows, summary = forward.rows, forward.summary
+    # The sender counts datagrams; only the receiver (the server here) measures jitter and loss.
+    assert rows["packets"].sum() == raw["end"]["sum_sent"]["packets"] == 3551
+    assert rows[["jitter_ms", "lost_packets", "lost_percent"]].isna().all().all()
+    assert (summary["lost_packets"], summary["packets"]) == (891, 3551)  # README: 891 of 3551 lost
+    assert summary["lost_percent"] == pytest.approx(100 * 891 / 3551)
+    assert summary["jitter_ms"] == raw["end"]["sum_received"]["jitter_ms"] > 0
+    # With -R the client receives: every interval has its jitter and losses, adding up to the end's.
+    reverse = parse_iperf3_json(read("iperf3/udp_10M_R_loss.json"))
+    rows, summary = reverse.rows, reverse.summary
+    assert rows[["jitter_ms", "lost_packets", "packets", "lost_percent"]].notna().all().all()
+    assert rows["lost_packets"].sum() == summary["lost_packets"] == 893
+    assert rows["packets"].sum() == summary["packets"] == 3552
+    assert rows["lost_percent"].tolist() == pytest.approx((100 * rows["lost_packets"] / rows["packets"]).tolist())
 
 
 def test_iperf3_and_ghz_refuse_non_json():
