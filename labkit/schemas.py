@@ -13,7 +13,9 @@ names, types and nullability whichever command wrote the run.
 - :data:`UPLOAD_SCHEMA`: ``labkit upload``, one row per upload.
 - :data:`LOAD_SCHEMA`: ``labkit load``, one row per cell.
 - :data:`IPERF3_SCHEMA`: iperf3 ``-J`` intervals, one row per stream per
-  interval, written by ``labkit import iperf3``.
+  interval, written by ``labkit import iperf3``. Each report's end summary
+  (sum_sent, sum_received, the sender's and receiver's CPU) is a fact of the
+  file, not of an interval: it is in the manifest, ``imports[].parser_summary``.
 
 Every schema is declared the same way: a list of ``(name, type, nullable,
 meaning)``; the meaning becomes the field's ``description`` metadata (see
@@ -222,9 +224,15 @@ IPERF3_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("bits_per_second", pa.float64(), True, "Throughput of the stream in the interval."),
     ("retransmits", pa.int64(), True, "TCP retransmits in the interval (Linux senders only)."),
     ("snd_cwnd_bytes", pa.int64(), True, "Sender congestion window at the interval's end, bytes (Linux senders only)."),
+    ("snd_wnd_bytes", pa.int64(), True, "Send window the receiver advertised at the interval's end, bytes (Linux senders only)."),
     ("rtt_ms", pa.float64(), True, "Sender's smoothed RTT at the interval's end, ms (iperf3 prints µs)."),
     ("rttvar_ms", pa.float64(), True, "Sender's RTT variance, ms."),
     ("pmtu", pa.int64(), True, "Path MTU the sender saw."),
+    ("jitter_ms", pa.float64(), True, "UDP: interarrival jitter the receiver measured in the interval, ms; null for TCP "
+                                      "and on the sending side (a UDP sender's own intervals carry only packets)."),
+    ("lost_packets", pa.int64(), True, "UDP: datagrams the receiver found missing in the interval; null for TCP and on the sending side."),
+    ("packets", pa.int64(), True, "UDP: datagrams sent (sending side) or expected by sequence number (receiving side) in the interval."),
+    ("lost_percent", pa.float64(), True, "UDP: lost_packets as a percentage of packets, as iperf3 computed it; null where lost_packets is."),
     ("omitted", pa.bool_(), True, "True for intervals in iperf3's --omit warm-up."),
     ("sender", pa.bool_(), True, "True when these numbers are the sending side's."),
     ("source_file", pa.string(), True, "The report the row came from, as stored under the run's raw/ directory."),
@@ -251,7 +259,7 @@ UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/2")
 LOAD_SCHEMA: pa.Schema = _schema(LOAD_FIELDS, "load/2")
 
 #: One row per iperf3 stream per interval (see :data:`IPERF3_FIELDS`).
-IPERF3_SCHEMA: pa.Schema = _schema(IPERF3_FIELDS, "iperf3/1")
+IPERF3_SCHEMA: pa.Schema = _schema(IPERF3_FIELDS, "iperf3/2")  # 2: snd_wnd and the UDP columns
 
 
 def describe(schema: pa.Schema) -> dict[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -145,6 +146,39 @@ def test_recorded_iputils_output(iputils_run, name, rows, samples, lost, duplica
         assert cell["t_utc_ns"].isna().all()
 
 
+# Recorded on the testbed with real losses (tests/data/README.md): the probes lost while the receiver was down.
+LOSSES = {
+    "busybox_loss.txt": (25, range(6, 13)), "busybox_loss_s.txt": (25, range(6, 13)),
+    "busybox_tail_loss.txt": (10, range(7, 10)), "inetutils_loss.txt": (25, range(6, 13)),
+    "inetutils_tail_loss.txt": (10, range(7, 10)), "iputils_loss.txt": (25, range(7, 14)),
+    "iputils_loss_D.txt": (25, range(7, 14)), "iputils_loss_O.txt": (25, range(7, 14)),
+    "iputils_loss_O_D.txt": (25, range(7, 14)), "iputils_loss_s.txt": (25, range(7, 14)),
+}
+
+
+@pytest.fixture(scope="module")
+def implementations_run(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    return import_files([("ping", PING / name) for name in LOSSES], out="implementations", runs_dir=runs)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_every_ping_implementation_imports_replies_and_each_lost_probe_once(implementations_run, name):
+    probes, lost = LOSSES[name]
+    first = 1 if name.startswith("iputils") else 0  # iputils numbers from 1, busybox and inetutils from 0
+    text = (PING / name).read_text()
+    df = implementations_run.run.samples()
+    cell = df[df["cell_id"] == f"ping:{name}"].sort_values("seq")
+    assert cell["seq"].tolist() == list(range(first, first + probes))
+    replies = [int(n) for n in re.findall(r" bytes from [^:]+: (?:icmp_)?seq=(\d+) ", text)]
+    assert cell.loc[cell["ok"], "seq"].tolist() == replies
+    assert cell.loc[cell["ok"], "rtt_ms"].tolist() == [float(t) for t in re.findall(r"time=([\d.]+) ms", text)]
+    assert cell.loc[~cell["ok"], "seq"].tolist() == list(lost)
+    assert set(cell.loc[~cell["ok"], "error"]) == {"no reply"} and not cell["duplicate"].any()
+    if "_D" in name:  # -D stamps each reply
+        assert cell.loc[cell["ok"], "t_utc_ns"].notna().all()
+
+
 def test_a_gzipped_log_imports_like_the_plain_one(tmp_path):
     packed = tmp_path / "loss.txt.gz"
     packed.write_bytes(gzip.compress((PING / "linux_loss_O_D.txt").read_bytes()))
@@ -169,15 +203,44 @@ def test_ghz_calls_and_failures(tmp_path):
 
 
 def test_iperf3_reports_get_their_own_table(tmp_path):
-    result = import_files([("iperf3", DATA / "iperf3" / "client_100M.json"), ("iperf3", DATA / "iperf3" / "client_refused.json")],
-                          out="iperf", runs_dir=tmp_path)
+    names = ["client_100M.json", "tcp_50M.json", "tcp_50M_R.json", "udp_10M_loss.json", "udp_10M_R_loss.json"]
+    result = import_files([("iperf3", DATA / "iperf3" / n) for n in names], out="iperf", runs_dir=tmp_path)
     table = pq.read_table(result.parquet)
     assert table.schema.equals(IPERF3_SCHEMA, check_metadata=False)
-    assert table.num_rows == 2 and set(table["dst"].to_pylist()) == {"127.0.0.1"}
-    refused = next(i for i in result.run.manifest["imports"] if i["cell_id"] == "iperf3:client_refused.json")
-    assert "Connection refused" in refused["parser_summary"]["error"] and refused["tally"]["rows"] == 0
+    df = table.to_pandas()
+    raw = {n: json.loads((DATA / "iperf3" / n).read_text()) for n in names}
+    for name in names:  # every interval of every report
+        cell = df[df["cell_id"] == f"iperf3:{name}"]
+        assert cell["interval"].tolist() == list(range(len(raw[name]["intervals"])))
+    assert set(df.loc[df["cell_id"] == "iperf3:client_100M.json", "dst"]) == {"127.0.0.1"}
+    # UDP received with -R: the client's intervals keep the receiver's jitter and losses.
+    udp = df[df["cell_id"] == "iperf3:udp_10M_R_loss.json"]
+    streams = [i["streams"][0] for i in raw["udp_10M_R_loss.json"]["intervals"]]
+    for column in ("jitter_ms", "lost_packets", "packets", "lost_percent"):
+        assert udp[column].tolist() == [s[column] for s in streams]
+    assert udp["lost_packets"].sum() == 893  # README
+    tcp = df[df["cell_id"] == "iperf3:tcp_50M.json"]
+    assert tcp["snd_wnd_bytes"].tolist() == [i["streams"][0]["snd_wnd"] for i in raw["tcp_50M.json"]["intervals"]]
+    assert tcp["jitter_ms"].isna().all()
+    # The end summary of each report is a fact of its file: in the manifest.
+    records = {i["cell_id"]: i for i in result.run.manifest["imports"]}
+    summary = records["iperf3:udp_10M_loss.json"]["parser_summary"]
+    end = raw["udp_10M_loss.json"]["end"]
+    assert summary["sum_sent"] == end["sum_sent"] and summary["sum_received"] == end["sum_received"]
+    assert (summary["lost_packets"], summary["packets"]) == (891, 3551)
+    assert summary["sender_cpu_percent"]["total"] == end["cpu_utilization_percent"]["host_total"]
+    assert summary["receiver_cpu_percent"]["total"] == end["cpu_utilization_percent"]["remote_total"]
+    reverse = records["iperf3:tcp_50M_R.json"]["parser_summary"]
+    assert reverse["sender_cpu_percent"]["total"] == raw["tcp_50M_R.json"]["end"]["cpu_utilization_percent"]["remote_total"]
     with pytest.raises(LabkitError, match="do not share a run"):
         import_files([("ping", PING / "linux_lo.txt")], out=str(result.run.path), append=True)
+
+
+@pytest.mark.parametrize("name", ["client_refused.json", "testbed_refused.json"])
+def test_an_iperf3_report_with_an_error_is_not_an_empty_run(tmp_path, name):
+    with pytest.raises(LabkitError, match="iperf3 reported an error: unable to connect to server: Connection refused"):
+        import_files([("iperf3", DATA / "iperf3" / name)], out="refused", runs_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
 
 
 def test_appending_go_echo_to_a_ping_import_makes_it_ping_vs_echo(tmp_path):
@@ -203,6 +266,7 @@ def test_guess_kind_on_recorded_output():
     assert guess_kind((DATA / "iperf3" / "client_100M.json").read_text()) == "iperf3"
     assert guess_kind((DATA / "ghz" / "echo_ok.json").read_text()) == "ghz"
     assert guess_kind((PING / "linux_lo.txt").read_text()) == "ping"
+    assert guess_kind((PING / "busybox_loss.txt").read_text()) == "ping"  # seq=, not icmp_seq=
     assert guess_kind((DATA / "idle_step" / "standin_loopback.txt").read_text()) == "idle-step"
     assert guess_kind(gzip.decompress((ORCA / "echo.txt.gz").read_bytes()).decode()) == "go-echo"
 
@@ -222,6 +286,17 @@ def test_console_script_imports_and_prints_counts(tmp_path):
     assert manifest["status"] == "complete" and [i["kind"] for i in manifest["imports"]] == ["ping", "idle-step"]
 
 
+def test_console_script_prints_an_iperf3_reports_end_summary(tmp_path):
+    proc = labkit("import", "iperf3", str(DATA / "iperf3" / "udp_10M_loss.json"), str(DATA / "iperf3" / "tcp_50M.json"),
+                  "--out", "cli", "--runs-dir", str(tmp_path), check=True)
+    out = proc.stdout.splitlines()
+    # README: 891 of 3551 datagrams lost; 25.09 % and 0 retransmits as sum_received / sum_sent say.
+    assert out[0].startswith("udp_10M_loss.json: iperf3 report, 4 intervals, 4 rows; UDP sent 4999808 bytes (10.0 Mbit/s), "
+                             "received 3745280 bytes (7.5 Mbit/s), 891 of 3551 datagrams lost (25.09 %), jitter ")
+    assert out[1].startswith("tcp_50M.json: iperf3 report, 3 intervals, 3 rows; TCP sent 18874368 bytes (50.3 Mbit/s)")
+    assert out[1].endswith(", 0 retransmits")
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
@@ -231,6 +306,14 @@ def test_console_script_imports_and_prints_counts(tmp_path):
         (["go-echo", str(PING / "linux_lo.txt")], "it looks like ping output: labkit import ping"),
         (["pong", str(PING / "linux_lo.txt")], "expected a KIND before 'pong'"),
         (["ping"], "no FILE given after ping"),
+        # A reply line labkit cannot read (inetutils in de_DE writes time=10,236 ms) is not a loss.
+        (["ping", str(PING / "iputils_loss.txt"), str(PING / "inetutils_loss_de_DE.txt")],
+         "inetutils_loss_de_DE.txt: line 2 cannot be read as ping output and may be a reply: "
+         "'64 bytes from 198.18.1.2: icmp_seq=0 ttl=64 time=10,236 ms'; nothing imported"),
+        (["ping", str(PING / "busybox_loss_q.txt")],
+         "busybox_loss_q.txt: ping counted 18 replies but printed 0 (was it run with -q?); nothing imported"),
+        (["iperf3", str(DATA / "iperf3" / "testbed_refused.json")],
+         "testbed_refused.json: iperf3 reported an error: unable to connect to server: Connection refused; nothing imported"),
     ],
 )
 def test_console_script_errors_are_one_line_and_exit_2(tmp_path, args, message):

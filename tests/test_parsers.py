@@ -177,9 +177,26 @@ def test_echo_log_timestamps_can_be_read_in_a_zone():
     assert result.rows["t_utc"].iloc[0] == pd.Timestamp("2016-11-02 12:24:56", tz="UTC")
 
 
-# --- Linux iputils ping ------------------------------------------------------------
+# --- ping: iputils, busybox, GNU inetutils ----------------------------------------------
 
-PING_FILES = sorted(p.name for p in (DATA / "ping").glob("*.txt"))
+# Recorded output labkit must not read as losses (README: -q prints no reply
+# lines; inetutils in de_DE writes time=10,236 ms).
+PING_REFUSED = ["busybox_loss_q.txt", "inetutils_loss_de_DE.txt", "iputils_loss_q.txt"]
+PING_FILES = sorted(p.name for p in (DATA / "ping").glob("*.txt") if p.name not in PING_REFUSED)
+# The header tells how probes are numbered: iputils from 1, the others (BSD-style header) from 0.
+FIRST_SEQ = {"linux": 1, "iputils": 1, "busybox": 0, "inetutils": 0}
+# Probes lost while the receiver's device was down (tests/data/README.md).
+PING_LOST = {
+    "busybox_loss.txt": range(6, 13), "busybox_loss_s.txt": range(6, 13), "busybox_tail_loss.txt": range(7, 10),
+    "inetutils_loss.txt": range(6, 13), "inetutils_loss_s.txt": range(6, 13), "inetutils_tail_loss.txt": range(7, 10),
+    "iputils_loss.txt": range(7, 14), "iputils_loss_D.txt": range(7, 14), "iputils_loss_O.txt": range(7, 14),
+    "iputils_loss_O_D.txt": range(7, 14), "iputils_loss_s.txt": range(7, 14),
+}
+
+
+def printed_reply_seqs(text: str) -> list[int]:
+    """The probe numbers of the reply lines, read with a pattern of the tests' own."""
+    return [int(n) for n in re.findall(r"^(?:\[[\d.]+\] )?\d+ bytes from [^:]+: (?:icmp_)?seq=(\d+) ", text, re.M)]
 
 
 @pytest.mark.parametrize("name", PING_FILES)
@@ -188,12 +205,75 @@ def test_ping_every_line_accounted_and_replies_match_summary(name):
     result = parse_ping(text)
     assert_every_line_accounted(result, text)
     summary, counts = result.summary, result.counts
-    assert summary["flavour"] == "iputils"
+    first = FIRST_SEQ[name.split("_")[0]]
+    assert summary["flavour"] == ("iputils" if first == 1 else "bsd")
     assert counts["replies"] == summary["received"]
     assert counts["duplicates"] == summary.get("duplicates", 0)
     assert counts["probes"] == summary["transmitted"]
     assert counts["lost"] == summary["transmitted"] - summary["received"]
-    assert result.rows["seq"].min() == 1  # iputils numbers from 1
+    assert result.rows["seq"].min() == first
+    assert result.unreadable_lines == [] and counts["unknown"] == 0
+
+
+@pytest.mark.parametrize("name", sorted(PING_LOST))
+def test_ping_each_missing_probe_is_one_lost_row(name):
+    text = read(f"ping/{name}")
+    rows = parse_ping(text).rows
+    transmitted = int(re.search(r"^(\d+) packets transmitted", text, re.M).group(1))
+    first = FIRST_SEQ[name.split("_")[0]]
+    printed = printed_reply_seqs(text)
+    missing = sorted(set(range(first, first + transmitted)) - set(printed))
+    assert missing == list(PING_LOST[name])
+    assert rows["seq"].tolist() == list(range(first, first + transmitted))  # one row per probe
+    assert rows.loc[rows["ok"], "seq"].tolist() == printed
+    lost = rows[~rows["ok"]]
+    assert lost["seq"].tolist() == missing
+    assert (lost["status"] == "no_reply").all() and lost["rtt_ms"].isna().all()
+
+
+def test_busybox_rows_and_statistics():
+    text = read("ping/busybox_loss.txt")
+    result = parse_ping(text)
+    ok = result.rows[result.rows["ok"]]
+    written = [float(t) for t in re.findall(r"time=([\d.]+) ms", text)]
+    assert ok["rtt_ms"].tolist() == written
+    assert (ok["ttl"] == 64).all() and (ok["bytes"] == 64).all() and (ok["source"] == "198.18.1.2").all()
+    summary = result.summary
+    assert (summary["rtt_min_ms"], summary["rtt_max_ms"]) == (min(written), max(written))
+    assert round(sum(written) / len(written), 3) == summary["rtt_avg_ms"]
+    assert "rtt_mdev_ms" not in summary  # busybox prints none
+    assert (summary["target_address"], summary["payload_bytes"]) == ("198.18.1.2", 56)
+
+
+@pytest.mark.parametrize("name,header_bytes", [("busybox_loss_s.txt", 1200), ("inetutils_loss_s.txt", 1200),
+                                               ("iputils_loss_s.txt", 1200)])
+def test_ping_s_sets_the_payload_and_reply_size(name, header_bytes):
+    result = parse_ping(read(f"ping/{name}"))
+    assert result.summary["payload_bytes"] == header_bytes
+    assert (result.rows.loc[result.rows["ok"], "bytes"] == header_bytes + 8).all()  # + the ICMP header
+
+
+def test_ping_reply_in_a_locale_not_read_is_never_a_loss():
+    text = read("ping/inetutils_loss_de_DE.txt")
+    result = parse_ping(text)
+    reply_lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if " bytes from " in line]
+    assert len(reply_lines) == 18 and "time=10,236 ms" in reply_lines[0][1]
+    assert result.unreadable_lines == reply_lines
+    rows = result.rows
+    assert len(rows) == 25 and not rows["ok"].any()
+    assert (rows["status"] == "unknown").all() and result.counts["lost"] == 0
+    assert (rows["error"] == "line 2 could not be read and may be its reply").all()
+    # The statistics line with commas is unread too, but recognisably not a reply.
+    assert result.counts["unrecognised"] == 19
+
+
+@pytest.mark.parametrize("name", ["busybox_loss_q.txt", "iputils_loss_q.txt"])
+def test_ping_quiet_output_is_not_read_as_losses(name):
+    result = parse_ping(read(f"ping/{name}"))
+    assert (result.summary["transmitted"], result.summary["received"]) == (25, 18)
+    assert result.unreadable_lines == [] and result.counts["unread_replies"] == 18
+    assert (result.rows["status"] == "unknown").all() and result.counts["lost"] == 0
+    assert result.rows["error"].iloc[0] == "ping counted 18 replies but printed 0 (was it run with -q?)"
 
 
 def test_ping_loopback_rtts_match_summary():
@@ -259,8 +339,9 @@ def test_ping_dup_marker_with_verbose():
     rows = result.rows
     marked = [int(m) for m in re.findall(r"icmp_seq=(\d+) .*\(DUP!\)", text)]
     assert rows.loc[rows["duplicate"], "seq"].tolist() == marked == list(range(1, 10))
-    # ping -v prints two debug lines labkit does not read: they are reported.
+    # ping -v prints two debug lines labkit does not read: they are reported, and are plainly not replies.
     assert [n for n, _ in result.unrecognised_lines] == [1, 4]
+    assert result.unreadable_lines == [] and result.counts["lost"] == 0
 
 
 # --- iperf3 -J ------------------------------------------------------------------------
@@ -283,10 +364,64 @@ def test_iperf3_intervals_and_summary():
     assert summary["retransmits"] == rows["retransmits"].sum()
 
 
-def test_iperf3_error_case():
-    result = parse_iperf3_json(read("iperf3/client_refused.json"))
+@pytest.mark.parametrize("name", ["client_refused.json", "testbed_refused.json"])
+def test_iperf3_error_case(name):
+    result = parse_iperf3_json(read(f"iperf3/{name}"))
     assert result.summary["error"] == "unable to connect to server: Connection refused"
     assert result.counts["error"] == 1 and result.rows.empty
+
+
+@pytest.mark.parametrize("name", ["tcp_50M.json", "tcp_50M_R.json", "udp_10M_loss.json", "udp_10M_R_loss.json"])
+def test_iperf3_end_summary_is_kept_whole(name):
+    raw = json.loads(read(f"iperf3/{name}"))
+    summary = parse_iperf3_json(read(f"iperf3/{name}")).summary
+    end, reverse = raw["end"], bool(raw["start"]["test_start"]["reverse"])
+    assert summary["reverse"] == reverse
+    assert summary["sum_sent"] == end["sum_sent"] and summary["sum_received"] == end["sum_received"]
+    assert summary["end_streams"] == end["streams"]
+    assert (summary["sent_bytes"], summary["received_bytes"]) == (end["sum_sent"]["bytes"], end["sum_received"]["bytes"])
+    assert summary["received_bps"] == end["sum_received"]["bits_per_second"]
+    # iperf3's host is the client, which sends unless -R.
+    cpu = end["cpu_utilization_percent"]
+    client = {k: cpu[f"host_{k}"] for k in ("total", "user", "system")}
+    server = {k: cpu[f"remote_{k}"] for k in ("total", "user", "system")}
+    assert summary["sender_cpu_percent"] == (server if reverse else client)
+    assert summary["receiver_cpu_percent"] == (client if reverse else server)
+
+
+def test_iperf3_tcp_forward_and_reverse():
+    forward = parse_iperf3_json(read("iperf3/tcp_50M.json"))
+    assert forward.rows["sender"].all() and forward.rows["rtt_ms"].notna().all()
+    assert forward.rows["bytes"].sum() == forward.summary["sent_bytes"]
+    assert forward.summary["min_rtt_ms"] >= 10  # the testbed's 10 ms RTT
+    assert forward.summary["sender_tcp_congestion"] == "cubic"
+    # With -R the client receives: its intervals are the receiver's, without rtt, cwnd or retransmits.
+    reverse = parse_iperf3_json(read("iperf3/tcp_50M_R.json"))
+    assert not reverse.rows["sender"].any()
+    assert reverse.rows[["rtt_ms", "snd_cwnd", "retransmits"]].isna().all().all()
+    assert reverse.rows["bytes"].sum() == reverse.summary["received_bytes"]
+    # iperf3 writes zeros for the rtt it did not measure; they are not kept as 0 ms.
+    assert json.loads(read("iperf3/tcp_50M_R.json"))["end"]["streams"][0]["sender"]["min_rtt"] == 0
+    assert reverse.summary["min_rtt_ms"] is None and reverse.summary["max_snd_cwnd"] is None
+
+
+def test_iperf3_udp_losses():
+    forward = parse_iperf3_json(read("iperf3/udp_10M_loss.json"))
+    raw = json.loads(read("iperf3/udp_10M_loss.json"))
+    rows, summary = forward.rows, forward.summary
+    # The sender counts datagrams; only the receiver (the server here) measures jitter and loss.
+    assert rows["packets"].sum() == raw["end"]["sum_sent"]["packets"] == 3551
+    assert rows[["jitter_ms", "lost_packets", "lost_percent"]].isna().all().all()
+    assert (summary["lost_packets"], summary["packets"]) == (891, 3551)  # README: 891 of 3551 lost
+    assert summary["lost_percent"] == pytest.approx(100 * 891 / 3551)
+    assert summary["jitter_ms"] == raw["end"]["sum_received"]["jitter_ms"] > 0
+    # With -R the client receives: every interval has its jitter and losses, adding up to the end's.
+    reverse = parse_iperf3_json(read("iperf3/udp_10M_R_loss.json"))
+    rows, summary = reverse.rows, reverse.summary
+    assert rows[["jitter_ms", "lost_packets", "packets", "lost_percent"]].notna().all().all()
+    assert rows["lost_packets"].sum() == summary["lost_packets"] == 893
+    assert rows["packets"].sum() == summary["packets"] == 3552
+    assert rows["lost_percent"].tolist() == pytest.approx((100 * rows["lost_packets"] / rows["packets"]).tolist())
 
 
 def test_iperf3_and_ghz_refuse_non_json():

@@ -2,7 +2,8 @@
 
 Two steps, as a probe does it: first every file is read and parsed
 (:func:`read_log`), and anything wrong (a missing file, a file of another kind,
-a file with nothing in it that the parser knows) stops the import before a run
+a file with nothing in it that the parser knows, a line that may be a reply the
+parser cannot read, an iperf3 report of an error) stops the import before a run
 is touched; then the rows go through the run store (:func:`import_files`):
 one cell per file, the file copied byte for byte into ``raw/<kind>/``, the
 manifest saying where each file came from, and ``samples.parquet`` cast to the
@@ -94,9 +95,8 @@ class ParsedFile:
         t = self.tally()
         name = self.path.name
         if self.kind == "iperf3":
-            error = self.result.summary.get("error")
-            text = f"{name}: iperf3 report, {self.result.counts['intervals']} intervals, {t['rows']} rows"
-            return text + (f"; iperf3 reported an error: {error}" if error else "")
+            return f"{name}: iperf3 report, {self.result.counts['intervals']} intervals, {t['rows']} rows; " + _iperf3_end(
+                self.result.summary)
         if self.kind == "ghz":
             counts = self.result.counts
             text = (f"{name}: ghz report of {counts['calls']} calls, {counts['details']} with details: "
@@ -137,7 +137,27 @@ def read_log(kind: str, path: str | os.PathLike, *, tz: str | None = None, src: 
             f"{path}: no {kind} output found ({counts['parsed']} of {counts['lines']} lines parsed, "
             f"{counts['unrecognised']} unrecognised{sample}){_hint(kind, text, path)}"
         )
+    # Rows that read fine can still be wrong: a reply line not read turns its probe into a loss.
+    if result.unreadable_lines:
+        number, line = result.unreadable_lines[0]
+        raise LabkitError(f"{path}: line {number} cannot be read as {kind} output and may be a reply: "
+                          f"{line.strip()[:80]!r}; nothing imported")
+    if reason := spec.refusal(result):
+        raise LabkitError(f"{path}: {reason}; nothing imported")
     return ParsedFile(kind=kind, path=path, data=data, result=result, rows=rows, options=options)
+
+
+def _iperf3_end(summary: dict[str, Any]) -> str:
+    """The end summary in a few words: bytes and rates both ways, then TCP retransmits or UDP losses."""
+    def side(word: str, key: str) -> str:
+        bytes_, bps = summary.get(f"{key}_bytes"), summary.get(f"{key}_bps")
+        return f"{word} {bytes_} bytes ({bps / 1e6:.1f} Mbit/s)" if bytes_ is not None and bps is not None else f"{word} ?"
+
+    text = f"{summary.get('protocol')} {side('sent', 'sent')}, {side('received', 'received')}"
+    if summary.get("lost_packets") is not None:
+        return text + (f", {summary['lost_packets']} of {summary['packets']} datagrams lost "
+                       f"({summary['lost_percent']:.2f} %), jitter {summary['jitter_ms']:.3f} ms")
+    return text + f", {summary.get('retransmits')} retransmits"
 
 
 def _hint(kind: str, text: str, path: Path) -> str:

@@ -52,6 +52,8 @@ class Kind:
     parse: Callable[[str, Options], ParseResult]
     rows: Callable[[ParseResult, Options], list[dict[str, Any]]]
     line_oriented: bool = True
+    # Why a file that parsed must still not be imported (its rows would be wrong), or None.
+    refusal: Callable[[ParseResult], str | None] = lambda result: None
 
 
 def plain(value: Any) -> Any:
@@ -114,6 +116,14 @@ def _ping_rows(result: ParseResult, opts: Options) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _ping_refusal(result: ParseResult) -> str | None:
+    """A probe not known to be lost (a line that may be its reply went unread, or ping counted replies it did not
+    print, as with -q) must not be imported as a loss: the first such reason, or None."""
+    rows = result.rows
+    unknown = rows.loc[rows["status"] == "unknown", "error"] if len(rows) else []
+    return str(unknown.iloc[0]) if len(unknown) else None
 
 
 # --- the 2016 Go echo client -----------------------------------------------------------------------
@@ -226,9 +236,14 @@ def _iperf3_rows(result: ParseResult, opts: Options) -> list[dict[str, Any]]:
                 "bits_per_second": plain(r["bits_per_second"]),
                 "retransmits": plain(r["retransmits"]),
                 "snd_cwnd_bytes": plain(r["snd_cwnd"]),
+                "snd_wnd_bytes": plain(r["snd_wnd"]),
                 "rtt_ms": plain(r["rtt_ms"]),
                 "rttvar_ms": plain(r["rttvar_ms"]),
                 "pmtu": plain(r["pmtu"]),
+                "jitter_ms": plain(r["jitter_ms"]),
+                "lost_packets": plain(r["lost_packets"]),
+                "packets": plain(r["packets"]),
+                "lost_percent": plain(r["lost_percent"]),
                 "omitted": plain(r["omitted"]),
                 "sender": plain(r["sender"]),
             }
@@ -236,17 +251,23 @@ def _iperf3_rows(result: ParseResult, opts: Options) -> list[dict[str, Any]]:
     return rows
 
 
+def _iperf3_refusal(result: ParseResult) -> str | None:
+    """A report with an error measured nothing (or was cut short): importing it would make an empty, successful run."""
+    error = result.summary.get("error")
+    return f"iperf3 reported an error: {error}" if error else None
+
+
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind("ping", "series", "ping", "ping text output (Linux iputils, with or without -D/-O; macOS/BSD)",
-             lambda text, o: parse_ping(text), _ping_rows),
+        Kind("ping", "series", "ping", "ping text output (Linux iputils, with or without -D/-O; busybox; GNU inetutils; macOS/BSD)",
+             lambda text, o: parse_ping(text), _ping_rows, refusal=_ping_refusal),
         Kind("go-echo", "series", "echo-cold", "the 2016 Go gRPC echo client log (bbengfort/orca: 'received N bytes ... time=<Go duration>')",
              lambda text, o: parse_go_echo_log(text, tz=o.tz), _go_echo_rows),
         Kind("idle-step", "series", "echo", "the idle-step Go client output ('Payload size: N bytes', 'Round trip time: <Go duration>')",
              lambda text, o: parse_idle_step_output(text, tz=o.tz), _idle_step_rows),
         Kind("iperf3", "iperf3", None, "iperf3 -J JSON", lambda text, o: parse_iperf3_json(text), _iperf3_rows,
-             line_oriented=False),
+             line_oriented=False, refusal=_iperf3_refusal),
         Kind("ghz", "series", "ghz", "ghz --format json report", lambda text, o: parse_ghz_json(text), _ghz_rows,
              line_oriented=False),
     )
@@ -267,7 +288,7 @@ def guess_kind(text: str) -> str | None:
             return "iperf3"
         return None
     head = "\n".join(text.splitlines()[:200])
-    if re.search(r"icmp_seq[= ]\d+", head):
+    if re.search(r"icmp_seq[= ]\d+|^\d+ bytes from \S+: seq=\d+", head, re.M):  # busybox writes seq=
         return "ping"
     if re.search(r"received \d+ bytes from .* seq=\d+ time=\S+", head):
         return "go-echo"

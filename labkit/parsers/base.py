@@ -33,13 +33,18 @@ class ParseResult:
     keys specific to the tool (replies, lost, duplicates, ...). ``summary``
     holds the tool's own closing statistics, as the tool printed them, so that a
     test or a notebook can check the rows against them. ``unrecognised_lines``
-    lists ``(line_number, text)`` pairs, 1-based.
+    lists ``(line_number, text)`` pairs, 1-based. ``unreadable_lines`` are
+    those of them that are not recognisably free of data (a reply in a
+    format the parser does not know looks like this): the rows may miss
+    what they hold, so an importer refuses the file. Parsers that do not
+    tell the two apart leave it empty.
     """
 
     rows: pd.DataFrame
     counts: dict[str, int]
     summary: dict[str, Any] = field(default_factory=dict)
     unrecognised_lines: list[tuple[int, str]] = field(default_factory=list)
+    unreadable_lines: list[tuple[int, str]] = field(default_factory=list)
 
     def describe(self) -> str:
         """One line for a person: the counts, in a stable order."""

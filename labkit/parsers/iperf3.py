@@ -4,15 +4,26 @@ Rows (one per stream per interval): ``interval`` (0-based), ``socket``,
 ``start``, ``end``, ``seconds``, ``bytes``, ``bits_per_second``,
 ``retransmits``, ``snd_cwnd``, ``snd_wnd``, ``rtt_ms``, ``rttvar_ms``,
 ``pmtu`` (the TCP fields are present on Linux senders only, else NA),
-``jitter_ms``, ``lost_packets``, ``packets`` (UDP), ``omitted``, ``sender``.
+``jitter_ms``, ``lost_packets``, ``packets``, ``lost_percent`` (UDP: a
+sender's intervals have ``packets`` only, a receiver's, with ``-R``, all
+four), ``omitted``, ``sender`` (whether the numbers are the sending side's).
 
-``summary`` flattens the ``end`` object and the start information:
+``summary`` flattens the start information and the ``end`` object:
 ``version``, ``system_info``, ``timestamp_utc``, ``protocol``,
-``num_streams``, ``duration``, ``target_bitrate``, ``sent_bps``,
-``received_bps``, ``sent_bytes``, ``received_bytes``, ``retransmits``,
-``max_rtt_ms``/``min_rtt_ms``/``mean_rtt_ms`` (first stream, sender side),
-``sender_tcp_congestion``, ``receiver_tcp_congestion``, the CPU figures, and
-``error`` (iperf3's own error text, or None).
+``num_streams``, ``duration``, ``reverse``, ``target_bitrate``,
+``connected``; ``sum_sent`` and ``sum_received`` as iperf3 wrote them (bytes,
+bits_per_second, seconds, and retransmits for TCP or jitter_ms,
+lost_packets, packets, lost_percent for UDP) and ``end_streams``, the
+per-stream end summaries; flat from those ``sent_bps``, ``sent_bytes``,
+``received_bps``, ``received_bytes``, ``retransmits`` (the sender's) and
+``jitter_ms``, ``lost_packets``, ``packets``, ``lost_percent`` (the
+receiver's: a UDP sender reports zeros); ``max_rtt_ms``/``min_rtt_ms``/
+``mean_rtt_ms`` and ``max_snd_cwnd`` (first stream, when this side sent);
+``sender_tcp_congestion``, ``receiver_tcp_congestion``;
+``sender_cpu_percent`` and ``receiver_cpu_percent`` (``total``, ``user``,
+``system``: iperf3's host is the client, the sender unless ``-R``), and the
+same as iperf3 names them (``cpu_host_total_percent``, ...); and ``error``
+(iperf3's own error text, or None).
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ def iperf3_client_argv(address: str, port: int, seconds: int, rate: str) -> list
 _INTERVAL_COLUMNS = [
     "interval", "socket", "start", "end", "seconds", "bytes", "bits_per_second", "retransmits",
     "snd_cwnd", "snd_wnd", "rtt_ms", "rttvar_ms", "pmtu", "jitter_ms", "lost_packets", "packets",
-    "omitted", "sender",
+    "lost_percent", "omitted", "sender",
 ]
 
 
@@ -76,6 +87,7 @@ def parse_iperf3_json(text: str) -> ParseResult:
                     "jitter_ms": stream.get("jitter_ms"),
                     "lost_packets": stream.get("lost_packets"),
                     "packets": stream.get("packets"),
+                    "lost_percent": stream.get("lost_percent"),
                     "omitted": stream.get("omitted"),
                     "sender": stream.get("sender"),
                 }
@@ -85,7 +97,8 @@ def parse_iperf3_json(text: str) -> ParseResult:
             "interval": "int64", "socket": "Int64", "start": "float64", "end": "float64", "seconds": "float64",
             "bytes": "Int64", "bits_per_second": "float64", "retransmits": "Int64", "snd_cwnd": "Int64",
             "snd_wnd": "Int64", "rtt_ms": "float64", "rttvar_ms": "float64", "pmtu": "Int64",
-            "jitter_ms": "float64", "lost_packets": "Int64", "packets": "Int64", "omitted": "boolean",
+            "jitter_ms": "float64", "lost_packets": "Int64", "packets": "Int64", "lost_percent": "float64",
+            "omitted": "boolean",
             "sender": "boolean",
         }
     )
@@ -116,25 +129,47 @@ def _summary(data: dict[str, Any]) -> dict[str, Any]:
         "connected": start.get("connected") or [],
         "error": data.get("error"),
     }
-    sent = end.get("sum_sent") or end.get("sum") or {}
-    received = end.get("sum_received") or {}
-    summary.update(
-        sent_bps=sent.get("bits_per_second"),
-        sent_bytes=sent.get("bytes"),
-        received_bps=received.get("bits_per_second"),
-        received_bytes=received.get("bytes"),
-        retransmits=sent.get("retransmits"),
-        jitter_ms=sent.get("jitter_ms"),
-        lost_percent=sent.get("lost_percent"),
-        sender_tcp_congestion=end.get("sender_tcp_congestion"),
-        receiver_tcp_congestion=end.get("receiver_tcp_congestion"),
-    )
-    streams = end.get("streams") or []
-    if streams:
-        sender = streams[0].get("sender") or {}
-        for key in ("max_rtt", "min_rtt", "mean_rtt"):
-            summary[f"{key}_ms"] = sender[key] / 1000 if key in sender else None
-        summary["max_snd_cwnd"] = sender.get("max_snd_cwnd")
-    for key, value in (end.get("cpu_utilization_percent") or {}).items():
-        summary[f"cpu_{key}_percent"] = value
+    summary.update(_end_sums(end))
+    summary.update(_cpu(end, bool(test.get("reverse"))))
     return summary
+
+
+def _end_sums(end: dict[str, Any]) -> dict[str, Any]:
+    """The end summary: both sums as iperf3 wrote them, the per-stream ones, and flat figures from them."""
+    # iperf3 before 3.10 wrote UDP results only as `sum`; a UDP sender's sum_sent has zero
+    # jitter and loss, which only the receiver measures.
+    sent = end.get("sum_sent") or end.get("sum") or {}
+    received = end.get("sum_received") or end.get("sum") or {}
+    sums: dict[str, Any] = {
+        "sum_sent": end.get("sum_sent"),
+        "sum_received": end.get("sum_received"),
+        "end_streams": end.get("streams") or [],
+        "sent_bps": sent.get("bits_per_second"),
+        "sent_bytes": sent.get("bytes"),
+        "received_bps": received.get("bits_per_second") if "sum_received" in end else None,
+        "received_bytes": received.get("bytes") if "sum_received" in end else None,
+        "retransmits": sent.get("retransmits"),
+        "sender_tcp_congestion": end.get("sender_tcp_congestion"),
+        "receiver_tcp_congestion": end.get("receiver_tcp_congestion"),
+    }
+    for key in ("jitter_ms", "lost_packets", "packets", "lost_percent"):
+        sums[key] = received.get(key)
+    streams = end.get("streams") or []
+    sender = (streams[0].get("sender") or {}) if streams else {}
+    # With -R the client's end summary has a `sender` entry whose rtt and cwnd are zeros it never measured.
+    measured = bool(sender.get("sender"))
+    for key in ("max_rtt", "min_rtt", "mean_rtt"):
+        sums[f"{key}_ms"] = sender[key] / 1000 if measured and key in sender else None
+    sums["max_snd_cwnd"] = sender.get("max_snd_cwnd") if measured else None
+    return sums
+
+
+def _cpu(end: dict[str, Any], reverse: bool) -> dict[str, Any]:
+    """CPU use as iperf3 names it (host = the client) and by role: the client sends unless -R."""
+    cpu = end.get("cpu_utilization_percent") or {}
+    figures: dict[str, Any] = {f"cpu_{key}_percent": value for key, value in cpu.items()}
+    sides = {"host": cpu and {k[len("host_"):]: v for k, v in cpu.items() if k.startswith("host_")},
+             "remote": cpu and {k[len("remote_"):]: v for k, v in cpu.items() if k.startswith("remote_")}}
+    figures["sender_cpu_percent"] = (sides["remote"] if reverse else sides["host"]) or None
+    figures["receiver_cpu_percent"] = (sides["host"] if reverse else sides["remote"]) or None
+    return figures

@@ -1,4 +1,4 @@
-"""ping's text output: Linux iputils (with or without ``-D`` and ``-O``) and macOS/BSD.
+"""ping's text output: Linux iputils (with or without ``-D`` and ``-O``), busybox, GNU inetutils and macOS/BSD.
 
 Every probe the run sent becomes one row, and every extra reply one more row:
 
@@ -14,19 +14,30 @@ Every probe the run sent becomes one row, and every extra reply one more row:
   ``Request timeout``, iputils ``no answer yet``) is a reply (``ok=True``)
   marked ``late=True``: ping's own statistics count it as received.
 
+busybox writes ``seq=`` where the others write ``icmp_seq=``, and its
+statistics have no deviation. An output line the parser cannot read is
+``unrecognised``; if it is not recognisably something other than a reply
+(ping's own ``ping: ...`` messages, a header or statistics line of a shape not
+read), it is also *unreadable* (``ParseResult.unreadable_lines``): it may be a
+reply, so a probe seen only as a gap in the numbers is then not known to be
+lost, and its row gets status ``unknown`` instead of ``no_reply``.
+
 Row columns: ``seq`` (int), ``rtt_ms`` (float, NaN when lost), ``ok`` (bool),
 ``duplicate`` (bool), ``late`` (bool), ``t_utc_ns`` (Int64, the ``-D``
 timestamp of the reply line, i.e. when the reply was received; NA when ping
 printed none), ``ttl`` (Int64), ``bytes`` (Int64, the ICMP size ping reports),
 ``source`` (address that answered, or that sent the ICMP error), ``status``
-(``reply``, ``duplicate``, ``no_reply`` or ``error``) and ``error`` (the ICMP
-error text, else empty).
+(``reply``, ``duplicate``, ``no_reply``, ``error``, or ``unknown`` for a gap
+in output with unreadable lines) and ``error`` (the ICMP error text, or why the
+status is unknown; else empty).
 
 ``summary`` holds the closing statistics as printed: ``transmitted``,
 ``received``, ``duplicates``, ``errors``, ``loss_percent``, ``time_ms``,
 ``rtt_min_ms``, ``rtt_avg_ms``, ``rtt_max_ms``, ``rtt_mdev_ms``, ``pipe``,
 plus ``target``, ``target_address`` and ``payload_bytes`` from the first line
-and ``flavour`` (``iputils`` or ``bsd``).
+and ``flavour`` (``iputils``, numbering probes from 1, or ``bsd`` for the
+``PING host (address): N data bytes`` header that macOS, BSD, busybox and
+inetutils print, numbering from 0).
 
 Run ping with ``LC_ALL=C``: some locales print ``time=0,045``.
 """
@@ -57,7 +68,7 @@ _HEADER_IPUTILS = re.compile(r"^PING (\S+) \(([^)]*)\) (\d+)\((\d+)\) bytes of d
 _HEADER_BSD = re.compile(r"^PING (\S+) \(([^)]*)\): (\d+) data bytes$")
 _REPLY = re.compile(
     r"^(\d+) bytes from (?P<src>\S+?)(?: \((?P<srcaddr>[^)]*)\))?: "
-    r"icmp_seq=(?P<seq>\d+)(?: ident=\d+)?(?: ttl=(?P<ttl>\d+))?"
+    r"(?:icmp_)?seq=(?P<seq>\d+)(?: ident=\d+)?(?: ttl=(?P<ttl>\d+))?"  # busybox: seq=
     r"(?: time=(?P<time>[\d.]+) ms)?(?P<dup> \(DUP!\))?(?P<rest>.*)$"
 )
 _NO_ANSWER = re.compile(r"^no answer yet for icmp_seq=(\d+)$")
@@ -68,11 +79,16 @@ _STATS_COUNTS = re.compile(r"^(\d+) packets transmitted, (\d+) (?:packets )?rece
 _STATS_EXTRA = re.compile(r"\+(\d+) (duplicates|corrupted|errors)")
 _STATS_LOSS = re.compile(r"([\d.]+)% packet loss")
 _STATS_TIME = re.compile(r"time (\d+)ms")
-_STATS_RTT = re.compile(
-    r"^(?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms(?:, pipe (\d+))?"
+_STATS_RTT = re.compile(  # busybox prints no deviation: round-trip min/avg/max = a/b/c ms
+    r"^(?:rtt|round-trip) min/avg/max(?:/(?:mdev|stddev))? = ([\d.]+)/([\d.]+)/([\d.]+)(?:/([\d.]+))? ms"
+    r"(?:, pipe (\d+))?"
 )
 _PIPE = re.compile(r"^pipe (\d+)$")
 _NOTICE = re.compile(r"^(?:WARNING: .*|PING .*)$")
+# Lines not read that are still recognisably not replies: ping's own messages (iputils -v debug
+# lines, "ping: sendmsg: ..."), and header or statistics lines of a shape the patterns above miss.
+# Any other unread line may be a reply in a format not known here: it must not become a loss.
+_NOT_A_REPLY = re.compile(r"^(?:ping: |ai->|--- |rtt |round-trip |\d+ packets transmitted)")
 
 _SEQ_MODULUS = 65536  # icmp_seq is 16 bits and wraps on long runs
 
@@ -99,8 +115,9 @@ class _SeqUnwrapper:
 
 
 def parse_ping(text: str) -> ParseResult:
-    """Parse the text output of one ping run (iputils or macOS/BSD) into one row per probe and reply."""
+    """Parse the text output of one ping run (iputils, busybox, inetutils, macOS/BSD) into one row per probe and reply."""
     tally = LineTally()
+    unreadable: list[tuple[int, str]] = []  # unread lines that may be replies
     summary: dict = {}
     replies: list[dict] = []
     unanswered_reported: dict[int, str] = {}  # seq -> 'no_answer' | 'timeout'
@@ -118,7 +135,9 @@ def parse_ping(text: str) -> ParseResult:
             stamp_ns = _timestamp_ns(stamp.group(1), stamp.group(2))
             line = line[stamp.end():]
 
-        if m := _REPLY.match(line):
+        # A reply whose time is written in a way not read here (time=0,045 in some locales) is not a
+        # reply without a time: it falls through to the unreadable lines.
+        if (m := _REPLY.match(line)) and "time" not in m["rest"]:
             seq = unwrap(int(m["seq"]))
             replies.append(
                 {
@@ -143,10 +162,13 @@ def parse_ping(text: str) -> ParseResult:
             counts_extra["error_lines"] += 1
         elif not _read_summary_line(line, summary):
             tally.unknown(number, raw)
+            if not _NOT_A_REPLY.match(line):
+                unreadable.append((number, raw))
             continue
         tally.recognised()
 
-    rows = _assemble_rows(replies, unanswered_reported, icmp_errors, summary)
+    unknown = _why_gaps_are_not_losses(unreadable, summary, len({r["seq"] for r in replies}))
+    rows = _assemble_rows(replies, unanswered_reported, icmp_errors, summary, unknown)
     n_dup = int(rows["duplicate"].sum()) if len(rows) else 0
     n_lost = int(rows["status"].isin(["no_reply", "error"]).sum()) if len(rows) else 0
     counts = tally.counts()
@@ -154,11 +176,28 @@ def parse_ping(text: str) -> ParseResult:
         replies=len(replies) - n_dup,
         duplicates=n_dup,
         lost=n_lost,
+        unknown=int((rows["status"] == "unknown").sum()) if len(rows) else 0,
+        unreadable=len(unreadable),
+        unread_replies=max(0, summary.get("received", 0) - len({r["seq"] for r in replies})),
         late=int(rows["late"].sum()) if len(rows) else 0,
         probes=len(rows) - n_dup,
         **counts_extra,
     )
-    return ParseResult(rows=rows, counts=counts, summary=summary, unrecognised_lines=tally.unrecognised)
+    return ParseResult(rows=rows, counts=counts, summary=summary, unrecognised_lines=tally.unrecognised,
+                       unreadable_lines=unreadable)
+
+
+def _why_gaps_are_not_losses(unreadable: list[tuple[int, str]], summary: dict, answered: int) -> str | None:
+    """Why a probe with no reply read may still have had one; None when every reply ping printed was read.
+
+    A gap in the numbers is a loss only if no line that could be a reply went
+    unread and ping's own count of replies (``received``) was reached.
+    """
+    if unreadable:
+        return f"line {unreadable[0][0]} could not be read and may be its reply"
+    if summary.get("received", 0) > answered:
+        return f"ping counted {summary['received']} replies but printed {answered} (was it run with -q?)"
+    return None
 
 
 def _read_summary_line(line: str, summary: dict) -> bool:
@@ -178,7 +217,8 @@ def _read_summary_line(line: str, summary: dict) -> bool:
             summary["time_ms"] = int(elapsed.group(1))
     elif m := _STATS_RTT.match(line):
         for key, value in zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"), m.groups()[:4]):
-            summary[key] = float(value)
+            if value is not None:  # busybox prints no deviation
+                summary[key] = float(value)
         if m.group(5):
             summary["pipe"] = int(m.group(5))
     elif m := _PIPE.match(line):
@@ -198,7 +238,14 @@ def _first_seq(summary: dict, seen: list[int]) -> int:
     return min(seen) if seen else 0
 
 
-def _assemble_rows(replies, unanswered_reported, icmp_errors, summary) -> pd.DataFrame:
+_COLUMNS = {
+    "seq": "int64", "rtt_ms": "float64", "ok": "bool", "duplicate": "bool", "late": "bool", "t_utc_ns": "Int64",
+    "ttl": "Int64", "bytes": "Int64", "source": "string", "status": "string", "error": "string",
+}
+
+
+def _assemble_rows(replies, unanswered_reported, icmp_errors, summary, unknown: str | None) -> pd.DataFrame:
+    """One row per reply and per probe without one; ``unknown`` says why a gap may not be a loss (None: it is)."""
     import pandas as pd
 
     seen = [r["seq"] for r in replies] + list(unanswered_reported) + list(icmp_errors)
@@ -206,7 +253,17 @@ def _assemble_rows(replies, unanswered_reported, icmp_errors, summary) -> pd.Dat
     last = max(seen) if seen else first - 1
     if "transmitted" in summary:
         last = max(last, first + summary["transmitted"] - 1)
+    rows = _reply_rows(replies, unanswered_reported)
+    answered = {row["seq"] for row in rows}
+    for seq in range(first, last + 1):
+        if seq not in answered:
+            rows.append(_missing_row(seq, icmp_errors.get(seq), seq in unanswered_reported, unknown))
+    frame = pd.DataFrame(rows, columns=list(_COLUMNS)).astype(_COLUMNS)
+    # Probes in sequence order; a duplicate follows the reply it repeats.
+    return frame.sort_values(["seq", "duplicate"], kind="stable").reset_index(drop=True)
 
+
+def _reply_rows(replies, unanswered_reported) -> list[dict]:
     rows: list[dict] = []
     answered: set[int] = set()
     for reply in replies:
@@ -216,6 +273,8 @@ def _assemble_rows(replies, unanswered_reported, icmp_errors, summary) -> pd.Dat
             {
                 "seq": reply["seq"],
                 "rtt_ms": reply["rtt_ms"],
+                # A duplicate is a reply too, but not a sample of its own: ok=False
+                # marks it out of the RTT statistics while `duplicate` says why.
                 "ok": not duplicate,
                 "duplicate": duplicate,
                 "late": (not duplicate) and reply["seq"] in unanswered_reported,
@@ -227,49 +286,19 @@ def _assemble_rows(replies, unanswered_reported, icmp_errors, summary) -> pd.Dat
                 "error": "",
             }
         )
-    # A duplicate is a reply too, but not a sample of its own: ok=False marks
-    # it out of the RTT statistics while `duplicate` says why.
-    for row in rows:
-        if row["duplicate"]:
-            row["ok"] = False
-    for seq in range(first, last + 1):
-        if seq in answered:
-            continue
-        message, source, stamp = icmp_errors.get(seq, ("", "", None))
-        rows.append(
-            {
-                "seq": seq,
-                "rtt_ms": math.nan,
-                "ok": False,
-                "duplicate": False,
-                "late": False,
-                "t_utc_ns": stamp,
-                "ttl": None,
-                "bytes": None,
-                "source": source,
-                "status": "error" if message else "no_reply",
-                "error": message,
-            }
-        )
-    frame = pd.DataFrame(
-        rows,
-        columns=["seq", "rtt_ms", "ok", "duplicate", "late", "t_utc_ns", "ttl", "bytes", "source", "status", "error"],
-    )
-    frame = frame.astype(
-        {
-            "seq": "int64",
-            "rtt_ms": "float64",
-            "ok": "bool",
-            "duplicate": "bool",
-            "late": "bool",
-            "t_utc_ns": "Int64",
-            "ttl": "Int64",
-            "bytes": "Int64",
-            "source": "string",
-            "status": "string",
-            "error": "string",
-        }
-    )
-    # Probes in sequence order; a duplicate follows the reply it repeats.
-    frame = frame.sort_values(["seq", "duplicate"], kind="stable").reset_index(drop=True)
-    return frame
+    return rows
+
+
+def _missing_row(seq: int, icmp_error, reported: bool, unknown: str | None) -> dict:
+    """The row of a probe no reply was read for: an ICMP error, a loss ping reported, or a gap."""
+    message, source, stamp = icmp_error or ("", "", None)
+    if message:
+        status = "error"
+    elif reported or unknown is None:
+        status = "no_reply"  # ping said so (no answer yet, Request timeout), or every line was read
+    else:
+        status, message = "unknown", unknown
+    return {
+        "seq": seq, "rtt_ms": math.nan, "ok": False, "duplicate": False, "late": False, "t_utc_ns": stamp,
+        "ttl": None, "bytes": None, "source": source, "status": status, "error": message,
+    }
