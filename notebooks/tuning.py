@@ -16,33 +16,40 @@
 # %% [markdown]
 # # Tuning knobs: which gRPC tuning claims hold on one link, one knob at a time
 #
-# A gRPC tuning article (research brief, experiment 5) recommends: client
+# A Go gRPC tuning article (research brief, experiment 5) recommends: client
 # keepalive pings every 10 s with a 3 s timeout; connection pools of 2–4× the
-# number of cores; messages under 100 KB; streaming rather than unary calls;
-# and it backs them with ghz P50/P99/QPS numbers before and after. These are
-# **claims**, not facts: this notebook checks the ones the recorded data can
-# address by switching **one knob** on and off on the same link under the same
-# load, and reports the difference with a seeded bootstrap confidence interval:
+# number of cores; messages under 100 KB; streaming rather than many unary
+# calls; and it backs them with ghz P50/P99/QPS numbers before and after.
+# These are **claims**, not facts: this notebook checks the ones the recorded
+# data can address by switching **one knob** at a time on the same link under
+# the same load, and reports each difference with a seeded bootstrap
+# confidence interval. The knobs a `labkit load` run can vary:
 #
-# - **keepalive** 10000 ms against none, from a `labkit load` run (by default
-#   the shipped sample `data/samples/tuning-load/`: ghz on the local testbed,
-#   25 ms each way), and, for the idle penalty keepalive is sometimes said to
-#   avoid, from an idle-step sweep with a keepalive knob (by default
-#   `data/samples/idle-step-knobs/`);
-# - **pool**: 4 connections against 1 (ghz `--connections`), at each
-#   concurrency;
-# - **payload**: 65536 B against 64 B per request, as latency and as req/s;
-# - **server**: the grpc-go echo against the Python one (a run made with
-#   `labkit load --server-impl python,go`), and **options**: a server
-#   `--grpc-option` against none; the shipped sample varies neither, so they
-#   are listed as not tested below.
+# - **keepalive**: ghz's client keepalive interval against none;
+# - **pool**: ghz `--connections` N against 1 (every N the run has);
+# - **payload**: the largest request against the smallest, as latency and req/s;
+# - **compression**: gzip on every request against none;
+# - **rpc**: one bidirectional `EchoStream` of N requests per call against
+#   unary `Echo` calls, compared **per message** (a stream's latency divided
+#   by its messages, req/s counting messages);
+# - **server**: the grpc-go echo against the Python one; **options**: a server
+#   `--grpc-option` set (e.g. 32 MiB static stream and connection windows)
+#   against grpc-go's defaults.
+#
+# By default it reads the shipped sample `data/samples/tuning-go/`: the grpc-go
+# server under ghz on the local testbed (25 ms each way), every knob above but
+# the server changed on its own from a baseline (`labkit load --design
+# one-at-a-time`), and, for the idle penalty keepalive is sometimes said to
+# avoid, an idle-step sweep with a keepalive knob (`data/samples/idle-step-knobs/`).
+# `data/samples/tuning-load/` (the Python server, every combination of
+# keepalive, pool and payload) reads the same way.
 #
 # Differences are always *knob on − knob off* (for the payload: large − small),
 # for the median (p50) and the 99th percentile (p99) of the per-call latencies,
 # and for req/s counted in short bins of the measured window.
 
 # %% tags=["parameters"]
-run_dir = ""  # a load run (path, id or unique part of one); empty: the shipped sample data/samples/tuning-load
+run_dir = ""  # a load run (path, id or unique part of one); empty: the shipped sample data/samples/tuning-go
 idle_run_dir = ""  # an idle-step run with a keepalive knob; empty: the shipped sample data/samples/idle-step-knobs
 rps_bin_s = 0.25  # req/s is counted in bins of this many seconds of the measured window (its CI is over the bins)
 n_resamples = 2000  # bootstrap resamples of every confidence interval (seeded: same data, same interval)
@@ -58,18 +65,12 @@ from labkit import notebooks, plots
 from labkit.analysis import idle, summarize_with_ci, tuning, tuning_report
 from labkit.analysis.tuning import METRICS
 
-nb = notebooks.setup("tuning", run_dir, sample="tuning-load", experiment="load", formats=formats, output_dir=output_dir,
+nb = notebooks.setup("tuning", run_dir, sample="tuning-go", experiment="load", formats=formats, output_dir=output_dir,
                      headline_path=headline_path)
 run, export = nb.run, nb.export
 idle_run = notebooks.open_run(idle_run_dir, sample="idle-step-knobs", experiment="idle-step")
 config, ping = run.manifest.get("config", {}), run.ping_baseline() or {}
-display(Markdown(
-    f"Load run `{run.run_id}`: {len(run.samples())} cells, transports {', '.join(config.get('transports', []))}, "
-    f"concurrency {config.get('concurrency')}, payloads {config.get('payload_bytes')} B, connections "
-    f"{config.get('connections')}, keepalive {config.get('keepalive_ms')} ms; {config.get('warmup_s')} s warm-up "
-    f"(not counted) + {config.get('duration_s')} s measured per cell. Ping RTT before: "
-    f"{ping.get('rtt_avg_ms', float('nan')):.1f} ms."
-))
+display(Markdown(tuning_report.run_description(run.run_id, len(run.samples()), config, ping)))
 
 # %% [markdown]
 # ## The cells as `labkit load` recorded them
@@ -89,8 +90,8 @@ if len(left_out):
         sorted(f"{t}: {n}" for t, n in left_out["transport"].value_counts().items())) + ")."))
 if cells.empty:
     raise ValueError(f"{run.path} has no gRPC (ghz) cell with its raw report")
-display(cells[["transport", "concurrency", "connections", "keepalive_ms", "payload_bytes", "requests", "errors", "rps",
-               "latency_p50_ms", "latency_p99_ms", "latency_max_ms", "server_cpu_util"]])
+display(cells[["transport", "concurrency", "payload_bytes", "setting", "requests", "errors", "rps", "latency_p50_ms",
+               "latency_p99_ms", "latency_max_ms", "server_cpu_util"]])
 failed_cells = cells[cells["error"].notna() & (cells["error"] != "")]
 if len(failed_cells):
     display(Markdown(f"**{len(failed_cells)} cells report a problem** (kept, and compared only where calls succeeded):"))
@@ -106,7 +107,9 @@ if len(failed_cells):
 # window, the same rule `labkit load` applied to compute each row (checked
 # below: the number of calls in the window must equal the row's `requests`).
 # req/s gets its interval from the window cut into bins of `rps_bin_s`
-# seconds: successful calls started in each bin, divided by its length.
+# seconds: successful calls started in each bin, divided by its length. From
+# here on a stream call counts as its messages: its latency is divided by
+# them and req/s counts each.
 
 # %%
 per_call = {row["cell_id"]: tuning.binned_calls(run.raw_text(tuning.per_request_file(row["raw_files"], "ghz")), row, rps_bin_s)
@@ -115,7 +118,7 @@ if mismatch := tuning_report.window_mismatches(cells, per_call):
     raise ValueError(f"the raw calls do not match the recorded rows (cell, calls, requests): {mismatch}")
 n_bins = int(round(config.get("duration_s", 0) / rps_bin_s))
 all_calls = pd.concat(per_call.values(), ignore_index=True).merge(
-    cells[["cell_id", "condition", "transport", "concurrency", "connections", "ka", "payload_bytes"]], on="cell_id")
+    cells[["cell_id", "condition", "setting", "transport", "concurrency", "connections", "ka", "payload_bytes"]], on="cell_id")
 table = summarize_with_ci(all_calls, "latency_ms", by="condition", n_resamples=n_resamples)
 display(Markdown(f"{len(all_calls)} calls in the measured windows, {int((~all_calls['ok']).sum())} failed. "
                  "Per cell (ms; `_lo`/`_hi`: 95 % bootstrap interval):"))
@@ -124,12 +127,15 @@ display(table[["count", "lost", "50%", "50%_lo", "50%_hi", "p99", "p99_lo", "p99
 # %% [markdown]
 # ## One knob at a time
 #
-# Each knob is compared in every combination of the other knobs the run has:
-# same transport settings, same concurrency, same payload. `compare` resamples
-# the two cells' calls independently (2000 seeded resamples by default) and
-# gives the difference of the medians and of the p99s, on − off, with a 95 %
-# interval; req/s is compared the same way over the bins. An interval that
-# excludes 0 says the two cells differ beyond the spread of their calls.
+# Each knob is compared in every combination of the other knobs the run has
+# (in a one-at-a-time run: at the baseline of the others, and for the payload
+# and concurrency at every setting): same concurrency, same payload.
+# `compare` resamples the two cells' calls independently (2000 seeded
+# resamples by default) and gives the difference of the medians and of the
+# p99s, on − off, with a 95 % interval; req/s is the mean over the bins (the
+# window's rate), its difference resampled over the bins the same way. An
+# interval that excludes 0 says the two cells differ beyond the spread of
+# their calls.
 
 # %%
 knobs = tuning.knob_range(cells)
@@ -138,17 +144,17 @@ if missing_knobs := [knob for knob in tuning.KNOB_COLUMNS if knob not in knobs]:
 diffs = tuning.compare_knobs(cells, per_call, knobs, n_bins=n_bins, bin_s=rps_bin_s, n_resamples=n_resamples)
 knobs = {knob: spec for knob, spec in knobs.items() if (diffs["knob"] == knob).any()}
 for knob in knobs:
-    display(Markdown(f"**{knob}**: {knobs[knob][3]}"))
+    display(Markdown(f"**{knob}**: {knobs[knob].meaning}"))
     display(tuning.knob_table(diffs, knob))
 
 # %% [markdown]
 # ## How large is a difference when nothing changes on the wire?
 #
 # ghz is a grpc-go client, and grpc-go sends a keepalive ping only after the
-# interval passes **without activity** on the connection. With a 10 s interval
-# and cells of warm-up + measured window shorter than that (4 s in the shipped
-# sample) under continuous load, no ping is due in any cell, and the echo
-# server is the same process, started once for the whole run. So the
+# interval passes **without activity** on the connection. With an interval
+# longer than a cell's warm-up + measured window, under continuous load, no
+# ping is due in any cell, and the echo server is the same process, started
+# once for its stack. So the
 # keepalive comparison is, as far as the wire is concerned, an **A/A test**:
 # one configuration recorded twice, a few seconds apart (this is grpc-go's
 # documented behaviour, not checked here with a capture). Its differences
@@ -167,7 +173,8 @@ if not aa:
                      f"({cell_s:g} s)."))
 else:
     display(Markdown(
-        f"With no change on the wire ({knobs['keepalive'][3]}), the largest differences between two cells were "
+        f"With no change on the wire ({knobs['keepalive'].meaning}, cells of {cell_s:g} s), the largest differences "
+        "between two cells were "
         + ", ".join(f"**{aa['noise'][m]:.1f} {tuning_report.unit(m)}** in {m}" for m in METRICS)
         + f"; the call-level intervals excluded 0 in {aa['excluding']['p50']}, {aa['excluding']['p99']} and "
         f"{aa['excluding']['rps']} of {aa['pairs']} comparisons. Differences of the other knobs larger than that, "
@@ -179,31 +186,30 @@ else:
 with plots.theme():
     fig, axes = plots.figure(max(1, len(knobs)), len(METRICS), figsize=(13, 3.4 * max(1, len(knobs))), squeeze=False)
     for row_axes, knob in zip(axes, knobs):
-        frame = diffs[diffs["knob"] == knob].assign(others=lambda f: f["where"].str.replace(r"concurrency=\d+ ?", "", regex=True))
+        frame = diffs[diffs["knob"] == knob].assign(others=lambda f: f["where"].str.replace(r"c=\d+ ?", "", regex=True))
         for ax, metric in zip(row_axes, METRICS):
             plots.lines_with_ci(frame, "concurrency", f"{metric}_diff", f"{metric}_lo", f"{metric}_hi", by="others", ax=ax,
                                 xlabel="concurrency", ylabel=f"{metric}: on − off ({tuning_report.unit(metric)})")
             ax.axhline(0, color="0.3", linewidth=0.8)
             ax.set_xticks(sorted(frame["concurrency"].unique()))
-            ax.set_title(f"{knob} ({knobs[knob][3]}): {metric}", loc="left", fontsize="small")
+            ax.set_title(f"{knob}: {metric}", loc="left", fontsize="small")
             ax.legend(fontsize="x-small", title=None)
 export(fig, "differences")
 
 # %% [markdown]
 # The distributions behind the differences: every call of the measured
-# window, one panel per payload and concurrency, one line per connection and
-# keepalive setting.
+# window (a stream's per message), one panel per payload and concurrency, one
+# line per setting of the knobs.
 
 # %%
 with plots.theme():
     payloads, concurrencies = sorted(cells["payload_bytes"].unique()), sorted(cells["concurrency"].unique())
     fig, axes = plots.figure(len(payloads), len(concurrencies), figsize=(6 * len(concurrencies), 3.6 * len(payloads)),
                              squeeze=False)
-    all_calls["setting"] = [f"conns={n} ka={k or 'none'}" for n, k in zip(all_calls["connections"], all_calls["ka"])]
     for (payload, concurrency), ax in zip([(p, c) for p in payloads for c in concurrencies], axes.flat):
         frame = all_calls[(all_calls["payload_bytes"] == payload) & (all_calls["concurrency"] == concurrency)]
         plots.ecdf(frame, "latency_ms", by="setting", order=sorted(frame["setting"].unique()), ax=ax)
-        ax.set(xscale="log", xlabel="call latency (ms, log scale)")
+        ax.set(xscale="log", xlabel="latency per message (ms, log scale)")
         ax.set_title(f"{payload} B, concurrency {concurrency}", loc="left", fontsize="small")
         ax.legend(fontsize="x-small", title=None)
 export(fig, "ecdf")
@@ -257,32 +263,34 @@ export(fig, "idle_keepalive")
 display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table, idle_diffs))))
 
 # %% [markdown]
+# What those numbers can and cannot settle:
+#
 # - **Keepalive 10 s / 3 s.** Under load the setting does nothing on the
 #   wire (see the A/A section), so whatever the keepalive rows show is
-#   run-to-run variation, and on this shared 2-core machine that variation
-#   is large enough to put single before/after pairs tens of ms apart in p50
-#   and hundreds in p99, with intervals that exclude 0. That is the warning
-#   for the article's method as much as for this run: one ghz run before and
-#   one after cannot separate a knob from the machine. On the idle
-#   connection, keepalive pings every 250 ms (far more often than 10 s) did
-#   **not** remove the idle penalty: 16000 B still took two round trips and
-#   14000 B became slower, because the Python client sent no ping during the
-#   idle second, only one just before the next call (see `idle_step`). What
-#   the claim is for, noticing a dead peer or keeping a NAT binding alive,
-#   needs a failure or a middlebox this testbed does not have: **not tested**.
-# - **Pools of 2–4× cores.** One against four connections (4 = 2× the two
-#   cores of the recording machine, which also ran the server) on a 25 ms
-#   one-way link without a rate limit. Read only the differences beyond the
-#   A/A ones. The "× cores" rule itself (8 or 16 connections, a many-core
-#   client) is **not tested**: the run has one pool size.
-# - **Messages under 100 KB.** 65536 B against 64 B shows what a large
-#   message costs on this link, in latency and in req/s, most at the higher
-#   concurrency where the bytes queue behind each other; the run has no size
-#   above 100 KB, so the threshold itself is **not tested**.
-# - **Streaming beats unary.** `labkit load` drives unary calls only (ghz
-#   unary `Echo`, h2load POST); there is no streaming transport to compare:
-#   **not tested**. (The chunked-upload experiment streams, but it measures an
-#   upload, not the same call under load.)
+#   run-to-run variation of this shared machine: one ghz run before and one
+#   after, the article's method, cannot separate a knob from it. The idle
+#   connection is where keepalive could matter; the idle-step line above says
+#   whether pings during the idle gap removed the penalty of a congestion
+#   window restarted after idle. What the claim is for, noticing a dead peer
+#   or keeping a NAT binding alive, needs a failure or a middlebox this
+#   testbed does not have: **not tested**.
+# - **Pools of 2–4× cores.** Each pool size is compared with one connection
+#   under the same concurrency; read only the differences beyond the A/A
+#   ones. The run does not vary the number of cores, so the "× cores" rule
+#   itself is **not tested**, only pool sizes on this machine.
+# - **Messages under 100 KB.** The payload rows show what the largest request
+#   costs against the smallest. Whether 100 KB is a threshold would take sizes
+#   on both sides of it; "not tested" below says when the run has none above.
+# - **Streaming beats unary.** A stream call sends its requests back to back
+#   on one `EchoStream` without waiting for each answer, so per message it
+#   pays the round trip once; the rows say whether that wins at each payload
+#   and concurrency of the run.
+# - **Compression.** labkit's request bodies are random bytes, which gzip
+#   cannot shrink: the compression rows show what gzip costs, not what it
+#   saves on compressible data (**not tested**).
+# - **Windows and other server options.** The options rows compare the
+#   server's `--grpc-option` set with grpc-go's defaults (dynamic windows with
+#   BDP estimation); ghz's own windows stay at its grpc-go's defaults.
 # - **The article's ghz P50/P99/QPS numbers.** Its hardware, link and service
 #   are not these; absolute numbers do not carry over, only differences on one
 #   link, which is what this notebook reports: **not comparable**.
@@ -293,8 +301,9 @@ display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table,
 # Written to `tuning.json` (what `labkit report` prints and the tests check).
 # For each knob and metric: the range of the on − off differences over the
 # cells compared, and how many of their intervals lie above 0, below 0, or
-# include it; the largest keepalive (A/A) differences, and how many pool and
-# payload differences exceed them with an interval clear of 0; for the idle penalty, the median latency in ping RTTs with
+# include it; the largest keepalive (A/A) differences, and how many
+# differences of the other knobs exceed them with an interval clear of 0;
+# for the idle penalty, the median latency in ping RTTs with
 # keepalive off and on at each size, and the difference at the sizes the
 # reports name. Every comparison, with its interval, is in the JSON's
 # `comparisons`.

@@ -155,7 +155,7 @@ def test_a_knob_of_several_levels_compares_each_with_off(sample):
     diffs = tuning.compare_knobs(pools, pool_calls, knobs, n_bins=n_bins, bin_s=BIN_S, n_resamples=50)
     assert len(diffs) == 3 * len(one) and diffs["where"].is_unique
     assert sorted(set(diffs["meaning"])) == ["2 connections vs 1", "4 connections vs 1", "8 connections vs 1"]
-    assert diffs["where"].str.startswith(("connections=2: ", "connections=4: ", "connections=8: ")).all()
+    assert diffs["where"].str.startswith(("conns=2: c=", "conns=4: c=", "conns=8: c=")).all()
     # The same calls on every side: every difference is zero.
     assert (diffs["p50_diff"] == 0).all() and (diffs["rps_diff"] == 0).all()
 
@@ -256,3 +256,20 @@ def test_claim_lines_one_per_knob_and_the_idle_size():
     assert lines[0].startswith("- **4 connections vs 1**: p50 on − off") and lines[0].count("; ") == 2
     assert lines[1] == ("- **idle connection, keepalive 250ms vs none** at 16000 B: median 2.00 → 2.10 ping RTTs "
                         "(+5.0 ms [-1.0, +9.0]).")
+
+
+def test_a_stream_call_counts_as_its_messages():
+    # tuning-go's stream cells: one EchoStream of 10 requests per call, recorded by ghz as one call.
+    from labkit.parsers import parse_ghz_json
+
+    run = Run.open(SAMPLES / "tuning-go")
+    cells, _ = tuning.ghz_cells(run.samples())
+    stream = cells[cells["rpc"] == "stream"].iloc[0]
+    assert stream["messages_per_call"] == 10 and stream["setting"] == "conns=1 ka=none stream=10 tool→go"
+    text = run.raw_text(tuning.per_request_file(stream["raw_files"], "ghz"))
+    calls = tuning.binned_calls(text, stream, BIN_S)
+    raw = tuning.measured_window(parse_ghz_json(text).rows, stream["warmup_s"], stream["duration_s"])
+    assert len(calls) == stream["requests"] == len(raw)
+    assert np.allclose(calls["latency_ms"].to_numpy() * 10, raw["latency_ms"].to_numpy())
+    n_bins = int(round(stream["duration_s"] / BIN_S))
+    assert tuning.rps_bins(calls, n_bins, BIN_S).mean() == pytest.approx(10 * stream["rps"], rel=1e-9)

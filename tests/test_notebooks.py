@@ -458,21 +458,58 @@ def test_ping_vs_echo_names_the_series_notebook_for_a_series_run(tmp_path, monke
 # --- tuning knobs (experiment 5) ----------------------------------------------------------------
 
 TUNING = REPO / "data" / "samples" / "tuning-load"
+TUNING_GO = REPO / "data" / "samples" / "tuning-go"
 
 
 def test_tuning_notebook_applies_to_load_runs():
     assert "tuning" in notebooks_for("load")
 
 
-def test_tuning_notebook_on_the_shipped_samples(tmp_path, monkeypatch):
-    """run_dir and idle_run_dir empty: the shipped tuning-load run (ghz, 25 ms one way) and idle-step-knobs."""
+def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch):
+    """run_dir and idle_run_dir empty: the shipped tuning-go run (grpc-go server, ghz, 25 ms one way, one knob at a
+    time) and idle-step-knobs."""
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("tuning", TUNING_GO, tmp_path, ["png"],
+                              parameters={"run_dir": "", "idle_run_dir": "", "n_resamples": 300})
+    data = json.loads(result.headline_path.read_text())
+    headline = data["headline"]
+    assert data["run_path"] == str(TUNING_GO) and data["idle_run_path"] == str(IDLE_KNOBS)
+    # 2 concurrencies × 2 payloads × (a baseline, streams, gzip, keepalive, pools of 2, 4 and 8, 32 MiB static
+    # windows): every knob but the server compared against its off value at each concurrency and payload.
+    assert headline["cells"] == 32 and headline["failed_calls"] == 0
+    compared = {knob: headline[f"{knob}.compared"] for knob in ("keepalive", "pool", "payload", "compression", "rpc",
+                                                                "options", "server")}
+    assert compared == {"keepalive": 4, "pool": 12, "payload": 16, "compression": 4, "rpc": 4, "options": 4, "server": 0}
+    comparisons = data["comparisons"]
+    rpc = {(c["concurrency"], c["payload_bytes"]): c for c in comparisons if c["knob"] == "rpc"}
+    # Per message, 10 small requests on one stream beat 10 unary calls by most of a round trip, and carry
+    # several times the requests per second.
+    for concurrency in (10, 50):
+        small = rpc[(concurrency, 64)]
+        assert small["p50_verdict"] == "lower" and small["p50_diff"] < -0.8 * headline["ping_rtt_ms"]
+        assert small["rps_verdict"] == "higher" and small["rps_on"] > 5 * small["rps_off"]
+    assert sorted({c["meaning"] for c in comparisons if c["knob"] == "pool"}) == [
+        "2 connections vs 1", "4 connections vs 1", "8 connections vs 1"]
+    # 128 KiB requests cost latency against 64 B ones in every pair.
+    assert headline["payload.p50.ci_higher"] == 16
+    not_tested = headline["not_tested"]
+    assert "rpc (not varied)" not in not_tested and "messages above 100 KB" not in not_tested
+    assert "server (not varied)" in not_tested
+    assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive")]
+    assert not (TUNING_GO / "figures").exists()
+
+
+def test_tuning_notebook_on_the_python_sample(tmp_path, monkeypatch):
+    """The shipped tuning-load run (the Python server under ghz, 25 ms one way, every combination) and idle-step-knobs."""
     import math
 
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
     result = execute_notebook("tuning", TUNING, tmp_path, ["png"],
-                              parameters={"run_dir": "", "idle_run_dir": "", "n_resamples": 500})
+                              parameters={"run_dir": str(TUNING), "idle_run_dir": "", "n_resamples": 500})
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
     assert data["run_path"] == str(TUNING) and data["idle_run_path"] == str(IDLE_KNOBS)

@@ -26,9 +26,10 @@ def label_series(cells: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The cells with a ``series`` label (transport and connections, keepalive and payload when they vary), and the series in order.
 
     A series is what one line of the notebook's figures follows across
-    concurrency: ``grpc n=1``, ``grpc-conns n=4 ka=1000ms``, ``http2 n=4 1024B``.
-    The payload is named only when the run has several, the server's stack
-    (``go``, ``python max-concurrent-streams=8``) only when it has several.
+    concurrency: ``grpc n=1``, ``grpc-conns n=4 ka=1000ms``, ``http2 n=4 1024B``,
+    ``grpc n=1 gzip``, ``grpc n=1 stream=10`` (whose req/s and latency are per
+    stream). The payload is named only when the run has several, the server's
+    stack (``go``, ``python max-concurrent-streams=8``) only when it has several.
     """
     several_payloads = cells["payload_bytes"].nunique() > 1
     stack_columns = [c for c in ("server_impl", "grpc_options") if c in cells.columns]
@@ -38,13 +39,16 @@ def label_series(cells: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         text = f"{row['transport']} n={int(row['connections'])}"
         if pd.notna(row["keepalive_ms"]):
             text += f" ka={int(row['keepalive_ms'])}ms"
+        text += " gzip" if row.get("compression") == "gzip" else ""
+        text += f" stream={int(row['messages_per_call'])}" if row.get("rpc") == "stream" else ""
         text += f" {int(row['payload_bytes'])}B" if several_payloads else ""
         if several_stacks:  # the server's implementation, and its options when any
             text += f" {row['server_impl']}" + (f" {row['grpc_options']}" if pd.notna(row.get("grpc_options")) else "")
         return text
 
     cells = cells.assign(series=cells.apply(label, axis=1))
-    keys = ["transport", "connections", "keepalive_ms", "payload_bytes", *(stack_columns if several_stacks else [])]
+    keys = ["transport", "connections", "keepalive_ms", *[c for c in ("compression", "rpc") if c in cells.columns],
+            "payload_bytes", *(stack_columns if several_stacks else [])]
     order = cells.sort_values(keys)["series"].drop_duplicates()
     return cells, order.tolist()
 

@@ -48,25 +48,30 @@ class Knob(NamedTuple):
 
 
 def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(cells with a ghz report, the others): the claims are about gRPC; kept cells get ``condition`` and ``ka`` (0: none)."""
+    """(cells with a ghz report, the others): the claims are about gRPC.
+
+    Kept cells get ``setting`` (the knobs: ``conns=1 ka=none``, then ``gzip``,
+    ``stream=10`` and the server's stack where they apply), ``condition``
+    (concurrency and payload, then the setting) and ``ka`` (0: none).
+    """
     has_report = cells["raw_files"].map(lambda names: per_request_file(names, "ghz") is not None)
     kept = cells[(cells["tool"] == "ghz") & has_report].reset_index(drop=True)
     ka = kept["keepalive_ms"].map(lambda k: "none" if pd.isna(k) else f"{int(k)}ms")
     stack = stack_labels(kept)
     kept = kept.assign(**{column: kept.get(column, pd.Series(value, index=kept.index)).fillna(value)
                           for column, value in (("compression", "none"), ("rpc", "unary"), ("messages_per_call", 1))})
-    calls = [("" if z == "none" else f" {z}") + (f" stream={m}" if r == "stream" else "")
-             for z, r, m in zip(kept["compression"], kept["rpc"], kept["messages_per_call"])]
+    setting = [f"conns={n} ka={k}" + ("" if z == "none" else f" {z}") + (f" stream={m}" if r == "stream" else "")
+               for n, k, z, r, m in zip(kept["connections"], ka, kept["compression"], kept["rpc"], kept["messages_per_call"])]
+    if stack.nunique() > 1:  # the server's stack, named only when the run has several
+        setting = [f"{text} {label}" for text, label in zip(setting, stack)]
     kept = kept.assign(
-        condition=[f"c={c} {p}B conns={n} ka={k}{call}" for c, p, n, k, call in zip(
-            kept["concurrency"], kept["payload_bytes"], kept["connections"], ka, calls)],
+        setting=setting,
+        condition=[f"c={c} {p}B {text}" for c, p, text in zip(kept["concurrency"], kept["payload_bytes"], setting)],
         ka=kept["keepalive_ms"].fillna(0).astype(int), stack=stack,
         # Named values rather than nulls, so that pairs group on them (groupby leaves null keys out).
         server_impl=kept.get("server_impl", pd.Series("python", index=kept.index)).fillna("python"),
         grpc_options=kept.get("grpc_options", pd.Series(None, index=kept.index, dtype=object)).fillna("none"),
     )
-    if stack.nunique() > 1:  # the server's stack, named only when the run has several
-        kept["condition"] = kept["condition"] + " " + stack
     return kept, cells[(cells["tool"] != "ghz") | ~has_report]
 
 
@@ -87,6 +92,23 @@ def rps_bins(calls: pd.DataFrame, n_bins: int, bin_s: float) -> np.ndarray:
     """Requests per second in each bin of the window (the messages of successful calls), empty bins counted as 0."""
     counts = calls[calls["ok"]].groupby("bin")["messages"].sum().reindex(range(n_bins), fill_value=0)
     return counts.to_numpy(dtype=float) / bin_s
+
+
+def compare_rates(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> dict:
+    """Two cells' req/s, each the mean of its bins (the window's rate, as the row records it), and b − a with a seeded
+    bootstrap interval over the bins: ``{"a", "b", "diff", "ci"}``.
+
+    The mean, not the median: calls that end in bursts (streams of large
+    messages) leave most bins empty, and a median of 0 req/s would hide them.
+    """
+    import scipy.stats as sps
+
+    result = sps.bootstrap((a, b), lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis),
+                           confidence_level=confidence, n_resamples=n_resamples, vectorized=True, paired=False,
+                           method="percentile", random_state=np.random.default_rng(seed))
+    low, high = result.confidence_interval
+    return {"a": float(np.mean(a)), "b": float(np.mean(b)), "diff": float(np.mean(b) - np.mean(a)),
+            "ci": (float(low), float(high))}
 
 
 def verdict(lo: float, hi: float) -> str:
@@ -143,38 +165,70 @@ def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: di
 
 def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s: float, n_resamples: int) -> list[dict]:
     """The compared pairs of one level of a knob against its off value (see :func:`compare_knobs`)."""
-    rows = []
     rest = [c for c in _SETTINGS if c != spec.column]
+    pairs = []
     for key, group in cells[cells[spec.column].isin([spec.off, on])].groupby(rest):
         pair = {value: group[group[spec.column] == value] for value in (spec.off, on)}
-        if any(len(frame) != 1 for frame in pair.values()):
-            continue
-        a_row, b_row = pair[spec.off].iloc[0], pair[on].iloc[0]
+        if all(len(frame) == 1 for frame in pair.values()):
+            pairs.append((dict(zip(rest, key)), pair[spec.off].iloc[0], pair[on].iloc[0]))
+    shown = _label_rule(rest, [where for where, _, _ in pairs])
+    rows = []
+    for where, a_row, b_row in pairs:
         a, b = calls[a_row["cell_id"]], calls[b_row["cell_id"]]
         if a["ok"].sum() < 2 or b["ok"].sum() < 2:
             continue
         latency = compare(a.loc[a["ok"], "latency_ms"], b.loc[b["ok"], "latency_ms"], n_resamples=n_resamples)
-        rps = compare(rps_bins(a, n_bins, bin_s), rps_bins(b, n_bins, bin_s), n_resamples=n_resamples)
-        where = dict(zip(rest, key))
-        # Settings are named only where the run varies them, so the labels of simpler runs stay as they were.
-        named = {k: v for k, v in where.items() if k in _NUMERIC or k == "concurrency" or cells[k].nunique() > 1}
-        label = " ".join(f"{k}={v}" for k, v in named.items() if k != "ka") + (
-            f" ka={where['ka'] or 'none'}" if "ka" in where else "")
+        rps = compare_rates(rps_bins(a, n_bins, bin_s), rps_bins(b, n_bins, bin_s), n_resamples=n_resamples)
+        named_settings = [setting_label(k, where[k]) for k in rest if shown(k, where[k])]
+        if len(named_settings) == 1 and any(shown(k, v) for w, _, _ in pairs for k, v in w.items() if k != "concurrency"):
+            named_settings.append("baseline")  # the usual value of every other setting, where the others name theirs
+        label = " ".join(named_settings)
         if len(spec.on) > 1:  # several levels: each pair says which
-            label = f"{spec.column}={on}: {label}"
+            label = f"{setting_label(spec.column, on)}: {label}"
+        # The settings as columns: the numbers always, the others where the run varies them.
+        named = {k: v for k, v in where.items() if k in _NUMERIC or k == "concurrency" or cells[k].nunique() > 1}
         row = {"knob": knob, "meaning": level_meaning(knob, on, spec.off), "where": label,
                **{k: int(v) if k in _NUMERIC or k == "concurrency" else v for k, v in named.items()},
                "off_cell": a_row["cell_id"], "on_cell": b_row["cell_id"]}
         for metric, diff, (lo, hi), off_value, on_value in (
             ("p50", latency.median_diff, latency.median_diff_ci, latency.median_a, latency.median_b),
             ("p99", latency.p99_diff, latency.p99_diff_ci, latency.p99_a, latency.p99_b),
-            ("rps", rps.median_diff, rps.median_diff_ci, rps.median_a, rps.median_b),
+            ("rps", rps["diff"], rps["ci"], rps["a"], rps["b"]),
         ):
             row.update({f"{metric}_off": off_value, f"{metric}_on": on_value, f"{metric}_diff": diff,
                         f"{metric}_lo": lo, f"{metric}_hi": hi, f"{metric}_verdict": verdict(lo, hi)})
         row["p50_mannwhitney_p"] = latency.mannwhitney_p
         rows.append(row)
     return rows
+
+
+def _label_rule(columns: list[str], wheres: list[dict]):
+    """Which settings a pair's label names: the concurrency always; a setting crossed with the others (each of its
+    values in as many pairs) always; another (a one-at-a-time run's knobs) only where it is not at its usual value.
+    Settings with one value among the pairs are never named."""
+    from collections import Counter
+
+    counts = {k: Counter(str(where[k]) for where in wheres) for k in columns}
+
+    def shown(column: str, value) -> bool:
+        seen = counts[column]
+        if column == "concurrency" or (len(seen) > 1 and len(set(seen.values())) == 1):
+            return True
+        return len(seen) > 1 and str(value) != seen.most_common(1)[0][0]
+    return shown
+
+
+def setting_label(column: str, value) -> str:
+    """One setting as a pair's label names it: ``c=10``, ``64B``, ``conns=4``, ``ka=none``, ``rpc=stream``."""
+    if column == "concurrency":
+        return f"c={value}"
+    if column == "payload_bytes":
+        return f"{value}B"
+    if column == "connections":
+        return f"conns={value}"
+    if column == "ka":
+        return f"ka={value or 'none'}"
+    return f"{column}={value}"
 
 
 def aa_control(diffs: pd.DataFrame, knobs: dict, cell_s: float) -> dict | None:

@@ -18,6 +18,22 @@ from labkit.analysis.tuning import KNOB_COLUMNS, METRICS
 IDLE_SENTENCE_BYTES = 16000
 
 
+def run_description(run_id: str, n_cells: int, config: dict, ping: dict) -> str:
+    """The notebook's first line: the load run's cells, its knobs as configured, its windows and the ping RTT."""
+    knobs = [f"transports {', '.join(config.get('transports', []))}", f"concurrency {config.get('concurrency')}",
+             f"payloads {config.get('payload_bytes')} B", f"connections {config.get('connections')}",
+             f"keepalive {config.get('keepalive_ms')} ms"]
+    for key, default in (("compression", ["none"]), ("rpc", ["unary"]), ("server_impl", ["python"]), ("grpc_option", [])):
+        if config.get(key, default) != default:
+            knobs.append(f"{key.replace('_', ' ')} {config[key]}")
+    if "stream" in config.get("rpc", []):
+        knobs.append(f"{config.get('stream_messages')} messages per stream")
+    design = "; every knob changed on its own from the first values" if config.get("design") == "one-at-a-time" else ""
+    return (f"Load run `{run_id}`: {n_cells} cells, {', '.join(knobs)}{design}; {config.get('warmup_s')} s warm-up "
+            f"(not counted) + {config.get('duration_s')} s measured per cell. Ping RTT before: "
+            f"{ping.get('rtt_avg_ms', float('nan')):.1f} ms.")
+
+
 def keepalive_label(keepalive_ms) -> str:
     """A keepalive setting as the notebook names it: ``"none"`` when off (missing), else ``"250ms"``."""
     return "none" if pd.isna(keepalive_ms) else f"{int(keepalive_ms)}ms"
