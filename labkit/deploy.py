@@ -41,7 +41,7 @@ from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_ho
 from labkit.hosts.layout import TOOLS, host_path, local_tool, remote_labkit_version
 
 # What runs on a host: the echo service and client, and the CLI around them.
-AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "protobuf", "click", "rich", "tomli-w",
+AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "grpcio-health-checking", "protobuf", "click", "rich", "tomli-w",
                       "h2")  # h2: the HTTP/2 upload endpoint and its client (labkit.echo.http2)
 # Imported on the host after installing, so a missing agent dependency fails the deploy, not the sweep.
 AGENT_MODULES = ("labkit.cli", "labkit.cli.echo", "labkit.echo.server", "labkit.echo.client", "labkit.echo.tcpinfo",

@@ -114,3 +114,11 @@ if ! built_from ghz "$GHZ"; then
   GOBIN="$PWD/.venv/bin" "$GO" install "$GHZ" \
     || echo "bootstrap: could not build ghz; labkit load will say how to get it" >&2
 fi
+
+# grpcurl, the command-line client people point at a gRPC server by reflection; the
+# tests check that both echo servers answer it. Pinned like ghz.
+GRPCURL=github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
+if ! built_from grpcurl "$GRPCURL"; then
+  echo "bootstrap: building grpcurl ${GRPCURL##*@} into .venv/bin"
+  GOBIN="$PWD/.venv/bin" "$GO" install "$GRPCURL"
+fi

@@ -139,13 +139,19 @@ def test_stream_and_upload_with_grpcio_against_both_servers(server, request):
     assert wrong.code == echo_pb2.FAILED and wrong.message == "expected 4 bytes, received 3"
 
 
-def test_the_go_server_serves_standard_health(go_server):
+@pytest.mark.parametrize("server", ["go_server", "python_server"])
+def test_both_servers_serve_standard_health(server, request):
     # Reflection is checked for both implementations in test_echo.py.
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(go_server.target) as channel:
-        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
-    assert health.status == health_pb2.HealthCheckResponse.SERVING
+    with grpc.insecure_channel(request.getfixturevalue(server).target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "echo.EchoService"):
+            health = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as unknown:
+            stub.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=5)
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_ghz_finds_and_loads_the_go_server_by_reflection(go_server):
@@ -157,6 +163,28 @@ def test_ghz_finds_and_loads_the_go_server_by_reflection(go_server):
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["count"] == 200 and report["statusCodeDistribution"] == {"OK": 200}
+
+
+@pytest.mark.parametrize("server", ["go_server", "python_server"])
+def test_grpcurl_lists_describes_and_calls_by_reflection(server, request):
+    grpcurl = local_tool("grpcurl")
+    assert grpcurl is not None, "grpcurl is not built: run scripts/bootstrap.sh"
+    target = request.getfixturevalue(server).target
+
+    def grpcurl_run(*args: str) -> str:
+        result = subprocess.run([str(grpcurl), "-plaintext", *args], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    assert {"echo.EchoService", "grpc.health.v1.Health"} <= set(grpcurl_run(target, "list").split())
+    described = grpcurl_run(target, "describe", "echo.EchoService")
+    assert "rpc Echo ( .echo.EchoRequest ) returns ( .echo.EchoResponse );" in described
+    assert "rpc Upload ( stream .echo.Chunk ) returns ( .echo.UploadStatus );" in described
+    # protobuf's JSON mapping: bytes as base64, an int64 as a string. The field's name is its JSON name where the
+    # server's reflection carries one (grpc-go's generated descriptors do), else its proto name (grpcio's do not).
+    reply = grpcurl_run("-d", '{"payload": "aGVsbG8="}', target, "echo.EchoService/Echo")
+    name = "payloadLength" if server == "go_server" else "payload_length"
+    assert json.loads(reply) == {name: "5"}
 
 
 @pytest.mark.parametrize("server", ["go_server", "python_server"])

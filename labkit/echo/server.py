@@ -25,6 +25,7 @@ from concurrent import futures
 from contextlib import ExitStack, contextmanager
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from labkit import __version__
@@ -155,9 +156,15 @@ def start_server(
         options=options,
     )
     echo_pb2_grpc.add_EchoServiceServicer_to_server(EchoServicer(), server)
+    # The standard health service, as grpc-go's echo serves it: SERVING for the server ("") and the echo service,
+    # so load balancers, grpcurl and grpc_health_probe see the same answer from either implementation.
+    health_servicer = health.HealthServicer()
+    for service in ("", SERVICE_NAME):
+        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if reflection_enabled:
         # Lets grpcurl and ghz discover the schema without the .proto file.
-        reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME), server)
+        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
 
     try:
         if tls_cert_pem is not None:

@@ -144,7 +144,10 @@ func (f *serveFlags) run() error {
 	}
 	server := grpc.NewServer(serverOptions...)
 	echopb.RegisterEchoServiceServer(server, echo.Service{})
-	healthpb.RegisterHealthServer(server, health.NewServer()) // SERVING for "" and every service
+	// The standard health service, as the Python echo serves it: SERVING for the server ("") and the echo service.
+	healthServer := health.NewServer()
+	healthServer.SetServingStatus(echopb.EchoService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(server, healthServer)
 	reflectionOn := f.reflection && !f.noReflection
 	if reflectionOn {
 		reflection.Register(server)
