@@ -233,27 +233,31 @@ def test_bad_inventories_and_hosts_are_one_line_exit_2(lab, inventory, tmp_path)
 
 
 def test_go_client_and_server_show_the_step_and_static_windows_leave_it(lab, inventory, tmp_path):
-    """grpc-go #8436's reporter found 32 MiB static windows do not remove the step: now a sweep reproduces it."""
+    """grpc-go #8436's reporter found 32 MiB static windows (stream and connection, both sides) do not remove the
+    step: now a sweep reproduces it, against grpc-go's default dynamic windows."""
     proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000,30000",
                       "--gaps", "1s", "--repeats", "3", "--slow-start-after-idle", "1,0", "--cc", "cubic",
-                      "--client-impl", "go", "--server-impl", "go", "--grpc-option", "static-stream-window=64KiB,32MiB",
+                      "--client-impl", "go", "--server-impl", "go",
+                      "--grpc-option", "static-stream-window+static-conn-window=default,32MiB",
                       "--name", "gostep", "--runs-dir", str(tmp_path), "--quiet", *QUICK_BASELINES, timeout=300)
     assert proc.returncode == 0, proc.stderr
     run = Run.open(next(tmp_path.glob("*-gostep")))
-    samples = run.samples()
+    samples = run.samples().assign(windows=lambda f: f["grpc_options"].fillna("default"))
     assert set(samples["client_impl"]) == {"go"} and set(samples["server_impl"]) == {"go"}
-    assert set(samples["grpc_options"]) == {"static-stream-window=64KiB", "static-stream-window=32MiB"}
+    static = "static-conn-window=32MiB;static-stream-window=32MiB"
+    assert set(samples["windows"]) == {"default", static}
     assert samples["cell_id"].nunique() == 4 and samples["ok"].all()
     assert set(samples["mss"]) == {1408} and set(samples["tcp_cc"]) == {"cubic"}
     # With the sysctl at 0 the first 30000 B call still finds cwnd at 10 (1000 B calls never grew it): the median
     # of three is the later calls'.
     warm = samples[~samples["cold"]]
-    medians = warm.groupby(["grpc_options", "slow_start_after_idle", "payload_bytes"])["rtt_ms"].median() / (2 * ONE_WAY_S * 1e3)
-    for window in ("static-stream-window=64KiB", "static-stream-window=32MiB"):
-        assert medians[(window, 1, 30000)] > 1.6 and medians[(window, 0, 30000)] < 1.3, medians
+    medians = warm.groupby(["windows", "slow_start_after_idle", "payload_bytes"])["rtt_ms"].median() / (2 * ONE_WAY_S * 1e3)
+    for windows in ("default", static):
+        assert medians[(windows, 1, 30000)] > 1.6 and medians[(windows, 0, 30000)] < 1.3, medians
     servers = run.manifest["servers"]
     assert {s["impl"] for s in servers} == {"go"} and all(s["grpc_go_version"] for s in servers)
-    assert sorted(s["grpc_options"]["static-stream-window"] for s in servers) == [65536, 32 * 2**20]
+    assert sorted(s["grpc_options"].get("static-conn-window", 0) for s in servers) == [0, 32 * 2**20]
+    assert sorted(s["grpc_options"].get("static-stream-window", 0) for s in servers) == [0, 32 * 2**20]
     assert echo_processes(lab) == []
 
 
