@@ -82,6 +82,8 @@ SWEEP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("t_start_utc_ns", pa.int64(), False, "UTC time just before the call started, integer ns since the epoch."),
     ("rtt_ns", pa.int64(), False, "The call's latency: perf_counter_ns around the blocking call alone."),
     ("rtt_ms", pa.float64(), False, "rtt_ns in milliseconds."),
+    ("server_ns", pa.int64(), True, "The echo server's own time on the call, from its labkit-server-ns trailer: its handler "
+                                    "from the decoded request to the response handed to gRPC, ns; null when it sent none."),
     ("ok", pa.bool_(), False, "True when the call succeeded and the server echoed the right length."),
     ("error", pa.string(), True, "Why ok is false (gRPC details, or a length mismatch); null when ok."),
     ("grpc_code", pa.string(), True, "The call's gRPC status code name."),
@@ -107,6 +109,8 @@ SERIES_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
                                    "Null when the output has no times."),
     ("rtt_ms", pa.float64(), True, "Round-trip time in milliseconds, whatever unit the tool printed. Null for a lost probe; for a "
                                    "failed call a tool timed (ghz), the time until it failed."),
+    ("server_ns", pa.int64(), True, "For gRPC echo probes, the echo server's own time on the call (its labkit-server-ns "
+                                    "trailer), ns; null for other probes, imports and servers that send none."),
     ("ok", pa.bool_(), False, "True for a sample of the round trip: a reply, a successful call. False for a lost probe, a failed "
                               "call, and a duplicate reply (a duplicate is not a second sample of its probe)."),
     ("error", pa.string(), False, "Why ok is false: 'no reply', an ICMP error text, 'missing from log', a gRPC status and message, "

@@ -74,7 +74,8 @@ def test_the_go_server_says_what_it_is_in_the_same_ready_line(go_server, python_
     assert (go["max_message_bytes"], go["max_upload_bytes"]) == (python["max_message_bytes"], python["max_upload_bytes"])
 
 
-@pytest.mark.parametrize("client_impl, server", [("python", "go_server"), ("go", "python_server"), ("go", "go_server")])
+@pytest.mark.parametrize("client_impl, server", [("python", "go_server"), ("go", "python_server"), ("go", "go_server"),
+                                                 ("python", "python_server")])
 def test_echo_calls_across_implementations(client_impl, server, request):
     target = request.getfixturevalue(server).target
     rows, stderr = call(target, "--impl", client_impl, "--sizes", "0,1000,70000", "--repeats", "2", "--gap", "0",
@@ -82,6 +83,8 @@ def test_echo_calls_across_implementations(client_impl, server, request):
     assert [(r["seq"], r["payload_bytes"], r["ok"], r["grpc_code"]) for r in rows] == [
         (i, size, True, "OK") for i, size in enumerate([0, 0, 1000, 1000, 70000, 70000])]
     assert all(r["cold"] is False and r["background"] is None and r["rtt_ns"] > 0 for r in rows)
+    # Each server's own time on the call came back in its trailer: part of the call's time, never all of it.
+    assert all(isinstance(r["server_ns"], int) and 0 <= r["server_ns"] < r["rtt_ns"] for r in rows)
     assert summary_counts(stderr) == {"recorded": 6, "warmup": 1, "background": 0}
 
 

@@ -176,6 +176,10 @@ def test_a_series_runs_every_probe_on_one_schedule(lab, inventory, tmp_path):
         steps = rows.sort_values("seq")["t_utc_ns"].diff().dropna()
         assert steps.between(0.97e9, 1.03e9).all(), (probe, steps.tolist())
 
+    # The gRPC probes carry the echo server's own time on each call; the others have none.
+    grpc_probe = samples["probe"].str.startswith("echo-")
+    assert (samples.loc[grpc_probe, "server_ns"] >= 0).all() and samples.loc[~grpc_probe, "server_ns"].isna().all()
+    assert (samples.loc[grpc_probe, "server_ns"] / 1e6 < samples.loc[grpc_probe, "rtt_ms"]).all()
     medians = samples.groupby("probe")["rtt_ms"].median()
     assert RTT_MS <= medians["ping"] < RTT_MS + 10
     # A new channel pays for the TCP handshake (one RTT) before its call.

@@ -3,3 +3,6 @@
 ``cli`` holds the ``labkit echo serve`` and ``labkit echo call`` commands;
 ``address`` parses their HOST:PORT flags without importing grpc.
 """
+
+#: The trailer in which labkit's echo servers (Python and Go) send their own time on a call, integer ns.
+SERVER_TIME_KEY = "labkit-server-ns"

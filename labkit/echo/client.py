@@ -32,13 +32,14 @@ from typing import Any, Protocol
 
 import grpc
 
+from labkit.echo import SERVER_TIME_KEY
 from labkit.errors import LabkitError
 from labkit.proto import echo_pb2, echo_pb2_grpc
 
 DEFAULT_TIMEOUT_S = 30.0
 
 # The fields of every row, in output order. ``error`` is added only when ok is false.
-ROW_FIELDS = ("seq", "payload_bytes", "t_start_utc_ns", "rtt_ns", "ok", "grpc_code", "cold", "background")
+ROW_FIELDS = ("seq", "payload_bytes", "t_start_utc_ns", "rtt_ns", "ok", "grpc_code", "cold", "background", "server_ns")
 
 # The background sender's payload: the brief's "1-byte calls".
 _BACKGROUND_PAYLOAD = b"\x00"
@@ -197,6 +198,7 @@ class EchoOutcome:
     ok: bool
     grpc_code: str
     details: str = ""  # why it failed: the gRPC details, or a length mismatch; "" when ok
+    server_ns: int | None = None  # the server's own time on the call, from its trailer (None: it sent none)
 
     def error_text(self) -> str:
         """``CODE: details`` (or the code alone) for a failed call; "" when ok."""
@@ -215,17 +217,30 @@ def timed_echo(stub, request, timeout_s: float | None) -> EchoOutcome:
     size = len(request.payload)
     started_ns = time.perf_counter_ns()
     try:
-        response = stub.Echo(request, timeout=timeout_s)
+        response, call = stub.Echo.with_call(request, timeout=timeout_s)
     except grpc.RpcError as exc:
         rtt_ns = time.perf_counter_ns() - started_ns
         code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
         details = exc.details() if hasattr(exc, "details") else str(exc)
-        return EchoOutcome(rtt_ns, False, code.name, details or "")
+        return EchoOutcome(rtt_ns, False, code.name, details or "", server_time_ns(exc))
     rtt_ns = time.perf_counter_ns() - started_ns
     if response.payload_length != size:
         return EchoOutcome(rtt_ns, False, grpc.StatusCode.OK.name,
-                           f"server reported payload_length {response.payload_length}, sent {size} bytes")
-    return EchoOutcome(rtt_ns, True, grpc.StatusCode.OK.name)
+                           f"server reported payload_length {response.payload_length}, sent {size} bytes",
+                           server_time_ns(call))
+    return EchoOutcome(rtt_ns, True, grpc.StatusCode.OK.name, server_ns=server_time_ns(call))
+
+
+def server_time_ns(call) -> int | None:
+    """The server's time on a call from its :data:`SERVER_TIME_KEY` trailer; None when it sent none."""
+    metadata = call.trailing_metadata() if hasattr(call, "trailing_metadata") else None
+    for key, value in metadata or ():
+        if key == SERVER_TIME_KEY:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 def check_call_plan(sizes: Sequence[int], repeats: int, gap_s: float, warmup: int, cold: bool,
@@ -362,7 +377,7 @@ def run_calls(
             outcome = timed_echo(stub, request, timeout_s)
             previous_end_ns = time.perf_counter_ns()
             connection.after_call()
-            row.update(rtt_ns=outcome.rtt_ns, ok=outcome.ok, grpc_code=outcome.grpc_code)
+            row.update(rtt_ns=outcome.rtt_ns, ok=outcome.ok, grpc_code=outcome.grpc_code, server_ns=outcome.server_ns)
             if not outcome.ok:
                 row["error"] = outcome.details or outcome.grpc_code
             summary.count(recorded, outcome.ok)

@@ -67,7 +67,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 PROBES = ("ping", "echo-warm", "echo-cold", "tcp-echo", "tcp-connect")
 DEFAULT_PROBES = ("ping", "echo-warm", "echo-cold", "tcp-echo")
@@ -171,7 +171,18 @@ class _Schedule:
 
 
 # -- the probes ----------------------------------------------------------------------------
-# Each probe is a callable returning (rtt_ns | None, ok, error, cold), timed around the call alone.
+# Each probe is a callable returning a ProbeResult, timed around the call alone.
+
+
+class ProbeResult(NamedTuple):
+    """One probe: its time (None when it has none), whether it succeeded, why not, whether it opened a connection,
+    and the echo server's own time on the call (gRPC probes; None otherwise)."""
+
+    rtt_ns: int | None
+    ok: bool
+    error: str
+    cold: bool
+    server_ns: int | None = None
 
 
 class _WarmEcho:
@@ -193,12 +204,12 @@ class _WarmEcho:
         self._state = state
 
     def warm_up(self) -> str:
-        _, ok, error, _ = self()
-        return "" if ok else error
+        result = self()
+        return "" if result.ok else result.error
 
-    def __call__(self):
+    def __call__(self) -> ProbeResult:
         cold = self._state != self._grpc.ChannelConnectivity.READY
-        return (*_echo_call(self._stub, self._request, self._timeout), cold)
+        return _echo_call(self._stub, self._request, self._timeout, cold)
 
     def close(self) -> None:
         self.channel.unsubscribe(self._on_state)
@@ -220,17 +231,17 @@ class _ColdEcho:
         # is opened by the call itself, inside it (as in labkit.echo.client).
         channel = self._open()
         try:
-            return (*_echo_call(self._stub_class(channel), self._request, self._timeout), True)
+            return _echo_call(self._stub_class(channel), self._request, self._timeout, True)
         finally:
             channel.close()
 
 
-def _echo_call(stub, request, timeout_s: float):
-    """(rtt_ns, ok, error) of one timed Echo; the error reads ``CODE: details``."""
+def _echo_call(stub, request, timeout_s: float, cold: bool) -> ProbeResult:
+    """One timed Echo; the error reads ``CODE: details``."""
     from labkit.echo.client import timed_echo
 
     outcome = timed_echo(stub, request, timeout_s)
-    return outcome.rtt_ns, outcome.ok, outcome.error_text()
+    return ProbeResult(outcome.rtt_ns, outcome.ok, outcome.error_text(), cold, outcome.server_ns)
 
 
 class _TcpEcho:
@@ -241,21 +252,21 @@ class _TcpEcho:
         self._payload = payload
 
     def warm_up(self) -> str:
-        _, ok, error, _ = self()
-        return "" if ok else error
+        result = self()
+        return "" if result.ok else result.error
 
-    def __call__(self):
+    def __call__(self) -> ProbeResult:
         from labkit.echo.tcp_echo import TcpEchoError
 
         if not self._client.connected:
             try:
                 self._client.connect()  # outside the timed window: this probe times warm calls
             except TcpEchoError as exc:
-                return None, False, str(exc), False
+                return ProbeResult(None, False, str(exc), False)
         try:
-            return self._client.call(self._payload), True, "", False
+            return ProbeResult(self._client.call(self._payload), True, "", False)
         except TcpEchoError as exc:
-            return None, False, str(exc), False
+            return ProbeResult(None, False, str(exc), False)
 
     def close(self) -> None:
         self._client.close()
@@ -271,9 +282,9 @@ class _TcpConnect:
         from labkit.echo.tcp_echo import TcpEchoError, time_connect
 
         try:
-            return time_connect(self._address, self._port, timeout_s=self._timeout), True, "", True
+            return ProbeResult(time_connect(self._address, self._port, timeout_s=self._timeout), True, "", True)
         except TcpEchoError as exc:
-            return None, False, str(exc), True
+            return ProbeResult(None, False, str(exc), True)
 
 
 _PROBE_CLASSES = {"echo-warm": _WarmEcho, "echo-cold": _ColdEcho, "tcp-echo": _TcpEcho, "tcp-connect": _TcpConnect}
@@ -289,12 +300,13 @@ def _probe_loop(name: str, probe: Callable, plan: AgentPlan, schedule: _Schedule
             return
         t_utc_ns = time.time_ns()
         try:
-            rtt_ns, ok, error, cold = probe()
+            result = probe()
         except Exception as exc:  # a probe bug must still leave a row, and the others go on
-            rtt_ns, ok, error, cold = None, False, f"{type(exc).__name__}: {exc}", False
+            result = ProbeResult(None, False, f"{type(exc).__name__}: {exc}", False)
         ended = time.perf_counter_ns()
         out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index, "t_utc_ns": t_utc_ns,
-                  "rtt_ns": rtt_ns, "ok": ok, "error": error, "cold": cold, "payload_bytes": payload_bytes})
+                  "rtt_ns": result.rtt_ns, "ok": result.ok, "error": result.error, "cold": result.cold,
+                  "payload_bytes": payload_bytes, "server_ns": result.server_ns})
         index += 1
         while index < plan.ticks and schedule.due_perf(index, offset) < ended:
             out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index,

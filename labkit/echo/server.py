@@ -30,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 
 from labkit import __version__
 from labkit.echo.address import parse_host_port
+from labkit.echo import SERVER_TIME_KEY
 from labkit.errors import LabkitError
 from labkit.proto import echo_pb2, echo_pb2_grpc
 
@@ -51,7 +52,12 @@ class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
     """Answers every request with its length; counts and hashes uploads."""
 
     def Echo(self, request, context):
-        return echo_pb2.EchoResponse(payload_length=len(request.payload))
+        # The handler's own time (the request already read and decoded) goes back in a trailer, so that a client
+        # can tell server time from network time; grpc-go's echo sends the same.
+        started_ns = time.perf_counter_ns()
+        response = echo_pb2.EchoResponse(payload_length=len(request.payload))
+        context.set_trailing_metadata(((SERVER_TIME_KEY, str(time.perf_counter_ns() - started_ns)),))
+        return response
 
     def EchoStream(self, request_iterator, context):
         for request in request_iterator:

@@ -169,6 +169,7 @@ def sample_row(event: dict[str, Any]) -> dict[str, Any]:
         "seq": event["tick"],
         "t_utc_ns": event["t_utc_ns"],
         "rtt_ms": rtt_ns / 1e6 if rtt_ns is not None else None,
+        "server_ns": event.get("server_ns"),
         "ok": bool(event["ok"]),
         "error": event.get("error") or "",
         "cold": bool(event.get("cold")),

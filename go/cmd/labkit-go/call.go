@@ -7,9 +7,11 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"google.golang.org/grpc/metadata"
 	mathrand "math/rand/v2"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -271,14 +273,15 @@ func (f *callFlags) timedCall(ch *channel, p *callPlan, recorded bool, seq int, 
 		echo.RecordTCP(row, ch.holder.Get(), "before")
 	}
 	row["t_start_utc_ns"] = time.Now().UnixNano()
-	rtt, code, detail := timedEcho(ch.stub, payload, p.timeout)
+	outcome := timedEcho(ch.stub, payload, p.timeout)
 	ended := time.Now()
 	if sampled { // before a cold call's channel closes
 		echo.RecordTCP(row, ch.holder.Get(), "after")
 	}
-	row["rtt_ns"], row["ok"], row["grpc_code"] = rtt.Nanoseconds(), detail == "", code
-	if detail != "" {
-		row["error"] = detail
+	row["rtt_ns"], row["ok"], row["grpc_code"] = outcome.rtt.Nanoseconds(), outcome.detail == "", outcome.code
+	row["server_ns"] = outcome.serverTime()
+	if outcome.detail != "" {
+		row["error"] = outcome.detail
 	}
 	return row, ended
 }
@@ -320,26 +323,49 @@ func fillRandom(payload []byte, seeded *pyrandom.Rand) {
 	_, _ = rand.Read(payload)
 }
 
+// echoOutcome is one timed Echo: its latency, its status, why it failed ("" when ok), and the server's own time
+// from its trailer (-1 when the server sent none).
+type echoOutcome struct {
+	rtt      time.Duration
+	code     string
+	detail   string
+	serverNs int64
+}
+
 // timedEcho calls Echo once, timed around the blocking call alone; a failure is an outcome, not an error.
-func timedEcho(stub echopb.EchoServiceClient, payload []byte, timeout time.Duration) (time.Duration, string, string) {
+func timedEcho(stub echopb.EchoServiceClient, payload []byte, timeout time.Duration) echoOutcome {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	request := &echopb.EchoRequest{Payload: payload}
+	var trailer metadata.MD
 	started := time.Now()
-	response, err := stub.Echo(ctx, request)
-	rtt := time.Since(started)
+	response, err := stub.Echo(ctx, request, grpc.Trailer(&trailer))
+	outcome := echoOutcome{rtt: time.Since(started), code: "OK", serverNs: -1}
+	if values := trailer.Get(echo.ServerTimeKey); len(values) > 0 {
+		if ns, parseErr := strconv.ParseInt(values[0], 10, 64); parseErr == nil {
+			outcome.serverNs = ns
+		}
+	}
 	if err != nil {
 		st := status.Convert(err)
-		detail := st.Message()
-		if detail == "" {
-			detail = codeName(st.Code())
+		outcome.code, outcome.detail = codeName(st.Code()), st.Message()
+		if outcome.detail == "" {
+			outcome.detail = outcome.code
 		}
-		return rtt, codeName(st.Code()), detail
+		return outcome
 	}
 	if response.GetPayloadLength() != int64(len(payload)) {
-		return rtt, "OK", fmt.Sprintf("server reported payload_length %d, sent %d bytes", response.GetPayloadLength(), len(payload))
+		outcome.detail = fmt.Sprintf("server reported payload_length %d, sent %d bytes", response.GetPayloadLength(), len(payload))
 	}
-	return rtt, "OK", ""
+	return outcome
+}
+
+// serverTime is a row's server_ns: null when the server sent no time.
+func (o echoOutcome) serverTime() any {
+	if o.serverNs < 0 {
+		return nil
+	}
+	return o.serverNs
 }
 
 // codeName is a status code as grpcio names it (DEADLINE_EXCEEDED, not DeadlineExceeded).

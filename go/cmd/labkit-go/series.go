@@ -174,8 +174,20 @@ func (a *seriesAgent) wait(t time.Time) bool {
 	}
 }
 
-// probe is one timed measurement: (rtt, ok, error, cold), rtt < 0 when nothing was sent.
-type probe func() (time.Duration, bool, string, bool)
+// probeResult is one timed measurement: rtt < 0 when nothing was sent; serverNs < 0 when the server sent no time
+// (every probe but the gRPC ones).
+type probeResult struct {
+	rtt      time.Duration
+	ok       bool
+	detail   string
+	cold     bool
+	serverNs int64
+}
+
+type probe func() probeResult
+
+// failed is a probe that sent nothing, and why.
+func failed(detail string, cold bool) probeResult { return probeResult{-1, false, detail, cold, -1} }
 
 func (a *seriesAgent) run() error {
 	signals := make(chan os.Signal, 1)
@@ -231,48 +243,46 @@ func (a *seriesAgent) openProbes(payload []byte) (map[string]probe, map[string]s
 			conn, _ := grpc.NewClient(target, dial...)
 			stub := echopb.NewEchoServiceClient(conn)
 			closers = append(closers, func() { conn.Close() })
-			probes[name] = func() (time.Duration, bool, string, bool) {
-				cold := conn.GetState() != connectivity.Ready
-				rtt, ok, detail := a.echo(stub, payload)
-				return rtt, ok, detail, cold
+			probes[name] = func() probeResult {
+				return a.echo(stub, payload, conn.GetState() != connectivity.Ready)
 			}
 		case "echo-cold":
-			probes[name] = func() (time.Duration, bool, string, bool) {
+			probes[name] = func() probeResult {
 				conn, _ := grpc.NewClient(target, dial...) // made outside the window; the call opens its connection
 				defer conn.Close()
-				rtt, ok, detail := a.echo(echopb.NewEchoServiceClient(conn), payload)
-				return rtt, ok, detail, true
+				return a.echo(echopb.NewEchoServiceClient(conn), payload, true)
 			}
 		case "tcp-echo":
 			client := &tcpEchoClient{target: tcpTarget, timeout: a.timeout}
 			closers = append(closers, client.close)
-			probes[name] = func() (time.Duration, bool, string, bool) { return client.call(payload) }
+			probes[name] = func() probeResult { return client.call(payload) }
 		case "tcp-connect":
-			probes[name] = func() (time.Duration, bool, string, bool) {
+			probes[name] = func() probeResult {
 				started := time.Now()
 				conn, err := net.DialTimeout("tcp", tcpTarget, a.timeout)
 				if err != nil {
-					return -1, false, fmt.Sprintf("connect to %s: %v", tcpTarget, unwrapSyscall(err)), true
+					return failed(fmt.Sprintf("connect to %s: %v", tcpTarget, unwrapSyscall(err)), true)
 				}
 				rtt := time.Since(started)
 				conn.Close()
-				return rtt, true, "", true
+				return probeResult{rtt, true, "", true, -1}
 			}
 		}
 		if name == "echo-warm" || name == "tcp-echo" {
-			_, ok, detail, _ := probes[name]()
-			warmup[name] = map[bool]string{true: "", false: detail}[ok]
+			result := probes[name]()
+			warmup[name] = map[bool]string{true: "", false: result.detail}[result.ok]
 		}
 	}
 	return probes, warmup, closers
 }
 
-func (a *seriesAgent) echo(stub echopb.EchoServiceClient, payload []byte) (time.Duration, bool, string) {
-	rtt, code, detail := timedEcho(stub, payload, a.timeout)
-	if detail != "" && code != "OK" && detail != code {
-		detail = code + ": " + detail
+func (a *seriesAgent) echo(stub echopb.EchoServiceClient, payload []byte, cold bool) probeResult {
+	outcome := timedEcho(stub, payload, a.timeout)
+	detail := outcome.detail
+	if detail != "" && outcome.code != "OK" && detail != outcome.code {
+		detail = outcome.code + ": " + detail
 	}
-	return rtt, detail == "", detail
+	return probeResult{outcome.rtt, detail == "", detail, cold, outcome.serverNs}
 }
 
 func (a *seriesAgent) probeLoop(name string, p probe) {
@@ -285,12 +295,16 @@ func (a *seriesAgent) probeLoop(name string, p probe) {
 			return
 		}
 		sent := time.Now()
-		rtt, ok, detail, cold := p()
+		result := p()
 		ended := time.Now()
 		sample := map[string]any{"event": "sample", "probe": name, "tick": a.firstTick + index, "t_utc_ns": sent.UnixNano(),
-			"rtt_ns": nil, "ok": ok, "error": detail, "cold": cold, "payload_bytes": payloadBytes}
-		if rtt >= 0 {
-			sample["rtt_ns"] = rtt.Nanoseconds()
+			"rtt_ns": nil, "ok": result.ok, "error": result.detail, "cold": result.cold, "payload_bytes": payloadBytes,
+			"server_ns": nil}
+		if result.rtt >= 0 {
+			sample["rtt_ns"] = result.rtt.Nanoseconds()
+		}
+		if result.serverNs >= 0 {
+			sample["server_ns"] = result.serverNs
 		}
 		a.out.emit(sample)
 		// Ticks that came while the call was in flight are reported, not dropped.
@@ -350,11 +364,11 @@ type tcpEchoClient struct {
 	conn    net.Conn
 }
 
-func (c *tcpEchoClient) call(payload []byte) (time.Duration, bool, string, bool) {
+func (c *tcpEchoClient) call(payload []byte) probeResult {
 	if c.conn == nil {
 		conn, err := net.DialTimeout("tcp", c.target, c.timeout)
 		if err != nil {
-			return -1, false, fmt.Sprintf("connect to %s: %v", c.target, unwrapSyscall(err)), false
+			return failed(fmt.Sprintf("connect to %s: %v", c.target, unwrapSyscall(err)), false)
 		}
 		conn.(*net.TCPConn).SetNoDelay(true)
 		c.conn = conn
@@ -372,13 +386,13 @@ func (c *tcpEchoClient) call(payload []byte) (time.Duration, bool, string, bool)
 	rtt := time.Since(started)
 	if err != nil {
 		c.close()
-		return -1, false, unwrapSyscall(err).Error(), false
+		return failed(unwrapSyscall(err).Error(), false)
 	}
 	if n := binary.BigEndian.Uint32(reply); int(n) != len(payload) {
 		c.close() // as Python's TcpEchoClient: a connection out of step is not reused, the call has no time
-		return -1, false, fmt.Sprintf("server reported %d bytes, sent %d", n, len(payload)), false
+		return failed(fmt.Sprintf("server reported %d bytes, sent %d", n, len(payload)), false)
 	}
-	return rtt, true, "", false
+	return probeResult{rtt, true, "", false, -1}
 }
 
 func (c *tcpEchoClient) close() {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -24,14 +25,22 @@ const (
 	ExpectedSHA256Key = "labkit-expected-sha256"
 )
 
+// ServerTimeKey is the trailer with the server's time on a call, in integer nanoseconds of the monotonic clock: from
+// the handler's start (the request read and decoded) to the response handed to gRPC, as the Python server sends it.
+const ServerTimeKey = "labkit-server-ns"
+
 // Service answers every request with its length, and counts and hashes uploads.
 type Service struct {
 	echopb.UnimplementedEchoServiceServer
 }
 
-// Echo returns only the length it received: what a client measures is the network and the stack.
-func (Service) Echo(_ context.Context, req *echopb.EchoRequest) (*echopb.EchoResponse, error) {
-	return &echopb.EchoResponse{PayloadLength: int64(len(req.GetPayload()))}, nil
+// Echo returns only the length it received: what a client measures is the network and the stack. Its own time
+// goes back in the ServerTimeKey trailer, so that a client can tell server time from network time.
+func (Service) Echo(ctx context.Context, req *echopb.EchoRequest) (*echopb.EchoResponse, error) {
+	start := time.Now()
+	response := &echopb.EchoResponse{PayloadLength: int64(len(req.GetPayload()))}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(ServerTimeKey, strconv.FormatInt(time.Since(start).Nanoseconds(), 10)))
+	return response, nil
 }
 
 // EchoStream answers each request of the stream with its length.
