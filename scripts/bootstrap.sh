@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 declare -A NEEDED=(
   [ip]=iproute2 [ss]=iproute2 [ping]=iputils-ping [iperf3]=iperf3
   [ssh-keygen]=openssh-client [sshd]=openssh-server [unshare]=util-linux
-  [h2load]=nghttp2-client
+  [h2load]=nghttp2-client [tcpdump]=tcpdump
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do

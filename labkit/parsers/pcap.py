@@ -41,15 +41,17 @@ def tcpdump_argv(tcpdump: str, path: str, peer: str, ports: list[int]) -> list[s
     """tcpdump writing the TCP packets between this host and ``peer`` on ``ports`` to ``path``.
 
     ``-i any``: the capturing host need not know which interface reaches the
-    peer. ``-Z root`` keeps root (or sudo's root) able to write into the run's
+    peer. ``--immediate-mode``: without it libpcap hands packets over in
+    blocks, and the packets of the last block are lost when tcpdump is stopped
+    (a whole cold call of a test recording was). ``-Z root`` keeps root (or sudo's root) able to write into the run's
     private directory, where Debian's default would drop to user tcpdump.
     The filter is separate argv words (tcpdump joins them), never a shell string.
     """
     if not ports:
         raise ValueError("a capture needs the experiment's ports")
     port_filter = " or ".join(f"port {int(port)}" for port in ports)
-    return [tcpdump, "-i", "any", "-n", "-s", str(SNAPLEN), "-U", "-Z", "root", "--time-stamp-precision=nano",
-            "-w", path, "tcp", "and", "host", peer, "and", f"({port_filter})"]
+    return [tcpdump, "-i", "any", "-n", "-s", str(SNAPLEN), "-U", "--immediate-mode", "-Z", "root",
+            "--time-stamp-precision=nano", "-w", path, "tcp", "and", "host", peer, "and", f"({port_filter})"]
 
 
 @dataclass
@@ -91,8 +93,12 @@ def parse_pcap(data: bytes, server_ports: frozenset[int] | set[int] = frozenset(
     rows: list[dict[str, Any]] = []
     counts = {"packets": 0, "tcp": 0, "other": 0, "truncated": 0}
     for timestamp, frame in _records(reader, counts):
+        try:
+            ip = decode(frame)
+        except (dpkt.UnpackError, ValueError):  # the last record of a capture stopped mid-write
+            counts["truncated"] += 1
+            continue
         counts["packets"] += 1
-        ip = decode(frame)
         tcp = getattr(ip, "data", None)
         if not isinstance(tcp, dpkt.tcp.TCP):
             counts["other"] += 1
