@@ -9,6 +9,9 @@ declare -A NEEDED=(
   [ip]=iproute2 [ss]=iproute2 [ping]=iputils-ping [iperf3]=iperf3
   [ssh-keygen]=openssh-client [sshd]=openssh-server [unshare]=util-linux
   [h2load]=nghttp2-client [tcpdump]=tcpdump
+  # sudo: how labkit takes root on hosts that log in as another user (become = "sudo"),
+  # and the testbed's --login-user --sudo, which checks its sudoers file with visudo.
+  [sudo]=sudo [visudo]=sudo
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do

@@ -57,14 +57,24 @@ def wan_testbed():
         yield state
 
 
+def own_testbed_name(name: str) -> str:
+    """A test module's testbed name, after $LABKIT_TEST_TESTBED_PREFIX (so runs from several worktrees at once
+    never share a testbed)."""
+    return os.environ.get("LABKIT_TEST_TESTBED_PREFIX", "") + name
+
+
 @contextmanager
-def own_testbed(name: str, one_way_delay_s: float, **link):
-    """A testbed of the calling test module's own (no rate limit unless given), torn down at the end."""
+def own_testbed(name: str, one_way_delay_s: float, login=None, **link):
+    """A testbed of the calling test module's own (no rate limit unless given), torn down at the end.
+
+    ``login``: a :class:`labkit.testbed.login.LoginUser` to log in as instead of root.
+    """
     require_testbed()
     from labkit.testbed.lab import LinkConfig, Testbed
 
-    testbed = Testbed(name, log=lambda message: None)
-    state = testbed.up(LinkConfig(one_way_delay_s=one_way_delay_s, **{"rate_bps": None, "emulator": "tun", **link}))
+    testbed = Testbed(own_testbed_name(name), log=lambda message: None)
+    state = testbed.up(LinkConfig(one_way_delay_s=one_way_delay_s, **{"rate_bps": None, "emulator": "tun", **link}),
+                       login)
     try:
         yield state
     finally:

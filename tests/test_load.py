@@ -148,6 +148,16 @@ def test_the_matrix_leaves_out_impossible_cells_and_says_why():
     assert http2.streams_per_connection == 2 and http2.in_flight == 8
 
 
+def test_one_connection_leaves_out_only_grpc_conns_in_one_line():
+    config = LoadConfig(inventory="x", client="a", server="b", concurrency=[1, 8], payload_bytes=[64],
+                        connections=[1], keepalive_ms=[None])
+    config.validate()
+    cells, omitted = plan_cells(config)
+    assert [(c.transport, c.concurrency, c.connections) for c in cells] == [
+        ("grpc", 1, 1), ("grpc", 8, 1), ("http2", 1, 1), ("http2", 8, 1)]
+    assert len(omitted) == 1 and omitted[0].startswith("grpc-conns: ") and "no --connections value is above 1" in omitted[0]
+
+
 def test_one_knob_at_a_time_keeps_a_baseline_and_each_knob_changed_alone():
     config = LoadConfig(inventory="x", client="a", server="b", transports=["grpc", "grpc-conns", "http2"], concurrency=[8],
                         payload_bytes=[64], connections=[1, 2, 4, 8], keepalive_ms=[None, 10000],
@@ -279,6 +289,19 @@ def test_ghz_and_h2load_cells_parse_into_the_store(lab, inventory, tmp_path):
     assert leftovers == ""
 
 
+def test_connections_1_runs_the_other_transports_and_says_grpc_conns_was_left_out(lab, inventory, tmp_path):
+    proc = run_labkit("load", str(inventory), "--client", "a", "--server", "b", "--connections", "1",
+                      "--concurrency", "2", "--payload-bytes", "64", "--keepalive-ms", "none", "--duration", "0.5s",
+                      "--warmup", "0.2s", "--ping-count", "1", "--name", "oneconn", "--runs-dir", str(tmp_path),
+                      "--quiet", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    run = Run.open(next(tmp_path.glob("*-oneconn")))
+    assert sorted(run.samples()["transport"]) == ["grpc", "http2"]
+    left_out = [line for line in proc.stdout.splitlines() if line.startswith("left out: ")]
+    assert len(left_out) == 1 and "grpc-conns" in left_out[0], proc.stdout
+    assert run.manifest["omitted_cells"] == [left_out[0].removeprefix("left out: ")]
+
+
 def _wait_for_cell_start(runs_dir: Path, name: str, timeout: float = 90) -> Path:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -389,7 +412,8 @@ def test_a_missing_tool_is_one_line_exit_2(lab, inventory, tmp_path, transport, 
     "args, expected",
     [
         (["--transports", "grpc,quic"], "'quic' is not one of grpc, grpc-conns, http2"),
-        (["--transports", "grpc-conns", "--connections", "1"], "give --connections with a value above 1"),
+        (["--transports", "grpc-conns", "--connections", "1"], "no cell to run: grpc-conns: it spreads calls over "
+                                                               "several connections, and no --connections value is above 1"),
         (["--concurrency", "0"], "0 is not between 1 and 10000"),
         (["--payload-bytes", "9MiB"], "out of range"),
         (["--transports", "http2", "--concurrency", "1", "--connections", "2"], "no cell to run"),

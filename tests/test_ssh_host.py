@@ -361,9 +361,10 @@ def test_hosts_check_records_new_keys_on_request_and_shows_facts(lab, tmp_path):
                          "net.ipv4.tcp_congestion_control"], capture_output=True, text=True).stdout.strip()
     for name, peer in (("a", "b"), ("b", "a")):
         cells = [cell.strip() for cell in rows[name].split("│")[1:-1]]
-        assert cells[1:3] == ["yes", "yes"] and cells[8] == kernel and cells[9] == cc
+        # The testbed logs in as root: no sudo needed.
+        assert cells[1:4] == ["yes", "yes", "root"] and cells[9] == kernel and cells[10] == cc
         # The data link: TUN MTU 1460 and the per-route congestion control the testbed sets.
-        assert cells[11] == f"{peer}: 1460 (lkdata) congctl cubic"
+        assert cells[12] == f"{peer}: 1460 (lkdata) congctl cubic"
 
 
 def test_hosts_check_bad_input_is_one_line_exit_2(lab, tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from conftest import labkit, require_testbed
+from conftest import labkit, require_testbed, own_testbed_name
 
 
 def _netns_with(prefix: str) -> list[str]:
@@ -46,7 +46,7 @@ def _ping_rtts(netns: str, address: str, count: int = 10) -> list[float]:
 
 def test_up_status_down_leave_nothing_even_after_the_delay_line_is_killed(tmp_path):
     require_testbed()
-    name = "t-life"
+    name = own_testbed_name("t-life")
     up = labkit("testbed", "up", "--name", name, "--one-way-delay", "10ms", "--rate", "none")
     assert up.returncode == 0, up.stderr
     try:
@@ -81,7 +81,7 @@ def test_down_cleans_up_after_a_crash_that_lost_the_state_file():
     require_testbed()
     from labkit.testbed.lab import LinkConfig, Testbed
 
-    name = "t-crash"
+    name = own_testbed_name("t-crash")
     lab = Testbed(name, log=lambda message: None)
     state = lab.up(LinkConfig(one_way_delay_s=0.005, rate_bps=None, emulator="tun"))
     # As if `up` died before writing its state: only namespaces and processes remain.
@@ -95,7 +95,7 @@ def test_down_cleans_up_after_a_crash_that_lost_the_state_file():
 
 def test_second_up_is_idempotent_and_changes_a_live_link():
     require_testbed()
-    name = "t-change"
+    name = own_testbed_name("t-change")
     try:
         labkit("testbed", "up", "--name", name, "--one-way-delay", "20ms", "--rate", "none", check=True)
         again = labkit("testbed", "up", "--name", name, "--one-way-delay", "20ms", "--rate", "none", check=True)
@@ -191,7 +191,7 @@ def test_netem_emulator_is_refused_clearly_on_a_kernel_without_netem():
 
     if netem_available():
         pytest.skip("this kernel has netem; the refusal cannot happen here")
-    proc = labkit("testbed", "up", "--name", "t-netem", "--emulator", "netem")
+    proc = labkit("testbed", "up", "--name", own_testbed_name("t-netem"), "--emulator", "netem")
     assert proc.returncode == 2
     assert "no netem qdisc" in proc.stderr
-    assert _netns_with("labkit-t-netem-") == []
+    assert _netns_with(f"labkit-{own_testbed_name('t-netem')}-") == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from labkit.hosts.kernel import KNOBS
+
 
 @click.group()
 def hosts():
@@ -21,31 +23,53 @@ def _mark(value: bool | None) -> str:
               help="Record the key of a host seen for the first time in known_hosts (a changed key is still refused).")
 @click.option("--timeout", type=click.FloatRange(0.1, 300), default=None,
               help="Seconds to wait for each host to answer [default: the inventory's or ssh_config's, else 10].")
-def check(inventory, names, accept_new_host_keys, timeout):
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
+              help="An experiment file (TOML, as `labkit sweep --config` takes): check that each host can set "
+                   "the kernel knobs it asks for.")
+@click.option("--knob", "knobs", multiple=True, type=click.Choice(list(KNOBS)),
+              help="A kernel knob to check that each host can set (repeatable), as the sweep flag of the same name.")
+def check(inventory, names, accept_new_host_keys, timeout, config_file, knobs):
     """Connect to every host of INVENTORY (or only NAMES) in parallel and show what labkit will find.
 
-    Exit status 1 if any host cannot be used.
+    The "root" column says what the login user may do: root, sudo (passwordless),
+    sudo (needs a password) or none; labkit takes root with `sudo -n` where the
+    inventory says become = "sudo". With --config or --knob, "cannot set" lists
+    the asked-for knobs labkit could not change on that host, and why.
+
+    Exit status 1 if any host cannot be used (or cannot set a knob asked for).
     """
+    import tomllib
+
     from rich.console import Console
     from rich.table import Table
 
-    from labkit.hosts.check import TOOLS, check_hosts
+    from labkit.errors import LabkitError
+    from labkit.hosts.check import TOOLS, check_hosts, knobs_of_experiment
     from labkit.hosts.inventory import load_inventory
 
     inv = load_inventory(inventory)
-    results = check_hosts(inv, list(names), accept_new_host_keys=accept_new_host_keys, connect_timeout=timeout)
+    if config_file:
+        try:
+            knobs += tuple(knobs_of_experiment(tomllib.loads(open(config_file).read())))
+        except tomllib.TOMLDecodeError as exc:
+            raise LabkitError(f"{config_file}: {exc}") from None
+    knobs = list(dict.fromkeys(knobs))
+    results = check_hosts(inv, list(names), accept_new_host_keys=accept_new_host_keys, connect_timeout=timeout,
+                          knobs=knobs)
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # a log or a pipe: do not wrap the table at 80 columns
     table = Table(title=f"hosts in {inv.path}", title_justify="left")
-    for column in ("host", "reachable", "auth", "python", "labkit", *TOOLS, "kernel", "cc",
-                   "slow start after idle", "MTU to peers"):
-        table.add_column(column, no_wrap=column not in ("MTU to peers",))
+    columns = ["host", "reachable", "auth", "root", "python", "labkit", *TOOLS, "kernel", "cc",
+               "slow start after idle", "MTU to peers"] + (["cannot set"] if knobs else [])
+    for column in columns:
+        table.add_column(column, no_wrap=column not in ("MTU to peers", "cannot set"))
     for result in results:
-        table.add_row(
+        row = [
             result.name,
             _mark(result.reachable),
             _mark(result.auth if result.reachable else None),
+            result.privilege or "-",
             (result.python or "-").removeprefix("Python "),
             result.labkit or ("not deployed" if result.auth else "-"),
             *(_mark(result.tools.get(tool)) for tool in TOOLS),
@@ -53,13 +77,19 @@ def check(inventory, names, accept_new_host_keys, timeout):
             result.congestion_control or "-",
             result.slow_start_after_idle or "-",
             "\n".join(route.describe() for route in result.routes) or "-",
-        )
+        ]
+        if knobs:
+            row.append(", ".join(knob.split(" (")[0] for knob in result.blocked) or "-")
+        table.add_row(*row)
     console.print(table)
     failed = [result for result in results if not result.ok]
     for result in failed:
         # Connection errors already start with the host's name.
-        text = result.error if result.error.startswith(f"{result.name}: ") else f"{result.name}: {result.error}"
-        console.print(text, style="red", highlight=False, soft_wrap=True, markup=False)
+        lines = [result.error] if result.error else []
+        lines += [f"cannot set {knob}: {reason}" for knob, reason in result.blocked.items()]
+        for text in lines:
+            text = text if text.startswith(f"{result.name}: ") else f"{result.name}: {text}"
+            console.print(text, style="red", highlight=False, soft_wrap=True, markup=False)
     if failed:
         # SystemExit, not click's Exit: labkit's main runs click with standalone_mode=False.
         raise SystemExit(1)

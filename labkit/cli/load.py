@@ -20,7 +20,8 @@ RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call
 @click.option("--concurrency", type=int_list(1, 10000), help="Requests in flight at once, e.g. 1,10,50. [default: 1,10,50]")
 @click.option("--payload-bytes", type=size_list(0, MAX_PAYLOAD_BYTES), help="Payload per request, e.g. 64,1024. [default: 64,1024]")
 @click.option("--connections", type=int_list(1, 1000),
-              help="Connections for grpc-conns (values above 1) and http2, e.g. 1,4. [default: 1,4]")
+              help="Connections for grpc-conns (values above 1; with none, grpc-conns is left out) and http2, "
+                   "e.g. 1,4. [default: 1,4]")
 @click.option("--keepalive-ms", type=int_list(1, 3_600_000, allow_none=True),
               help="gRPC client keepalive ping interval, e.g. none,10000 (gRPC cells only). [default: none,10000]")
 @click.option("--compression", type=choice_list(COMPRESSIONS),
@@ -102,6 +103,11 @@ def print_summary(run) -> None:
     console.print("c: concurrency, n: connections, ka: keepalive ms, B: payload bytes, err: failed requests, "
                   "cpu: the echo server's CPU time over the cell's wall time (100% = one core); gz: gzip, "
                   "sN: streams of N messages (req/s and ms per stream)", highlight=False)
+    omitted = run.manifest.get("omitted_cells") or []
+    for line in omitted[:5]:
+        console.print(f"left out: {line}", highlight=False, soft_wrap=True)
+    if len(omitted) > 5:
+        console.print(f"left out: {len(omitted) - 5} more (the manifest's omitted_cells)", highlight=False)
     for row in rows.itertuples():
         if isinstance(row.error, str) and row.error:
             console.print(f"[yellow]{row.transport} c={row.concurrency} conns={row.connections} "

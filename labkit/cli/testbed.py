@@ -33,18 +33,31 @@ def testbed():
 @click.option("--emulator", type=click.Choice(["auto", "tun", "netem"]), default="auto", show_default=True,
               help="tun: user-space delay line over TUN devices; netem: kernel qdisc on a veth pair "
                    "(only where the kernel has netem); auto: netem if available, else tun.")
-def up(name, delay, rate, mtu, cc, emulator):
+@click.option("--login-user", metavar="NAME",
+              help="Log in to the hosts as NAME instead of root, like a cloud VM's user: the user exists only in "
+                   "the testbed's sshds (key login only) and goes with `down`.")
+@click.option("--sudo/--no-sudo", "sudo", default=None,
+              help="With --login-user: passwordless sudo for that user, and become = \"sudo\" in the inventory "
+                   "(--sudo, the default), or no sudo at all. Changes a running testbed.")
+def up(name, delay, rate, mtu, cc, emulator, login_user, sudo):
     """Create the testbed, or change the link of a running one.
 
     Writes a state directory with ssh_config, known_hosts, the client key and
     inventory.toml (printed at the end). Running `up` again with the same
-    parameters does nothing; with others it changes the live link.
+    parameters does nothing; with others it changes the live link (another
+    login user rebuilds the testbed).
     """
     from labkit.testbed.lab import LinkConfig, Testbed
+    from labkit.testbed.login import LoginUser
 
+    if sudo is not None and not login_user:
+        raise click.UsageError("--sudo/--no-sudo go with --login-user (root needs no sudo)")
+    login = LoginUser(login_user, sudo is not False) if login_user else None
     lab = Testbed(name)
-    state = lab.up(LinkConfig(one_way_delay_s=delay, rate_bps=rate, mtu=mtu, cc=cc, emulator=emulator))
+    state = lab.up(LinkConfig(one_way_delay_s=delay, rate_bps=rate, mtu=mtu, cc=cc, emulator=emulator), login)
     click.echo(f"testbed {name} is up ({state.emulator} emulator): {state.link.describe()}")
+    if state.login_user:
+        click.echo(f"  login user: {state.login_user} ({'passwordless sudo' if state.login_sudo else 'no sudo'})")
     for host in state.hosts.values():
         click.echo(f"  host {host.name}: ssh {host.ssh_alias} ({host.mgmt_address}), data address {host.data_address}")
     click.echo(f"  ssh config: {state.ssh_config}")
@@ -56,7 +69,8 @@ def up(name, delay, rate, mtu, cc, emulator):
 @NAME_OPTION
 @click.option("--all", "all_", is_flag=True, help="Remove every labkit testbed on this machine.")
 def down(name, all_):
-    """Remove everything `up` made: namespaces, links, the delay line, every sshd, the state directory.
+    """Remove everything `up` made: namespaces, links, the delay line, every sshd (and with it the
+    login user, who exists only there), the state directory.
 
     Also cleans up after a crash that left half a testbed.
     """
@@ -115,6 +129,9 @@ def _print_status(info: dict) -> None:
     for host in info["hosts"].values():
         hosts.add_row(host.name, host.ssh_alias, host.mgmt_address, host.data_address, host.netns)
     console.print(hosts)
+    login = info["login"]
+    if login["sudo"] is not None:
+        console.print(f"login user: {login['user']} ({'passwordless sudo' if login['sudo'] else 'no sudo'})")
     ping = info.get("ping")
     if ping:
         if ping["received"]:

@@ -8,7 +8,9 @@ its config dataclass, how it plans its cells, how it executes them in a
 
 1. checks the config, the inventory and the host names before a run exists
    (:func:`prepare_run`), or takes the recorded config of a run to resume;
-2. plans the cells, creates (or reopens) the run in the store;
+2. plans the cells and asks the spec's ``preflight`` whether the hosts can
+   run them (a sweep: may each host set the kernel knobs it asks for), then
+   creates (or reopens) the run in the store;
 3. opens each host once, checks labkit is deployed there and records every
    host's facts before anything is measured (:func:`session`);
 4. lets the spec execute its cells; every process started on a host is
@@ -61,6 +63,9 @@ class ExperimentSpec:
     schema: str  # the name of its samples.parquet schema in labkit.schemas, e.g. "SWEEP_SCHEMA"
     summarize: Callable[[Any], Any]  # Run -> the DataFrame a person reads first
     notebook: str | None = None  # the notebook in notebooks/ that analyses its runs
+    # (config, inventory, plan, accept_new_host_keys) -> None; raises LabkitError (one line) when a host cannot
+    # do what the plan needs, before the run exists and before any cell runs.
+    preflight: Callable[[Any, Any, Plan, bool], None] | None = None
 
     def resume_command(self, run_id: str) -> str:
         return f"labkit {self.command} --resume {run_id}"
@@ -73,6 +78,8 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
     plan = spec.plan(config, inventory)
     if not plan.cells:
         raise LabkitError("no cell to run" + (": " + "; ".join(plan.omitted[:3]) if plan.omitted else ""))
+    if spec.preflight is not None:
+        spec.preflight(config, inventory, plan, accept_new_host_keys)
     resumed = run is not None
     run = begin_run(run, spec.experiment, config, runs_dir)
     if plan.omitted and not resumed:

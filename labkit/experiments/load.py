@@ -4,7 +4,8 @@ The matrix is transport × concurrency × payload size × knobs:
 
 - ``grpc``: unary ``Echo`` calls from **ghz** on one connection;
 - ``grpc-conns``: the same spread over ``N`` connections (ghz
-  ``--connections``), for every ``--connections`` value above 1;
+  ``--connections``), for every ``--connections`` value above 1 (none: the
+  transport is left out, and the others run);
 - ``http2``: ``POST /echo`` from **h2load** to the HTTP/2 endpoint of the same
   server process (``labkit echo serve --http2-port``), ``N`` connections with
   ``concurrency / N`` streams each, for every ``--connections`` value;
@@ -141,8 +142,6 @@ class LoadConfig:
             raise LabkitError("the duration must be between 100 ms and 24 h")
         if not 0 <= self.warmup_s <= 3600:
             raise LabkitError("the warm-up must be between 0 and 1 h")
-        if "grpc-conns" in self.transports and not any(n > 1 for n in self.connections):
-            raise LabkitError("grpc-conns spreads calls over several connections: give --connections with a value above 1")
         for name, values, allowed in (("compression", self.compression, COMPRESSIONS), ("rpc", self.rpc, RPCS)):
             if not values or any(v not in allowed for v in values):
                 raise LabkitError(f"--{name} takes {', '.join(allowed)}, not {', '.join(map(str, values)) or 'nothing'}")
@@ -227,11 +226,15 @@ def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
 
     Cells are grouped by server stack (one server each). ``grpc`` uses one
     connection; ``grpc-conns`` each ``connections`` value above 1; ``http2``
-    each value. A cell needs at least one request in flight per connection,
-    so combinations with fewer are left out. Keepalive applies to gRPC cells
+    each value (with none above 1, grpc-conns is left out in one line). A
+    cell needs at least one request in flight per connection, so
+    combinations with fewer are left out. Keepalive applies to gRPC cells
     only, and so do gRPC options.
     """
     stacks, omitted = plan_stacks(None, config.server_impl, config.grpc_option)
+    if "grpc-conns" in config.transports and not any(n > 1 for n in config.connections):
+        omitted.append("grpc-conns: it spreads calls over several connections, and no --connections value is "
+                       "above 1 (the other transports run)")
     cells = []
     for stack in stacks:
         cells += _stack_cells(config, stack, omitted)

@@ -7,6 +7,10 @@ the client host (one warm channel, a warm-up call, then every size × repeat),
 streaming one JSON line per call back over a single SSH channel, so the
 orchestration cost per call is zero SSH round trips.
 
+Before anything runs, each host is asked whether it may set the kernel knobs
+the sweep asks for (root, or ``become = "sudo"`` with a passwordless rule);
+if one may not, the sweep refuses in one line (:func:`preflight`).
+
 Per pair of hosts the sweep:
 
 1. records host facts and the original kernel settings (in the manifest,
@@ -15,7 +19,7 @@ Per pair of hosts the sweep:
    kept) as baselines;
 3. starts one echo server on the server host;
 4. runs each cell: sets the cell's kernel conditions on both hosts (skipping
-   the cell, recorded, when a host refuses), runs the client with ``--tcp-info``
+   the cell, recorded, when a host's kernel refuses a value), runs the client with ``--tcp-info``
    and appends every call to the run's journal as it arrives;
 5. pings again, stops the server and restores the kernel settings — also on
    failure and Ctrl-C.
@@ -304,6 +308,37 @@ def plan(config: SweepConfig, inventory) -> Plan:
     return Plan(cells, hosts, total=len(cells) * len(config.sizes) * config.repeats, unit="call", omitted=left_out)
 
 
+def preflight(config: SweepConfig, inventory, plan: Plan, accept_new_host_keys: bool = False) -> None:
+    """Refuse the sweep before its first cell, in one line, when a host cannot set a kernel knob it asks for.
+
+    Each host is asked once (in parallel) with the command of each knob; root
+    may set them all, another user only through become = "sudo" and a sudo
+    rule that needs no password.
+    """
+    from labkit.hosts.kernel import knob_commands
+    from labkit.hosts.privilege import knob_blockers
+
+    knobs = [knob for knob, values in (("slow-start-after-idle", config.slow_start_after_idle), ("cc", config.cc))
+             if any(value is not None for value in values)]
+    if not knobs:
+        return
+
+    peers: dict[str, str] = {}  # host -> the address of a host it sets a route to
+    for src, dst in dict.fromkeys((cell.src, cell.dst) for cell in plan.cells):
+        peers.setdefault(src, inventory.peer_address(dst))
+        peers.setdefault(dst, inventory.peer_address(src))
+
+    def blockers(name: str) -> dict[str, str]:
+        with inventory.open(name, accept_new_host_keys=accept_new_host_keys) as host:
+            return knob_blockers(host, knob_commands(knobs, peers[name]))
+
+    with ThreadPoolExecutor(max_workers=min(8, len(plan.hosts))) as pool:
+        found = dict(zip(plan.hosts, pool.map(blockers, plan.hosts)))
+    problems = [f"{name} cannot set {knob}: {reason}" for name, blocked in found.items() for knob, reason in blocked.items()]
+    if problems:
+        raise LabkitError("; ".join(problems) + " (nothing was run; `labkit hosts check INVENTORY --knob ...` says more)")
+
+
 def _run_mesh(sweeper: _Sweeper, by_pair: dict[tuple[str, str], list[Cell]]) -> None:
     """Run pairs in parallel, never letting one host take part in two pairs at once."""
     pending = list(by_pair)
@@ -340,5 +375,5 @@ def summarize(run):
 
 SPEC = ExperimentSpec(
     command="sweep", experiment=EXPERIMENT, config_type=SweepConfig, plan=plan, runner=_Sweeper,
-    schema="SWEEP_SCHEMA", summarize=summarize, notebook="idle_step",
+    schema="SWEEP_SCHEMA", summarize=summarize, notebook="idle_step", preflight=preflight,
 )

@@ -5,7 +5,10 @@ build shell commands. :class:`labkit.hosts.local.LocalHost` does this with
 subprocess and the local filesystem (optionally inside a network namespace),
 :class:`labkit.hosts.ssh.SSHHost` with paramiko exec channels and SFTP.
 
-Paths may start with ``~/`` (the login directory of the host's user).
+Paths may start with ``~/`` (the login directory of the host's user). Commands
+that change the kernel go through :meth:`Host.run_privileged`, which adds
+``sudo -n --`` on hosts whose inventory entry says ``become = "sudo"``
+(:mod:`labkit.hosts.privilege`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ class Host(Protocol):
     """A machine labkit can use."""
 
     name: str
+    become: str | None  # "sudo": commands that need root go through `sudo -n --` (labkit.hosts.privilege)
 
     # -- commands ------------------------------------------------------------------------
     def run(self, argv: list[str], *, timeout: float = 60, check: bool = False) -> Result:
@@ -29,9 +33,16 @@ class Host(Protocol):
     def start(self, argv: list[str]) -> BackgroundProcess:
         """Start ``argv`` in the background in its own process group; stop it with its ``stop()``."""
 
-    def read_sysctl(self, key: str) -> str: ...
+    def run_privileged(self, argv: list[str], *, timeout: float = 60, check: bool = False) -> Result:
+        """Run ``argv`` as root (through ``sudo -n`` when ``become`` says so); PrivilegeRefused if sudo refuses."""
 
-    def write_sysctl(self, key: str, value: str) -> None: ...
+    def logs_in_as_root(self) -> bool: ...
+
+    def read_sysctl(self, key: str) -> str:
+        """Never through sudo: reading state needs no privilege."""
+
+    def write_sysctl(self, key: str, value: str) -> None:
+        """Through :meth:`run_privileged`."""
 
     # -- files ---------------------------------------------------------------------------
     def put(self, local: str | os.PathLike, remote: str, *, mode: int | None = None) -> None:

@@ -1,6 +1,9 @@
 """``labkit hosts check``: can labkit use each host of an inventory, and what is it like?
 
 Every fact is one argv run on the host; the parsing is pure and takes plain text.
+Besides the facts: what the host's user may do as root (``root``, ``sudo
+(passwordless)``, ``sudo (needs a password)``, ``none``) and, for the kernel
+knobs an experiment asks for, which of them labkit could not set there.
 """
 
 from __future__ import annotations
@@ -52,11 +55,13 @@ class HostCheck:
     congestion_control: str | None = None
     slow_start_after_idle: str | None = None
     routes: list[PeerRoute] = field(default_factory=list)
+    privilege: str | None = None  # labkit.hosts.privilege: root, sudo (passwordless), ...
+    blocked: dict[str, str] = field(default_factory=dict)  # knob asked for -> why labkit cannot set it here
     error: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.reachable and self.auth and not self.error
+        return self.reachable and self.auth and not self.error and not self.blocked
 
 
 def _first_line(result) -> str | None:
@@ -65,8 +70,13 @@ def _first_line(result) -> str | None:
 
 
 def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = False,
-               connect_timeout: float | None = None) -> HostCheck:
-    """Connect to ``name`` and collect the facts `hosts check` shows; failures go into ``error``."""
+               connect_timeout: float | None = None, knobs: list[str] = ()) -> HostCheck:
+    """Connect to ``name`` and collect the facts `hosts check` shows; failures go into ``error``.
+
+    ``knobs`` (names in :data:`labkit.hosts.kernel.KNOBS`) are the kernel knobs an experiment will set.
+    """
+    from labkit.hosts.kernel import knob_commands
+    from labkit.hosts.privilege import knob_blockers, probe_privilege
     from labkit.hosts.layout import remote_labkit_version
     from labkit.hosts.ssh import AuthenticationFailed, HostKeyRejected
 
@@ -104,6 +114,9 @@ def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = Fal
         for peer in inventory.names:
             if peer != name:
                 check.routes.append(_route_to(host, peer, inventory.peer_address(peer)))
+        check.privilege = probe_privilege(host)
+        peer = check.routes[0].address if check.routes else "127.0.0.1"
+        check.blocked = knob_blockers(host, knob_commands(knobs, peer))
     except LabkitError as exc:
         check.error = exc.message
     finally:
@@ -130,10 +143,28 @@ def _route_to(host, peer: str, address: str) -> PeerRoute:
 
 
 def check_hosts(inventory: Inventory, names: list[str] | None = None, accept_new_host_keys: bool = False,
-                connect_timeout: float | None = None) -> list[HostCheck]:
+                connect_timeout: float | None = None, knobs: list[str] = ()) -> list[HostCheck]:
     """:func:`check_host` for each name (default: all), in parallel."""
     names = list(names) if names else inventory.names
     for name in names:
         inventory.host(name)  # unknown names are an error before anything connects
     with ThreadPoolExecutor(max_workers=min(16, len(names))) as pool:
-        return list(pool.map(lambda n: check_host(inventory, n, accept_new_host_keys, connect_timeout), names))
+        return list(pool.map(lambda n: check_host(inventory, n, accept_new_host_keys, connect_timeout, knobs), names))
+
+
+def knobs_of_experiment(data: dict) -> list[str]:
+    """The kernel knobs an experiment file (parsed TOML) sets: each key of KNOBS given a value other than keep.
+
+    The settings may sit in a ``[sweep]`` table or at the top level, under the
+    flag's name with dashes or underscores, as a list or a comma string.
+    """
+    from labkit.hosts.kernel import KNOBS
+
+    table = data.get("sweep", data) if isinstance(data.get("sweep", data), dict) else data
+    knobs = []
+    for knob in KNOBS:
+        value = table.get(knob, table.get(knob.replace("-", "_")))
+        values = value if isinstance(value, list) else [] if value is None else str(value).split(",")
+        if any(str(item).strip().lower() not in ("keep", "") for item in values):
+            knobs.append(knob)
+    return knobs

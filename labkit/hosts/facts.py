@@ -1,4 +1,4 @@
-"""Host facts recorded for every run: kernel, TCP sysctls, the route to the peer, tool versions.
+"""Host facts recorded for every run: kernel, login user, TCP sysctls, the route to the peer, tool versions.
 
 Collection runs plain commands through any host (local, namespace or SSH) and
 hands their output to the pure parsing functions below, so a host without
@@ -71,6 +71,8 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
     uname = _output(host, ["uname", "-srvm"])
     facts["uname"] = first_line(uname) if uname else None
     facts["kernel"] = facts["uname"].split()[1] if facts["uname"] else None
+    # Who ran the commands, and whether kernel settings went through `sudo -n` (labkit.hosts.privilege).
+    facts["login"] = {"user": first_line(_output(host, ["id", "-un"]) or ""), "become": getattr(host, "become", None)}
     # -e: a key this kernel (or namespace) lacks is skipped, not fatal to the others.
     sysctls = _output(host, ["sysctl", "-e", *TCP_SYSCTLS], partial_ok=True) or ""
     facts["sysctl"] = parse_sysctl_output(sysctls)

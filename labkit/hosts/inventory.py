@@ -14,6 +14,8 @@
     labkit_dir = "~/.labkit/client"  # where `labkit deploy` puts labkit (default ~/.labkit/NAME)
     python = "python3"            # the host's interpreter for the venv (default python3)
     connect_timeout = 10          # seconds
+    become = "sudo"               # run what needs root (sysctl writes, ip route) as `sudo -n -- ARGV`;
+                                  # default "none": a host that logs in as root needs nothing
 
     [hosts.here]
     ssh = "local"                 # this machine, through subprocess
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.errors import LabkitError
+from labkit.hosts.privilege import BECOME_VALUES
 
 LOCAL = "local"
 DEFAULT_PYTHON = "python3"
@@ -45,6 +48,7 @@ _HOST_KEYS = {
     "labkit_dir": str,
     "python": str,
     "connect_timeout": (int, float),
+    "become": str,
 }
 
 
@@ -63,6 +67,7 @@ class HostEntry:
     labkit_dir: str = ""
     python: str = DEFAULT_PYTHON
     connect_timeout: float | None = None
+    become: str | None = None  # "sudo", or None: run everything as the login user
 
     @property
     def is_local(self) -> bool:
@@ -135,6 +140,10 @@ def parse_inventory(text: str, path: Path | None = None) -> Inventory:
             if not isinstance(value, expected) or isinstance(value, bool):
                 kind = "a number" if expected == (int, float) else ("an integer" if expected is int else "a string")
                 raise LabkitError(f"{where}: hosts.{name}.{key} must be {kind}, not {value!r}")
+        become = table.get("become", "none")
+        if become not in BECOME_VALUES:
+            raise LabkitError(f"{where}: hosts.{name}.become must be {' or '.join(map(repr, BECOME_VALUES))}, "
+                              f"not {become!r}")
         identity = table.get("identity_file")
         hosts[name] = HostEntry(
             name=name,
@@ -149,6 +158,7 @@ def parse_inventory(text: str, path: Path | None = None) -> Inventory:
             labkit_dir=table.get("labkit_dir", f"~/.labkit/{name}"),
             python=table.get("python", DEFAULT_PYTHON),
             connect_timeout=table.get("connect_timeout"),
+            become=None if become == "none" else become,
         )
     files = {}
     for key in ("ssh_config", "known_hosts"):
@@ -186,7 +196,7 @@ def open_host(
     if entry.is_local:
         from labkit.hosts.local import LocalHost
 
-        return LocalHost(name, netns=entry.netns)
+        return LocalHost(name, netns=entry.netns, become=entry.become)
     from labkit.hosts.ssh import SSHHost
 
     return SSHHost(
@@ -199,6 +209,7 @@ def open_host(
         identity_file=entry.identity_file,
         accept_new_host_keys=accept_new_host_keys,
         connect_timeout=connect_timeout or entry.connect_timeout,
+        become=entry.become,
     )
 
 

@@ -13,6 +13,12 @@ changes it and restores all of them on :meth:`restore`, which callers run in a
 ``finally`` (so also on failure and Ctrl-C). The originals are also returned
 for the run manifest, so ``labkit runs cleanup`` can restore them after a
 SIGKILL.
+
+Reading goes as the login user; every change (and every restore) goes
+through the host's ``run_privileged``: as is for root, ``sudo -n -- ARGV``
+on a host with ``become = "sudo"``. :data:`KNOBS` names the knobs as the sweep's
+flags do, so a sweep can ask each host before its first cell whether it
+may set them (:func:`labkit.hosts.privilege.knob_blockers`).
 """
 
 from __future__ import annotations
@@ -22,8 +28,37 @@ from labkit.errors import LabkitError
 SSAI = "net.ipv4.tcp_slow_start_after_idle"
 
 
+def ssai_argv(value: object) -> list[str]:
+    """The command that sets slow-start-after-idle (as root)."""
+    return ["sysctl", "-q", "-w", f"{SSAI}={value}"]
+
+
+def route_argv(peer: str, *route: str) -> list[str]:
+    """The command that replaces the /32 route to ``peer`` with ``route`` (via/dev/src/congctl words; as root)."""
+    return ["ip", "route", "replace", f"{peer}/32", *route]
+
+
+#: The kernel knobs a sweep sets, named as its flags (--slow-start-after-idle, --cc): what each
+#: one changes, and a command of the kind that sets it (``peer`` -> argv), which is what sudo's
+#: policy is asked about before a run.
+KNOBS = {
+    "slow-start-after-idle": (SSAI, lambda peer: ssai_argv(1)),
+    "cc": ("the route's congctl", lambda peer: route_argv(peer, "congctl", "cubic")),
+}
+
+
+def knob_commands(knobs, peer: str) -> dict[str, list[str]]:
+    """``knobs`` (names in :data:`KNOBS`) -> ``"NAME (WHAT)"`` -> a command that sets it, for ``knob_blockers``."""
+    return {f"{knob} ({KNOBS[knob][0]})": KNOBS[knob][1](peer) for knob in knobs}
+
+
 class ConditionRefused(LabkitError):
-    """The host would not let us change a kernel setting (usually: not root there)."""
+    """The host's kernel would not take a setting (an unknown congestion control, a read-only /proc/sys)."""
+
+
+def _last_line(result) -> str:
+    detail = (result.stderr or result.stdout).strip().splitlines()
+    return detail[-1] if detail else "no reason given"
 
 
 class KernelConditions:
@@ -55,10 +90,9 @@ class KernelConditions:
         if self.current.get("ssai") == value:
             return
         self.capture()
-        result = self.host.run(["sysctl", "-q", "-w", f"{SSAI}={value}"])
+        result = self.host.run_privileged(ssai_argv(value))
         if result.returncode != 0:
-            detail = (result.stderr or result.stdout).strip().splitlines()
-            raise ConditionRefused(f"{self.host.name} refused {SSAI}={value}: {detail[-1] if detail else 'no reason given'}")
+            raise ConditionRefused(f"{self.host.name} refused {SSAI}={value}: {_last_line(result)}")
         self.current["ssai"] = value
 
     def set_congestion_control(self, algorithm: str) -> None:
@@ -69,35 +103,32 @@ class KernelConditions:
             raise ConditionRefused(f"{self.host.name} has no route to {self.peer}")
         tokens = route.stdout.split()
         self.capture()
-        argv = ["ip", "route", "replace", f"{self.peer}/32"]
-        for key in ("via", "dev", "src"):
-            if key in tokens:
-                argv += [key, tokens[tokens.index(key) + 1]]
-        argv += ["congctl", algorithm]
-        result = self.host.run(argv)
+        route = [word for key in ("via", "dev", "src") if key in tokens for word in (key, tokens[tokens.index(key) + 1])]
+        result = self.host.run_privileged(route_argv(self.peer, *route, "congctl", algorithm))
         if result.returncode != 0:
-            detail = (result.stderr or result.stdout).strip().splitlines()
             raise ConditionRefused(
-                f"{self.host.name} refused congestion control {algorithm} on the route to {self.peer}: "
-                f"{detail[-1] if detail else 'no reason given'}"
+                f"{self.host.name} refused congestion control {algorithm} on the route to {self.peer}: {_last_line(result)}"
             )
         self.current["cc"] = algorithm
 
     def restore(self) -> list[str]:
-        """Put back every original value changed; return what could not be restored."""
+        """Put back every original value changed (through the same privilege path); return what could not be."""
         problems = []
+        steps = []
         if self.original_ssai is not None:
-            result = self.host.run(["sysctl", "-q", "-w", f"{SSAI}={self.original_ssai}"])
-            if result.returncode != 0:
-                problems.append(f"{self.host.name}: could not restore {SSAI}={self.original_ssai}")
+            steps.append((ssai_argv(self.original_ssai), f"{SSAI}={self.original_ssai}"))
         if self.original_route is not None:
-            if self.original_route:
-                argv = ["ip", "route", "replace", *self.original_route.split()]
-            else:
-                argv = ["ip", "route", "del", f"{self.peer}/32"]
-            result = self.host.run(argv)
+            argv = (["ip", "route", "replace", *self.original_route.split()] if self.original_route
+                    else ["ip", "route", "del", f"{self.peer}/32"])
+            steps.append((argv, f"the route to {self.peer}"))
+        for argv, what in steps:
+            try:
+                result = self.host.run_privileged(argv)
+            except LabkitError as exc:  # sudo refused, or the host went away: try the next one
+                problems.append(f"{self.host.name}: could not restore {what}: {exc.message}")
+                continue
             if result.returncode != 0:
-                problems.append(f"{self.host.name}: could not restore the route to {self.peer}")
+                problems.append(f"{self.host.name}: could not restore {what}: {_last_line(result)}")
         self.current.clear()
         return problems
 

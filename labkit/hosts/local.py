@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from labkit.errors import LabkitError
+from labkit.hosts.privilege import Becomes
 
 
 @dataclass
@@ -182,12 +183,17 @@ class Process(BackgroundProcess):
             pass
 
 
-class LocalHost:
-    """This machine; with ``netns``, commands run inside that network namespace."""
+class LocalHost(Becomes):
+    """This machine; with ``netns``, commands run inside that network namespace.
 
-    def __init__(self, name: str = "local", netns: str | None = None, env: dict[str, str] | None = None):
+    ``become="sudo"``: commands that need root run through ``sudo -n`` unless labkit already runs as root.
+    """
+
+    def __init__(self, name: str = "local", netns: str | None = None, env: dict[str, str] | None = None,
+                 become: str | None = None):
         self.name = name
         self.netns = netns
+        self.become = become
         # LC_ALL=C: tools such as ping print locale-dependent decimal separators.
         self.env = {**os.environ, "LC_ALL": "C", **(env or {})}
 
@@ -226,7 +232,10 @@ class LocalHost:
         return self.run(["sysctl", "-n", key], check=True).stdout.strip()
 
     def write_sysctl(self, key: str, value: str) -> None:
-        self.run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
+        self.run_privileged(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
+
+    def logs_in_as_root(self) -> bool:
+        return os.geteuid() == 0
 
     # -- files (the same calls as SSHHost's; namespaces share this filesystem) ----------------
     def put(self, local: str | os.PathLike, remote: str | os.PathLike, *, mode: int | None = None) -> None:

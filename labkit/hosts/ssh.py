@@ -9,13 +9,15 @@ login shell, so every argv goes through :func:`shlex.join` and arrives word
 for word, whatever quotes, ``$(...)`` or newlines it contains. Each command
 runs as::
 
-    sh -c 'echo LABKIT_PID=$$; exec "$@"' sh env LC_ALL=C ARGV...
+    sh -c 'echo LABKIT_PID=$$; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin exec "$@"' sh env LC_ALL=C ARGV...
 
 sshd makes each exec channel's command a session leader and the login shell
 execs a simple command, so ``$$`` is the process group of everything the
 command starts; :meth:`SSHProcess.stop` signals that group over a new channel,
 even after a reconnect. ``LC_ALL=C`` because tools such as ping print
-locale-dependent decimal separators.
+locale-dependent decimal separators. The sbin directories go on the end of
+PATH because sshd gives a user other than root a PATH without them (Debian),
+and sysctl, which labkit reads state with, lives in /usr/sbin.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import paramiko
 
 from labkit.errors import LabkitError
 from labkit.hosts.local import BackgroundProcess, Result
+from labkit.hosts.privilege import Becomes
 
 log = logging.getLogger(__name__)
 # paramiko logs failed handshakes with tracebacks from its transport thread;
@@ -43,7 +46,7 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 PID_PREFIX = "LABKIT_PID="
 # Printed first by every remote command so it can be signalled later; see the module docstring.
-_WRAPPER = f'echo {PID_PREFIX}$$; exec "$@"'
+_WRAPPER = f'echo {PID_PREFIX}$$; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin exec "$@"'
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_KEEPALIVE_S = 15
 # Waits before each reconnection attempt after a transport has dropped.
@@ -155,13 +158,14 @@ def _load_ssh_config(path: str | os.PathLike | None) -> tuple[paramiko.SSHConfig
         raise LabkitError(f"cannot read ssh config {path}: {exc}") from None
 
 
-class SSHHost:
+class SSHHost(Becomes):
     """A machine reached over SSH: run, start, read/write sysctls, put and get files.
 
     ``ssh`` is an alias of the ssh config (or a hostname); ``user``, ``port`` and
     ``identity_file`` override the config. ``known_hosts`` overrides the config's
-    UserKnownHostsFile (default ``~/.ssh/known_hosts``). Nothing connects until
-    the first command.
+    UserKnownHostsFile (default ``~/.ssh/known_hosts``). ``become="sudo"``: the
+    commands that need root run as ``sudo -n -- ARGV`` unless the user is root.
+    Nothing connects until the first command.
     """
 
     def __init__(
@@ -178,8 +182,10 @@ class SSHHost:
         connect_timeout: float | None = None,
         keepalive_s: int | None = None,
         proxy_jump: str | None = None,
+        become: str | None = None,
     ):
         self.name = name
+        self.become = become
         self.alias = ssh or name
         if isinstance(ssh_config, paramiko.SSHConfig):
             self._config, self.ssh_config = ssh_config, None
@@ -475,7 +481,10 @@ class SSHHost:
         return self.run(["sysctl", "-n", key], check=True).stdout.strip()
 
     def write_sysctl(self, key: str, value: str) -> None:
-        self.run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
+        self.run_privileged(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
+
+    def logs_in_as_root(self) -> bool:
+        return self.user == "root"
 
     # -- files ---------------------------------------------------------------------------
     def sftp(self) -> paramiko.SFTPClient:

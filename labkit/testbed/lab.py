@@ -14,6 +14,10 @@ State lives in ``$LABKIT_STATE_HOME/testbeds/NAME`` (default
 ``~/.local/state/labkit``): ``state.json`` (what `up` built), ``link.json``
 (read by the delay line), ``ssh_config``, ``known_hosts``, the client key and
 ``inventory.toml``.
+
+The hosts log in as root, or (``--login-user NAME``) as a user that exists
+only inside the testbed's sshds, with or without passwordless sudo, so the
+testbed plays a cloud VM; see :mod:`labkit.testbed.login`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import tomli_w
 from labkit.errors import LabkitError
 from labkit.testbed import netns as ns
 from labkit.testbed import sshd
+from labkit.testbed.login import LoginFiles, LoginUser
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
 NETNS_PREFIX = "labkit-"
@@ -115,6 +120,13 @@ class TestbedState:
     forwarder_pid: int | None = None
     sshd_pids: dict[str, int] = field(default_factory=dict)
     created_utc: str = ""
+    login_user: str | None = None  # None: the hosts log in as root
+    login_sudo: bool = False
+    login_uid: int | None = None
+
+    @property
+    def login(self) -> LoginUser | None:
+        return LoginUser(self.login_user, self.login_sudo) if self.login_user else None
 
     @property
     def dir(self) -> Path:
@@ -269,19 +281,24 @@ class Testbed:
         raise LabkitError(f"all {MAX_INDEX} testbed slots are in use; run `labkit testbed down --all`")
 
     # -- up --------------------------------------------------------------------------
-    def up(self, link: LinkConfig) -> TestbedState:
-        """Create the testbed, or bring an existing one to ``link``'s parameters."""
+    def up(self, link: LinkConfig, login: LoginUser | None = None) -> TestbedState:
+        """Create the testbed, or bring an existing one to ``link``'s parameters and ``login``'s user."""
         link.validate()
         ns.check_can_host_testbed()
+        if login is not None:
+            login.validate()
         testbeds_dir().mkdir(parents=True, exist_ok=True)
         with open(testbeds_dir() / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = self.load_state()
             if state is not None:
                 problems = self.health(state)["problems"]
-                if not problems:
+                if not problems and (state.login_user == (login.name if login else None)):
+                    self._change_sudo(state, login)
                     return self._change_link(state, link)
-                self.log(f"testbed {self.name} is broken ({'; '.join(problems)}); rebuilding it")
+                self.log(f"testbed {self.name} is broken ({'; '.join(problems)}); rebuilding it" if problems else
+                         f"testbed {self.name} logs in as {state.login_user or 'root'}; rebuilding it for "
+                         f"{login.name if login else 'root'}")
                 self.down(quiet=True)
             elif self.existing_namespaces():
                 self.log(f"testbed {self.name} has leftovers from a crash; removing them first")
@@ -294,6 +311,8 @@ class Testbed:
                 emulator=emulator,
                 state_dir=str(self.state_dir),
                 created_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                login_user=login.name if login else None,
+                login_sudo=bool(login and login.sudo),
             )
             self.state_dir.mkdir(parents=True, exist_ok=True)
             os.chmod(self.state_dir, 0o700)
@@ -415,6 +434,11 @@ class Testbed:
         authorized = state.dir / "authorized_keys"
         authorized.write_text(sshd.public_key(client_key) + "\n")
         os.chmod(authorized, 0o600)
+        binds = []
+        if state.login is not None:
+            files = LoginFiles(state.dir, self.name)
+            state.login_uid = files.create(state.login, sshd.public_key(client_key))
+            binds = files.bind_mounts()
         for host in state.hosts.values():
             host_dir = state.dir / host.name
             host_dir.mkdir(exist_ok=True)
@@ -423,9 +447,9 @@ class Testbed:
             config = host_dir / "sshd_config"
             sshd.write_sshd_config(
                 config, host_key=host_key, authorized_keys=authorized,
-                listen=[host.mgmt_address, host.data_address],
+                listen=[host.mgmt_address, host.data_address], login_user=state.login_user,
             )
-            state.sshd_pids[host.name] = sshd.start_sshd(host.netns, config, host_dir / "sshd.log")
+            state.sshd_pids[host.name] = sshd.start_sshd(host.netns, config, host_dir / "sshd.log", binds)
         for host in state.hosts.values():
             sshd.wait_for_port(host.mgmt_address)
 
@@ -440,7 +464,7 @@ class Testbed:
                 f"Host {host.ssh_alias}",
                 f"    HostName {host.mgmt_address}",
                 f"    Port {sshd.SSH_PORT}",
-                "    User root",
+                f"    User {state.login_user or 'root'}",
                 f"    IdentityFile {state.identity_file}",
                 "    IdentitiesOnly yes",
                 f"    UserKnownHostsFile {state.known_hosts}",
@@ -468,6 +492,7 @@ class Testbed:
                     # Testbed hosts share one filesystem, and every testbed names
                     # its hosts a and b: deploy to a directory of this testbed's own.
                     "labkit_dir": f"~/.labkit/{self.name}-{host.name}",
+                    **self._login_keys(state),
                 }
                 for host in state.hosts.values()
             },
@@ -475,6 +500,23 @@ class Testbed:
         state.inventory.write_text(
             f"# Inventory of testbed {self.name}, written by labkit testbed up.\n" + tomli_w.dumps(inventory)
         )
+
+    @staticmethod
+    def _login_keys(state: TestbedState) -> dict:
+        """A host's inventory keys for the login user: its name, and become = "sudo" when it has sudo."""
+        if state.login is None:
+            return {}
+        return {"user": state.login_user, **({"become": "sudo"} if state.login_sudo else {})}
+
+    def _change_sudo(self, state: TestbedState, login: LoginUser | None) -> None:
+        """Give the running testbed's login user sudo, or take it away (the sudoers.d directory is shared live)."""
+        if login is None or login.sudo == state.login_sudo:
+            return
+        self.log(f"testbed {self.name}: {login.name} {'gets' if login.sudo else 'loses'} passwordless sudo")
+        LoginFiles(state.dir, self.name).set_sudo(login)
+        state.login_sudo = login.sudo
+        state.save()
+        self._write_client_files(state)
 
     @staticmethod
     def _link_summary(link: LinkConfig) -> dict:
@@ -490,7 +532,7 @@ class Testbed:
         if wanted_emulator != state.emulator:
             self.log(f"testbed {self.name} uses the {state.emulator} emulator; rebuilding it with {wanted_emulator}")
             self.down(quiet=True)
-            return self.up(link)
+            return self.up(link, state.login)
         if link == state.link or (
             {**asdict(link), "emulator": ""} == {**asdict(state.link), "emulator": ""}
         ):
@@ -560,6 +602,7 @@ class Testbed:
             "state_dir": str(state.dir),
             "ssh_config": str(state.ssh_config),
             "inventory": str(state.inventory),
+            "login": {"user": state.login_user or "root", "sudo": state.login_sudo if state.login_user else None},
         }
         stats_file = state.dir / "delayline-stats.json"
         if stats_file.exists():

@@ -33,17 +33,26 @@ def public_key(path: Path) -> str:
     return f"{key_type} {blob}"
 
 
-def write_sshd_config(path: Path, *, host_key: Path, authorized_keys: Path, listen: list[str]) -> None:
+def write_sshd_config(path: Path, *, host_key: Path, authorized_keys: Path, listen: list[str],
+                      login_user: str | None = None) -> None:
+    """Key-only login for the testbed's client key: as root, or with ``login_user`` as that user only.
+
+    sshd reads authorized keys with the user's own rights, so a login user's key
+    sits in its home (see :mod:`labkit.testbed.login`), not in the root-only state directory.
+    """
+    if login_user:
+        who = ["AuthorizedKeysFile .ssh/authorized_keys", "PermitRootLogin no", f"AllowUsers {login_user}"]
+    else:
+        who = [f"AuthorizedKeysFile {authorized_keys}", "PermitRootLogin prohibit-password"]
     lines = [
-        "# Written by labkit testbed up; key-only root login for the testbed's client key.",
+        f"# Written by labkit testbed up; key-only login as {login_user or 'root'} for the testbed's client key.",
         f"Port {SSH_PORT}",
         *(f"ListenAddress {address}" for address in listen),
         f"HostKey {host_key}",
-        f"AuthorizedKeysFile {authorized_keys}",
+        *who,
         "PubkeyAuthentication yes",
         "PasswordAuthentication no",
         "KbdInteractiveAuthentication no",
-        "PermitRootLogin prohibit-password",
         "UsePAM no",
         # The key files live in the testbed's own 0700 state directory, which may sit
         # under a world-writable parent such as /tmp; StrictModes would refuse that path.
@@ -58,8 +67,12 @@ def write_sshd_config(path: Path, *, host_key: Path, authorized_keys: Path, list
     path.write_text("\n".join(lines) + "\n")
 
 
-def sshd_argv(netns: str, config: Path) -> list[str]:
-    """The command that starts sshd in the foreground inside ``netns`` with a private /run."""
+def sshd_argv(netns: str, config: Path, binds: list[tuple[str, str]] = ()) -> list[str]:
+    """The command that starts sshd in the foreground inside ``netns`` with a private /run.
+
+    ``binds``: (source, target) paths bind-mounted in sshd's private mount
+    namespace first (a login user's private /etc files and /home).
+    """
     sshd = find_sshd()
     if sshd is None:
         raise LabkitError("sshd is not installed; apt-get install openssh-server")
@@ -67,6 +80,7 @@ def sshd_argv(netns: str, config: Path) -> list[str]:
     # sequence inside the new mount namespace; every word is quoted.
     inner = " && ".join(
         [
+            *(shlex.join(["mount", "--bind", source, target]) for source, target in binds),
             shlex.join(["mount", "-t", "tmpfs", "-o", "mode=755", "labkit-run", "/run"]),
             shlex.join(["mkdir", "-p", "/run/sshd"]),
             "exec " + shlex.join([sshd, "-D", "-e", "-f", str(config)]),
@@ -75,11 +89,11 @@ def sshd_argv(netns: str, config: Path) -> list[str]:
     return exec_argv(netns, ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner])
 
 
-def start_sshd(netns: str, config: Path, log: Path) -> int:
+def start_sshd(netns: str, config: Path, log: Path, binds: list[tuple[str, str]] = ()) -> int:
     """Start sshd in ``netns`` detached from this process; return its pid (sshd's own, via exec)."""
     with open(log, "ab") as log_file:
         proc = subprocess.Popen(
-            sshd_argv(netns, config),
+            sshd_argv(netns, config, binds),
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=log_file,
