@@ -14,7 +14,7 @@ import pytest
 from labkit.cli import _SUBCOMMANDS
 
 PACKAGE = Path(__file__).resolve().parent.parent / "labkit"
-EXPERIMENT_COMMANDS = ("sweep", "series", "upload", "load")
+EXPERIMENT_COMMANDS = ("sweep", "series", "upload", "load", "hop")
 MAX_FUNCTION_LINES = 80
 
 
