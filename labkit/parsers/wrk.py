@@ -22,7 +22,9 @@ lines with the exact numbers of the same run (``summary['exact']``: duration
 µs, requests, bytes, every error count, min/max/mean/stdev µs) and its latency
 percentiles at every 0.1 % (plus 99.95, 99.99 and 99.999), read from wrk's
 own histogram with microsecond resolution; they become ``rows``, one per
-percentile (``percent``, ``latency_ms``): the latency CDF of the run.
+percentile in increasing order (``percent``, ``latency_ms``): the latency CDF
+of the run. wrk answers 0 for its 100th percentile (its walk runs past the
+last bucket), so 100 % is taken from the exact maximum.
 
 What wrk does not tell apart: its latencies include the requests answered
 with an error status (a 502 from a relay that failed is timed like a 200),
@@ -35,8 +37,8 @@ import re
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
 
-#: The percentiles labkit's script prints: every 0.1 % and the far tail.
-SCRIPT_PERCENTILES = tuple(round(i / 10, 1) for i in range(1, 1001)) + (99.95, 99.99, 99.999)
+#: The percentiles labkit's script prints (every 0.1 % and the far tail), in increasing order.
+SCRIPT_PERCENTILES = tuple(sorted([round(i / 10, 1) for i in range(1, 1001)] + [99.95, 99.99, 99.999]))
 
 #: The Lua script labkit runs wrk with: after wrk's own report, the same run's numbers unrounded.
 #: (wrk's stats object indexes by position, not by latency value, so the histogram cannot be read
@@ -161,6 +163,10 @@ def parse_wrk(text: str) -> ParseResult:
     if "requests" not in summary or "rps" not in summary:
         raise ParseError("not wrk output: no 'N requests in' and 'Requests/sec:' lines (did wrk start?)")
     percentiles = summary.pop("script_percentiles_us", {})
+    if 100.0 in percentiles and "latency_max_us" in summary.get("exact", {}):
+        # wrk's percentile(100) walks past its last bucket and answers 0; 100 % is the maximum.
+        percentiles[100.0] = int(summary["exact"]["latency_max_us"])
+    percentiles = dict(sorted(percentiles.items()))
     rows = pd.DataFrame({"percent": pd.Series(list(percentiles), dtype="float64"),
                          "latency_ms": pd.Series(list(percentiles.values()), dtype="float64") / 1e3})
     counts = {**tally.counts(), "requests": summary["requests"], "errors": sum(summary["errors"].values()),

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -229,22 +230,51 @@ func (r *http2Relay) Close() { r.transport.CloseIdleConnections() }
 type natsRelay struct {
 	conn    *nats.Conn
 	subject string
+	mu      sync.Mutex
+	link    context.Context // cancelled when the connection to the server drops
+	drop    context.CancelFunc
 }
 
-// NewNATSRelay connects to the NATS server at url. While disconnected, requests fail at once
-// (no reconnect buffer): a dead server shows as errors, not as requests held until they time out.
+var errNATSDisconnected = errors.New("the connection to the NATS server dropped")
+
+// NewNATSRelay connects to the NATS server at url. While disconnected, requests fail at once (no
+// reconnect buffer), and so do the requests in flight when the connection drops (their replies
+// cannot come over a connection that is gone): a dead server shows as errors, not as requests
+// held until they time out.
 func NewNATSRelay(url, subject string) (Relay, error) {
+	r := &natsRelay{subject: subject}
+	r.link, r.drop = context.WithCancel(context.Background())
 	conn, err := nats.Connect(url, nats.Name("labkit-go front"), nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond), nats.ReconnectBufSize(-1))
+		nats.ReconnectWait(250*time.Millisecond), nats.ReconnectBufSize(-1),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { r.dropped() }))
 	if err != nil {
 		return nil, err
 	}
-	return &natsRelay{conn: conn, subject: subject}, nil
+	r.conn = conn
+	return r, nil
+}
+
+// dropped fails the requests in flight and starts a new link for those after the reconnection.
+func (r *natsRelay) dropped() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drop()
+	r.link, r.drop = context.WithCancel(context.Background())
 }
 
 func (r *natsRelay) Fetch(ctx context.Context) ([]byte, error) {
+	r.mu.Lock()
+	link := r.link
+	r.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(link, func() { cancel(errNATSDisconnected) })
+	defer stop()
 	msg, err := r.conn.RequestWithContext(ctx, r.subject, nil)
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errNATSDisconnected) {
+			return nil, cause
+		}
 		return nil, err
 	}
 	return msg.Data, nil
