@@ -70,3 +70,14 @@ load = _entry_point("load", """Run the cost-of-a-call-under-load matrix (ghz, h2
                       concurrency=[1, 10, 50], payload_bytes=[64, 1024], duration_s=10)
     run.samples()  # a DataFrame, one row per cell: rps, latency_p50_ms, ..., server_cpu_s
 """)
+
+hop = _entry_point("hop", """Run the cost-of-one-call experiment (a relay hop over gRPC, HTTP/2, NATS vs direct) and return its Run.
+
+``options`` are the fields of :class:`labkit.experiments.hop.HopConfig`
+(``load_host``, ``front``, ``back``, ``nats_host``, ``via``, ``tool``,
+``threads``, ``connections``, ``duration_s``, ``repeats``, ``rate``, ...), e.g.::
+
+    run = labkit.hop("inventory.toml", load_host="a", front="a", back="b",
+                     via=["direct", "grpc", "http2", "nats"], duration_s=10, repeats=5)
+    run.samples()  # a DataFrame, one row per cell: rps, latency_mean_ms, ..., front_cpu_s, back_cpu_s, nats_cpu_s
+""")

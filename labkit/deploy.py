@@ -6,9 +6,11 @@ Per host, in ``labkit_dir`` (default ``~/.labkit/NAME``)::
     agent-requirements.txt    the agent set, pinned to the versions installed here
     venv/                     python3 -m venv; labkit installed with --no-deps
     build.json                marker: which build is installed (a host with the same build is skipped)
-    bin/ghz, bin/labkit-go    the static ghz (labkit load's gRPC load generator) and labkit-go (the
-                              grpc-go echo) of this machine, when it has them; each sent again only
-                              when its SHA-256 differs
+    bin/ghz, bin/labkit-go,   the static tools of this machine (hosts.layout.TOOLS): ghz (labkit load's
+    bin/nats-server,          gRPC load generator), labkit-go (the grpc-go echo, and hop's back and
+    bin/vegeta                front), nats-server and vegeta (labkit hop's NATS server and open-loop
+                              load generator), when it has them; each sent again only when its
+                              SHA-256 differs
 
 A host only runs the agent side of labkit (echo serve/call and the tool
 wrappers), so the venv gets the labkit wheel with ``--no-deps`` plus the small

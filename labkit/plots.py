@@ -445,6 +445,64 @@ def lines_with_ci(
     return Drawn(ax, artists)
 
 
+def bars_with_ci(table: pd.DataFrame, x: str, y: str, lo: str | None = None, hi: str | None = None,
+                 by: str | None = None, *, order=None, groups=None, ax=None, ylabel: str | None = None) -> Drawn:
+    """One bar per ``x`` (in ``order``), side by side per ``by`` group (in ``groups``), with ``lo``–``hi`` as error bars.
+
+    Missing bounds draw no error bar; a missing ``y`` draws no bar.
+    """
+    ax = _ax(ax)
+    artists: dict[str, list] = {"bars": [], "errorbars": []}
+    with theme():
+        xs = list(order) if order is not None else list(dict.fromkeys(table[x]))
+        keys = list(groups) if groups is not None else ([None] if by is None else list(dict.fromkeys(table[by])))
+        colors = {None: PALETTE[0]} if by is None else group_colors(keys)
+        width = 0.8 / len(keys)
+        for i, key in enumerate(keys):
+            frame = (table if key is None else table[table[by] == key]).set_index(x).reindex(xs)
+            positions = np.arange(len(xs)) + (i - (len(keys) - 1) / 2) * width
+            values = pd.to_numeric(frame[y], errors="coerce").to_numpy(dtype=float)
+            drawn = np.isfinite(values)
+            bars = ax.bar(positions[drawn], values[drawn], width=width, color=colors[key],
+                          label=y if key is None else str(key))
+            artists["bars"].extend(bars.patches)
+            if lo is not None and hi is not None:
+                low, high = (pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=float) for c in (lo, hi))
+                bounded = drawn & np.isfinite(low) & np.isfinite(high)
+                if bounded.any():
+                    artists["errorbars"].append(ax.errorbar(
+                        positions[bounded], values[bounded], yerr=[values[bounded] - low[bounded], high[bounded] - values[bounded]],
+                        fmt="none", ecolor="0.2", capsize=3, linewidth=1))
+        ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs])
+        ax.set_ylabel(ylabel or y)
+        if by:
+            ax.legend(title=by, fontsize="small")
+    return Drawn(ax, artists)
+
+
+def quantile_curves(table: pd.DataFrame, by: str, *, order=None, low: str | None = None, high: str | None = None,
+                    ax=None, xlabel: str = "latency (ms)") -> Drawn:
+    """Latency CDFs given as quantiles (``percent``, ``latency_ms`` per ``by`` group), log x, with an optional band
+    between the ``low`` and ``high`` quantile columns (e.g. the fastest and slowest repeat)."""
+    ax = _ax(ax)
+    artists: dict[str, list] = {"lines": [], "bands": []}
+    with theme():
+        colors = _colors(table, by)
+        for key, frame in _groups(table, by, order):
+            frame = frame.sort_values("percent")
+            (line,) = ax.plot(frame["latency_ms"], frame["percent"] / 100, color=colors[key], label=str(key))
+            artists["lines"].append(line)
+            if low is not None and high is not None:
+                artists["bands"].append(ax.fill_betweenx(frame["percent"] / 100, frame[low], frame[high],
+                                                         color=colors[key], alpha=0.2, linewidth=0))
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("proportion ≤ x")
+        ax.set_ylim(0, 1.01)
+        ax.legend(title=by, fontsize="small")
+    return Drawn(ax, artists)
+
+
 # --- export --------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ names, types and nullability whichever command wrote the run.
   reports.
 - :data:`UPLOAD_SCHEMA`: ``labkit upload``, one row per upload.
 - :data:`LOAD_SCHEMA`: ``labkit load``, one row per cell.
+- :data:`HOP_SCHEMA`: ``labkit hop``, one row per cell (a transport and a repeat).
 - :data:`IPERF3_SCHEMA`: iperf3 ``-J`` intervals, one row per stream per
   interval, written by ``labkit import iperf3``. Each report's end summary
   (sum_sent, sum_received, the sender's and receiver's CPU) is a fact of the
@@ -212,6 +213,59 @@ LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     *STACK_FIELDS,
 ]
 
+#: HOP_SCHEMA's fields: (name, type, nullable, meaning).
+HOP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("run_id", pa.string(), False, "The run's id (its directory name)."),
+    ("experiment", pa.string(), False, "'hop'."),
+    ("cell_id", pa.string(), False, "The cell: load_host|via|rate=closed or N/s|r=repeat."),
+    ("attempt", pa.int32(), False, "The cell's attempt that wrote the row (a resumed run redoes unfinished cells)."),
+    ("load_host", pa.string(), False, "The host (inventory name) that ran the load tool."),
+    ("front", pa.string(), True, "The host of the front relay (labkit-go front); null for direct cells, which skip it."),
+    ("back", pa.string(), False, "The host of the back service (labkit-go back)."),
+    ("nats_host", pa.string(), True, "The host of nats-server, for nats cells; null otherwise."),
+    ("via", pa.string(), False, "'direct' (the load on the back itself), or the transport the front called the back "
+                                "over: 'grpc' (BackService.Get), 'http2' (GET on one h2c connection), 'http2-tls', "
+                                "'nats' (request-reply)."),
+    ("tool", pa.string(), False, "'wrk' (closed loop), 'vegeta' (open loop at rate) or 'ghz' (gRPC, closed loop)."),
+    ("tool_version", pa.string(), True, "What the tool's --version printed on the load host."),
+    ("repeat", pa.int64(), False, "0-based repeat of the transport: the independent unit the notebook resamples."),
+    ("order", pa.int64(), False, "0-based position of the cell in the run's shuffled order."),
+    ("threads", pa.int64(), True, "wrk -t; null for the other tools."),
+    ("connections", pa.int64(), True, "wrk -c, or ghz's concurrency and connections; null for vegeta (open loop)."),
+    ("rate", pa.int64(), True, "vegeta's request rate per second (open loop); null for the closed-loop tools."),
+    ("duration_s", pa.float64(), False, "Configured length of the load."),
+    ("grpc_channels", pa.int64(), True, "gRPC channels from the front to the back (round robin), for grpc cells."),
+    ("nats_workers", pa.int64(), True, "The back's NATS subscriptions answering at once, when the run has NATS."),
+    ("body_bytes", pa.int64(), False, "Bytes of the back's body (the response body of every request)."),
+    ("t_start_utc_ns", pa.int64(), False, "UTC time the cell's tool was started, integer ns since the epoch."),
+    ("requests", pa.int64(), False, "Requests that ended, answered or not (wrk: responses plus socket errors)."),
+    ("ok", pa.int64(), False, "Successful requests: a 2xx response (vegeta: with the back's exact body; ghz: status OK)."),
+    ("errors", pa.int64(), False, "requests - ok: non-2xx responses (a front's 502), socket errors, timeouts, failed calls."),
+    ("rps", pa.float64(), False, "Successful requests per second (ok over the tool's measured duration)."),
+    ("tool_rps", pa.float64(), True, "The tool's own req/s (wrk's Requests/sec counts non-2xx answers too; ghz's rps)."),
+    ("tool_duration_s", pa.float64(), True, "The duration the tool measured (wrk's exact runtime; else the configured one)."),
+    ("latency_min_ms", pa.float64(), True, "Fastest request (wrk: every answered request, errors included; others: ok only)."),
+    ("latency_mean_ms", pa.float64(), True, "Mean latency (wrk's own, exact from its script; others over ok requests)."),
+    ("latency_stdev_ms", pa.float64(), True, "Standard deviation of the latency, as wrk computes it (others: population)."),
+    ("latency_p50_ms", pa.float64(), True, "Median latency (wrk: its histogram's percentile, µs resolution; others nearest rank)."),
+    ("latency_p90_ms", pa.float64(), True, "90th percentile latency."),
+    ("latency_p99_ms", pa.float64(), True, "99th percentile latency."),
+    ("latency_max_ms", pa.float64(), True, "Slowest request."),
+    ("bytes_read", pa.int64(), True, "Bytes the tool read: wrk counts whole HTTP responses (headers too), vegeta bodies "
+                                      "only; null for ghz."),
+    ("transfer_bytes_per_s", pa.float64(), True, "bytes_read over the tool's duration (wrk's Transfer/sec, unrounded)."),
+    ("error_kinds", pa.string(), False, "JSON object: what went wrong -> count (wrk: connect/read/write/timeout/status)."),
+    ("front_cpu_s", pa.float64(), True, "CPU seconds (user + system, all threads) of the front over the cell, from "
+                                        "/proc/<pid>/stat before and after; null without a front or when unreadable."),
+    ("back_cpu_s", pa.float64(), True, "CPU seconds of the back over the cell."),
+    ("nats_cpu_s", pa.float64(), True, "CPU seconds of nats-server over the cell; null when the run has no NATS."),
+    ("cell_wall_s", pa.float64(), False, "Wall time between the CPU readings before and after the cell."),
+    ("services_alive_after", pa.bool_(), False, "Whether the front, the back and nats-server all still ran after the cell."),
+    ("tool_exit", pa.int64(), True, "Exit status of the tool's (last) command; null when it was stopped."),
+    ("error", pa.string(), True, "Why the row is partial: a process died, the tool failed, nothing was answered."),
+    ("raw_files", pa.string(), False, "The cell's raw outputs under the run's raw/ directory, comma-separated."),
+]
+
 #: IPERF3_SCHEMA's fields: (name, type, nullable, meaning).
 IPERF3_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("run_id", pa.string(), False, "The run's id (its directory name)."),
@@ -261,6 +315,9 @@ UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/2")
 
 #: One row per load cell (see :data:`LOAD_FIELDS`).
 LOAD_SCHEMA: pa.Schema = _schema(LOAD_FIELDS, "load/2")
+
+#: One row per hop cell (see :data:`HOP_FIELDS`).
+HOP_SCHEMA: pa.Schema = _schema(HOP_FIELDS, "hop/1")
 
 #: One row per iperf3 stream per interval (see :data:`IPERF3_FIELDS`).
 IPERF3_SCHEMA: pa.Schema = _schema(IPERF3_FIELDS, "iperf3/2")  # 2: snd_wnd and the UDP columns

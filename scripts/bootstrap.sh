@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 declare -A NEEDED=(
   [ip]=iproute2 [ss]=iproute2 [ping]=iputils-ping [iperf3]=iperf3
   [ssh-keygen]=openssh-client [sshd]=openssh-server [unshare]=util-linux
-  [h2load]=nghttp2-client [tcpdump]=tcpdump
+  [h2load]=nghttp2-client [tcpdump]=tcpdump [wrk]=wrk
   # sudo: how labkit takes root on hosts that log in as another user (become = "sudo"),
   # and the testbed's --login-user --sudo, which checks its sudoers file with visudo.
   [sudo]=sudo [visudo]=sudo
@@ -124,4 +124,15 @@ GRPCURL=github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
 if ! built_from grpcurl "$GRPCURL"; then
   echo "bootstrap: building grpcurl ${GRPCURL##*@} into .venv/bin"
   GOBIN="$PWD/.venv/bin" "$GO" install "$GRPCURL"
+fi
+
+# vegeta, the open-loop HTTP load generator of `labkit hop --rate` (a fixed request rate
+# whatever the answers do, so queueing shows in the latencies), pinned and static like ghz:
+# its CSV encoding is what labkit's parser is tested on, and `labkit deploy` ships it.
+VEGETA=github.com/tsenart/vegeta/v12@v12.13.0
+if ! built_from vegeta "$VEGETA"; then
+  echo "bootstrap: building vegeta ${VEGETA##*@} into .venv/bin"
+  # -X main.Version: its --version then names the pin (go install leaves it empty), which runs record.
+  GOBIN="$PWD/.venv/bin" "$GO" install -ldflags "-X main.Version=${VEGETA##*@}" "$VEGETA" \
+    || echo "bootstrap: could not build vegeta; labkit hop --rate will say how to get it" >&2
 fi

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,3 +110,26 @@ def leftover_processes(state, words: tuple[str, ...]) -> list[str]:
             if any(word in cmdline for word in words):
                 found.append(f"{host.name}:{pid}: {cmdline}")
     return found
+
+
+@contextmanager
+def running_labkit(*args: str):
+    """`labkit ARGS` in the background (stdout and stderr piped, text) for a ``with`` block; killed after it if still running."""
+    proc = subprocess.Popen([LABKIT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def wait_for_cell_start(runs_dir: Path, name: str, timeout: float = 90) -> Path:
+    """The run directory ``*-<name>`` under ``runs_dir`` once its first cell has started."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for cells in runs_dir.glob(f"*-{name}/cells.jsonl"):
+            if '"start"' in cells.read_text():
+                return cells.parent
+        time.sleep(0.05)
+    raise AssertionError(f"no cell started within {timeout} s")

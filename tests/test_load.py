@@ -16,7 +16,8 @@ import tomli_w
 import tomllib
 
 import labkit
-from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
+from conftest import (DATA, LABKIT, deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed,
+                      running_labkit, wait_for_cell_start)
 from labkit.analysis.windows import nearest_rank, window_stats
 from labkit.experiments.load import LoadConfig, plan_cells
 from labkit.schemas import LOAD_SCHEMA
@@ -302,16 +303,6 @@ def test_connections_1_runs_the_other_transports_and_says_grpc_conns_was_left_ou
     assert run.manifest["omitted_cells"] == [left_out[0].removeprefix("left out: ")]
 
 
-def _wait_for_cell_start(runs_dir: Path, name: str, timeout: float = 90) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for cells in runs_dir.glob(f"*-{name}/cells.jsonl"):
-            if '"start"' in cells.read_text():
-                return cells.parent
-        time.sleep(0.05)
-    raise AssertionError(f"no cell started within {timeout} s")
-
-
 def _echo_server_pid(lab) -> int:
     pids = subprocess.run(["ip", "netns", "pids", lab.hosts["b"].netns], capture_output=True, text=True).stdout.split()
     for pid in pids:
@@ -330,17 +321,12 @@ def test_a_server_killed_mid_load_gives_error_counts_and_the_run_goes_on(lab, in
         "inventory": str(inventory), "client": "a", "server": "b", "transports": ["grpc"], "concurrency": [2],
         "payload_bytes": [64, 100], "keepalive_ms": "none", "duration": "3s", "warmup": "1s", "name": "killed",
     }}))
-    proc = subprocess.Popen([LABKIT, "load", "--config", str(experiment), "--ping-count", "1", "--runs-dir", str(tmp_path),
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for_cell_start(tmp_path, "killed")
+    with running_labkit("load", "--config", str(experiment), "--ping-count", "1", "--runs-dir", str(tmp_path),
+                        "--quiet") as proc:
+        wait_for_cell_start(tmp_path, "killed")
         time.sleep(1.0 + 1.5)  # the warm-up, then half of the measured window
         subprocess.run(["kill", "-9", str(_echo_server_pid(lab))], check=True)
         stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, stderr
     run = Run.open(next(tmp_path.glob("*-killed")))
     rows = run.samples().sort_values("payload_bytes").reset_index(drop=True)
@@ -357,22 +343,17 @@ def test_a_server_killed_mid_load_gives_error_counts_and_the_run_goes_on(lab, in
 
 
 def test_sigterm_stops_everything_and_resume_runs_only_the_missing_cell(lab, inventory, tmp_path):
-    argv = [LABKIT, "load", str(inventory), "--client", "a", "--server", "b", "--transports", "grpc", "--concurrency", "2",
+    argv = ["load", str(inventory), "--client", "a", "--server", "b", "--transports", "grpc", "--concurrency", "2",
             "--payload-bytes", "64", "--keepalive-ms", "none,1000", "--duration", "2s", "--warmup", "0.5s",
             "--ping-count", "1", "--name", "resumed", "--runs-dir", str(tmp_path), "--quiet"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        run_path = _wait_for_cell_start(tmp_path, "resumed")
+    with running_labkit(*argv) as proc:
+        run_path = wait_for_cell_start(tmp_path, "resumed")
         deadline = time.monotonic() + 60
         while '"complete"' not in (run_path / "cells.jsonl").read_text() and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # into the second cell
         proc.terminate()
         _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 130, stderr
     assert lab_processes(lab) == []
     assert Run.open(run_path).status == "interrupted"

@@ -27,6 +27,7 @@ IDLE_STEP = REPO / "data" / "samples" / "idle-step-cubic"
 IDLE_KNOBS = REPO / "data" / "samples" / "idle-step-knobs"
 SERIES_WAN = REPO / "data" / "samples" / "series-wan"
 SERIES_LAN = REPO / "data" / "samples" / "series-lan"
+HOP_SMALL = REPO / "data" / "samples" / "hop-small"
 AGG = {**os.environ, "MPLBACKEND": "agg"}
 MAGIC = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}
 
@@ -308,6 +309,7 @@ LOAD_SMALL = REPO / "data" / "samples" / "load-small"
 def test_upload_and_load_notebooks_are_registered():
     assert notebooks_for("upload") == ("upload",)
     assert "load" in notebooks_for("load")
+    assert notebooks_for("hop") == ("hop",)
 
 
 def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
@@ -377,6 +379,27 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
     assert headline["http2_over_grpc.rps.this_run"] == pytest.approx(at10["http2 n=1"]["rps"] / at10["grpc n=1"]["rps"], abs=1e-3)
     assert sorted(data["figures"]) == ["load_latency.png", "load_throughput.png"]
     assert not (LOAD_SMALL / "figures").exists() and not (LOAD_SMALL / "report").exists()
+
+
+def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
+    """run_dir empty: wrk, 2 threads, 10 connections, 10 s, 5 repeats of direct, grpc, http2 and nats on the testbed."""
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("hop", HOP_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 500})
+    data = json.loads(result.headline_path.read_text())
+    headline = data["headline"]
+    assert data["run_path"] == str(HOP_SMALL) and headline["cells"] == 20 and headline["errors"] == 0
+    assert headline["bytes_per_request"] == pytest.approx(366, abs=1)  # the published runs' bytes per response
+    # Every hop costs latency and req/s against going direct, with an interval over the 5 repeats around it.
+    for via in ("grpc", "http2", "nats"):
+        assert 0 < headline[f"cost_ms.{via}_lo"] <= headline[f"cost_ms.{via}"] <= headline[f"cost_ms.{via}_hi"]
+        assert headline[f"rps.{via}"] < headline["rps.direct"] and headline[f"cpu_us.{via}.front"] > 0
+    assert headline["cpu_us.nats.nats"] > 0 and headline["order.grpc_vs_direct"] == "same order"
+    assert {f["later"] for f in data["findings"]} == {"grpc", "http2", "nats"}
+    assert [row["via"] for row in data["layout"]] == ["direct", "grpc", "http2", "nats"]
+    assert sorted(data["figures"]) == ["hop_cdf.png", "hop_cost.png", "hop_cpu.png"]
+    assert not (HOP_SMALL / "figures").exists() and not (HOP_SMALL / "report").exists()
 
 
 # --- ping vs echo over time: `labkit series` runs (experiment 2) ----------------------------------

@@ -294,6 +294,97 @@ func (x *UploadStatus) GetSha256() string {
 	return ""
 }
 
+// `via` names the transport a front relays over ("grpc", "http2", "nats") when
+// a gRPC client such as ghz drives the front; the back ignores it.
+type GetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Via           string                 `protobuf:"bytes,1,opt,name=via,proto3" json:"via,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_echo_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_echo_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_echo_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetRequest) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+// The back's body, byte for byte.
+type GetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Body          []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponse) Reset() {
+	*x = GetResponse{}
+	mi := &file_echo_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponse) ProtoMessage() {}
+
+func (x *GetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_echo_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
+func (*GetResponse) Descriptor() ([]byte, []int) {
+	return file_echo_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
 var File_echo_proto protoreflect.FileDescriptor
 
 const file_echo_proto_rawDesc = "" +
@@ -310,7 +401,12 @@ const file_echo_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12*\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x16.echo.UploadStatusCodeR\x04code\x12%\n" +
 	"\x0ebytes_received\x18\x03 \x01(\x03R\rbytesReceived\x12\x16\n" +
-	"\x06sha256\x18\x04 \x01(\tR\x06sha256*3\n" +
+	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"\x1e\n" +
+	"\n" +
+	"GetRequest\x12\x10\n" +
+	"\x03via\x18\x01 \x01(\tR\x03via\"!\n" +
+	"\vGetResponse\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body*3\n" +
 	"\x10UploadStatusCode\x12\v\n" +
 	"\aUNKNOWN\x10\x00\x12\x06\n" +
 	"\x02OK\x10\x01\x12\n" +
@@ -320,7 +416,9 @@ const file_echo_proto_rawDesc = "" +
 	"\x04Echo\x12\x11.echo.EchoRequest\x1a\x12.echo.EchoResponse\x127\n" +
 	"\n" +
 	"EchoStream\x12\x11.echo.EchoRequest\x1a\x12.echo.EchoResponse(\x010\x01\x12+\n" +
-	"\x06Upload\x12\v.echo.Chunk\x1a\x12.echo.UploadStatus(\x01b\x06proto3"
+	"\x06Upload\x12\v.echo.Chunk\x1a\x12.echo.UploadStatus(\x0129\n" +
+	"\vBackService\x12*\n" +
+	"\x03Get\x12\x10.echo.GetRequest\x1a\x11.echo.GetResponseb\x06proto3"
 
 var (
 	file_echo_proto_rawDescOnce sync.Once
@@ -335,24 +433,28 @@ func file_echo_proto_rawDescGZIP() []byte {
 }
 
 var file_echo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_echo_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_echo_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_echo_proto_goTypes = []any{
 	(UploadStatusCode)(0), // 0: echo.UploadStatusCode
 	(*EchoRequest)(nil),   // 1: echo.EchoRequest
 	(*EchoResponse)(nil),  // 2: echo.EchoResponse
 	(*Chunk)(nil),         // 3: echo.Chunk
 	(*UploadStatus)(nil),  // 4: echo.UploadStatus
+	(*GetRequest)(nil),    // 5: echo.GetRequest
+	(*GetResponse)(nil),   // 6: echo.GetResponse
 }
 var file_echo_proto_depIdxs = []int32{
 	0, // 0: echo.UploadStatus.code:type_name -> echo.UploadStatusCode
 	1, // 1: echo.EchoService.Echo:input_type -> echo.EchoRequest
 	1, // 2: echo.EchoService.EchoStream:input_type -> echo.EchoRequest
 	3, // 3: echo.EchoService.Upload:input_type -> echo.Chunk
-	2, // 4: echo.EchoService.Echo:output_type -> echo.EchoResponse
-	2, // 5: echo.EchoService.EchoStream:output_type -> echo.EchoResponse
-	4, // 6: echo.EchoService.Upload:output_type -> echo.UploadStatus
-	4, // [4:7] is the sub-list for method output_type
-	1, // [1:4] is the sub-list for method input_type
+	5, // 4: echo.BackService.Get:input_type -> echo.GetRequest
+	2, // 5: echo.EchoService.Echo:output_type -> echo.EchoResponse
+	2, // 6: echo.EchoService.EchoStream:output_type -> echo.EchoResponse
+	4, // 7: echo.EchoService.Upload:output_type -> echo.UploadStatus
+	6, // 8: echo.BackService.Get:output_type -> echo.GetResponse
+	5, // [5:9] is the sub-list for method output_type
+	1, // [1:5] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -369,9 +471,9 @@ func file_echo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_echo_proto_rawDesc), len(file_echo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_echo_proto_goTypes,
 		DependencyIndexes: file_echo_proto_depIdxs,

@@ -209,3 +209,115 @@ var EchoService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "echo.proto",
 }
+
+const (
+	BackService_Get_FullMethodName = "/echo.BackService/Get"
+)
+
+// BackServiceClient is the client API for BackService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// The back service of `labkit hop` (experiment 4, the cost of one call): every
+// call is answered with the same configured body, as the published back API
+// answered its product list. `labkit-go back` serves it, and `labkit-go front`
+// serves it too, relaying each call to the back.
+type BackServiceClient interface {
+	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+}
+
+type backServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewBackServiceClient(cc grpc.ClientConnInterface) BackServiceClient {
+	return &backServiceClient{cc}
+}
+
+func (c *backServiceClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponse)
+	err := c.cc.Invoke(ctx, BackService_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// BackServiceServer is the server API for BackService service.
+// All implementations must embed UnimplementedBackServiceServer
+// for forward compatibility.
+//
+// The back service of `labkit hop` (experiment 4, the cost of one call): every
+// call is answered with the same configured body, as the published back API
+// answered its product list. `labkit-go back` serves it, and `labkit-go front`
+// serves it too, relaying each call to the back.
+type BackServiceServer interface {
+	Get(context.Context, *GetRequest) (*GetResponse, error)
+	mustEmbedUnimplementedBackServiceServer()
+}
+
+// UnimplementedBackServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedBackServiceServer struct{}
+
+func (UnimplementedBackServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedBackServiceServer) mustEmbedUnimplementedBackServiceServer() {}
+func (UnimplementedBackServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeBackServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to BackServiceServer will
+// result in compilation errors.
+type UnsafeBackServiceServer interface {
+	mustEmbedUnimplementedBackServiceServer()
+}
+
+func RegisterBackServiceServer(s grpc.ServiceRegistrar, srv BackServiceServer) {
+	// If the following call panics, it indicates UnimplementedBackServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&BackService_ServiceDesc, srv)
+}
+
+func _BackService_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackServiceServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BackService_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackServiceServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// BackService_ServiceDesc is the grpc.ServiceDesc for BackService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var BackService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "echo.BackService",
+	HandlerType: (*BackServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Get",
+			Handler:    _BackService_Get_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "echo.proto",
+}

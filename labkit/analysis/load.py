@@ -11,15 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from labkit.analysis.hop import PUBLISHED
 from labkit.analysis.summary import summarize_with_ci
 from labkit.analysis.windows import measured_window
 
-#: The research brief's wrk figures (experiment 4): average and maximum latency in ms, and req/s, per transport.
-WRK_PUBLISHED = pd.DataFrame({
-    "avg_ms": {"direct HTTP": 0.99, "gRPC": 1.34, "HTTP/2": 2.73, "NATS": 6.14},
-    "max_ms": {"direct HTTP": 9.49, "gRPC": 36.12, "HTTP/2": 55.29, "NATS": 29.30},
-    "rps": {"direct HTTP": 10073, "gRPC": 7562, "HTTP/2": 4436, "NATS": 1634},
-})
+#: The research brief's wrk figures (experiment 4): average and maximum latency in ms, and req/s, per transport
+#: (the published table of :mod:`labkit.analysis.hop`, by its method names).
+WRK_PUBLISHED = PUBLISHED.set_index("method")[["avg_ms", "max_ms", "rps"]]
 
 
 def label_series(cells: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

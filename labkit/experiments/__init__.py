@@ -3,7 +3,7 @@
 Each module declares a ``SPEC`` (:class:`labkit.experiments.base.ExperimentSpec`):
 its config, cells, executor, schema, summary and notebook;
 :func:`labkit.experiments.base.run_experiment` runs any of them, and
-``labkit.sweep()`` / ``series()`` / ``upload()`` / ``load()`` and the CLI
+``labkit.sweep()`` / ``series()`` / ``upload()`` / ``load()`` / ``hop()`` and the CLI
 commands of the same names come from it. Modules are imported on first use,
 so ``import labkit`` stays fast.
 """
@@ -18,6 +18,7 @@ COMMANDS = {
     "series": "labkit.experiments.series",
     "upload": "labkit.experiments.upload",
     "load": "labkit.experiments.load",
+    "hop": "labkit.experiments.hop",
 }
 
 

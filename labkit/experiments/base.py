@@ -335,6 +335,69 @@ class Session:
             except Exception:
                 pass
 
+    # -- tools, CPU and raw outputs on hosts -----------------------------------------------------
+    def find_tool(self, host_name: str, tool: str, given: str | None, how_to_get: str) -> dict[str, str]:
+        """``{path, version}`` of ``tool`` on a host: ``given``, else deploy's copy, else its PATH.
+
+        ``how_to_get`` ends the one-line error when none of them runs ``--version``.
+        """
+        from labkit.hosts.layout import host_tool_candidates
+
+        tried = [given] if given else host_tool_candidates(self.inventory.host(host_name), tool)
+        for candidate in tried:
+            try:
+                result = self.host(host_name).run([candidate, "--version"], timeout=30)
+            except LabkitError:
+                continue  # not there
+            version = (result.stdout + result.stderr).strip().splitlines()
+            # wrk prints its usage and exits 1 after the version line; a found tool says its name first.
+            if result.ok or (version and tool in version[0]):
+                return {"path": candidate, "version": version[0] if version else ""}
+        raise LabkitError(f"{tool} is not on {host_name} (looked for {', '.join(tried)}); {how_to_get}")
+
+    def deploy_hint(self, host_name: str, tool: str) -> str:
+        """How to get a tool that `labkit deploy` ships onto a host."""
+        from labkit.hosts.layout import TOOL_HINTS
+
+        return (f"run `labkit deploy {self.inventory.path or 'INVENTORY'} {host_name}` from a machine that has "
+                f"{tool} ({TOOL_HINTS[tool]})")
+
+    def process_cpu_s(self, host_name: str, pid: int | None) -> float | None:
+        """A process's CPU seconds so far (user + system, from /proc/<pid>/stat on its host); None if unreadable."""
+        from labkit.echo.cputime import parse_proc_stat
+
+        if pid is None:
+            return None
+        try:
+            user, system = parse_proc_stat(self.host(host_name).read_bytes(f"/proc/{pid}/stat").decode())
+        except (LabkitError, ValueError, IndexError):
+            return None
+        return user + system
+
+    def fetch_raw(self, host_name: str, remote: str, raw_name: str, transform: Callable[[str], str] | None = None):
+        """Move a tool's output file from a host into the run's raw/ as ``raw_name``, gzip-compressed; its path, or None.
+
+        ``transform`` may rewrite the text first (e.g. drop what the tool copied of the request).
+        """
+        import gzip
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        host = self.host(host_name)
+        if not host.exists(remote):
+            return None
+        local = self.run.raw_dir / raw_name
+        with tempfile.TemporaryDirectory(prefix="labkit-raw-") as tmp:
+            copy = Path(tmp) / "out"
+            host.get(remote, copy)
+            if transform is not None:
+                copy.write_text(transform(copy.read_text()))
+            with open(copy, "rb") as source, gzip.open(local, "wb", compresslevel=1) as target:
+                shutil.copyfileobj(source, target)
+        host.remove(remote)
+        return local
+
     # -- baselines -----------------------------------------------------------------------------
     def ping_baseline(self, src: str, dst: str, when: str, count: int = 10) -> dict[str, Any]:
         """Ping ``dst``'s data address from ``src`` and record it as ``baselines[src-dst][ping_<when>_<attempt>]``.

@@ -65,7 +65,6 @@ import hashlib
 import itertools
 import json
 import random
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -362,34 +361,13 @@ class _Loader(ExperimentRunner):
     # -- set-up -------------------------------------------------------------------------------
     def find_tools(self, cells: list[Cell]) -> None:
         """Find each tool the cells need on the client host; one clear error when one is missing."""
-        from labkit.hosts.layout import TOOL_HINTS as DEPLOY_HINTS, host_tool_candidates
+        from labkit.hosts.layout import TOOL_HINTS as DEPLOY_HINTS
 
-        entry = self.session.inventory.host(self.config.client)
         for tool in sorted({cell.tool for cell in cells}):
-            given = getattr(self.config, tool)
-            tried = [given] if given else host_tool_candidates(entry, tool)
-            found = next(filter(None, (self._tool_version(candidate) for candidate in tried)), None)
-            if found is None:
-                if tool in DEPLOY_HINTS:
-                    how = (f"run `labkit deploy {self.session.inventory.path or 'INVENTORY'} {self.config.client}` from a "
-                           f"machine that has ghz ({DEPLOY_HINTS[tool]})")
-                else:
-                    how = TOOL_HINTS[tool]
-                raise LabkitError(f"{tool} is not on {self.config.client} (looked for {', '.join(tried)}); {how}")
-            self.tools[tool] = found
+            how = self.session.deploy_hint(self.config.client, tool) if tool in DEPLOY_HINTS else TOOL_HINTS[tool]
+            self.tools[tool] = self.session.find_tool(self.config.client, tool, getattr(self.config, tool), how)
         self.run.manifest["tools"] = self.tools
         self.run.save_manifest()
-
-    def _tool_version(self, candidate: str) -> dict[str, str] | None:
-        """{path, version} when ``candidate --version`` runs on the client host, else None."""
-        try:
-            result = self.client.run([candidate, "--version"], timeout=30)
-        except LabkitError:
-            return None  # not there
-        if not result.ok:
-            return None
-        version = (result.stdout + result.stderr).strip().splitlines()
-        return {"path": candidate, "version": version[0] if version else ""}
 
     def prepare_files(self) -> None:
         """A private work directory on the client host with the protoset and one request body per payload size."""
@@ -436,13 +414,7 @@ class _Loader(ExperimentRunner):
 
     def server_cpu_s(self) -> float | None:
         """The echo server's CPU seconds so far (user + system, from /proc/<pid>/stat on its host)."""
-        from labkit.echo.cputime import parse_proc_stat
-
-        try:
-            user, system = parse_proc_stat(self.server.read_bytes(f"/proc/{self.ready['pid']}/stat").decode())
-        except (LabkitError, ValueError, IndexError):
-            return None
-        return user + system
+        return self.session.process_cpu_s(self.config.server, self.ready.get("pid"))
 
     # -- cells ---------------------------------------------------------------------------------
     def run_cells(self, cells: list[Cell]) -> None:
@@ -571,19 +543,8 @@ class _Loader(ExperimentRunner):
 
     def _fetch(self, remote: str, raw_name: str) -> Path | None:
         """Copy a tool's output from the client host into raw/, gzip-compressed; None if there is none."""
-        if not self.client.exists(remote):
-            return None
-        local = self.run.raw_dir / raw_name
-        with tempfile.TemporaryDirectory(prefix="labkit-load-") as tmp:
-            copy = Path(tmp) / "out"
-            self.client.get(remote, copy)
-            if raw_name.startswith("ghz-"):
-                copy.write_text(without_request_body(copy.read_text(), self.config.seed))
-            with open(copy, "rb") as source, gzip.open(local, "wb", compresslevel=1) as target:
-                shutil.copyfileobj(source, target)
-        self.client.remove(remote)
-        return local
-
+        strip = (lambda text: without_request_body(text, self.config.seed)) if raw_name.startswith("ghz-") else None
+        return self.session.fetch_raw(self.config.client, remote, raw_name, strip)
 
 def plan(config: LoadConfig, inventory) -> Plan:
     cells, omitted = plan_cells(config)

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\necho.proto\x12\x04\x65\x63ho\"\x1e\n\x0b\x45\x63hoRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"&\n\x0c\x45\x63hoResponse\x12\x16\n\x0epayload_length\x18\x01 \x01(\x03\"\x18\n\x05\x43hunk\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\x0c\"m\n\x0cUploadStatus\x12\x0f\n\x07message\x18\x01 \x01(\t\x12$\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x16.echo.UploadStatusCode\x12\x16\n\x0e\x62ytes_received\x18\x03 \x01(\x03\x12\x0e\n\x06sha256\x18\x04 \x01(\t*3\n\x10UploadStatusCode\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x06\n\x02OK\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x32\xa2\x01\n\x0b\x45\x63hoService\x12-\n\x04\x45\x63ho\x12\x11.echo.EchoRequest\x1a\x12.echo.EchoResponse\x12\x37\n\nEchoStream\x12\x11.echo.EchoRequest\x1a\x12.echo.EchoResponse(\x01\x30\x01\x12+\n\x06Upload\x12\x0b.echo.Chunk\x1a\x12.echo.UploadStatus(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\necho.proto\x12\x04\x65\x63ho\"\x1e\n\x0b\x45\x63hoRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"&\n\x0c\x45\x63hoResponse\x12\x16\n\x0epayload_length\x18\x01 \x01(\x03\"\x18\n\x05\x43hunk\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\x0c\"m\n\x0cUploadStatus\x12\x0f\n\x07message\x18\x01 \x01(\t\x12$\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x16.echo.UploadStatusCode\x12\x16\n\x0e\x62ytes_received\x18\x03 \x01(\x03\x12\x0e\n\x06sha256\x18\x04 \x01(\t\"\x19\n\nGetRequest\x12\x0b\n\x03via\x18\x01 \x01(\t\"\x1b\n\x0bGetResponse\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c*3\n\x10UploadStatusCode\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x06\n\x02OK\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x32\xa2\x01\n\x0b\x45\x63hoService\x12-\n\x04\x45\x63ho\x12\x11.echo.EchoRequest\x1a\x12.echo.EchoResponse\x12\x37\n\nEchoStream\x12\x11.echo.EchoRequest\x1a\x12.echo.EchoResponse(\x01\x30\x01\x12+\n\x06Upload\x12\x0b.echo.Chunk\x1a\x12.echo.UploadStatus(\x01\x32\x39\n\x0b\x42\x61\x63kService\x12*\n\x03Get\x12\x10.echo.GetRequest\x1a\x11.echo.GetResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'echo_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_UPLOADSTATUSCODE']._serialized_start=229
-  _globals['_UPLOADSTATUSCODE']._serialized_end=280
+  _globals['_UPLOADSTATUSCODE']._serialized_start=285
+  _globals['_UPLOADSTATUSCODE']._serialized_end=336
   _globals['_ECHOREQUEST']._serialized_start=20
   _globals['_ECHOREQUEST']._serialized_end=50
   _globals['_ECHORESPONSE']._serialized_start=52
@@ -41,6 +41,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHUNK']._serialized_end=116
   _globals['_UPLOADSTATUS']._serialized_start=118
   _globals['_UPLOADSTATUS']._serialized_end=227
-  _globals['_ECHOSERVICE']._serialized_start=283
-  _globals['_ECHOSERVICE']._serialized_end=445
+  _globals['_GETREQUEST']._serialized_start=229
+  _globals['_GETREQUEST']._serialized_end=254
+  _globals['_GETRESPONSE']._serialized_start=256
+  _globals['_GETRESPONSE']._serialized_end=283
+  _globals['_ECHOSERVICE']._serialized_start=339
+  _globals['_ECHOSERVICE']._serialized_end=501
+  _globals['_BACKSERVICE']._serialized_start=503
+  _globals['_BACKSERVICE']._serialized_end=560
 # @@protoc_insertion_point(module_scope)

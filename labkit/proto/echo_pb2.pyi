@@ -43,3 +43,15 @@ class UploadStatus(_message.Message):
     bytes_received: int
     sha256: str
     def __init__(self, message: _Optional[str] = ..., code: _Optional[_Union[UploadStatusCode, str]] = ..., bytes_received: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("via",)
+    VIA_FIELD_NUMBER: _ClassVar[int]
+    via: str
+    def __init__(self, via: _Optional[str] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("body",)
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    def __init__(self, body: _Optional[bytes] = ...) -> None: ...

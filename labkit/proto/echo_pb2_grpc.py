@@ -190,3 +190,87 @@ class EchoService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class BackServiceStub:
+    """The back service of `labkit hop` (experiment 4, the cost of one call): every
+    call is answered with the same configured body, as the published back API
+    answered its product list. `labkit-go back` serves it, and `labkit-go front`
+    serves it too, relaying each call to the back.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Get = channel.unary_unary(
+                '/echo.BackService/Get',
+                request_serializer=echo__pb2.GetRequest.SerializeToString,
+                response_deserializer=echo__pb2.GetResponse.FromString,
+                _registered_method=True)
+
+
+class BackServiceServicer:
+    """The back service of `labkit hop` (experiment 4, the cost of one call): every
+    call is answered with the same configured body, as the published back API
+    answered its product list. `labkit-go back` serves it, and `labkit-go front`
+    serves it too, relaying each call to the back.
+    """
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_BackServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=echo__pb2.GetRequest.FromString,
+                    response_serializer=echo__pb2.GetResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'echo.BackService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('echo.BackService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class BackService:
+    """The back service of `labkit hop` (experiment 4, the cost of one call): every
+    call is answered with the same configured body, as the published back API
+    answered its product list. `labkit-go back` serves it, and `labkit-go front`
+    serves it too, relaying each call to the back.
+    """
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/echo.BackService/Get',
+            echo__pb2.GetRequest.SerializeToString,
+            echo__pb2.GetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

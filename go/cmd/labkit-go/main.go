@@ -5,6 +5,7 @@
 //	labkit-go call --target HOST:PORT ...    timed Echo calls, one JSON line each
 //	labkit-go upload-agent, upload-file      the client side of `labkit upload`
 //	labkit-go series-agent                   the client side of `labkit series`
+//	labkit-go back, front                    the back service and the front relay of `labkit hop`
 //
 // Bad input is one line on stderr and exit status 2, as in labkit's Python CLI.
 package main
@@ -27,6 +28,8 @@ var commands = map[string]func(args []string) error{
 	"upload-agent": uploadAgentCommand,
 	"series-agent": seriesAgentCommand,
 	"upload-file":  uploadFileCommand,
+	"back":         backCommand,
+	"front":        frontCommand,
 }
 
 // usageError is bad input: one line, exit status 2.
@@ -55,7 +58,7 @@ func main() {
 }
 
 func names() []string {
-	return []string{"serve", "call", "upload-agent", "upload-file", "series-agent"}
+	return []string{"serve", "call", "upload-agent", "upload-file", "series-agent", "back", "front"}
 }
 
 func fail(err error) {
@@ -76,7 +79,11 @@ func newFlags(name string) *flag.FlagSet {
 func parse(flags *flag.FlagSet, args []string) error {
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(os.Stderr, "usage: labkit-go %s [flags] (the flags of `labkit echo %s`)\n", flags.Name(), flags.Name())
+			if flags.Name() == "back" || flags.Name() == "front" { // labkit-go's own: no Python twin
+				fmt.Fprintf(os.Stderr, "usage: labkit-go %s [flags] (the %s service of `labkit hop`)\n", flags.Name(), flags.Name())
+			} else {
+				fmt.Fprintf(os.Stderr, "usage: labkit-go %s [flags] (the flags of `labkit echo %s`)\n", flags.Name(), flags.Name())
+			}
 			flags.SetOutput(os.Stderr)
 			flags.PrintDefaults()
 			return err

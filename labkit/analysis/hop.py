@@ -1,0 +1,220 @@
+"""The hop experiment's rules: the published table's layout, the cost of a hop with intervals over repeats, CDFs, CPU.
+
+A ``labkit hop`` run has one row per cell: a transport (``via``) and a repeat.
+**The repeats are the independent units**: requests within one cell share a
+warm process, a connection and a moment of the machine, so every interval
+here resamples repeats (whole cells), never requests. These functions are
+what the hop notebook shows and ``labkit hop`` prints, tested in
+``tests/test_analysis_hop.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: The published runs (ljupcho.github.io, "The cost of a grpc call", 2025; research brief, experiment 4): wrk,
+#: 2 threads, 10 connections, 10 s, on one laptop. avg and max latency in ms, req/s as wrk printed them; total
+#: requests, MiB read (wrk's "MB" is binary) and the seconds they took where the post's text shows them
+#: (its HTTP/2 and gRPC runs); NaN where it does not.
+PUBLISHED = pd.DataFrame({
+    "via": ["direct", "grpc", "http2", "nats"],
+    "method": ["direct HTTP", "gRPC", "HTTP/2", "NATS"],
+    "avg_ms": [0.99, 1.34, 2.73, 6.14],
+    "max_ms": [9.49, 36.12, 55.29, 29.30],
+    "rps": [10073, 7562, 4436, 1634],  # as the brief rounds them (wrk printed 4436.43 for HTTP/2)
+    "requests": [np.nan, 76397, 44421, np.nan],
+    "seconds": [np.nan, 10.10, 10.01, np.nan],
+    "mib_read": [np.nan, 26.67, 15.50, np.nan],
+    "transfer_mib_per_s": [np.nan, np.nan, 1.55, np.nan],
+}).set_index("via")
+
+#: The transports in the published order, fastest first (by avg latency and by req/s alike).
+PUBLISHED_ORDER = ["direct", "grpc", "http2", "nats"]
+ROLES = ("front", "back", "nats")
+
+
+def bytes_per_response(published: pd.DataFrame = PUBLISHED) -> pd.Series:
+    """Bytes wrk read per request in the published runs that show both counts (MiB read × 2^20 / requests)."""
+    shown = published.dropna(subset=["requests", "mib_read"])
+    return shown["mib_read"] * 2**20 / shown["requests"]
+
+
+def label(via: str, rate=None) -> str:
+    """A series' name: the transport, and the open-loop rate when there is one."""
+    return via if rate is None or pd.isna(rate) else f"{via} @{int(rate)}/s"
+
+
+def with_series(samples: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a ``series`` label (transport, and rate for open-loop cells) and CPU µs per ok request by role."""
+    frame = samples.assign(series=[label(v, r) for v, r in zip(samples["via"], samples["rate"])])
+    for role in ROLES:
+        frame[f"{role}_cpu_us_per_request"] = frame[f"{role}_cpu_s"] / frame["ok"].where(frame["ok"] > 0) * 1e6
+    return frame
+
+
+def series_order(frame: pd.DataFrame) -> list[str]:
+    """Series in the published order of their transport (then any other, e.g. http2-tls), rates ascending."""
+    rank = {via: i for i, via in enumerate([*PUBLISHED_ORDER, "http2-tls"])}
+    keys = frame.drop_duplicates("series").assign(
+        _rank=lambda f: f["via"].map(rank), _rate=lambda f: f["rate"].fillna(-1))
+    return keys.sort_values(["_rank", "_rate"])["series"].tolist()
+
+
+def summarize_hop(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per series, over its repeats: n, req/s, mean/p99/max latency, errors, and each process's CPU µs per request."""
+    frame = with_series(samples)
+    grouped = frame.groupby("series", sort=False)
+    table = pd.DataFrame({
+        "via": grouped["via"].first(), "rate": grouped["rate"].first(), "tool": grouped["tool"].first(),
+        "repeats": grouped.size(), "rps": grouped["rps"].mean(), "latency_mean_ms": grouped["latency_mean_ms"].mean(),
+        "latency_p99_ms": grouped["latency_p99_ms"].mean(), "latency_max_ms": grouped["latency_max_ms"].max(),
+        "requests": grouped["requests"].sum(), "errors": grouped["errors"].sum(),
+        **{f"{role}_cpu_us": grouped[f"{role}_cpu_us_per_request"].mean() for role in ROLES},
+        "error": grouped["error"].agg(lambda e: "; ".join(dict.fromkeys(x for x in e if isinstance(x, str))) or None),
+    })
+    return table.loc[series_order(frame)].reset_index()
+
+
+def published_layout(samples: pd.DataFrame) -> pd.DataFrame:
+    """labkit's closed-loop rows in the published table's layout, one line per transport, beside the published one.
+
+    labkit's avg is the mean over repeats of each repeat's mean latency, max the
+    largest of any repeat, req/s and total requests the mean per repeat,
+    transfer/s in MiB/s as wrk prints it. The published columns come first.
+    """
+    closed = samples[samples["rate"].isna()]
+    grouped = closed.groupby("via")
+    ours = pd.DataFrame({
+        "labkit avg_ms": grouped["latency_mean_ms"].mean(), "labkit max_ms": grouped["latency_max_ms"].max(),
+        "labkit rps": grouped["rps"].mean(), "labkit requests": grouped["requests"].mean(),
+        "labkit transfer_mib_per_s": grouped["transfer_bytes_per_s"].mean() / 2**20, "labkit repeats": grouped.size(),
+    })
+    published = PUBLISHED[["method", "avg_ms", "max_ms", "rps", "requests", "transfer_mib_per_s"]]
+    table = published.add_prefix("published ").rename(columns={"published method": "method"}).join(ours, how="outer")
+    table["method"] = table["method"].fillna(pd.Series(table.index, index=table.index))
+    order = [v for v in [*PUBLISHED_ORDER, "http2-tls"] if v in table.index]
+    return table.loc[order]
+
+
+def _resampled_means(values: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
+    """Means of ``n_resamples`` resamples (with replacement) of ``values``: the bootstrap of a mean over repeats."""
+    picks = rng.integers(0, values.size, size=(n_resamples, values.size))
+    return values[picks].mean(axis=1)
+
+
+def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline: str = "direct",
+             n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """The cost of the hop per transport: mean over repeats of ``column`` via it, minus the same for ``baseline``
+    (``direct``: the back without the front).
+
+    The interval is a percentile bootstrap that resamples each side's repeats
+    (cells) with replacement, independently; NaN when either side has fewer
+    than two repeats. Closed-loop cells only (the published setting).
+    """
+    closed = samples[samples["rate"].isna() & samples[column].notna()]
+    direct = closed.loc[closed["via"] == baseline, column].to_numpy(dtype=float)
+    rows = []
+    for via in [v for v in [*PUBLISHED_ORDER, "http2-tls"] if v != baseline and v in set(closed["via"])]:
+        values = closed.loc[closed["via"] == via, column].to_numpy(dtype=float)
+        lo = hi = np.nan
+        if direct.size >= 2 and values.size >= 2 and n_resamples:
+            rng = np.random.default_rng(seed)
+            diffs = _resampled_means(values, rng, n_resamples) - _resampled_means(direct, rng, n_resamples)
+            lo, hi = np.quantile(diffs, [(1 - confidence) / 2, (1 + confidence) / 2])
+        estimate = values.mean() - direct.mean() if direct.size else np.nan
+        rows.append({"via": via, "cost": estimate, "lo": lo, "hi": hi, "n_via": values.size, "n_direct": direct.size,
+                     "via_mean": values.mean(), "direct_mean": direct.mean() if direct.size else np.nan})
+    return pd.DataFrame(rows, columns=["via", "cost", "lo", "hi", "n_via", "n_direct", "via_mean", "direct_mean"]).set_index("via")
+
+
+def cpu_per_request(samples: pd.DataFrame, *, n_resamples: int = 2000, confidence: float = 0.95,
+                    seed: int = 0) -> pd.DataFrame:
+    """Per series and process (front, back, nats): CPU µs per successful request, mean over repeats with an interval."""
+    frame = with_series(samples)
+    rows = []
+    for series in series_order(frame):
+        cells = frame[frame["series"] == series]
+        for role in ROLES:
+            values = cells[f"{role}_cpu_us_per_request"].dropna().to_numpy(dtype=float)
+            if not values.size:
+                continue
+            lo = hi = np.nan
+            if values.size >= 2 and n_resamples:
+                means = _resampled_means(values, np.random.default_rng(seed), n_resamples)
+                lo, hi = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])
+            rows.append({"series": series, "process": role, "cpu_us": values.mean(), "lo": lo, "hi": hi, "n": values.size})
+    return pd.DataFrame(rows, columns=["series", "process", "cpu_us", "lo", "hi", "n"])
+
+
+def cdf_from_requests(latency_ms, percents=None) -> pd.DataFrame:
+    """The latency CDF of per-request latencies (vegeta's, ghz's) at the percentiles wrk's script prints.
+
+    Nearest rank, as wrk's own percentile() over its histogram: the smallest
+    latency with at least p % of the requests at or below it.
+    """
+    from labkit.parsers.wrk import SCRIPT_PERCENTILES
+
+    values = np.sort(np.asarray(latency_ms, dtype=float))
+    percents = np.asarray(SCRIPT_PERCENTILES if percents is None else percents, dtype=float)
+    if not values.size:
+        return pd.DataFrame({"percent": percents, "latency_ms": np.nan})
+    ranks = np.maximum(1, np.ceil(percents / 100 * values.size).astype(int))
+    return pd.DataFrame({"percent": percents, "latency_ms": values[ranks - 1]})
+
+
+def cell_cdf(tool: str, text: str) -> pd.DataFrame:
+    """One cell's latency CDF from its raw output: wrk's script percentiles, or vegeta's/ghz's ok requests."""
+    if tool == "wrk":
+        from labkit.parsers.wrk import parse_wrk
+
+        return parse_wrk(text).rows
+    if tool == "vegeta":
+        from labkit.parsers.vegeta import parse_vegeta_csv
+
+        rows = parse_vegeta_csv(text).rows
+    else:
+        from labkit.parsers.ghz import parse_ghz_json
+
+        rows = parse_ghz_json(text).rows
+    return cdf_from_requests(rows.loc[rows["ok"], "latency_ms"])
+
+
+def transport_cdf(cdfs: pd.DataFrame) -> pd.DataFrame:
+    """Per series, the CDF averaged over its repeats quantile by quantile (each repeat weighs the same), with the
+    lowest and highest repeat at each percentile; ``cdfs`` has ``series``, ``repeat``, ``percent``, ``latency_ms``."""
+    grouped = cdfs.groupby(["series", "percent"])["latency_ms"]
+    return pd.DataFrame({"latency_ms": grouped.mean(), "lowest": grouped.min(), "highest": grouped.max(),
+                         "repeats": grouped.count()}).reset_index()
+
+
+def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confidence: float = 0.95,
+                      seed: int = 0) -> pd.DataFrame:
+    """For each neighbouring pair of the published order (direct < gRPC < HTTP/2 < NATS in latency): what this run says.
+
+    ``difference`` is the later transport's mean latency minus the earlier's
+    (mean over repeats), with a bootstrap interval over repeats. ``finding``
+    is "same order" when the interval lies above 0, "reversed" when below,
+    "unclear" when it holds 0 or either side has fewer than 2 repeats.
+    """
+    present = [v for v in PUBLISHED_ORDER if v in set(samples.loc[samples["rate"].isna(), "via"])]
+    rows = []
+    for earlier, later in zip(present, present[1:]):
+        pair = samples[samples["rate"].isna() & samples["via"].isin([earlier, later])]
+        cost = hop_cost(pair, baseline=earlier, n_resamples=n_resamples, confidence=confidence, seed=seed).loc[later]
+        finding = ("unclear" if not np.isfinite(cost["lo"]) or cost["lo"] <= 0 <= cost["hi"]
+                   else "same order" if cost["lo"] > 0 else "reversed")
+        rows.append({"earlier": earlier, "later": later, "difference_ms": cost["cost"], "lo": cost["lo"],
+                     "hi": cost["hi"], "n_earlier": int(cost["n_direct"]), "n_later": int(cost["n_via"]),
+                     "finding": finding})
+    return pd.DataFrame(rows, columns=["earlier", "later", "difference_ms", "lo", "hi", "n_earlier", "n_later", "finding"])
+
+
+def ordering_sentence(row) -> str:
+    """One sentence a notebook may print about a pair of :func:`ordering_findings`, with its n."""
+    interval = (f"{row['difference_ms']:+.2f} ms, {row['lo']:+.2f} to {row['hi']:+.2f}"
+                if np.isfinite(row["lo"]) else f"{row['difference_ms']:+.2f} ms, no interval")
+    verdict = {"same order": "is slower, as published", "reversed": "is faster, the reverse of the published order",
+               "unclear": "differs by less than this run can tell"}[row["finding"]]
+    return (f"{row['later']} vs {row['earlier']}: {row['later']} {verdict} ({interval}; "
+            f"n = {row['n_later']} and {row['n_earlier']} repeats).")

@@ -1,0 +1,205 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The cost of one call: a relay hop over gRPC, HTTP/2 and NATS, against going direct
+#
+# The original (Apostolov, "The cost of a grpc call", 2025; research brief,
+# experiment 4) ran wrk (2 threads, 10 connections, 10 s) on one laptop
+# against a front API that answered each request by calling a back API over
+# HTTP/2 multiplexing, over gRPC, or over NATS request-reply, and against the
+# back API directly. `labkit hop` rebuilds it with Go services on both sides
+# (`labkit-go front` and `labkit-go back`, one long-lived client per
+# transport), nats-server between them, and wrk on a load host, repeating each
+# transport in a shuffled order.
+#
+# This notebook reads a `labkit hop` run (by default the shipped sample
+# `data/samples/hop-small/`) and shows
+#
+# 1. the published table and this run's in the same layout;
+# 2. the cost of the hop (via − direct) per transport, with bootstrap intervals
+#    over **repeats**, the independent units (requests within one cell share a
+#    process, a connection and a moment of the machine, so they are not);
+# 3. latency CDFs per transport;
+# 4. the CPU each process spends per request;
+# 5. what the data says about the published ordering, and with what n.
+
+# %% tags=["parameters"]
+run_dir = ""  # a run (path, id or unique part of one); empty: the shipped sample data/samples/hop-small
+n_resamples = 2000  # bootstrap resamples of the repeats (0: no intervals)
+confidence = 0.95  # of the bootstrap intervals
+formats = "png,svg,pdf"  # figure formats, comma-separated
+output_dir = ""  # where figures go; empty: the figures/ directory of the run
+headline_path = ""  # the headline JSON file; empty: hop.json in output_dir
+
+# %%
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from labkit import notebooks, plots
+from labkit.analysis import hop
+
+nb = notebooks.setup("hop", run_dir, sample="hop-small", experiment="hop", formats=formats, output_dir=output_dir,
+                     headline_path=headline_path)
+run, export = nb.run, nb.export
+manifest, config = run.manifest, run.manifest.get("config", {})
+samples = hop.with_series(run.samples())
+order = hop.series_order(samples)
+display(Markdown(
+    f"Run `{run.run_id}`: {len(samples)} cells, {config.get('repeats')} repeats of "
+    f"{', '.join(config.get('via', []))}, {config.get('duration_s'):g} s each, load on `{config.get('load_host')}`, "
+    f"front on `{config.get('front')}`, back on `{config.get('back')}`, nats-server on "
+    f"`{config.get('nats_host') or config.get('back')}`; tools: "
+    + ", ".join(f"{name} ({t.get('version')})" for name, t in manifest.get("tools", {}).items()) + "."
+))
+pings = {f"{pair} {key}": v for pair, inner in manifest.get("baselines", {}).items() for key, v in inner.items()
+         if key.startswith("ping_")}
+display(pd.DataFrame({k: {f: v.get(f) for f in ("rtt_avg_ms", "rtt_mdev_ms", "received")} for k, v in pings.items()}).T)
+display(samples[["order", "series", "repeat", "requests", "errors", "rps", "latency_mean_ms", "latency_p99_ms",
+                 "latency_max_ms", "front_cpu_s", "back_cpu_s", "nats_cpu_s", "error"]].sort_values("order")
+        .set_index("order"))
+errors, requests = int(samples["errors"].sum()), int(samples["requests"].sum())
+
+# %% [markdown]
+# ## The published table, and this run's in its layout
+#
+# wrk prints the average and maximum latency of one run, its req/s, the
+# requests it completed and the bytes it read per second (in MiB: wrk's units
+# are binary). Here avg is the mean over repeats of each repeat's mean, max the
+# largest of any repeat, and req/s, total requests and transfer/s are means
+# per repeat. The post shows its HTTP/2 and gRPC runs in full; of the direct
+# and NATS runs only the latencies and req/s are known (NaN below).
+
+# %%
+layout = hop.published_layout(samples)
+display(layout)
+published_bytes = hop.bytes_per_response()
+closed = samples[samples["rate"].isna() & (samples["requests"] > 0)]
+labkit_bytes = float((closed["bytes_read"] / closed["requests"]).median())
+display(Markdown(
+    f"Bytes read per request: the published runs' {', '.join(f'{b:.0f}' for b in published_bytes)} B "
+    f"({', '.join(published_bytes.index)}); this run's median over {len(closed)} cells {labkit_bytes:.0f} B, "
+    f"a {int(samples['body_bytes'].iloc[0])}-byte body with its HTTP/1.1 headers. "
+    f"Requests: {requests} over all cells, **{errors} failed**."
+))
+
+# %% [markdown]
+# ## The cost of the hop: via − direct
+#
+# For each transport, the mean over repeats of its cells' mean latency minus
+# the same for `direct` (the load on the back itself), and the same for req/s.
+# The interval resamples each side's repeats with replacement (percentile
+# bootstrap); with n repeats per side it can be no tighter than the repeats
+# allow.
+
+# %%
+cost = hop.hop_cost(samples, "latency_mean_ms", n_resamples=n_resamples, confidence=confidence)
+cost_rps = hop.hop_cost(samples, "rps", n_resamples=n_resamples, confidence=confidence)
+display(cost.join(cost_rps[["cost", "lo", "hi"]], rsuffix="_rps"))
+with plots.theme():
+    fig, axes = plots.figure(1, 2, figsize=(9.6, 3.8))
+    plots.bars_with_ci(cost.reset_index(), "via", "cost", "lo", "hi", ax=axes[0],
+                       ylabel=f"mean latency via − direct (ms, {confidence:.0%} CI)")
+    plots.bars_with_ci(cost_rps.reset_index(), "via", "cost", "lo", "hi", ax=axes[1],
+                       ylabel=f"req/s via − direct ({confidence:.0%} CI)")
+    for ax in axes:
+        ax.axhline(0, color="0.4", linewidth=0.8)
+export(fig, "cost")
+
+# %% [markdown]
+# ## Latency CDFs per transport
+#
+# wrk keeps no per-request record; labkit's wrk script prints each run's
+# latency percentiles at every 0.1 % from wrk's own microsecond histogram
+# (vegeta and ghz keep every request, read the same way). The line is each
+# percentile averaged over the repeats; the band spans the fastest and the
+# slowest repeat at that percentile. wrk times a failed request (a 502) like
+# any other.
+
+# %%
+cdfs = []
+for _, row in samples.iterrows():
+    names = [n for n in str(row["raw_files"]).split(",") if n.startswith(row["tool"])]
+    if names and (run.raw_dir / names[0]).exists():
+        cdfs.append(hop.cell_cdf(row["tool"], run.raw_text(names[0])).assign(series=row["series"], repeat=row["repeat"]))
+curves = hop.transport_cdf(pd.concat(cdfs, ignore_index=True)) if cdfs else None
+if curves is not None:
+    with plots.theme():
+        fig, ax = plots.figure(figsize=(7.2, 4.2))
+        plots.quantile_curves(curves, "series", order=order, low="lowest", high="highest", ax=ax)
+    export(fig, "cdf")
+    display(curves[curves["percent"].isin([50.0, 90.0, 99.0, 99.9])].pivot(index="series", columns="percent",
+                                                                             values="latency_ms").reindex(order))
+
+# %% [markdown]
+# ## CPU per request, by process
+#
+# Each process's CPU seconds over a cell (user + system, all threads, read from
+# `/proc/<pid>/stat` on its host before and after) over the cell's successful
+# requests. A direct cell still counts the idle front's CPU, and every cell the
+# idle nats-server's, so the processes off a transport's path show what they
+# spend while they wait.
+
+# %%
+cpu = hop.cpu_per_request(samples, n_resamples=n_resamples, confidence=confidence)
+display(cpu.set_index(["series", "process"]))
+with plots.theme():
+    fig, ax = plots.figure(figsize=(7.2, 3.8))
+    plots.bars_with_ci(cpu, "series", "cpu_us", "lo", "hi", by="process", order=order, groups=list(hop.ROLES), ax=ax,
+                       ylabel=f"CPU µs per request ({confidence:.0%} CI over repeats)")
+export(fig, "cpu")
+
+# %% [markdown]
+# ## The published ordering
+#
+# The post found direct < gRPC < HTTP/2 < NATS in average latency (and the
+# reverse in req/s). For each neighbouring pair of that order, the difference
+# of the mean latencies over repeats, with its bootstrap interval: only an
+# interval that excludes 0 says which of the two was faster here.
+
+# %%
+findings = hop.ordering_findings(samples, n_resamples=n_resamples, confidence=confidence)
+display(findings)
+display(Markdown("\n".join(f"- {hop.ordering_sentence(row)}" for _, row in findings.iterrows())
+                 or "This run has fewer than two of the published transports."))
+
+# %% [markdown]
+# ## Headline numbers
+#
+# Written to `hop.json`, which `labkit report` prints and the tests check:
+# per series `rps.`, `mean_ms.`, `p99_ms.`, `max_ms.` (over repeats), per
+# transport `cost_ms.` with `_lo`/`_hi`, `cpu_us.<series>.<process>`, and per
+# pair of the published order `order.<later>_vs_<earlier>` (same order,
+# reversed or unclear).
+
+# %%
+summary = hop.summarize_hop(samples).set_index("series")
+headline: dict = {"cells": int(len(samples)), "requests": requests, "errors": errors,
+                  "bytes_per_request": round(labkit_bytes, 1)}
+for series, row in summary.iterrows():
+    for key, column in (("rps", "rps"), ("mean_ms", "latency_mean_ms"), ("p99_ms", "latency_p99_ms"),
+                        ("max_ms", "latency_max_ms")):
+        headline[f"{key}.{series}"] = round(float(row[column]), 3)
+for via, row in cost.iterrows():
+    headline.update({f"cost_ms.{via}{suffix}": round(float(row[key]), 4) for key, suffix in
+                     (("cost", ""), ("lo", "_lo"), ("hi", "_hi"))})
+for _, row in cpu.iterrows():
+    headline[f"cpu_us.{row['series']}.{row['process']}"] = round(float(row["cpu_us"]), 2)
+for _, row in findings.iterrows():
+    headline[f"order.{row['later']}_vs_{row['earlier']}"] = row["finding"]
+nb.finish(headline, settings={"n_resamples": n_resamples, "confidence": confidence},
+          published=hop.PUBLISHED.reset_index().to_dict(orient="records"),
+          layout=layout.reset_index().to_dict(orient="records"), findings=findings.to_dict(orient="records"))
