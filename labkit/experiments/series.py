@@ -68,6 +68,7 @@ class SeriesConfig(StackChoice):
     probes: list[str] = field(default_factory=lambda: list(DEFAULT_PROBES))
     payload_bytes: int = 50
     name: str = "series"
+    capture: bool = False  # --capture: tcpdump on client and server hosts (labkit.experiments.capture)
     cell_s: float = 60.0
     timeout_s: float = 5.0
     spread: bool = True
@@ -280,7 +281,8 @@ class _Series(ExperimentRunner):
         try:
             server, ready = session.start_echo_server(
                 config.server, "--tcp-echo-port", "0",
-                "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)), *config.stack().server_args())
+                "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)), *config.stack().server_args(),
+                clients=(config.client,))
             run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": address, **ready}
             run.save_manifest()
             for group in contiguous_ranges(todo):
@@ -370,19 +372,18 @@ class _RangeRecorder:
         self.finish_if_complete(state)
 
     def ping(self, event: dict[str, Any]) -> None:
+        """A ping run: its rows at once, and the cell's raw ping output so far, so an interrupted run keeps both."""
         state = self.state_of(event["tick"])
         state.pings[event["tick"]] = event
+        source = f"ping-{state.cell.label}-a{state.attempt}.txt"
+        self.run.write_raw(source, ping_raw_text(list(state.pings.values())))
+        self.append(state, ping_rows(event, source))
         self.finish_if_complete(state)
 
     def finish_if_complete(self, state: _CellState) -> None:
-        """Once a cell has every tick of every probe: its ping rows (parsed from the raw output kept), then complete."""
+        """Once a cell has every tick of every probe, it is complete."""
         if not state.complete or state.cell.id in self.done:
             return
-        if state.pings is not None:
-            source = f"ping-{state.cell.label}-a{state.attempt}.txt"
-            self.run.write_raw(source, ping_raw_text(list(state.pings.values())))
-            for event in sorted(state.pings.values(), key=lambda e: e["tick"]):
-                self.append(state, ping_rows(event, source))
         self.run.complete_cell(state.cell.id, state.attempt, state.rows)
         self.done.add(state.cell.id)
 
