@@ -201,6 +201,50 @@ class Notebook:
         return pd.Series(headline, name="value").to_frame()
 
 
+def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, Any]:
+    """The section every experiment's notebook shows of ``labkit explain``: causes per group of calls, the components
+    as stacked bars per group, and the call with the most request rounds in time and sequence when the run has its
+    packets. ``by`` names what makes a group (:func:`labkit.explain.group_labels`). Returns headline numbers."""
+    import pandas as pd
+    from IPython.display import Markdown, display
+
+    from labkit import plots
+    from labkit.analysis.explain import COMPONENTS, explain_headline, flights, showcase_call
+    from labkit.explain import component_table, explain_run, group_labels, run_calls, run_packets
+
+    explained = explain_run(nb.run)
+    if explained.empty:
+        display(Markdown("No call of this run has a time to explain."))
+        return explain_headline(explained)
+    wide = component_table(explained)
+    wide["group"] = group_labels(explained, by)
+    evidence = ", ".join(f"{n} from {e}" for e, n in explained["evidence"].value_counts().items())
+    display(Markdown(f"{len(explained)} calls ({evidence}); base RTT {explained['base_rtt_ms'].iat[0]:.2f} ms. "
+                     "Calls per cause and group:"))
+    display(pd.crosstab(wide["group"], wide["cause"]))
+    with plots.theme():
+        fig, ax = plots.figure(figsize=(max(6.4, 0.5 * wide["group"].nunique() + 3), 4.2))
+        plots.components_stacked(wide, "group", [c for c in COMPONENTS if wide[c].abs().max() > 0], ax=ax)
+        ax.set_title("each call's latency, cut into round trips (median per group)", loc="left", fontsize="small")
+    nb.export(fig, "explain_components")
+    call = showcase_call(explained)
+    packets = run_packets(nb.run) if call is not None else None
+    if call is not None and packets is not None:
+        own = packets[(packets["cell_id"] == call["cell_id"]) & (packets["call"] == call["seq"])
+                      & (packets["probe"] == call["probe"])].sort_values("t_ns")
+        calls = run_calls(nb.run)
+        start = int(calls[(calls["cell_id"] == call["cell_id"]) & (calls["seq"] == call["seq"])
+                          & (calls["probe"] == call["probe"])]["t_start_utc_ns"].iat[0])
+        with plots.theme():
+            fig, ax = plots.figure(figsize=(7, 4.2))
+            plots.time_sequence(own, start, flights=[(f.start_ns, f.kind) for f in flights(own, call["base_rtt_ms"])],
+                                ax=ax)
+            ax.set_title(f"call {call['seq']} ({group_labels(explained.loc[[call.name]], by).iat[0]}): "
+                         f"{call['rounds']} request rounds, {call['cause']}", loc="left", fontsize="small")
+        nb.export(fig, "explain_time_sequence")
+    return explain_headline(explained)
+
+
 def setup(name: str, run_dir: str, *, sample: str, experiment: str | None, formats: str | Iterable[str],
           output_dir: str | os.PathLike | None = None, headline_path: str | os.PathLike | None = None) -> Notebook:
     """Everything a notebook's parameters decide: the run (see :func:`open_run`), where figures and headline go.

@@ -503,6 +503,58 @@ def quantile_curves(table: pd.DataFrame, by: str, *, order=None, low: str | None
     return Drawn(ax, artists)
 
 
+def components_stacked(table: pd.DataFrame, by: str, components: Sequence[str], *, order=None, ax=None,
+                       ylabel: str = "ms (median per component)") -> Drawn:
+    """One stacked bar per ``by`` group: the median of each component column (``components``, in order), a colour
+    each, from the bottom up. Negative medians (a remainder below zero) are drawn below the axis."""
+    ax = _ax(ax)
+    artists: dict[str, list] = {"bars": []}
+    with theme():
+        groups = list(order) if order is not None else list(dict.fromkeys(table[by]))
+        medians = table.groupby(by)[list(components)].median().reindex(groups)
+        colors = group_colors(components)
+        bottom_up, bottom_down = np.zeros(len(groups)), np.zeros(len(groups))
+        for name in components:
+            values = medians[name].fillna(0).to_numpy(dtype=float)
+            base = np.where(values >= 0, bottom_up, bottom_down)
+            bars = ax.bar(np.arange(len(groups)), values, bottom=base, color=colors[name], label=name, width=0.7)
+            artists["bars"].extend(bars.patches)
+            bottom_up += np.clip(values, 0, None)
+            bottom_down += np.clip(values, None, 0)
+        ax.set_xticks(np.arange(len(groups)), [str(g) for g in groups], rotation=30, ha="right")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize="small", ncols=2)
+    return Drawn(ax, artists)
+
+
+def time_sequence(packets: pd.DataFrame, start_ns: int, *, flights=(), ax=None) -> Drawn:
+    """A tcptrace-style time-sequence graph of one call: the client's segments as vertical bars from their first to
+    their last byte (retransmissions in the palette's red), the server's acknowledgements as a step line, and each flight's start
+    (``flights``: ``(start_ns, kind)``) as a labelled vertical line; time in ms from ``start_ns``."""
+    ax = _ax(ax)
+    artists: dict[str, list] = {"segments": [], "acks": [], "flights": []}
+    with theme():
+        sent = packets[(packets["direction"] == "c2s") & (packets["length"] > 0)]
+        t = (sent["t_ns"] - start_ns) / 1e6
+        colors = [mpl.colors.to_hex(PALETTE[3] if resent else PALETTE[0]) for resent in sent["retransmit"].astype(bool)]
+        artists["segments"].append(ax.vlines(t, sent["seq"], sent["seq"] + sent["length"], colors=colors, linewidth=2,
+                                             label="data sent"))
+        acks = packets[(packets["direction"] == "s2c") & packets["ack"].notna()]
+        if len(acks):
+            (line,) = ax.step((acks["t_ns"] - start_ns) / 1e6, acks["ack"].astype(float), where="post",
+                              color=PALETTE[1], linewidth=1, label="acknowledged")
+            artists["acks"].append(line)
+        for flight_ns, kind in flights:
+            x = (flight_ns - start_ns) / 1e6
+            artists["flights"].append(ax.axvline(x, color="0.5", linestyle=":", linewidth=1))
+            ax.annotate(kind, (x, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
+                        fontsize="x-small", color="0.3")
+        ax.set_xlabel("time since the call started (ms)")
+        ax.set_ylabel("sequence number (bytes)")
+        ax.legend(fontsize="small", loc="lower right")
+    return Drawn(ax, artists)
+
+
 # --- export --------------------------------------------------------------------------------------
 
 

@@ -266,6 +266,25 @@ HOP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("raw_files", pa.string(), False, "The cell's raw outputs under the run's raw/ directory, comma-separated."),
 ]
 
+#: PACKETS_SCHEMA's fields: one row per captured TCP packet (packets.parquet; labkit.parsers.pcap, labkit.explain).
+PACKETS_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("host", pa.string(), False, "The inventory host that captured the packet (tcpdump -i any on its data address)."),
+    ("role", pa.string(), False, "'client' or 'server': the side of the experiment the capturing host played."),
+    ("t_ns", pa.int64(), False, "Capture time, ns since the epoch, by the capturing host's clock."),
+    ("conn", pa.string(), False, "The connection: 'CLIENT_IP:PORT>SERVER_IP:PORT'."),
+    ("direction", pa.string(), False, "'c2s' (client to server) or 's2c'."),
+    ("flags", pa.string(), False, "TCP flags as letters: S (SYN), F (FIN), R (RST), P (PSH), A (ACK)."),
+    ("seq", pa.int64(), False, "Sequence number relative to the sender's initial one (the SYN's is 0)."),
+    ("ack", pa.int64(), True, "Acknowledgement number relative to the peer's initial one; null without the ACK flag."),
+    ("length", pa.int64(), False, "TCP payload bytes, from the IP header (a snap length does not cut it)."),
+    ("window", pa.int64(), False, "Advertised receive window, bytes (scaled by the SYN's option when the handshake was captured)."),
+    ("retransmit", pa.bool_(), False, "True for a data segment that sends no byte beyond the highest already sent that way."),
+    ("kind", pa.string(), False, "What its first payload bytes show: 'h2-preface', 'tls' (a TLS record), or ''."),
+    ("cell_id", pa.string(), True, "The cell of the call the packet belongs to (its time window and connection); null for none."),
+    ("probe", pa.string(), True, "The call's probe (series), transport (upload) or 'echo' (sweep); null for no call."),
+    ("call", pa.int64(), True, "The call's seq in its cell; null for packets of no call and for server-side captures."),
+]
+
 #: IPERF3_SCHEMA's fields: (name, type, nullable, meaning).
 IPERF3_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("run_id", pa.string(), False, "The run's id (its directory name)."),
@@ -305,19 +324,22 @@ def _schema(fields: list[tuple[str, pa.DataType, bool, str]], name: str) -> pa.S
 
 
 #: One row per echo call of a sweep (see :data:`SWEEP_FIELDS`).
-SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/2")
+SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/3")  # 3: server_ns
 
 #: One row per round-trip probe (see :data:`SERIES_FIELDS` for every column).
-SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/1")
+SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/2")  # 2: server_ns
 
 #: One row per upload (see :data:`UPLOAD_FIELDS`).
 UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/2")
 
 #: One row per load cell (see :data:`LOAD_FIELDS`).
-LOAD_SCHEMA: pa.Schema = _schema(LOAD_FIELDS, "load/2")
+LOAD_SCHEMA: pa.Schema = _schema(LOAD_FIELDS, "load/3")  # 3: compression, rpc, messages_per_call
 
 #: One row per hop cell (see :data:`HOP_FIELDS`).
 HOP_SCHEMA: pa.Schema = _schema(HOP_FIELDS, "hop/1")
+
+#: One row per captured TCP packet (see :data:`PACKETS_FIELDS`).
+PACKETS_SCHEMA: pa.Schema = _schema(PACKETS_FIELDS, "packets/1")
 
 #: One row per iperf3 stream per interval (see :data:`IPERF3_FIELDS`).
 IPERF3_SCHEMA: pa.Schema = _schema(IPERF3_FIELDS, "iperf3/2")  # 2: snd_wnd and the UDP columns

@@ -403,6 +403,20 @@ what_if["second step (B)"] = 3 * what_if["iw"] * what_if["mss"]
 display(what_if.set_index("link"))
 
 # %% [markdown]
+# ## Every call in round trips (`labkit explain`)
+#
+# Each call cut into what it spent: the round trips of a connection's set-up,
+# one base RTT (the ping minimum) per round trip the request needed, the
+# server's own time, time above the base RTT (queueing), and the client's own
+# remainder; and one cause for what it took beyond one round trip. From the
+# packets when the run was made with `--capture`, else from the TCP state
+# recorded around each call and the kernel's rules (the first line says which
+# for how many calls).
+
+# %%
+explain_numbers = notebooks.explain_section(nb, by=("cell", "size"))
+
+# %% [markdown]
 # ## Headline numbers
 #
 # Written to a small JSON file (`idle_step.json`) that `labkit report` prints
@@ -425,7 +439,7 @@ headline: dict = {
 if reference:
     headline.update(idle.step_headline(step_fits[reference], overhead, reference_ping))
 headline.update({"restart_rule.calls": int(len(tcp)), "restart_rule.predicted": int(tcp["agrees"].sum()),
-                 "largest_size_bytes": largest})
+                 "largest_size_bytes": largest, **explain_numbers})
 for condition in conditions:
     value = medians.at[condition, largest] if largest in medians.columns else np.nan
     headline[f"rtt_multiple_at_largest.{condition}"] = round(float(value), 3)

@@ -185,13 +185,27 @@ if other is not None:
     export(fig, "compare")
 
 # %% [markdown]
+# ## Every call in round trips (`labkit explain`)
+#
+# Each call cut into what it spent: the round trips of a connection's set-up,
+# one base RTT (the ping minimum) per round trip the request needed, the
+# server's own time, time above the base RTT (queueing), and the client's own
+# remainder; and one cause for what it took beyond one round trip. From the
+# packets when the run was made with `--capture`, else from the TCP state
+# recorded around each call and the kernel's rules (the first line says which
+# for how many calls).
+
+# %%
+explain_numbers = notebooks.explain_section(nb, by=("probe",))
+
+# %% [markdown]
 # ## Headline numbers
 #
 # Written to a small JSON file (`series.json`) that `labkit report` prints and
 # the tests check.
 
 # %%
-headline = {"ticks": this.ticks, "interval_s": config["interval_s"], **series_probes.series_headline(this)}
+headline = {"ticks": this.ticks, "interval_s": config["interval_s"], **series_probes.series_headline(this), **explain_numbers}
 if other is not None:
     headline.update({"compare.run_id": other.run_id,
                      **series_probes.series_headline(that, series_probes.shared_probes(runs), prefix="compare.")})

@@ -262,6 +262,20 @@ display(rtt_share.style.format("{:.1%}"))
 display(Markdown("\n".join(upload_report.summary_lines(uploads, conditions, {**tls_results, **transport_results}))))
 
 # %% [markdown]
+# ## Every call in round trips (`labkit explain`)
+#
+# Each call cut into what it spent: the round trips of a connection's set-up,
+# one base RTT (the ping minimum) per round trip the request needed, the
+# server's own time, time above the base RTT (queueing), and the client's own
+# remainder; and one cause for what it took beyond one round trip. From the
+# packets when the run was made with `--capture`, else from the TCP state
+# recorded around each call and the kernel's rules (the first line says which
+# for how many calls).
+
+# %%
+explain_numbers = notebooks.explain_section(nb, by=("cell",))
+
+# %% [markdown]
 # ## Headline numbers
 #
 # Written to `upload.json`, which `labkit report` prints and the tests check:
@@ -278,6 +292,7 @@ headline: dict = {
     "ping_rtt_ms": round(ping_ms, 3), "smallest_chunk_bytes": smallest, "largest_chunk_bytes": largest,
     **upload.upload_headline(conditions, throughput, cpu, utilisation, (smallest, largest)),
     **upload.pairs_headline(tls_results, transport_results, {**tls_pairs, **transport_pairs}, (smallest, largest)),
+    **explain_numbers,
 }
 
 nb.finish(

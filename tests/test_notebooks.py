@@ -221,7 +221,7 @@ def test_idle_step_notebook_finds_the_step_in_the_shipped_sample(tmp_path, monke
     rule = data["restart_rule"]["by_in_flight"]
     assert rule["nothing in flight"]["predicted"] == rule["nothing in flight"]["calls"] > 50
     assert headline["restart_rule.calls"] == 100
-    stems = ("idle_step_cwnd", "idle_step_largest", "idle_step_latency")
+    stems = ("idle_step_cwnd", "idle_step_explain_components", "idle_step_largest", "idle_step_latency")
     assert sorted(data["figures"]) == sorted(f"{s}.{f}" for s in stems for f in ("pdf", "png", "svg"))
     for name in data["figures"]:
         assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC[name.rsplit(".", 1)[1]])
@@ -237,7 +237,8 @@ def test_report_on_the_idle_step_knobs_sample(tmp_path):
     report = run / "report"
     assert (report / "index.html").exists() and (report / "idle_step.html").exists()
     figures = sorted(p.name for p in (report / "figures").iterdir())
-    assert figures == sorted(f"idle_step_{s}.{f}" for s in ("cwnd", "largest", "latency") for f in ("png", "svg"))
+    assert figures == sorted(f"idle_step_{s}.{f}" for s in ("cwnd", "explain_components", "largest", "latency")
+                             for f in ("png", "svg"))
     index = (report / "index.html").read_text()
     assert all(f'href="figures/{name}"' in index for name in figures) and "step.window_bytes" in index
     assert f"report: {report / 'index.html'}" in proc.stdout
@@ -269,7 +270,7 @@ def test_the_main_job_ends_with_the_report(tmp_path, monkeypatch, capsys):
     assert report_run(run, Console(file=log, width=200)) is True
     out = capsys.readouterr().out
     report = (tmp_path / "run" / "report").resolve()
-    assert f"report: {report / 'index.html'}" in out and f"figures (9): {report / 'figures'}/" in out
+    assert f"report: {report / 'index.html'}" in out and f"figures (12): {report / 'figures'}/" in out
     assert "idle_step_latency.png" in out and "step.window_bytes" in out
     assert "notebook idle_step: done" in log.getvalue()
 
@@ -343,7 +344,7 @@ def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
     # HTTP/2 vs gRPC at 64 B, both timed to the server's acknowledgement: the POST is faster.
     assert headline["http2_vs_grpc.plain.64"] > 1 and headline["http2_vs_grpc.tls.64"] > 1
     assert {"tls_effect.grpc.64", "tls_effect.http2.1048576"} <= set(headline)
-    stems = ("upload_cpu", "upload_spread", "upload_throughput")
+    stems = ("upload_cpu", "upload_explain_components", "upload_spread", "upload_throughput")
     assert sorted(data["figures"]) == sorted(f"{s}.{f}" for s in stems for f in ("png", "svg"))
     for name in data["figures"]:
         assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC[name.rsplit(".", 1)[1]])
@@ -441,7 +442,7 @@ def test_series_notebook_on_the_shipped_wan_sample_against_the_lan_one(tmp_path,
     assert headline["compare.run_id"] == lan["run_id"] and headline["compare.ping_rtt_ms"] < 10
     assert headline["compare.median_ms.tcp-echo"] <= headline["compare.median_ms.echo-warm"]
     assert headline["compare.cold_minus_warm_ms"] > 0.7 * headline["compare.ping_rtt_ms"]
-    stems = ("series_box", "series_compare", "series_time")
+    stems = ("series_box", "series_compare", "series_explain_components", "series_time")
     assert sorted(data["figures"]) == sorted(f"{s}.svg" for s in stems)
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(data["figures"])
     for sample in (SERIES_WAN, SERIES_LAN):
@@ -457,7 +458,7 @@ def test_report_on_the_series_lan_sample(tmp_path):
     report = run / "report"
     assert (report / "index.html").exists() and (report / "series.html").exists()
     figures = sorted(p.name for p in (report / "figures").iterdir())
-    assert figures == sorted(f"series_{s}.{f}" for s in ("box", "time") for f in ("pdf", "png"))
+    assert figures == sorted(f"series_{s}.{f}" for s in ("box", "explain_components", "time") for f in ("pdf", "png"))
     for name in figures:
         assert (report / "figures" / name).read_bytes().startswith(MAGIC[name.rsplit(".", 1)[1]])
     index = (report / "index.html").read_text()

@@ -20,7 +20,9 @@ client's own packets: its segments fall into *flights*, a flight ending where
 the client waited at least half a base RTT for the server. Without one they
 come from the kernel's rules applied to the TCP state recorded around the call
 (``cwnd``, idle time, RTO, MSS; :func:`labkit.analysis.idle.restart_window`)
-and from the protocols' rules for a cold call. ``evidence`` says which.
+and from the protocols' rules for a cold call; with neither (an upload), from
+the latency alone. ``evidence`` says which: ``capture``, ``tcp-state`` or
+``latency``.
 
 Each call gets one ``cause`` for its time beyond one base RTT, from
 :data:`CAUSES`: the component that took the most of it, extra request rounds
@@ -137,15 +139,18 @@ def explain_call(call: dict[str, Any], packets: pd.DataFrame | None, context: Co
     if packets is not None and len(packets) and (packets["direction"] == "c2s").any():
         parts, rounds, reason = _from_capture(call, packets, context, server_ms)
         evidence = "capture"
-    else:
+    elif call.get("cold") or pd.notna(call.get("cwnd_before")):
         parts, rounds, reason = _from_tcp_state(call, context, server_ms)
         evidence = "tcp-state"
+    else:
+        parts, rounds, reason = _from_latency(call, context, server_ms)
+        evidence = "latency"
     parts["server"] = server_ms
     named = {k: v for k, v in parts.items() if k != "remainder"}
     parts["remainder"] = rtt_ms - sum(named.values()) if evidence == "capture" else parts.get("remainder", 0.0)
     components = [{"name": name, "ms": round(float(parts.get(name, 0.0)), 3)} for name in COMPONENTS]
     return {"rtt_ms": rtt_ms, "base_rtt_ms": base, "rounds": rounds, "components": components,
-            "cause": _cause(parts, rounds, reason, base), "evidence": evidence, "reason": reason}
+            "cause": _cause(parts, rounds, reason, base, rtt_ms), "evidence": evidence, "reason": reason}
 
 
 def _number(value) -> float:
@@ -201,9 +206,13 @@ def _capture_reason(call, packets: pd.DataFrame, request: list[Flight], context:
 
 
 def _idle_reason(call, idle_ms: float, context: Context) -> str:
-    """cwnd-restart-after-idle when Linux restarts the window (the sysctl at 1, idle longer than one RTO, not BBR)."""
+    """cwnd-restart-after-idle when Linux restarts the window: the sysctl at 1, not BBR, and either no send for
+    longer than one RTO before the call, or a window smaller than the previous call left after a gap longer than one
+    RTO (the restart already happened at a small send in the gap, such as gRPC's PING, before ``ss`` looked)."""
     rto_ms = _number(call.get("rto_ms_before")) or 200.0 + context.base_rtt_ms  # Linux: RTO >= srtt + 200 ms
-    restarts = context.ssai == 1 and call.get("tcp_cc") != "bbr" and idle_ms > rto_ms
+    shrank = (_number(call.get("cwnd_before")) < _number(call.get("cwnd_after_previous"))
+              and _number(call.get("gap_ms")) > rto_ms)
+    restarts = context.ssai == 1 and call.get("tcp_cc") != "bbr" and (idle_ms > rto_ms or shrank)
     return "cwnd-restart-after-idle" if restarts else "cwnd-limited"
 
 
@@ -229,13 +238,28 @@ def _from_tcp_state(call, context: Context, server_ms: float) -> tuple[dict, int
     return parts, rounds, reason if rounds > 1 else None
 
 
-def _cause(parts: dict[str, float], rounds: int, reason: str | None, base: float) -> str:
-    """The one cause of a call's time beyond one base RTT (see the module docstring)."""
+def _from_latency(call, context: Context, server_ms: float) -> tuple[dict, int, str | None]:
+    """Neither packets nor TCP state (an upload): the round trips the latency holds, each request round beyond the
+    first taken as the window's (what makes a sender with the whole request ready wait a round); a guess, and
+    ``evidence`` says so."""
+    base = context.base_rtt_ms
+    parts = dict.fromkeys(COMPONENTS, 0.0)
+    rounds = max(1, int((call["rtt_ns"] / 1e6 - server_ms) / base + 0.5))
+    parts["request-rounds"] = rounds * base
+    parts["remainder"] = call["rtt_ns"] / 1e6 - parts["request-rounds"] - server_ms
+    return parts, rounds, "cwnd-limited" if rounds > 1 else None
+
+
+def _cause(parts: dict[str, float], rounds: int, reason: str | None, base: float, rtt_ms: float) -> str:
+    """The one cause of a call's time beyond one base RTT (see the module docstring): ``none`` when the call took
+    little more than one, else the named component that took the most (ties: the earlier in a call's order)."""
+    if rtt_ms - base <= NONE_FRACTION * base:
+        return "none"
     excess = {name: parts.get(name, 0.0) for name in ("handshake", "tls", "http2-setup", "server", "retransmission",
                                                       "queueing")}
     if rounds > 1 and reason:
         excess[reason] = (rounds - 1) * base
-    name, value = max(excess.items(), key=lambda item: item[1])  # ties: the earlier, in the order of a call
+    name, value = max(excess.items(), key=lambda item: item[1])
     return name if value > NONE_FRACTION * base else "none"
 
 
@@ -277,3 +301,32 @@ def _call_connection(window: pd.DataFrame, cold: bool) -> str | None:
         return None
     totals = sent.groupby("conn")["length"].sum()
     return totals.idxmax() if totals.max() > 0 else None
+
+
+def remainder_share(explained: pd.DataFrame) -> pd.Series:
+    """Each call's remainder (what the named components leave unexplained) as a share of its latency."""
+    remainder = [next(c["ms"] for c in components if c["name"] == "remainder") for components in explained["components"]]
+    return pd.Series(remainder, index=explained.index).abs() / explained["rtt_ms"]
+
+
+def explain_headline(explained: pd.DataFrame) -> dict[str, Any]:
+    """What a notebook reports of its run's explained calls: how many, on what evidence, how many each cause, and the
+    share whose named components add up to the latency within 5 %."""
+    headline: dict[str, Any] = {"explain.calls": int(len(explained))}
+    if explained.empty:
+        return headline
+    for evidence, count in explained["evidence"].value_counts().items():
+        headline[f"explain.evidence.{evidence}"] = int(count)
+    for cause, count in explained["cause"].value_counts().items():
+        headline[f"explain.cause.{cause}"] = int(count)
+    headline["explain.within_5pct"] = round(float((remainder_share(explained) <= 0.05).mean()), 4)
+    return headline
+
+
+def showcase_call(explained: pd.DataFrame) -> pd.Series | None:
+    """The call a notebook draws in time and sequence: of those explained from packets, the first with the most
+    request rounds; None without such a call."""
+    captured = explained[explained["evidence"] == "capture"]
+    if captured.empty:
+        return None
+    return captured.loc[captured["rounds"].idxmax()]

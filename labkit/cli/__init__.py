@@ -32,6 +32,7 @@ _SUBCOMMANDS = {
     "runs": ("labkit.cli.runs:runs", "List and inspect runs, and clean up after a killed one."),
     "import": ("labkit.cli.import_:import_logs", "Import ping, Go echo, idle-step, iperf3 or ghz logs into a run."),
     "report": ("labkit.cli.report:report", "Run the notebooks that apply to a run; figures and an HTML summary in RUN/report/."),
+    "explain": ("labkit.cli.explain:explain", "Explain each call of a run in round trips: its components and one cause."),
 }
 
 

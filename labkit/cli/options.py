@@ -44,6 +44,13 @@ def experiment_options(command):
     return command
 
 
+#: --capture, for the experiments whose calls `labkit explain` decomposes (sweep, series, upload).
+CAPTURE = click.option(
+    "--capture", is_flag=True, default=None,
+    help="Record the experiment's packets (tcpdump, headers only, on the client and server hosts, as root or through "
+         "become = \"sudo\") into the run's raw/, for `labkit explain`.")
+
+
 def run_from_flags(command: str, flags: dict, *, renamed: dict[str, str] | None = None,
                    path_keys: tuple[str, ...] = ("inventory",), adjust: Callable[[dict, dict], None] | None = None):
     """Run (or resume) experiment ``command`` from its command line; return the run.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
+from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, choice_list
 from labkit.echo.series_agent import PROBES
 
@@ -26,6 +26,7 @@ RENAMED = {"duration": "duration_s", "interval": "interval_s", "cell": "cell_s",
               help="Spread the probes evenly over each tick (default), or send them all at the tick itself.")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: series]")
 @stack_options(swept=False)
+@CAPTURE
 @experiment_options
 def series(**flags):
     """Ping vs gRPC echo over time: every probe on one schedule, from --client to --server.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
+from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
@@ -37,6 +37,7 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
 @click.option("--iperf-rate", help="iperf3 -b rate limit of the baseline (always limited). [default: 50M]")
 @click.option("--iperf-port", type=click.IntRange(1, 65535), help="Port of the iperf3 baseline's server. [default: 5201]")
 @stack_options()
+@CAPTURE
 @experiment_options
 def sweep(**flags):
     """Sweep request size × idle gap × background traffic × kernel settings between two hosts.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
+from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, SIZE, choice_list, size_list
 
 # option (and experiment-file key) -> UploadConfig field, where the names differ
@@ -33,6 +33,7 @@ RENAMED = {"timeout": "upload_timeout_s"}
 @click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in each baseline before and after. [default: 10]")
 @click.option("--timeout", type=DURATION, help="Deadline of each upload. [default: 600s]")
 @stack_options()
+@CAPTURE
 @experiment_options
 def upload(**flags):
     """Upload a file in chunks over gRPC client streaming and over one HTTP/2 POST, with and without TLS.

@@ -80,6 +80,10 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
         raise LabkitError("no cell to run" + (": " + "; ".join(plan.omitted[:3]) if plan.omitted else ""))
     if spec.preflight is not None:
         spec.preflight(config, inventory, plan, accept_new_host_keys)
+    if getattr(config, "capture", False):
+        from labkit.experiments.capture import preflight as capture_preflight
+
+        capture_preflight(inventory, plan.hosts, accept_new_host_keys)
     resumed = run is not None
     run = begin_run(run, spec.experiment, config, runs_dir)
     if plan.omitted and not resumed:
@@ -89,7 +93,12 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
         spec.runner(current, config).run_cells(plan.cells)
     import labkit.schemas
 
-    return run.finish(getattr(labkit.schemas, spec.schema))
+    run = run.finish(getattr(labkit.schemas, spec.schema))
+    if run.manifest.get("captures"):
+        from labkit.explain import write_packets
+
+        write_packets(run)
+    return run
 
 
 def prepare_run(experiment: str, config_type, config, *, resume: str | None = None, runs_dir=None):
@@ -142,6 +151,10 @@ class ExperimentRunner:
         self.config = config
         self.progress = session.progress
         self._manifest_lock = threading.Lock()
+        if getattr(config, "capture", False):  # --capture: tcpdump follows every echo server the runner starts
+            from labkit.experiments.capture import Captures
+
+            session.captures = Captures(session)
 
     def run_cells(self, cells: list) -> None:
         """Run every cell not finished yet, appending rows and cell events to the run."""
@@ -246,6 +259,7 @@ class Session:
         self.labkit_argv: dict[str, list[str]] = {}
         self.live_processes: set = set()
         self._live_lock = threading.Lock()
+        self.captures = None  # labkit.experiments.capture.Captures when the run captures packets
 
     def host(self, name: str):
         return self.pool.get(name)
@@ -304,14 +318,20 @@ class Session:
         finally:
             self.stop(host_name, proc)
 
-    def start_echo_server(self, host_name: str, *serve_args: str, timeout: float = 60):
-        """``labkit echo serve --bind <data address>:0 ARGS`` on a host; (process, its ready line as a dict)."""
+    def start_echo_server(self, host_name: str, *serve_args: str, timeout: float = 60, clients: tuple[str, ...] = ()):
+        """``labkit echo serve --bind <data address>:0 ARGS`` on a host; (process, its ready line as a dict).
+
+        In a run that captures, tcpdump follows the server on its host and on ``clients`` until it is stopped.
+        """
         from labkit.echo.remote import wait_until_ready
 
         bind = f"{url_host(self.address(host_name))}:0"
         server = self.start_labkit(host_name, "echo", "serve", "--bind", bind, *serve_args)
         try:
-            return server, wait_until_ready(server, timeout)
+            ready = wait_until_ready(server, timeout)
+            if self.captures is not None and clients:
+                self.captures.start(host_name, server, ready, clients)
+            return server, ready
         except BaseException:
             self.stop(host_name, server)
             raise
@@ -323,6 +343,8 @@ class Session:
             self.run.unregister_process(host_name, proc.pid)
             with self._live_lock:
                 self.live_processes.discard(proc)
+            if self.captures is not None:  # the captures that follow this process (a server) end after it
+                self.captures.stop(proc)
 
     def stop_everything(self) -> None:
         """End every process still running, so worker threads blocked on them return."""
@@ -489,6 +511,8 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
         run.set_status("failed")
         raise
     finally:
+        if current.captures is not None:  # what the stopped captures saw is kept, also after a failure
+            current.captures.stop_all()
         progress.close()
         pool.close()
         run.close()

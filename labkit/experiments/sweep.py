@@ -58,6 +58,7 @@ class SweepConfig(StackChoice):
     cc: list[str | None] = field(default_factory=lambda: [None])
     order: str = "sequential"
     name: str = "sweep"
+    capture: bool = False  # --capture: tcpdump on client and server hosts (labkit.experiments.capture)
     seed: int = 1
     warmup: int = 1
     mesh: bool = False
@@ -222,7 +223,7 @@ class _Sweeper(ExperimentRunner):
                     if echo_server is not None:
                         session.stop(dst, echo_server)
                         echo_server = None
-                    echo_server, ready = session.start_echo_server(dst, *serve, *cell.stack.server_args())
+                    echo_server, ready = session.start_echo_server(dst, *serve, *cell.stack.server_args(), clients=(src,))
                     server_key, target = cell.stack.server_key, f"{url_host(session.address(dst))}:{ready['port']}"
                     self.record_server(dst, ready)
                 self.progress.describe(f"{src}→{dst} {condition_label(cell.cc, cell.slow_start_after_idle, cell.gap_s)}"

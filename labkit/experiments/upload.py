@@ -59,6 +59,7 @@ class UploadConfig(StackChoice):
     tls: str = "both"
     transports: list[str] = field(default_factory=lambda: list(TRANSPORTS))
     name: str = "upload"
+    capture: bool = False  # --capture: tcpdump on client and server hosts (labkit.experiments.capture)
     seed: int = 1
     warmup: int = 1
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -265,7 +266,7 @@ class _Uploader(ExperimentRunner):
         if tls:
             ca_path, tls_args = self._tls_material()
             serve += tls_args
-        server, ready = session.start_echo_server(config.server, *serve)
+        server, ready = session.start_echo_server(config.server, *serve, clients=(config.client,))
         try:
             run.manifest.setdefault("servers", []).append({"attempt": run.attempt, **ready})
             run.save_manifest()

@@ -1,0 +1,149 @@
+"""``--capture``: tcpdump on the client and server hosts for as long as an experiment's echo server runs.
+
+When a run captures, :meth:`Captures.start` follows every echo server a runner
+starts: one tcpdump on the server's host and one on each client host, headers
+only, filtered to the server's ports and the peer's data address
+(:func:`labkit.parsers.pcap.tcpdump_argv`), started (through ``sudo -n`` where
+the host needs it) once the server is ready and so before its first cell.
+:meth:`Captures.stop` stops them after the server, also on failure or interrupt
+(the session stops every registered process), copies each file into the
+run's ``raw/`` and records it in the manifest's ``captures``: host, role, peer,
+ports, file and its size. :func:`labkit.explain.packets_table` turns them into
+packets attributed to calls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from labkit.errors import LabkitError
+from labkit.parsers.pcap import tcpdump_argv
+
+#: What a server's ready line calls its ports, and the name each gets in a capture's record.
+PORT_KEYS = {"port": "grpc", "http2_port": "http2", "tcp_echo_port": "tcp_echo"}
+
+
+@dataclass
+class _Running:
+    host: str
+    role: str  # "client" or "server"
+    peer: str  # the data address the capture is filtered to
+    ports: dict[str, int]
+    proc: Any
+    workdir: str
+    started_utc: str
+
+
+class Captures:
+    """The captures of one run's session, keyed by the echo server they follow."""
+
+    def __init__(self, session):
+        self.session = session
+        self._by_server: dict[int, list[_Running]] = {}
+        self._lock = threading.Lock()
+
+    def start(self, server_host: str, server, ready: dict, clients: tuple[str, ...]) -> None:
+        """tcpdump on ``server_host`` and each of ``clients`` for the ports of ``ready``, until :meth:`stop` of ``server``."""
+        from labkit.provenance import utc_now
+
+        session = self.session
+        ports = {name: int(ready[key]) for key, name in PORT_KEYS.items() if ready.get(key)}
+        started = []
+        try:
+            for host_name, role, peer in [(server_host, "server", session.address(c)) for c in clients[:1]] + [
+                    (c, "client", session.address(server_host)) for c in clients]:
+                host = session.host(host_name)
+                workdir = host.make_temp_dir("labkit-capture.")
+                argv = tcpdump_argv(_tcpdump(host), f"{workdir}/capture.pcap", peer, sorted(ports.values()))
+                proc = session.start(host_name, host.privileged_argv(argv))
+                started.append(_Running(host_name, role, peer, ports, proc, workdir, utc_now()))
+                self._wait_until_listening(proc, host_name)
+        except BaseException:
+            self._finish(started)
+            raise
+        with self._lock:
+            self._by_server[id(server)] = started
+
+    def _wait_until_listening(self, proc, host_name: str, timeout_s: float = 15) -> None:
+        """tcpdump says ``listening on`` (on stderr) once its filter is in place; packets before that would be missed."""
+        deadline = time.monotonic() + timeout_s
+        while not any("listening on" in line for line in list(proc.stderr_lines)):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise LabkitError(f"tcpdump did not start on {host_name}: {proc.last_words(proc.poll())}")
+            time.sleep(0.02)
+
+    def stop(self, server) -> None:
+        """Stop the captures that follow ``server`` (already stopped) and keep their files."""
+        with self._lock:
+            running = self._by_server.pop(id(server), [])
+        self._finish(running)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            running = [r for group in self._by_server.values() for r in group]
+            self._by_server.clear()
+        self._finish(running)
+
+    def _finish(self, running: list[_Running]) -> None:
+        from labkit.provenance import utc_now
+
+        for capture in running:
+            try:
+                self.session.stop(capture.host, capture.proc)  # SIGTERM: tcpdump closes its file
+            except Exception:
+                pass
+            stopped = utc_now()
+            try:
+                self._keep(capture, stopped)
+            except LabkitError as exc:  # an unreachable host: the capture stays there, the run says so
+                self.session.progress.log(f"[yellow]capture on {capture.host} not kept: {exc.message}[/yellow]")
+
+    def _keep(self, capture: _Running, stopped_utc: str) -> None:
+        run = self.session.run
+        host = self.session.host(capture.host)
+        with self._lock:
+            index = len(run.manifest.setdefault("captures", []))
+            name = f"capture-{capture.host}-{capture.role}-{index}.pcap"
+            run.manifest["captures"].append({
+                "host": capture.host, "role": capture.role, "peer": capture.peer, "ports": capture.ports,
+                "file": name, "started_utc": capture.started_utc, "stopped_utc": stopped_utc, "bytes": None,
+            })
+            run.save_manifest()
+        local = run.raw_dir / name
+        remote = f"{capture.workdir}/capture.pcap"
+        if host.exists(remote):
+            host.get(remote, local)
+        host.remove(capture.workdir)
+        with self._lock:
+            run.manifest["captures"][index]["bytes"] = local.stat().st_size if local.exists() else 0
+            run.save_manifest()
+
+
+def _tcpdump(host) -> str:
+    """tcpdump on the host: Debian puts it in /usr/sbin, which an ordinary user's PATH may lack."""
+    for candidate in ("/usr/sbin/tcpdump", "/usr/bin/tcpdump"):
+        if host.exists(candidate):
+            return candidate
+    raise LabkitError(f"tcpdump is not installed on {host.name}; install Debian's tcpdump there "
+                      "(`apt-get install tcpdump`)")
+
+
+def preflight(inventory, host_names: list[str], accept_new_host_keys: bool = False) -> None:
+    """Refuse a capturing run before it exists, in one line, when a host cannot run tcpdump as root."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from labkit.hosts.privilege import knob_blockers
+
+    def blockers(name: str) -> dict[str, str]:
+        with inventory.open(name, accept_new_host_keys=accept_new_host_keys) as host:
+            argv = tcpdump_argv(_tcpdump(host), "/tmp/labkit-capture.pcap", "198.18.0.1", [1])
+            return knob_blockers(host, {"--capture (tcpdump)": argv})
+
+    with ThreadPoolExecutor(max_workers=min(8, len(host_names))) as pool:
+        found = dict(zip(host_names, pool.map(blockers, host_names)))
+    problems = [f"{name} cannot capture: {reason}" for name, blocked in found.items() for reason in blocked.values()]
+    if problems:
+        raise LabkitError("; ".join(problems) + " (nothing was run)")

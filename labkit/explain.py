@@ -1,0 +1,204 @@
+"""``labkit explain``: a run's calls, each cut into round trips (:mod:`labkit.analysis.explain`), from its captures or state.
+
+This module reads a run: its rows, whichever experiment wrote them, become
+*calls* (when each started, how long it took, where it went, whether it
+opened its connection, what the server said it spent, the TCP state around
+it); its captures (``--capture``, recorded in the manifest by
+:mod:`labkit.experiments.capture`) become one table of packets, each
+attributed to the call it belongs to, kept as ``packets.parquet``
+(:data:`labkit.schemas.PACKETS_SCHEMA`). :func:`explain_run` then explains every
+call: with its packets where the capture has them, with the kernel's rules on
+its TCP state where not.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from labkit.analysis.explain import COMPONENTS, Context, attribute_packets, explain_call
+from labkit.errors import LabkitError
+
+#: Which captured port each kind of call went to: a series probe or an upload transport -> the server's port name.
+PORT_OF = {"echo-warm": "grpc", "echo-cold": "grpc", "tcp-echo": "tcp_echo", "tcp-connect": "tcp_echo",
+           "grpc": "grpc", "http2": "http2"}
+PACKETS_FILE = "packets.parquet"
+
+
+def run_calls(run) -> pd.DataFrame:
+    """The run's calls in one shape, whatever the experiment: ``cell_id``, ``seq``, ``probe``, ``src``, ``dst``,
+    ``t_start_utc_ns``, ``rtt_ns``, ``cold``, ``payload_bytes``, ``server_ns``, ``port`` (the name of the server port
+    it went to), ``ssai``, and the TCP state columns where the rows have them. Rows without a time (lost probes,
+    pings, failed calls) are left out: there is nothing to explain."""
+    samples = run.samples()
+    experiment = run.manifest.get("experiment")
+    if experiment == "idle-step":
+        calls = samples.assign(probe="echo", port="grpc")
+    elif experiment == "series":
+        calls = samples[samples["probe"].isin([p for p in PORT_OF if p.startswith(("echo", "tcp"))])]
+        calls = calls.assign(t_start_utc_ns=calls["t_utc_ns"], rtt_ns=calls["rtt_ms"] * 1e6,
+                             port=calls["probe"].map(PORT_OF))
+    elif experiment == "upload":
+        calls = samples.assign(probe=samples["transport"], port=samples["transport"].map(PORT_OF),
+                               rtt_ns=samples["seconds"] * 1e9, payload_bytes=samples["file_bytes"], cold=False)
+    else:
+        raise LabkitError(f"{run.run_id} is a {experiment!r} run; labkit explain reads sweep, series and upload runs")
+    calls = _with_previous_call(calls)
+    calls = calls[calls["ok"].astype(bool) & calls["rtt_ns"].notna() & calls["t_start_utc_ns"].notna()].copy()
+    calls["ssai"] = [_ssai(run, row) for _, row in calls.iterrows()]
+    for column in ("server_ns", "cold"):
+        if column not in calls:
+            calls[column] = None if column == "server_ns" else False
+    return calls.reset_index(drop=True)
+
+
+def _with_previous_call(calls: pd.DataFrame) -> pd.DataFrame:
+    """Each call with ``gap_ms`` since the previous call of its cell (and probe) ended, and the window that call left
+    (``cwnd_after_previous``): a window smaller at the next call, after a gap longer than an RTO, was restarted."""
+    calls = calls.sort_values(["cell_id", "probe", "seq"])
+    previous = calls.groupby(["cell_id", "probe"], sort=False).shift()
+    calls["gap_ms"] = (calls["t_start_utc_ns"] - previous["t_start_utc_ns"] - previous["rtt_ns"]) / 1e6
+    calls["cwnd_after_previous"] = previous["cwnd_after"] if "cwnd_after" in calls else None
+    return calls
+
+
+def _ssai(run, row) -> int | None:
+    """The client's tcp_slow_start_after_idle for a call: the cell's setting, else the host's as its facts say."""
+    value = row.get("slow_start_after_idle")
+    if value is not None and not pd.isna(value):
+        return int(value)
+    fact = ((run.manifest.get("hosts") or {}).get(row["src"]) or {}).get("sysctl", {}).get(
+        "net.ipv4.tcp_slow_start_after_idle")
+    return int(fact) if fact not in (None, "") else None
+
+
+def packets_table(run, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every captured packet of the run, with ``host``, ``role`` and the call it belongs to (``cell_id``, ``probe``
+    and ``call``, the call's ``seq``; null for packets of no call). Only a client's captures are attributed: they
+    share the clock of its calls' start times."""
+    from labkit.parsers.pcap import parse_pcap
+
+    calls = run_calls(run) if calls is None else calls
+    frames = []
+    for capture in run.manifest.get("captures") or []:
+        path = run.raw_dir / capture["file"]
+        if not path.exists() or not path.stat().st_size:
+            continue
+        packets = parse_pcap(path.read_bytes(), set(capture["ports"].values())).rows
+        packets = packets.assign(host=capture["host"], role=capture["role"], cell_id=None, probe=None,
+                                 call=pd.Series(pd.NA, index=packets.index, dtype="Int64"))
+        if capture["role"] == "client":
+            _attribute(packets, calls, capture)
+        frames.append(packets)
+    if not frames:
+        return pd.DataFrame(columns=["host", "role", "cell_id", "probe", "call"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _attribute(packets: pd.DataFrame, calls: pd.DataFrame, capture: dict) -> None:
+    mine = calls[(calls["src"] == capture["host"]) & calls["port"].isin(list(capture["ports"]))]
+    mine = mine.assign(server_port=mine["port"].map(capture["ports"]))
+    owner = attribute_packets(packets, mine)
+    found = owner >= 0
+    for column, source in (("cell_id", "cell_id"), ("probe", "probe"), ("call", "seq")):
+        packets.loc[found, column] = owner[found].map(mine[source]).to_numpy()
+
+
+def write_packets(run) -> None:
+    """packets.parquet from the run's captures, cast to PACKETS_SCHEMA."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from labkit.schemas import PACKETS_SCHEMA
+
+    packets = packets_table(run)
+    table = pa.Table.from_pandas(packets[[f.name for f in PACKETS_SCHEMA]], schema=PACKETS_SCHEMA, preserve_index=False)
+    pq.write_table(table, run.path / PACKETS_FILE)
+
+
+def run_packets(run) -> pd.DataFrame | None:
+    """The run's packets: packets.parquet, else built from its captures (a run stopped before it wrote them); None
+    without captures."""
+    if not run.manifest.get("captures"):
+        return None
+    path = run.path / PACKETS_FILE
+    return pd.read_parquet(path) if path.exists() else packets_table(run)
+
+
+def explain_run(run, seq: int | None = None) -> pd.DataFrame:
+    """One row per call (or per call numbered ``seq`` in each cell): ``cell_id``, ``seq``, ``probe``, ``rtt_ms``,
+    ``base_rtt_ms``, ``rounds``, ``components`` ([{name, ms}]), ``cause``, ``evidence``, ``reason``."""
+    from labkit.analysis.idle import request_framing
+
+    calls = run_calls(run)
+    if seq is not None:
+        calls = calls[calls["seq"] == seq]
+        if calls.empty:
+            raise LabkitError(f"{run.run_id} has no call {seq} (its calls are numbered from 0 in each cell)")
+    packets = run_packets(run)
+    overhead = request_framing(calls).overhead_bytes if "bytes_acked_after" in calls else 0
+    groups = {}
+    if packets is not None:
+        for (cell, probe, number), frame in packets.dropna(subset=["cell_id"]).groupby(["cell_id", "probe", "call"]):
+            groups[(cell, probe, int(number))] = frame
+    rows = []
+    bases = {pair: base_rtt_ms(run, *pair) for pair in set(zip(calls["src"], calls["dst"]))}
+    for _, call in calls.iterrows():
+        context = Context(bases[(call["src"], call["dst"])], call["ssai"], overhead)
+        own = groups.get((call["cell_id"], call["probe"], int(call["seq"])))
+        result = explain_call(call.to_dict(), own.sort_values("t_ns") if own is not None else None, context)
+        rows.append({"cell_id": call["cell_id"], "seq": int(call["seq"]), "probe": call["probe"],
+                     "payload_bytes": int(call["payload_bytes"]), **result})
+    return pd.DataFrame(rows, columns=["cell_id", "seq", "probe", "payload_bytes", "rtt_ms", "base_rtt_ms", "rounds",
+                                       "components", "cause", "evidence", "reason"])
+
+
+def base_rtt_ms(run, src: str, dst: str) -> float:
+    """The path's base RTT: the minimum of the ping baseline before the run, or of a series' own ping probes."""
+    ping = run.ping_baseline(src, dst) or {}
+    if ping.get("rtt_min_ms"):
+        return float(ping["rtt_min_ms"])
+    samples = run.samples()
+    if "probe" in samples:
+        pings = samples[(samples["probe"] == "ping") & samples["ok"] & (samples["src"] == src)]["rtt_ms"]
+        if len(pings):
+            return float(pings.min())
+    raise LabkitError(f"{run.run_id} has no ping of {src}-{dst} (baseline or probe): no base RTT to count round trips in")
+
+
+def group_labels(explained: pd.DataFrame, by: tuple[str, ...] = ("cell",)) -> pd.Series:
+    """A label per explained call from the parts named in ``by``: ``cell`` (its id without the host pair),
+    ``probe``, ``size`` (its payload bytes)."""
+    parts = {"cell": explained["cell_id"].str.split("|", n=1).str[-1], "probe": explained["probe"].astype(str),
+             "size": explained["payload_bytes"].astype(str) + " B"}
+    labels = parts[by[0]]
+    for name in by[1:]:
+        labels = labels + " " + parts[name]
+    return labels
+
+
+def json_lines(explained: pd.DataFrame) -> list[str]:
+    """``--format json``: one object per call, each component in ms and in base RTTs."""
+    lines = []
+    for row in explained.to_dict(orient="records"):
+        base = row["base_rtt_ms"]
+        row["components"] = [{**c, "rtts": round(c["ms"] / base, 3)} for c in row["components"]]
+        lines.append(json.dumps({k: _plain(v) for k, v in row.items()}))
+    return lines
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 3)
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return value
+
+
+def component_table(explained: pd.DataFrame) -> pd.DataFrame:
+    """One row per call, one column per component (ms): what stacked bars and tables show."""
+    wide = pd.DataFrame([{c["name"]: c["ms"] for c in components} for components in explained["components"]],
+                        columns=list(COMPONENTS), index=explained.index)
+    return pd.concat([explained.drop(columns=["components"]), wide], axis=1)
