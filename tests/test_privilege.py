@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from conftest import DATA, labkit, own_testbed, own_testbed_name
+from conftest import leftover_processes, DATA, labkit, own_testbed, own_testbed_name
 from labkit.errors import LabkitError
 from labkit.hosts.check import knobs_of_experiment
 from labkit.hosts.inventory import load_inventory, parse_inventory
@@ -183,7 +183,7 @@ def test_the_idle_step_sweep_runs_through_sudo_and_restores_the_kernel(lab, inve
     proc = labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000,30000", "--gaps", "1s",
                   "--repeats", "2", "--warmup", "2", "--slow-start-after-idle", "1,0", "--cc", "cubic",
                   "--ping-count", "3", "--iperf-seconds", "1", "--name", "sudo", "--runs-dir", str(tmp_path), "--quiet",
-                  timeout=300)
+                  "--capture", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert kernel_state(lab) == before
 
@@ -196,6 +196,10 @@ def test_the_idle_step_sweep_runs_through_sudo_and_restores_the_kernel(lab, inve
     assert set(samples["tcp_cc"]) == {"cubic"}
     for host in ("a", "b"):
         assert run.manifest["hosts"][host]["login"] == {"user": "lab", "become": "sudo"}
+    # tcpdump ran through sudo on both hosts, and its files came back to the run through lab's own SFTP.
+    captures = run.manifest["captures"]
+    assert sorted(c["host"] for c in captures) == ["a", "b"] and all(c["bytes"] > 0 for c in captures)
+    assert leftover_processes(lab, ("tcpdump",)) == []
 
 
 @pytest.mark.testbed
@@ -241,6 +245,13 @@ def test_without_sudo_the_sweep_refuses_before_its_first_cell(lab, inventory, tm
             "`sysctl -q -w net.ipv4.tcp_slow_start_after_idle=1` (a password is required)") in proc.stderr
     assert "a cannot set cc (the route's congctl): sudo -n refuses lab `ip route replace" in proc.stderr
     assert list(tmp_path.glob("*-sweep")) == [] and kernel_state(lab) == before
+
+    # Nor can it capture packets: refused before the run exists, naming the hosts.
+    capture = labkit("series", str(lab.inventory), "--client", "a", "--server", "b", "--duration", "2s", "--capture",
+                     "--runs-dir", str(tmp_path), "--quiet", timeout=120)
+    assert capture.returncode == 2 and len(capture.stderr.strip().splitlines()) == 1, capture.stderr
+    assert "a cannot capture: logs in as lab, not root, and has no become" in capture.stderr
+    assert list(tmp_path.glob("*-series")) == []
 
     check = labkit("hosts", "check", str(asking), "--knob", "cc", timeout=60)
     assert check.returncode == 1
