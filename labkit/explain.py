@@ -80,7 +80,11 @@ def packets_table(run, calls: pd.DataFrame | None = None) -> pd.DataFrame:
     share the clock of its calls' start times."""
     from labkit.parsers.pcap import parse_pcap
 
-    calls = run_calls(run) if calls is None else calls
+    if calls is None:
+        try:
+            calls = run_calls(run)
+        except LabkitError:  # an experiment whose rows are not calls (hop): its packets, attributed to none
+            calls = None
     frames = []
     for capture in run.manifest.get("captures") or []:
         path = run.raw_dir / capture["file"]
@@ -89,7 +93,7 @@ def packets_table(run, calls: pd.DataFrame | None = None) -> pd.DataFrame:
         packets = parse_pcap(path.read_bytes(), set(capture["ports"].values())).rows
         packets = packets.assign(host=capture["host"], role=capture["role"], cell_id=None, probe=None,
                                  call=pd.Series(pd.NA, index=packets.index, dtype="Int64"))
-        if capture["role"] == "client":
+        if capture["role"] == "client" and calls is not None:
             _attribute(packets, calls, capture)
         frames.append(packets)
     if not frames:

@@ -235,8 +235,15 @@ def test_a_relay_over_each_transport_returns_the_backs_exact_body(lab, inventory
 def test_all_four_transports_on_three_hosts_with_zero_errors_and_every_row_filled(lab, inventory, tmp_path):
     """Load on c (this machine in a's namespace), front on a, back on b, nats-server on a: four inventory roles."""
     run = labkit.hop(inventory, load_host="c", front="a", back="b", nats_host="a", duration_s=2, repeats=1,
-                     ping_count=2, name="four", runs_dir=tmp_path, quiet=True)
+                     ping_count=2, name="four", runs_dir=tmp_path, quiet=True, capture=True)
     assert run.status == "complete"
+    # --capture: on the back (callers a and c) and the front (caller c), each side, for every start of the services.
+    captured = {(c["host"], c["role"]) for c in run.manifest["captures"]}
+    assert captured == {("b", "server"), ("a", "client"), ("c", "client"), ("a", "server")}
+    assert all(c["bytes"] > 0 for c in run.manifest["captures"])
+    packets = pd.read_parquet(run.path / "packets.parquet")
+    assert len(packets) > 1000 and packets["call"].isna().all()  # wrk's requests are not calls labkit times
+    assert set(run.manifest["captures"][0]["ports"]) >= {"grpc", "http"}
     table = pq.read_table(run.path / "samples.parquet")
     assert table.schema.equals(HOP_SCHEMA, check_metadata=False)
     rows = table.to_pandas().set_index("via")

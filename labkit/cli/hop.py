@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.options import experiment_options, print_run_footer, run_from_flags
+from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags
 from labkit.cli.params import DURATION, choice_list, int_list
 from labkit.experiments.hop import TOOLS, VIAS
 
@@ -40,6 +40,7 @@ RENAMED = {"duration": "duration_s", "call_timeout": "call_timeout_s"}
 @click.option("--wrk", help="wrk on the load host. [default: wrk on its PATH]")
 @click.option("--ghz", help="ghz on the load host. [default: the one `labkit deploy` copied there, else PATH]")
 @click.option("--vegeta", help="vegeta on the load host. [default: the one `labkit deploy` copied there, else PATH]")
+@CAPTURE
 @experiment_options
 def hop(**flags):
     """The cost of one service-to-service call: a front relaying to a back over gRPC, HTTP/2 or NATS, vs direct.

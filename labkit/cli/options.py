@@ -44,7 +44,7 @@ def experiment_options(command):
     return command
 
 
-#: --capture, for the experiments whose calls `labkit explain` decomposes (sweep, series, upload).
+#: --capture: sweep, series and upload (whose calls `labkit explain` decomposes) and hop (its packets, for reading).
 CAPTURE = click.option(
     "--capture", is_flag=True, default=None,
     help="Record the experiment's packets (tcpdump, headers only, on the client and server hosts, as root or through "

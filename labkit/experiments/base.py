@@ -330,7 +330,9 @@ class Session:
         try:
             ready = wait_until_ready(server, timeout)
             if self.captures is not None and clients:
-                self.captures.start(host_name, server, ready, clients)
+                from labkit.experiments.capture import ready_ports
+
+                self.captures.start(host_name, server, ready_ports(ready), clients)
             return server, ready
         except BaseException:
             self.stop(host_name, server)

@@ -22,8 +22,17 @@ from typing import Any
 from labkit.errors import LabkitError
 from labkit.parsers.pcap import tcpdump_argv
 
-#: What a server's ready line calls its ports, and the name each gets in a capture's record.
+#: What an echo server's ready line calls its ports, and the name each gets in a capture's record.
 PORT_KEYS = {"port": "grpc", "http2_port": "http2", "tcp_echo_port": "tcp_echo"}
+
+
+def ready_ports(ready: dict, keys: dict[str, str] | None = None) -> dict[str, int]:
+    """A server's ports from its ready line: ``keys`` (ready key -> name; default the echo server's), or else every
+    ``<name>_port`` it reports (labkit-go back and front)."""
+    if keys is None and "port" not in ready:
+        return {key.removesuffix("_port"): int(value) for key, value in ready.items()
+                if key.endswith("_port") and isinstance(value, int) and value > 0}
+    return {name: int(ready[key]) for key, name in (keys or PORT_KEYS).items() if ready.get(key)}
 
 
 @dataclass
@@ -45,12 +54,13 @@ class Captures:
         self._by_server: dict[int, list[_Running]] = {}
         self._lock = threading.Lock()
 
-    def start(self, server_host: str, server, ready: dict, clients: tuple[str, ...]) -> None:
-        """tcpdump on ``server_host`` and each of ``clients`` for the ports of ``ready``, until :meth:`stop` of ``server``."""
+    def start(self, server_host: str, server, ports: dict[str, int], clients: tuple[str, ...]) -> None:
+        """tcpdump on ``server_host`` and each of ``clients`` (other hosts) for ``ports`` (name -> port) of the server,
+        until :meth:`stop` of ``server``."""
         from labkit.provenance import utc_now
 
         session = self.session
-        ports = {name: int(ready[key]) for key, name in PORT_KEYS.items() if ready.get(key)}
+        clients = tuple(c for c in dict.fromkeys(clients) if c != server_host)
         started = []
         try:
             for host_name, role, peer in [(server_host, "server", session.address(c)) for c in clients[:1]] + [

@@ -93,6 +93,7 @@ class HopConfig:
     body_file: str | None = None  # a file to answer instead of the default product list
     call_timeout_s: float = 5.0
     name: str = "hop"
+    capture: bool = False  # --capture: tcpdump on the services' hosts and their callers' (labkit.experiments.capture)
     seed: int = 1  # of the shuffled cell order
     ping_count: int = 10
     wrk: str | None = None
@@ -316,6 +317,11 @@ class _Services:
         proc = self.session.start(host, argv)
         self.procs[role], self.hosts[role] = proc, host
         self.ready[role] = wait_until_ready(proc, timeout=60)
+        if self.session.captures is not None:  # --capture: what reaches this service from the other hosts
+            from labkit.experiments.capture import ready_ports
+
+            callers = (self.config.load_host, self.config.front) if role == "back" else (self.config.load_host,)
+            self.session.captures.start(host, proc, ready_ports(self.ready[role]), tuple(c for c in callers if c))
 
     def _check_bodies(self) -> None:
         """Every relay of the front returned the back's very body on its first call (the front's ready line says)."""
