@@ -80,12 +80,15 @@ class Run:
             raise LabkitError(f"run name {name!r} must be letters, digits, '.', '_' or '-' (at most 64)")
         root = runs_root(runs_dir)
         root.mkdir(parents=True, exist_ok=True)
-        path = root / f"{utc_stamp()}-{name}"
-        suffix = 1
-        while path.exists():  # two runs started within the same second
-            suffix += 1
-            path = root / f"{utc_stamp()}-{name}-{suffix}"
-        (path / "raw").mkdir(parents=True)
+        stamp, suffix = utc_stamp(), 1
+        while True:
+            path = root / (f"{stamp}-{name}" if suffix == 1 else f"{stamp}-{name}-{suffix}")
+            try:
+                path.mkdir()  # atomic: of two runs started within the same second, one gets the next suffix
+                break
+            except FileExistsError:
+                suffix += 1
+        (path / "raw").mkdir()
         manifest = {
             "format_version": FORMAT_VERSION,
             "run_id": path.name,
@@ -291,14 +294,14 @@ class Run:
 
     def register_process(self, host: str, pid: int, argv: list[str]) -> None:
         """Remember a process started on ``host`` until :meth:`unregister_process`."""
-        entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
-        entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now()})
-        with self._lock:
+        with self._lock:  # read and write as one step: --mesh starts processes from several threads
+            entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
+            entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now()})
             atomic_write_text(self._processes_path(), json.dumps(entries, indent=2))
 
     def unregister_process(self, host: str, pid: int) -> None:
-        entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
         with self._lock:
+            entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
             atomic_write_text(self._processes_path(), json.dumps(entries, indent=2))
 
     # -- the final dataset -------------------------------------------------------------

@@ -269,6 +269,8 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
         click.echo(f"labkit echo call: interrupted after {summary.describe()}", err=True)
         raise  # click turns this into exit status 130
     click.echo(f"labkit echo call: {summary.describe()}", err=True)
+    if summary.recorded_failed and not summary.recorded_ok:
+        sys.exit(1)  # every call failed: the rows say why, the status says that nothing was measured
 
 
 @echo.command("series-agent", hidden=True)

@@ -117,7 +117,12 @@ def stack_options(clients: tuple[str, ...] = ("python", "go"), swept: bool = Tru
 
 
 def print_run_footer(console, run, unit: str) -> None:
-    """The last lines of every experiment's summary: rows and cells of the run, and where it was written."""
+    """The last lines of every experiment's summary: any echo server that died (and was restarted), rows and cells
+    of the run, and where it was written."""
+    for ended in run.manifest.get("server_exits", []):
+        console.print(f"[yellow]the echo server on {ended['host']} (pid {ended['pid']}) exited with status "
+                      f"{ended['status']} during {ended['during']}: restarted, and what it spoiled redone[/yellow]",
+                      highlight=False)
     counts = run.row_counts()
     skipped = f", {counts['cells_skipped']} skipped" if counts["cells_skipped"] else ""
     console.print(f"run {run.run_id}: {counts.get('parquet_rows', counts['journal_rows'])} {unit}, "

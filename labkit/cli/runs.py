@@ -86,6 +86,19 @@ def _controller_alive(manifest) -> bool:
     return True
 
 
+def _unrestored(run) -> dict:
+    """The kernel settings a run changed and did not put back: all of them for a run that never ended (killed), those
+    its end could not restore (a host that had gone away) for one that failed or was interrupted."""
+    originals = run.manifest.get("kernel_originals", {})
+    if run.status == "running":
+        return {key: value for key, value in originals.items() if value.get("restored") is not True}
+    return {key: value for key, value in originals.items() if value.get("restored") is False}
+
+
+def _needs_cleanup(run) -> bool:
+    return run.status == "running" or bool(run.processes()) or bool(_unrestored(run))
+
+
 def resume_hint(run) -> str:
     """How to continue ``run``: the --resume of its own experiment's command (imports cannot be resumed)."""
     from labkit.experiments import spec_for_experiment
@@ -109,7 +122,7 @@ def cleanup(run, runs_dir, accept_new_host_keys):
     from labkit.hosts.kernel import restore_from_manifest
     from labkit.store import find_run, list_runs
 
-    candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if r.status == "running" or r.processes()]
+    candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if _needs_cleanup(r)]
     if not candidates:
         click.echo("nothing to clean up")
         return
@@ -132,10 +145,12 @@ def cleanup(run, runs_dir, accept_new_host_keys):
             target.run(["kill", "-KILL", "--", f"-{entry['pid']}"])
             found.unregister_process(entry["host"], entry["pid"])
             click.echo(f"{found.run_id}: stopped process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})")
+        for key, originals in _unrestored(found).items():
+            problems = restore_from_manifest(host(originals["host"]), originals)
+            originals["restored"] = not problems
+            found.save_manifest()
+            click.echo(f"{found.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
         if found.status == "running":
-            for key, originals in found.manifest.get("kernel_originals", {}).items():
-                problems = restore_from_manifest(host(originals["host"]), originals)
-                click.echo(f"{found.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
             found.set_status("interrupted")
             click.echo(f"{found.run_id}: marked interrupted; {resume_hint(found)}")
         for opened in hosts.values():

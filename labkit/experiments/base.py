@@ -139,6 +139,10 @@ def begin_run(run, experiment: str, config, runs_dir=None):
     return Run.create(runs_dir, config.name, experiment, dataclasses.asdict(config))
 
 
+class ServerDied(LabkitError):
+    """The experiment's echo server exited while a cell ran: that cell's calls measured nothing but the failure."""
+
+
 class ExperimentRunner:
     """Runs the cells of one experiment in a :class:`Session`; each experiment subclasses it."""
 
@@ -159,6 +163,39 @@ class ExperimentRunner:
     def run_cells(self, cells: list) -> None:
         """Run every cell not finished yet, appending rows and cell events to the run."""
         raise NotImplementedError
+
+    def check_server(self, host: str, server, what: str) -> None:
+        """Raise :class:`ServerDied` (one line, the exit kept in the manifest's ``server_exits``) when ``server``, the
+        echo server on ``host``, is no longer running: ``what`` (a cell) measured a dead server, not the path."""
+        status = server.poll()
+        if status is None:
+            return
+        with self._manifest_lock:
+            self.run.manifest.setdefault("server_exits", []).append(
+                {"host": host, "pid": server.pid, "status": status, "during": what,
+                 "stderr_tail": list(server.stderr_lines[-5:])})
+            self.run.save_manifest()
+        raise ServerDied(f"the echo server on {host} (pid {server.pid}) exited with status {status} during {what}")
+
+    def with_one_restart(self, what: str, attempt: Callable[[], None], restart: Callable[[], None]) -> None:
+        """Run ``attempt`` (it leaves its cell incomplete when the server dies); after a server's death, ``restart``
+        it and run ``attempt`` once more. A second death ends the run in one line, the cell left for ``--resume``."""
+        try:
+            attempt()
+            return
+        except ServerDied as died:
+            self.progress.log(f"[yellow]{died.message}; restarting it and redoing {what}[/yellow]")
+        restart()
+        try:
+            attempt()
+        except ServerDied as again:
+            raise LabkitError(f"{again.message}, again after a restart: {what} is left incomplete "
+                              f"(`{self.resume_command()}` redoes it)") from None
+
+    def resume_command(self) -> str:
+        from labkit.experiments import spec_for_experiment
+
+        return spec_for_experiment(self.run.manifest["experiment"]).resume_command(self.run.run_id)
 
     def record_server(self, host: str, ready: dict) -> None:
         """Keep each distinct server a run started (implementation, versions, options) in the manifest's ``servers``."""
@@ -339,10 +376,12 @@ class Session:
             raise
 
     def stop(self, host_name: str, proc) -> None:
+        """Stop a process this session started; it stays in the run's process list unless it surely stopped (a host
+        that went away may still run it: `labkit runs cleanup` stops it once the host answers again)."""
         try:
             proc.stop()
-        finally:
             self.run.unregister_process(host_name, proc.pid)
+        finally:
             with self._live_lock:
                 self.live_processes.discard(proc)
             if self.captures is not None:  # the captures that follow this process (a server) end after it

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from labkit.echo.options import OPTIONS
 from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
@@ -276,37 +276,43 @@ class _Series(ExperimentRunner):
         todo = session.pending(cells, lambda cell: cell.count * len(config.probes))
         if not todo:
             return
-        address = session.address(config.server)
-        server = None
+        self.address = session.address(config.server)
+        self.server, self.ready = None, {}
         try:
-            server, ready = session.start_echo_server(
-                config.server, "--tcp-echo-port", "0",
-                "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)), *config.stack().server_args(),
-                clients=(config.client,))
-            run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": address, **ready}
-            run.save_manifest()
+            self.start_server()
             for group in contiguous_ranges(todo):
                 session.check_stopping()
-                self.run_range(group, address, ready)
+                label = f"ticks {group[0].first}–{group[-1].first + group[-1].count - 1}"
+                self.with_one_restart(label, lambda: self.run_range(self.unfinished(group)), self.restart_server)
         finally:
-            if server is not None:
-                self.note_server_exit(server)
-                session.stop(config.server, server)
+            if self.server is not None:
+                session.stop(config.server, self.server)
 
-    def note_server_exit(self, server) -> None:
-        """Record (and say) that the echo server ended before the series did; its probes failed from then on."""
-        died = server.poll()
-        if died is None:
+    def start_server(self) -> None:
+        config, run = self.config, self.run
+        self.server, self.ready = self.session.start_echo_server(
+            config.server, "--tcp-echo-port", "0",
+            "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)), *config.stack().server_args(),
+            clients=(config.client,))
+        run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": self.address,
+                                                                   **self.ready}
+        run.save_manifest()
+
+    def restart_server(self) -> None:
+        server, self.server = self.server, None
+        self.session.stop(self.config.server, server)
+        self.start_server()
+
+    def unfinished(self, cells: list[Cell]) -> list[Cell]:
+        finished = self.run.finished_cells()
+        return [cell for cell in cells if cell.id not in finished]
+
+    def run_range(self, cells: list[Cell]) -> None:
+        """One agent for a contiguous range of cells; each cell completes when every probe has every tick. A dead
+        echo server stops the agent at its first failed call: cells not complete by then are left for a redo."""
+        if not cells:
             return
-        self.run.manifest.setdefault("server_exits", {})[str(self.run.attempt)] = {
-            "status": died, "stderr_tail": server.stderr_lines[-5:]}
-        self.run.save_manifest()
-        self.progress.log(f"the echo server on {self.config.server} exited during the series (status {died}); "
-                          "its probes recorded errors from then on")
-
-    def run_range(self, cells: list[Cell], address: str, ready: dict[str, Any]) -> None:
-        """One agent for a contiguous range of cells; each cell completes when every probe has every tick."""
-        config = self.config
+        config, address, ready = self.config, self.address, self.ready
         args = [
             "echo", "series-agent", "--address", address, "--grpc-port", str(ready["port"]),
             "--tcp-echo-port", str(ready["tcp_echo_port"]), "--probes", ",".join(config.probes),
@@ -315,11 +321,13 @@ class _Series(ExperimentRunner):
             "--timeout", f"{config.timeout_s!r}s", "--spread" if config.spread else "--together",
             *(["--impl", "go"] if config.stack().client_impl == "go" else []),
         ]
-        recorder = _RangeRecorder(self.run, config, cells)
+        recorder = _RangeRecorder(self.run, config, cells, server_alive=lambda: self.server.poll() is None)
         with self.session.agent(config.client, *args) as proc:
             # Silence longer than a call's deadline (twice: warm-up of two probes) plus a tick means the agent is stuck.
             for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
                 self.handle(event, recorder)
+                if event.get("event") == "sample" and not event.get("ok"):
+                    self.check_server(config.server, self.server, f"tick {event['tick']}")
             status = proc.wait()
         missing = [cell for cell in cells if cell.id not in recorder.done]
         self.cells_done += len(cells) - len(missing)
@@ -347,9 +355,10 @@ class _Series(ExperimentRunner):
 class _RangeRecorder:
     """Appends one agent's events to the run, cell by cell, and completes each cell once it has every tick."""
 
-    def __init__(self, run, config: SeriesConfig, cells: list[Cell]):
+    def __init__(self, run, config: SeriesConfig, cells: list[Cell], server_alive: Callable[[], bool] = lambda: True):
         self.run = run
         self.config = config
+        self.server_alive = server_alive
         self.by_first = {cell.first: cell for cell in cells}
         self.states: dict[int, _CellState] = {}
         self.done: set[str] = set()
@@ -381,8 +390,9 @@ class _RangeRecorder:
         self.finish_if_complete(state)
 
     def finish_if_complete(self, state: _CellState) -> None:
-        """Once a cell has every tick of every probe, it is complete."""
-        if not state.complete or state.cell.id in self.done:
+        """Once a cell has every tick of every probe, it is complete: unless the echo server is gone, when its
+        calls may have gone to nothing."""
+        if not state.complete or state.cell.id in self.done or not self.server_alive():
             return
         self.run.complete_cell(state.cell.id, state.attempt, state.rows)
         self.done.add(state.cell.id)

@@ -209,35 +209,37 @@ class _Sweeper(ExperimentRunner):
         todo = session.pending(cells, lambda cell: calls_per_cell)
         if not todo:
             return
-        echo_server, server_key = None, None
+        server = _PairServer(self, src, dst)
         try:
             session.ping_baseline(src, dst, "before", config.ping_count)
             session.iperf_baseline(src, dst, seconds=config.iperf_seconds, rate=config.iperf_rate, port=config.iperf_port)
-            serve = []
-            keepalives = [k for k in config.keepalive_ms if k]
-            if keepalives:
-                serve += ["--permit-keepalive-ms", str(min(keepalives))]
             for cell in todo:
                 session.check_stopping()
-                if cell.stack.server_key != server_key:  # cells come grouped by server: one per group
-                    if echo_server is not None:
-                        session.stop(dst, echo_server)
-                        echo_server = None
-                    echo_server, ready = session.start_echo_server(dst, *serve, *cell.stack.server_args(), clients=(src,))
-                    server_key, target = cell.stack.server_key, f"{url_host(session.address(dst))}:{ready['port']}"
-                    self.record_server(dst, ready)
+                server.serve(cell.stack)  # cells come grouped by server: one per group
                 self.progress.describe(f"{src}→{dst} {condition_label(cell.cc, cell.slow_start_after_idle, cell.gap_s)}"
                                        f" {cell.stack.label()}")
                 if self.set_conditions(cell, conditions):
-                    self.run_cell(cell, target)
+                    self.with_one_restart(cell.id, lambda: self.run_cell(cell, server), server.restart)
                 else:
                     self.progress.advance(calls_per_cell)
             session.ping_baseline(src, dst, "after", config.ping_count)
         finally:
-            if echo_server is not None:
-                session.stop(dst, echo_server)
-            for problem in [problem for side in conditions for problem in side.restore()]:
+            try:
+                server.stop()
+            finally:  # a host that went away must not keep the other from being restored
+                self.restore_pair(src, dst, conditions)
+
+    def restore_pair(self, src: str, dst: str, conditions) -> None:
+        """Put back both hosts' kernel settings, each on its own; mark in the manifest which ones are back."""
+        originals = self.run.manifest.setdefault("kernel_originals", {})
+        for name, side in zip((src, dst), conditions):
+            problems = side.restore()
+            for problem in problems:
                 self.progress.log(f"[red]{problem}[/red]")
+            key = f"{name}->{side.peer}"
+            if key in originals:
+                originals[key]["restored"] = not problems
+        self.run.save_manifest()
 
     def set_conditions(self, cell: Cell, conditions) -> bool:
         """Set the cell's kernel conditions on both hosts; False (and the cell recorded as skipped) if a host refuses."""
@@ -255,8 +257,9 @@ class _Sweeper(ExperimentRunner):
             return False
         return True
 
-    def run_cell(self, cell: Cell, target: str) -> None:
+    def run_cell(self, cell: Cell, server: "_PairServer") -> None:
         config, run = self.config, self.run
+        target = server.target
         expected = len(config.sizes) * config.repeats
         attempt = run.begin_cell(cell.id)
         args = [
@@ -282,10 +285,42 @@ class _Sweeper(ExperimentRunner):
                 self.calls_measured += 1
                 self.progress.advance()
             status = proc.wait()
-        if status != 0 or received != expected:
+        self.check_server(cell.dst, server.proc, cell.id)  # calls to a dead server measured nothing of the path
+        # Exit status 1 with every row: every call failed (a path that was down), which the rows record.
+        if status not in (0, 1) or received != expected:
             raise LabkitError(f"the echo client on {cell.src} stopped after {received} of {expected} calls: "
                               f"{proc.last_words(status)}")
         run.complete_cell(cell.id, attempt, received)
+
+
+class _PairServer:
+    """The echo server one pair's cells call: started for a server stack, restarted after it died, stopped at the end."""
+
+    def __init__(self, sweeper: _Sweeper, src: str, dst: str):
+        self.sweeper, self.session, self.src, self.dst = sweeper, sweeper.session, src, dst
+        self.proc = self.key = self.stack = None
+        self.target = ""
+
+    def serve(self, stack) -> None:
+        if self.proc is not None and stack.server_key == self.key:
+            return
+        self.stop()
+        config = self.sweeper.config
+        args = ["--permit-keepalive-ms", str(min(k for k in config.keepalive_ms if k))] if any(config.keepalive_ms) else []
+        self.proc, ready = self.session.start_echo_server(self.dst, *args, *stack.server_args(), clients=(self.src,))
+        self.key, self.stack = stack.server_key, stack
+        self.target = f"{url_host(self.session.address(self.dst))}:{ready['port']}"
+        self.sweeper.record_server(self.dst, ready)
+
+    def restart(self) -> None:
+        stack = self.stack
+        self.stop()
+        self.serve(stack)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            self.session.stop(self.dst, proc)
 
 
 def _pairs(config: SweepConfig, inventory) -> list[tuple[str, str]]:

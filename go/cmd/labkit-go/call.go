@@ -247,6 +247,9 @@ func (f *callFlags) run(p *callPlan) error {
 	}
 	pool.close()
 	fmt.Fprintf(os.Stderr, "labkit-go call: %s\n", counts.describe())
+	if counts.recordedFailed > 0 && counts.recordedOK == 0 {
+		os.Exit(1) // every call failed: the rows say why, the status says that nothing was measured
+	}
 	return nil
 }
 
