@@ -178,3 +178,51 @@ def test_a_signal_keeps_the_rows_leaves_nothing_and_resume_completes_each_cell_o
     assert resumed.returncode == 0, resumed.stderr
     assert_complete_once(Run.open(run_path), experiment)
     assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before
+
+
+def test_a_second_run_cannot_take_the_kernel_knobs_a_first_one_holds(lab, inventory, tmp_path):
+    before = ssai(lab)
+    first = ["sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000", "--gaps", "0.2s",
+             "--repeats", "15", "--slow-start-after-idle", "0", "--iperf-seconds", "1", *QUICK, "--name", "first",
+             "--runs-dir", str(tmp_path)]
+    with running_labkit(*first) as proc:
+        run_path = wait_for_cell_start(tmp_path, "first")
+        second = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000", "--gaps", "0s",
+                            "--repeats", "1", "--slow-start-after-idle", "1", *QUICK, "--name", "second",
+                            "--runs-dir", str(tmp_path), timeout=120)
+        assert ssai(lab) == ("0", "0")  # the first run's setting, untouched by the second
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    errors = [line for line in second.stderr.splitlines() if line.startswith("labkit: error: ")]
+    assert second.returncode == 2 and len(errors) == 1, second.stderr
+    assert f"its kernel knobs are held by run {run_path.name}" in errors[0]
+    # The first ends as it began, and lets go: now the second may run.
+    assert ssai(lab) == before and not list(Path("/tmp").glob("labkit-knobs-*"))
+    again = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000", "--gaps", "0s",
+                       "--repeats", "1", "--slow-start-after-idle", "1", *QUICK, "--name", "second",
+                       "--runs-dir", str(tmp_path), timeout=120)
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_link_changed_mid_run_fails_the_cell_it_spoiled(lab, inventory, tmp_path):
+    from labkit.testbed.lab import LinkConfig, Testbed
+
+    testbed = Testbed(lab.name, log=lambda message: None)
+    args = ["series", str(inventory), "--client", "a", "--server", "b", "--duration", "6s", "--cell", "3s",
+            "--probes", "ping,echo-warm", "--quiet", "--name", "relinked", "--runs-dir", str(tmp_path)]
+    try:
+        with running_labkit(*args) as proc:
+            run_path = wait_for_cell_start(tmp_path, "relinked")
+            testbed.up(LinkConfig(one_way_delay_s=2 * ONE_WAY_S, rate_bps=None, emulator="tun", cc="cubic"))
+            _, stderr = proc.communicate(timeout=120)
+    finally:
+        testbed.up(lab.link)  # as the module's other tests expect it
+    errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and "the testbed's link changed during" in errors[0], stderr
+    run = Run.open(run_path)
+    assert run.status == "failed" and leftover_processes(lab, LABKIT_WORDS) == []
+    resumed = run_labkit("series", "--resume", run_path.name, "--runs-dir", str(tmp_path), "--quiet", timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    samples = Run.open(run_path).samples()
+    # Every tick measured on one link: the round trips of 10 ms, none of 20.
+    assert len(samples) == 12 and samples["rtt_ms"].max() < 15

@@ -95,8 +95,25 @@ def _unrestored(run) -> dict:
     return {key: value for key, value in originals.items() if value.get("restored") is False}
 
 
+def _release_knob_lock(host, path: str, run_id: str) -> bool:
+    """Remove a run's lock on a host's kernel knobs (labkit.hosts.kernel.KnobLock) if the run still holds it."""
+    import json
+
+    from labkit.errors import LabkitError
+
+    try:
+        owner = json.loads(host.read_bytes(f"{path}/owner.json"))
+    except (LabkitError, ValueError):
+        return True  # gone already
+    if owner.get("run_id") != run_id:
+        return True  # another run's now
+    host.remove(path)
+    return True
+
+
 def _needs_cleanup(run) -> bool:
-    return run.status == "running" or bool(run.processes()) or bool(_unrestored(run))
+    return (run.status == "running" or bool(run.processes()) or bool(_unrestored(run))
+            or bool(run.manifest.get("knob_locks")))
 
 
 def resume_hint(run) -> str:
@@ -150,6 +167,10 @@ def cleanup(run, runs_dir, accept_new_host_keys):
             originals["restored"] = not problems
             found.save_manifest()
             click.echo(f"{found.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
+        for name, path in list(found.manifest.get("knob_locks", {}).items()):
+            if not _unrestored(found) and _release_knob_lock(host(name), path, found.run_id):
+                found.manifest["knob_locks"].pop(name)
+                found.save_manifest()
         if found.status == "running":
             found.set_status("interrupted")
             click.echo(f"{found.run_id}: marked interrupted; {resume_hint(found)}")

@@ -35,7 +35,7 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
 @click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in each baseline before and after. [default: 10]")
 @click.option("--iperf-seconds", type=click.IntRange(1, 3600), help="Length of the iperf3 baseline. [default: 3]")
 @click.option("--iperf-rate", help="iperf3 -b rate limit of the baseline (always limited). [default: 50M]")
-@click.option("--iperf-port", type=click.IntRange(1, 65535), help="Port of the iperf3 baseline's server. [default: 5201]")
+@click.option("--iperf-port", type=click.IntRange(1, 65535), help="Port of the iperf3 baseline's server. [default: a free one, picked per run]")
 @stack_options()
 @CAPTURE
 @experiment_options

@@ -177,6 +177,29 @@ class ExperimentRunner:
             self.run.save_manifest()
         raise ServerDied(f"the echo server on {host} (pid {server.pid}) exited with status {status} during {what}")
 
+    @contextmanager
+    def stops_with(self, server, agent) -> Iterator[None]:
+        """For a ``with`` block: when the echo server ``server`` exits, stop the ``agent`` calling it, so the cell ends
+        at once (and :meth:`check_server` says why) instead of after the agent's own deadlines to a dead server."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.2):
+                if server.poll() is not None:
+                    try:
+                        agent.stop(grace_s=1.0)
+                    except Exception:  # noqa: BLE001 - the agent may have ended by itself meanwhile
+                        pass
+                    return
+
+        watcher = threading.Thread(target=watch, name="server-watch", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join(timeout=5)
+
     def with_one_restart(self, what: str, attempt: Callable[[], None], restart: Callable[[], None]) -> None:
         """Run ``attempt`` (it leaves its cell incomplete when the server dies); after a server's death, ``restart``
         it and run ``attempt`` once more. A second death ends the run in one line, the cell left for ``--resume``."""
@@ -297,9 +320,25 @@ class Session:
         self.live_processes: set = set()
         self._live_lock = threading.Lock()
         self.captures = None  # labkit.experiments.capture.Captures when the run captures packets
+        self.link_at_start = self.link_settings()  # a testbed's link parameters, compared at each cell's end
 
     def host(self, name: str):
         return self.pool.get(name)
+
+    def link_settings(self) -> str | None:
+        """The testbed's link parameters when the inventory is a local testbed's (None otherwise)."""
+        from labkit.testbed.lab import link_settings
+
+        testbed = getattr(self.inventory, "testbed", None) or {}
+        return link_settings(testbed["name"]) if testbed.get("name") else None
+
+    def check_link(self, what: str) -> None:
+        """Fail ``what`` (a cell, before it is marked complete) in one line when the testbed's link was changed since
+        the run began: its calls measured two links (e.g. 45 and 62 ms round trips)."""
+        now = self.link_settings()
+        if now != self.link_at_start:
+            raise LabkitError(f"the testbed's link changed during {what} (`labkit testbed up` with other settings?): "
+                              "the cell is left incomplete; put the link back and resume")
 
     def address(self, name: str) -> str:
         """Where peers send experiment traffic to host ``name`` (its data address)."""
@@ -461,6 +500,21 @@ class Session:
         host.remove(remote)
         return local
 
+    def _iperf_server(self, host_name: str, address: str, port: int | None):
+        """iperf3 -s listening on ``address`` (a port of its own unless given); (process, port)."""
+        from labkit.parsers.iperf3 import iperf3_server_argv
+
+        last = ""
+        for candidate in _free_port_tries(port):
+            server = self.start(host_name, iperf3_server_argv(address, candidate))
+            try:
+                server.wait_for_line(lambda line: "listening" in line.lower(), timeout=15)
+                return server, candidate
+            except LabkitError as exc:  # the port is taken: another one
+                last = exc.message
+                self.stop(host_name, server)
+        raise LabkitError(f"iperf3 could not listen on {host_name}: {last}")
+
     # -- baselines -----------------------------------------------------------------------------
     def ping_baseline(self, src: str, dst: str, when: str, count: int = 10) -> dict[str, Any]:
         """Ping ``dst``'s data address from ``src`` and record it as ``baselines[src-dst][ping_<when>_<attempt>]``.
@@ -477,19 +531,20 @@ class Session:
         return values
 
     def iperf_baseline(self, src: str, dst: str, *, seconds: int = 3, rate: str = "50M",
-                       port: int = 5201) -> dict[str, Any]:
+                       port: int | None = None) -> dict[str, Any]:
         """A rate-limited iperf3 throughput baseline from ``src`` to ``dst``, recorded as ``baselines[src-dst][iperf3]``.
 
         Always rate-limited: through the testbed's delay line an unlimited
         sender overflows queues and measures the emulator, not the path. The
-        ``-J`` output is kept as ``raw/iperf3-<src>-<dst>.json``.
+        ``-J`` output is kept as ``raw/iperf3-<src>-<dst>.json``. Without a
+        ``port``, one picked at random per run (another run's iperf3 on the
+        same host would hold a fixed one), again when it is taken.
         """
-        from labkit.parsers.iperf3 import iperf3_client_argv, iperf3_server_argv, parse_iperf3_json
+        from labkit.parsers.iperf3 import iperf3_client_argv, parse_iperf3_json
 
         address = self.address(dst)
-        server = self.start(dst, iperf3_server_argv(address, port))
+        server, port = self._iperf_server(dst, address, port)
         try:
-            server.wait_for_line(lambda line: "listening" in line.lower(), timeout=15)
             result = self.host(src).run(iperf3_client_argv(address, port, seconds, rate), timeout=seconds + 30)
         finally:
             self.stop(dst, server)
@@ -501,6 +556,13 @@ class Session:
             values = {"error": str(exc)}
         self.run.record_baseline(src, dst, "iperf3", values)
         return values
+
+
+def _free_port_tries(port: int | None) -> list[int]:
+    """The ports to try for a server: the one asked for, or a few random ones above the well-known range."""
+    import random
+
+    return [port] if port is not None else [random.randrange(20000, 60000) for _ in range(5)]
 
 
 def url_host(address: str) -> str:

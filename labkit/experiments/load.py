@@ -499,6 +499,7 @@ class _Loader(ExperimentRunner):
         row["raw_files"] = ",".join(raw_files)
         run.append([row])
         self.check_server(config.server, self.echo, cell.id)
+        self.session.check_link(cell.id)
         run.complete_cell(cell.id, attempt, 1)
 
     def run_tool(self, cell: Cell, out: str, problems: list[str]):

@@ -321,8 +321,9 @@ class _Series(ExperimentRunner):
             "--timeout", f"{config.timeout_s!r}s", "--spread" if config.spread else "--together",
             *(["--impl", "go"] if config.stack().client_impl == "go" else []),
         ]
-        recorder = _RangeRecorder(self.run, config, cells, server_alive=lambda: self.server.poll() is None)
-        with self.session.agent(config.client, *args) as proc:
+        recorder = _RangeRecorder(self.run, config, cells, server_alive=lambda: self.server.poll() is None,
+                                  check_link=self.session.check_link)
+        with self.session.agent(config.client, *args) as proc, self.stops_with(self.server, proc):
             # Silence longer than a call's deadline (twice: warm-up of two probes) plus a tick means the agent is stuck.
             for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
                 self.handle(event, recorder)
@@ -331,6 +332,8 @@ class _Series(ExperimentRunner):
             status = proc.wait()
         missing = [cell for cell in cells if cell.id not in recorder.done]
         self.cells_done += len(cells) - len(missing)
+        if missing:
+            self.check_server(config.server, self.server, f"cells {missing[0].label}–{missing[-1].label}")
         if status != 0 or missing:
             raise LabkitError(f"the series agent on {config.client} stopped with {len(missing)} of {len(cells)} cells "
                               f"incomplete: {proc.last_words(status)}")
@@ -355,10 +358,12 @@ class _Series(ExperimentRunner):
 class _RangeRecorder:
     """Appends one agent's events to the run, cell by cell, and completes each cell once it has every tick."""
 
-    def __init__(self, run, config: SeriesConfig, cells: list[Cell], server_alive: Callable[[], bool] = lambda: True):
+    def __init__(self, run, config: SeriesConfig, cells: list[Cell], server_alive: Callable[[], bool] = lambda: True,
+                 check_link: Callable[[str], None] = lambda what: None):
         self.run = run
         self.config = config
         self.server_alive = server_alive
+        self.check_link = check_link
         self.by_first = {cell.first: cell for cell in cells}
         self.states: dict[int, _CellState] = {}
         self.done: set[str] = set()
@@ -394,6 +399,7 @@ class _RangeRecorder:
         calls may have gone to nothing."""
         if not state.complete or state.cell.id in self.done or not self.server_alive():
             return
+        self.check_link(state.cell.id)
         self.run.complete_cell(state.cell.id, state.attempt, state.rows)
         self.done.add(state.cell.id)
 

@@ -66,7 +66,7 @@ class SweepConfig(StackChoice):
     ping_count: int = 10
     iperf_seconds: int = 3
     iperf_rate: str = "50M"
-    iperf_port: int = 5201
+    iperf_port: int | None = None  # None: one of its own, picked at random (runs at once never share one)
     call_timeout_s: float = 30.0
 
     def validate(self) -> None:
@@ -166,23 +166,28 @@ class _Sweeper(ExperimentRunner):
         super().__init__(session, config)
         # (client, server) -> the KernelConditions of both hosts; filled in before any cell runs.
         self.kernel_conditions: dict[tuple[str, str], tuple] = {}
+        self.knob_locks: dict[str, object] = {}  # host -> its KnobLock, while this run may change its kernel
         self.calls_measured = 0
 
     def run_cells(self, cells: list[Cell]) -> None:
         """Run every pair's cells: one pair in this thread, or disjoint pairs in parallel with --mesh."""
         pairs = list(dict.fromkeys((cell.src, cell.dst) for cell in cells))
-        self.capture_kernel_originals(pairs)
-        by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
-        if len(pairs) == 1:
-            self.run_pair(*pairs[0], by_pair[pairs[0]])
-        else:
-            _run_mesh(self, by_pair)
+        try:
+            self.capture_kernel_originals(pairs)
+            by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
+            if len(pairs) == 1:
+                self.run_pair(*pairs[0], by_pair[pairs[0]])
+            else:
+                _run_mesh(self, by_pair)
+        finally:
+            self.unlock_knobs()
 
     def capture_kernel_originals(self, pairs: list[tuple[str, str]]) -> None:
         """Record each host's original settings in the manifest before any cell changes them."""
         from labkit.hosts.kernel import KernelConditions
 
         originals = self.run.manifest.setdefault("kernel_originals", {})
+        self.lock_knobs(sorted({name for pair in pairs for name in pair}))
         for src, dst in pairs:
             sides = (
                 KernelConditions(self.session.host(src), self.session.address(dst)),
@@ -198,6 +203,35 @@ class _Sweeper(ExperimentRunner):
                     side.original_route = originals[key]["route_to_peer"]
                 else:
                     originals[key] = {"host": name, **side.capture()}
+        self.run.save_manifest()
+
+    def lock_knobs(self, names: list[str]) -> None:
+        """Hold each host's kernel knobs for this run, when it changes any: a second run on the same hosts waits for
+        none of it, but refuses in one line before it records another run's setting as the original."""
+        import os
+        import socket
+
+        from labkit.hosts.kernel import KnobLock
+        from labkit.provenance import utc_now
+
+        config = self.config
+        if all(v is None for v in config.slow_start_after_idle) and all(v is None for v in config.cc):
+            return
+        owner = {"run_id": self.run.run_id, "controller": socket.gethostname(), "pid": os.getpid(), "since": utc_now()}
+        for name in names:
+            lock = KnobLock(self.session.host(name), owner)
+            lock.acquire()
+            self.knob_locks[name] = lock
+            self.run.manifest.setdefault("knob_locks", {})[name] = lock.path
+            self.run.save_manifest()
+
+    def unlock_knobs(self) -> None:
+        """Let go of every host whose kernel is back as it was; one left changed stays held until cleanup restores it."""
+        originals = self.run.manifest.get("kernel_originals", {})
+        for name in list(self.knob_locks):
+            if all(entry.get("restored", True) for entry in originals.values() if entry["host"] == name):
+                self.knob_locks.pop(name).release()
+                self.run.manifest.get("knob_locks", {}).pop(name, None)
         self.run.save_manifest()
 
     def run_pair(self, src: str, dst: str, cells: list[Cell]) -> None:
@@ -275,7 +309,7 @@ class _Sweeper(ExperimentRunner):
             args += ["--keepalive-ms", str(cell.keepalive_ms)]
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, **cell.columns()}
         received = 0
-        with self.session.agent(cell.src, *args) as proc:
+        with self.session.agent(cell.src, *args) as proc, self.stops_with(server.proc, proc):
             # Silence for longer than a call's deadline plus its gap means the client is stuck.
             for call in json_lines(proc, timeout=config.call_timeout_s + cell.gap_s + 30):
                 call["rtt_ms"] = call["rtt_ns"] / 1e6
@@ -290,6 +324,7 @@ class _Sweeper(ExperimentRunner):
         if status not in (0, 1) or received != expected:
             raise LabkitError(f"the echo client on {cell.src} stopped after {received} of {expected} calls: "
                               f"{proc.last_words(status)}")
+        self.session.check_link(cell.id)
         run.complete_cell(cell.id, attempt, received)
 
 

@@ -305,7 +305,7 @@ class _Uploader(ExperimentRunner):
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, "file_bytes": file["bytes"],
                  **cell.columns()}
         received = 0
-        with self.session.agent(cell.src, *args) as proc:
+        with self.session.agent(cell.src, *args) as proc, self.stops_with(self.server, proc):
             # Silence for longer than one upload's deadline means the agent is stuck.
             for message in json_lines(proc, timeout=config.upload_timeout_s + 60):
                 event = message.pop("event", None)
@@ -322,6 +322,7 @@ class _Uploader(ExperimentRunner):
             raise LabkitError(f"the upload agent on {cell.src} stopped after {received} of {config.repeats} uploads: "
                               f"{proc.last_words(status)}")
         run.save_manifest()
+        self.session.check_link(cell.id)
         run.complete_cell(cell.id, attempt, received)
 
 

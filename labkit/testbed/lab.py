@@ -652,3 +652,13 @@ def all_testbed_names() -> list[str]:
         if netns.startswith(NETNS_PREFIX) and netns[-2:] in ("-a", "-b"):
             names.add(netns[len(NETNS_PREFIX):-2])
     return sorted(names)
+
+
+def link_settings(name: str) -> str | None:
+    """What a testbed's links are set to (its state file's link parameters, as JSON), or None without the testbed:
+    runs compare it at the start and end of their cells, so a link changed mid-run fails the cell it spoiled."""
+    try:
+        data = json.loads((testbeds_dir() / name / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return json.dumps({key: data.get(key) for key in ("link", "links", "topology", "emulator")}, sort_keys=True)
