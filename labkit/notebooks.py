@@ -293,7 +293,8 @@ class Yourself:
         call = "labkit.notebooks.record_ping" if self.command == "ping" else f"labkit.{self.command}"
         options = ", ".join(f"{key}={value!r}" for key, value in self.options.items())
         resume = "" if self.command == "ping" else ', resume="auto"'
-        return f"with labkit.testbed({link}) as lab:\n    lab.deploy()\n    run = {call}(lab.inventory, {options}{resume})"
+        deploy = "" if self.command == "ping" else "    lab.deploy()\n"  # ping needs nothing of labkit's on the hosts
+        return f"with labkit.testbed({link}) as lab:\n{deploy}    run = {call}(lab.inventory, {options}{resume})"
 
     def make(self, inventory: str, *, runs_dir=None, **changes):
         """Run it on the hosts of ``inventory``, ``changes`` over the options; the run. An experiment resumes the newest
@@ -364,7 +365,8 @@ def run_it_yourself(notebook: str, run_it: bool | dict[str, Any], run_dir: str =
                          "and the notebook reads that run instead."))
         return run_dir
     with labkit.testbed(**spec.link, name=testbed_name) as lab:
-        lab.deploy()
+        if spec.command != "ping":
+            lab.deploy()
         run = spec.make(lab.inventory, runs_dir=runs_dir, **changes)
     display(run)
     return str(run.path)

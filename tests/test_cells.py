@@ -209,7 +209,7 @@ def test_run_it_yourself_makes_the_shipped_samples_kind_of_run_with_its_settings
             k: recorded[k] for k in yourself.options if k != "name"}
     code = yourself.code(testbed_name_for(name))
     compile(code, name, "exec")
-    assert code.startswith("with labkit.testbed(") and "lab.deploy()" in code
+    assert code.startswith("with labkit.testbed(") and ("lab.deploy()" in code) == (yourself.command != "ping")
     validate_name(testbed_name_for(name))
 
 
@@ -237,4 +237,4 @@ def test_the_ping_vs_echo_notebook_records_a_ping_log_of_its_own_and_reads_it(tm
     assert (data["headline"]["samples.ping"], data["headline"]["lost.ping"]) == (5, 0)
     rtt = Run.open(run_path).samples()["rtt_ms"]
     assert rtt.min() >= 12.0  # 6 ms each way through the delay line
-    assert namespaces(name) == []
+    assert namespaces(name) == [] and not (Path.home() / ".labkit" / f"{name}-a").exists()  # ping needs no deploy
