@@ -339,14 +339,39 @@ class Run:
         frame = pd.read_parquet(path) if path.exists() else pd.DataFrame(self.journal_rows())
         return _with_call_columns(_with_stack_columns(frame, self.manifest), self.manifest)
 
-    def summary(self):
-        """The table a person reads first for this run's experiment (a DataFrame), as the command prints it."""
+    def summary(self, styled: bool = False):
+        """The table a person reads first for this run's experiment (a DataFrame), as the command prints it.
+
+        ``styled=True``: the same as a pandas Styler for a notebook (:func:`labkit.inline.styled_summary`; for an
+        idle-step run the step table, sizes across).
+        """
         from labkit.experiments import spec_for_experiment
 
         spec = spec_for_experiment(self.manifest.get("experiment"))
         if spec is None:
             raise LabkitError(f"{self.run_id} is a {self.manifest.get('experiment')!r} run, which has no summary")
-        return spec.summarize(self)
+        table = spec.summarize(self)
+        if styled:
+            from labkit.inline import styled_summary
+
+            return styled_summary(self, table)
+        return table
+
+    def report(self, formats="png,svg,pdf", **parameters):
+        """``labkit report`` on this run: the notebooks that apply to it, executed into ``report/``; a
+        :class:`labkit.report.Report` (in a notebook, its headline numbers). ``parameters`` go to the notebooks."""
+        from labkit.report import make_report
+
+        return make_report(self, formats, parameters=parameters or None)
+
+    def __repr__(self) -> str:
+        return f"<labkit Run {self.run_id}: {self.manifest.get('experiment')}, {self.status}>"
+
+    def _repr_html_(self) -> str:
+        """How a notebook shows a run: experiment, hosts, cells, rows, status (:func:`labkit.inline.run_html`)."""
+        from labkit.inline import run_html
+
+        return run_html(self)
 
     def row_counts(self) -> dict[str, int]:
         journal = self.journal_rows()
@@ -401,6 +426,19 @@ def list_runs(runs_dir=None) -> list[Run]:
         except LabkitError:
             continue
     return runs
+
+
+def find_resumable(experiment: str, config: dict[str, Any], runs_dir=None) -> Run | None:
+    """The newest interrupted or failed run of ``experiment`` whose recorded config is ``config``, or None.
+
+    Configs are compared as the manifest stores them (JSON), so a tuple given now matches the list kept then.
+    """
+    wanted = json.loads(json.dumps(config, default=_json_default))
+    for run in reversed(list_runs(runs_dir)):
+        if (run.manifest.get("experiment") == experiment and run.status in ("interrupted", "failed")
+                and run.manifest.get("config") == wanted):
+            return run
+    return None
 
 
 def find_run(ref: str, runs_dir=None) -> Run:

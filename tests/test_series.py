@@ -22,7 +22,7 @@ import pytest
 import tomli_w
 
 import labkit
-from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
+from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes, wait_for
 from labkit.echo.series_agent import PROBES, SKIPPED, AgentPlan, run_agent
 from labkit.echo.server import running_server
 from labkit.echo.tcp_echo import TcpEchoServer
@@ -206,16 +206,6 @@ def test_a_series_runs_every_probe_on_one_schedule(lab, inventory, tmp_path):
     assert manifest["agents"][0]["ticks"] == 10 and manifest["agents"][0]["warmup"] == {"echo-warm": "", "tcp-echo": ""}
 
 
-def _wait_for(predicate, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _journal_ticks(runs_dir: Path, name: str) -> tuple[Path | None, int]:
     for journal in runs_dir.glob(f"*-{name}/samples.jsonl"):
         rows = [json.loads(line) for line in journal.read_text().splitlines() if line.endswith("}")]
@@ -237,7 +227,7 @@ def test_a_killed_echo_server_is_restarted_and_its_unfinished_cell_redone(lab, i
     thread = threading.Thread(target=measure)
     thread.start()
     try:
-        run_path = _wait_for(lambda: _journal_ticks(tmp_path, "killed")[1] >= 1 and _journal_ticks(tmp_path, "killed")[0],
+        run_path = wait_for(lambda: _journal_ticks(tmp_path, "killed")[1] >= 1 and _journal_ticks(tmp_path, "killed")[0],
                              what="two ticks")
         server_pid = Run.open(run_path).manifest["servers"]["0"]["pid"]
         os.kill(server_pid, signal.SIGKILL)
@@ -269,7 +259,7 @@ def test_sigint_then_resume_redoes_only_the_missing_cells(lab, inventory, tmp_pa
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        run_path = _wait_for(lambda: _journal_ticks(tmp_path, "resumed")[1] >= 2 and _journal_ticks(tmp_path, "resumed")[0],
+        run_path = wait_for(lambda: _journal_ticks(tmp_path, "resumed")[1] >= 2 and _journal_ticks(tmp_path, "resumed")[0],
                              what="the third tick")
         series.send_signal(signal.SIGINT)
         _, stderr = series.communicate(timeout=60)

@@ -88,9 +88,14 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
     run = begin_run(run, spec.experiment, config, runs_dir)
     if plan.omitted and not resumed:
         run.update(omitted_cells=plan.omitted)
-    with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
-                 accept_new_host_keys=accept_new_host_keys) as current:
-        spec.runner(current, config).run_cells(plan.cells)
+    try:
+        with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
+                     accept_new_host_keys=accept_new_host_keys) as current:
+            spec.runner(current, config).run_cells(plan.cells)
+    except KeyboardInterrupt:
+        from labkit.errors import RunInterrupted
+
+        raise RunInterrupted(run, spec.command) from None
     import labkit.schemas
 
     run = run.finish(getattr(labkit.schemas, spec.schema))
