@@ -230,7 +230,12 @@ def assert_the_step_is_shown(page: Notebook, run_path: Path) -> None:
     tables = [t for t in page.within(".jp-OutputArea-output table")
               if page.text(t).strip().startswith("median RTT of warm calls ÷ ping RTT")]
     assert len(tables) == 1 and "×" in page.text(tables[0]) and "ssai=1" in page.text(tables[0])
-    images = page.cell_with("notebooks.step_figure(run)").find_elements("css selector", ".jp-OutputArea-output img")
+    # JupyterLab renders only the cells near the view: bring the figure's cell into it, and let the image load.
+    cell = page.cell_with("notebooks.step_figure(run)")
+    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+    wait_for(lambda: [i for i in cell.find_elements("css selector", ".jp-OutputArea-output img")
+                      if int(i.get_attribute("naturalWidth") or 0) > 0], 30, "the figure to show")
+    images = cell.find_elements("css selector", ".jp-OutputArea-output img")
     assert len(images) == 1 and int(images[0].get_attribute("naturalWidth")) >= 700
     steps = Run.open(run_path).summary()
     at_16000 = steps[steps["payload_bytes"] == 16000].set_index("slow_start_after_idle")["rtt_multiple"]

@@ -377,6 +377,8 @@ class _Loader(ExperimentRunner):
         from labkit.proto import echo_pb2
 
         self.workdir = self.client.make_temp_dir("labkit-load.")
+        self.run.manifest["client_workdir"] = self.workdir  # removed at the end; recorded so that can be checked
+        self.run.save_manifest()
         rng = random.Random(self.config.seed)
         files = {}
         descriptors = descriptor_pb2.FileDescriptorSet()

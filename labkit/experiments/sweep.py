@@ -222,7 +222,8 @@ class _Sweeper(ExperimentRunner):
             lock = KnobLock(self.session.host(name), owner)
             lock.acquire()
             self.knob_locks[name] = lock
-            self.run.manifest.setdefault("knob_locks", {})[name] = lock.path
+            self.run.manifest.setdefault("knob_locks", {})[name] = lock.path  # held now (cleanup's to release)
+            self.run.manifest.setdefault("knob_locks_held", []).append(lock.path)  # every one it held
             self.run.save_manifest()
 
     def unlock_knobs(self) -> None:
