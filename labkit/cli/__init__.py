@@ -93,8 +93,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
+        from labkit.cli.options import interrupted_exit_status
+
         click.echo("labkit: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(interrupted_exit_status())
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         click.echo(f"labkit: error: {exc.format_message()}{hint}", err=True)

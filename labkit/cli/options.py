@@ -125,9 +125,23 @@ def print_run_footer(console, run, unit: str) -> None:
     console.print(f"written to {run.path}", highlight=False, soft_wrap=True)
 
 
+#: Set once SIGTERM arrived: the run stops as on Ctrl-C, but labkit then exits 143 (128 + SIGTERM), not 130.
+_TERMINATED: list[bool] = []
+
+
 def stop_cleanly_on_sigterm() -> None:
     """Make SIGTERM stop an experiment like Ctrl-C: processes stopped, settings restored, run marked interrupted."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum, frame) -> None:
+    _TERMINATED.append(True)
+    raise KeyboardInterrupt
+
+
+def interrupted_exit_status() -> int:
+    """The shell's convention for a command a signal stopped: 128 + the signal, 143 for SIGTERM, 130 for SIGINT."""
+    return 128 + (signal.SIGTERM if _TERMINATED else signal.SIGINT)
 
 
 def read_experiment_file(path: str, *, section: str, fields: dict[str, str], path_keys=("inventory",)) -> dict:
