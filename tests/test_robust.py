@@ -76,3 +76,38 @@ def test_echo_call_stopped_by_a_signal_prints_its_summary_and_exits_128_plus_the
         server.stop()
     assert proc.returncode == status, stderr
     assert "interrupted after" in stderr
+
+
+# --- item 8: values a tool would misread are refused --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate", ["zzz", "1M;x", "0", "-5M", "M", "5X", "10M/0"])
+def test_an_iperf3_rate_iperf3_would_read_as_unlimited_is_refused_before_anything_runs(tmp_path, rate):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    proc = labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--iperf-rate", rate,
+                  "--runs-dir", str(tmp_path / "runs"), timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "--iperf-rate" in proc.stderr and "not a positive iperf3 rate" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+    # The same value from an experiment file, or the Python API, is refused the same way.
+    config = tmp_path / "sweep.toml"
+    config.write_text(f'iperf_rate = "{rate}"\n')
+    proc = labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--config", str(config),
+                  "--runs-dir", str(tmp_path / "runs"), timeout=60)
+    assert proc.returncode == 2 and "not a positive iperf3 rate" in proc.stderr, proc.stderr
+    from labkit.errors import LabkitError
+    from labkit.experiments.sweep import SweepConfig
+
+    with pytest.raises(LabkitError, match="--iperf-rate"):
+        SweepConfig(inventory=str(inventory), client="a", server="b", iperf_rate=rate).validate()
+
+
+def test_iperf3_rates_as_iperf3_reads_them():
+    from labkit.parsers.iperf3 import iperf3_client_argv, iperf3_rate
+
+    for rate in ("50M", "1.5G", "100k", "10M/100", "2000000", " 1g "):
+        assert iperf3_rate(rate) == rate.strip()
+    assert iperf3_client_argv("198.18.0.2", 5201, 3, "50M")[-3:] == ["-b", "50M", "-J"]
+    with pytest.raises(ValueError):
+        iperf3_client_argv("198.18.0.2", 5201, 3, "fast")
