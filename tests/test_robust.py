@@ -111,3 +111,40 @@ def test_iperf3_rates_as_iperf3_reads_them():
     assert iperf3_client_argv("198.18.0.2", 5201, 3, "50M")[-3:] == ["-b", "50M", "-J"]
     with pytest.raises(ValueError):
         iperf3_client_argv("198.18.0.2", 5201, 3, "fast")
+
+
+# --- item 3: nothing in an inventory is executed ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("labkit_dir", ["{tmp}/$(touch {tmp}/pwned)", "{tmp}/`touch {tmp}/pwned`",
+                                        "{tmp}/$(touch${{IFS}}{tmp}/pwned)/" + "x" * 120, "{tmp}/a b"])
+@pytest.mark.parametrize("command", [["deploy"], ["hosts", "check"], ["series", "--client", "a", "--server", "b"]])
+def test_a_labkit_dir_a_shell_would_expand_is_refused_before_anything_runs(tmp_path, labkit_dir, command):
+    labkit_dir = labkit_dir.format(tmp=tmp_path)
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(f'[hosts.a]\nssh = "local"\nlabkit_dir = {json.dumps(labkit_dir)}\n\n'
+                         '[hosts.b]\nssh = "local"\n')
+    runs = ["--runs-dir", str(tmp_path / "runs")] if command[0] == "series" else []
+    proc = labkit(*command, str(inventory), *runs, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "hosts.a.labkit_dir" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inventory.toml"]  # no pwned, no directory, no run
+
+
+def test_labkit_runs_itself_on_hosts_as_python_dash_m_labkit():
+    from labkit.hosts.inventory import parse_inventory
+    from labkit.hosts.layout import remote_labkit_argv
+
+    entry = parse_inventory('[hosts.a]\nssh = "gw"\nlabkit_dir = "/opt/lab-kit_1.0+x"\n').host("a")
+    assert remote_labkit_argv(entry) == ["/opt/lab-kit_1.0+x/venv/bin/python", "-m", "labkit"]
+    deploy_source = Path(__file__).resolve().parent.parent.joinpath("labkit", "deploy.py").read_text()
+    assert '/venv/bin/labkit"' not in deploy_source  # pip's console script is never what labkit runs
+
+
+@pytest.mark.parametrize("name", ["a/b", "a b", "../a", "-a"])
+def test_a_host_name_that_cannot_name_a_file_is_refused_in_one_line(tmp_path, name):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(f'[hosts.{json.dumps(name)}]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n')
+    proc = labkit("hosts", "check", str(inventory), timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stdout + proc.stderr
+    assert f"host name {name!r} must be letters, digits" in proc.stderr
