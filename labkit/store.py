@@ -79,13 +79,7 @@ class Run:
         if not _NAME_RE.match(name):
             raise LabkitError(f"run name {name!r} must be letters, digits, '.', '_' or '-' (at most 64)")
         root = runs_root(runs_dir)
-        root.mkdir(parents=True, exist_ok=True)
-        path = root / f"{utc_stamp()}-{name}"
-        suffix = 1
-        while path.exists():  # two runs started within the same second
-            suffix += 1
-            path = root / f"{utc_stamp()}-{name}-{suffix}"
-        (path / "raw").mkdir(parents=True)
+        path = _new_run_dir(root, name)
         manifest = {
             "format_version": FORMAT_VERSION,
             "run_id": path.name,
@@ -112,8 +106,14 @@ class Run:
             manifest = json.loads(manifest_path.read_text())
         except FileNotFoundError:
             raise LabkitError(f"{path} is not a labkit run (no manifest.json)") from None
-        except ValueError as exc:
+        except PermissionError:
+            raise LabkitError(f"cannot read run {path}: permission denied") from None
+        except OSError as exc:
+            raise LabkitError(f"cannot read run {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # not JSON, or not text at all
             raise LabkitError(f"{manifest_path} is not valid JSON: {exc}") from None
+        if not isinstance(manifest, dict):
+            raise LabkitError(f"{manifest_path} is not a labkit manifest (a JSON object)")
         version = manifest.get("format_version")
         if not isinstance(version, int):
             raise LabkitError(f"{path}: manifest has no format_version; it was not written by labkit")
@@ -359,6 +359,26 @@ class Run:
 
             counts["parquet_rows"] = pq.ParquetFile(parquet).metadata.num_rows
         return counts
+
+
+def _new_run_dir(root: Path, name: str) -> Path:
+    """A fresh ``<root>/<UTC time>-<name>/raw``; a runs directory labkit cannot write to is one line."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / f"{utc_stamp()}-{name}"
+        suffix = 1
+        while path.exists():  # two runs started within the same second
+            suffix += 1
+            path = root / f"{utc_stamp()}-{name}-{suffix}"
+        (path / "raw").mkdir(parents=True)
+    except (FileExistsError, NotADirectoryError):
+        raise LabkitError(f"runs directory {root} is not a directory (give another with --runs-dir)") from None
+    except PermissionError:
+        raise LabkitError(f"cannot write to runs directory {root}: permission denied "
+                          "(give another with --runs-dir)") from None
+    except OSError as exc:
+        raise LabkitError(f"cannot make a run in {root}: {exc.strerror or exc}") from None
+    return path
 
 
 def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -148,3 +148,61 @@ def test_a_host_name_that_cannot_name_a_file_is_refused_in_one_line(tmp_path, na
     proc = labkit("hosts", "check", str(inventory), timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stdout + proc.stderr
     assert f"host name {name!r} must be letters, digits" in proc.stderr
+
+
+# --- item 6: known_hosts as OpenSSH reads it ----------------------------------------------------------------------
+
+
+def _keygen(directory: Path, name: str, *extra: str) -> str:
+    """A real ed25519 key made by ssh-keygen; its public ``type base64``."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / name), *extra], check=True)
+    return " ".join((directory / f"{name}.pub").read_text().split()[:2])
+
+
+def test_known_hosts_markers_patterns_and_hashes_as_openssh_reads_them(tmp_path):
+    from labkit.hosts.known_hosts import read_known_hosts
+
+    host, other, ca = (_keygen(tmp_path, n) for n in ("host", "other", "ca"))
+    known = tmp_path / "known_hosts"
+    known.write_text(f"# comment\n@cert-authority *.lab {ca}\nweb.lab,10.0.0.1 {host}\n[10.0.0.1]:2222 {other}\n"
+                     f"*.dev,!db.dev {other}\n@revoked 10.0.0.9 {host}\n10.0.0.9 {host}\n"
+                     f"10.0.0.7 sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t\n")
+    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known)], check=True, capture_output=True)  # HashKnownHosts
+    parsed = read_known_hosts(known)
+
+    def keys(name):
+        return sorted(key.get_base64() for key in parsed.host_keys(name).lookup(name).values()) \
+            if parsed.host_keys(name).lookup(name) else []
+
+    b64 = {name: text.split()[1] for name, text in (("host", host), ("other", other))}
+    assert keys("web.lab") == keys("10.0.0.1") == [b64["host"]] and keys("[10.0.0.1]:2222") == [b64["other"]]
+    assert keys("api.dev") == [b64["other"]] and keys("db.dev") == []  # negated
+    assert keys("api.lab") == []  # only a CA for it: no plain key
+    assert keys("10.0.0.9") == []  # listed, but revoked: it reaches the policy, which refuses it
+    revoked = parsed.revoked("10.0.0.9", parsed.lines[-1].key)
+    assert revoked is not None and revoked.marker == "@revoked"
+    assert parsed.authority("api.lab").marker == "@cert-authority" and parsed.authority("10.0.0.1") is None
+    assert all(line.key.get_name() == "ssh-ed25519" for line in parsed.lines)  # the CA is not a host's key
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"10.0.0.1 ssh-ed25519 AAAA!!!!notbase64\n", "line 1: the ssh-ed25519 key is not base64"),
+    (b"# ok\n\xff\xfe\x00\x01binary junk\x00\n", "holds binary data (line 2), not text"),
+    (b"@trusted 10.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG\n", "line 1: unknown marker '@trusted'"),
+    (b"10.0.0.1 ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQAB\n", "line 1: not a valid ssh-ed25519 key"),
+])
+def test_a_broken_known_hosts_line_is_one_line_naming_it(tmp_path, content, message):
+    from labkit.errors import LabkitError
+    from labkit.hosts.known_hosts import read_known_hosts
+
+    known = tmp_path / "known_hosts"
+    known.write_bytes(content)
+    with pytest.raises(LabkitError) as caught:
+        read_known_hosts(known)
+    assert message in caught.value.message and "\n" not in caught.value.message
+    # And through a command: hosts check names the host and the line, and exits 1 (a host it cannot use).
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(f'known_hosts = "{known}"\n[hosts.gw]\nssh = "127.0.0.1"\nport = 1\n')
+    proc = labkit("hosts", "check", str(inventory), "--timeout", "2", timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert any(line.startswith("gw: ") and message in line for line in proc.stdout.splitlines()), proc.stdout

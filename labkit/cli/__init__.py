@@ -107,7 +107,16 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"labkit: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # what the file system refused (a permission, a full disk) and no caller explained
+        click.echo(f"labkit: error: {os_error_line(exc)}", err=True)
+        sys.exit(2)
     sys.exit(0)
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OSError in one line: the file and what went wrong with it."""
+    reason = (exc.strerror or str(exc) or type(exc).__name__).splitlines()[0]
+    return f"{exc.filename}: {reason[0].lower()}{reason[1:]}" if exc.filename else reason
 
 
 if __name__ == "__main__":

@@ -150,12 +150,7 @@ def read_experiment_file(path: str, *, section: str, fields: dict[str, str], pat
     ``fields`` maps flag names (``gaps``) to config fields (``gaps_s``);
     ``path_keys`` are the flags whose values are paths.
     """
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise LabkitError(f"experiment file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LabkitError(f"{path}: {exc}") from None
+    data = read_toml(path, "experiment file")
     data = {key.replace("-", "_"): value for key, value in data.get(section, data).items()}
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -179,6 +174,17 @@ def read_experiment_file(path: str, *, section: str, fields: dict[str, str], pat
                 raise LabkitError(f"{path}: {key}: {exc.message}") from None
         values[fields[key]] = value
     return values
+
+
+def read_toml(path: str, what: str) -> dict:
+    """A TOML file a user gave (an experiment file): its table, or one line saying what is wrong with it."""
+    from labkit.files import read_text_file
+
+    text = read_text_file(path, what)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LabkitError(f"{what} {path} is not valid TOML: {exc}") from None
 
 
 def config_values(inventory: str | None, config_file: str | None, options: dict, *, section: str,

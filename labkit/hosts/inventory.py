@@ -198,14 +198,10 @@ def parse_inventory(text: str, path: Path | None = None) -> Inventory:
 
 def load_inventory(path: str | Path) -> Inventory:
     """Read and check an inventory file."""
+    from labkit.files import read_text_file
+
     path = Path(path).expanduser()
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise LabkitError(f"inventory {path} does not exist") from None
-    except OSError as exc:
-        raise LabkitError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
-    return parse_inventory(text, path.resolve())
+    return parse_inventory(read_text_file(path, "inventory"), path.resolve())
 
 
 def open_host(
