@@ -289,10 +289,11 @@ class Run:
         except (FileNotFoundError, ValueError):
             return []
 
-    def register_process(self, host: str, pid: int, argv: list[str]) -> None:
-        """Remember a process started on ``host`` until :meth:`unregister_process`."""
+    def register_process(self, host: str, pid: int, argv: list[str], start_ticks: int | None = None) -> None:
+        """Remember a process started on ``host`` until :meth:`unregister_process`; ``start_ticks`` (when it
+        started, from /proc/<pid>/stat) lets ``labkit runs cleanup`` tell it from a later process given its pid."""
         entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
-        entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now()})
+        entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now(), "start_ticks": start_ticks})
         with self._lock:
             atomic_write_text(self._processes_path(), json.dumps(entries, indent=2))
 

@@ -206,3 +206,50 @@ def test_a_broken_known_hosts_line_is_one_line_naming_it(tmp_path, content, mess
     proc = labkit("hosts", "check", str(inventory), "--timeout", "2", timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert any(line.startswith("gw: ") and message in line for line in proc.stdout.splitlines()), proc.stdout
+
+
+# --- item 10: runs cleanup signals only labkit's own processes ----------------------------------------------------
+
+
+def test_runs_cleanup_leaves_alone_a_process_that_took_a_recorded_pid(tmp_path):
+    from labkit.echo.cputime import start_ticks_of
+    from labkit.store import Run
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "killed", "series", {"inventory": str(inventory)})
+    ours = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "301"], start_new_session=True)
+    try:
+        run.register_process("a", ours.pid, ["sleep", "300"], start_ticks_of(ours.pid))
+        # What a reused pid looks like: the pid recorded, but the process under it started at another time.
+        run.register_process("b", stranger.pid, ["sleep", "301"], start_ticks_of(stranger.pid) - 1)
+        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert ours.wait(timeout=10) == -signal.SIGTERM
+        assert stranger.poll() is None, "a process labkit did not start was signalled"
+        assert f"left process group {stranger.pid} on b (sleep 301) alone: pid {stranger.pid} is now another " \
+               "process" in proc.stdout
+        assert Run.open(run.path).processes() == [] and Run.open(run.path).status == "interrupted"
+    finally:
+        for process in (ours, stranger):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_runs_cleanup_of_an_older_run_checks_the_command_line(tmp_path):
+    from labkit.store import Run
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "old", "series", {"inventory": str(inventory)})
+    stranger = subprocess.Popen(["sleep", "302"], start_new_session=True)
+    try:
+        run.register_process("a", stranger.pid, ["labkit", "echo", "serve"])  # no start time: an older labkit
+        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
+        assert proc.returncode == 0 and stranger.poll() is None, proc.stdout + proc.stderr
+        assert f"pid {stranger.pid} now runs 'sleep 302'" in proc.stdout
+    finally:
+        stranger.kill()
+        stranger.wait()
