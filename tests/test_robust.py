@@ -253,3 +253,12 @@ def test_runs_cleanup_of_an_older_run_checks_the_command_line(tmp_path):
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_hosts_check_of_a_local_host_whose_namespace_is_missing_fails(tmp_path):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text('[hosts.gone]\nssh = "local"\nnetns = "labkit-h15a-never-a"\n')
+    proc = labkit("hosts", "check", str(inventory), timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ('gone: cannot run commands in network namespace labkit-h15a-never-a: Cannot open network namespace '
+            '"labkit-h15a-never-a": No such file or directory') in proc.stdout
