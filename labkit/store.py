@@ -79,16 +79,7 @@ class Run:
         if not _NAME_RE.match(name):
             raise LabkitError(f"run name {name!r} must be letters, digits, '.', '_' or '-' (at most 64)")
         root = runs_root(runs_dir)
-        root.mkdir(parents=True, exist_ok=True)
-        stamp, suffix = utc_stamp(), 1
-        while True:
-            path = root / (f"{stamp}-{name}" if suffix == 1 else f"{stamp}-{name}-{suffix}")
-            try:
-                path.mkdir()  # atomic: of two runs started within the same second, one gets the next suffix
-                break
-            except FileExistsError:
-                suffix += 1
-        (path / "raw").mkdir()
+        path = _new_run_dir(root, name)
         manifest = {
             "format_version": FORMAT_VERSION,
             "run_id": path.name,
@@ -115,8 +106,14 @@ class Run:
             manifest = json.loads(manifest_path.read_text())
         except FileNotFoundError:
             raise LabkitError(f"{path} is not a labkit run (no manifest.json)") from None
-        except ValueError as exc:
+        except PermissionError:
+            raise LabkitError(f"cannot read run {path}: permission denied") from None
+        except OSError as exc:
+            raise LabkitError(f"cannot read run {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # not JSON, or not text at all
             raise LabkitError(f"{manifest_path} is not valid JSON: {exc}") from None
+        if not isinstance(manifest, dict):
+            raise LabkitError(f"{manifest_path} is not a labkit manifest (a JSON object)")
         version = manifest.get("format_version")
         if not isinstance(version, int):
             raise LabkitError(f"{path}: manifest has no format_version; it was not written by labkit")
@@ -292,11 +289,12 @@ class Run:
         except (FileNotFoundError, ValueError):
             return []
 
-    def register_process(self, host: str, pid: int, argv: list[str]) -> None:
-        """Remember a process started on ``host`` until :meth:`unregister_process`."""
+    def register_process(self, host: str, pid: int, argv: list[str], start_ticks: int | None = None) -> None:
+        """Remember a process started on ``host`` until :meth:`unregister_process`; ``start_ticks`` (when it
+        started, from /proc/<pid>/stat) lets ``labkit runs cleanup`` tell it from a later process given its pid."""
         with self._lock:  # read and write as one step: --mesh starts processes from several threads
             entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
-            entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now()})
+            entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now(), "start_ticks": start_ticks})
             atomic_write_text(self._processes_path(), json.dumps(entries, indent=2))
 
     def unregister_process(self, host: str, pid: int) -> None:
@@ -387,6 +385,29 @@ class Run:
 
             counts["parquet_rows"] = pq.ParquetFile(parquet).metadata.num_rows
         return counts
+
+
+def _new_run_dir(root: Path, name: str) -> Path:
+    """A fresh ``<root>/<UTC time>-<name>/raw``; a runs directory labkit cannot write to is one line."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        stamp, suffix = utc_stamp(), 1
+        while True:
+            path = root / (f"{stamp}-{name}" if suffix == 1 else f"{stamp}-{name}-{suffix}")
+            try:
+                path.mkdir()  # atomic: of two runs started within the same second, one gets the next suffix
+                break
+            except FileExistsError:
+                suffix += 1
+        (path / "raw").mkdir()
+    except (FileExistsError, NotADirectoryError):
+        raise LabkitError(f"runs directory {root} is not a directory (give another with --runs-dir)") from None
+    except PermissionError:
+        raise LabkitError(f"cannot write to runs directory {root}: permission denied "
+                          "(give another with --runs-dir)") from None
+    except OSError as exc:
+        raise LabkitError(f"cannot make a run in {root}: {exc.strerror or exc}") from None
+    return path
 
 
 def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:

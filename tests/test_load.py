@@ -356,7 +356,7 @@ def test_sigterm_stops_everything_and_resume_runs_only_the_missing_cell(lab, inv
         time.sleep(0.5)  # into the second cell
         proc.terminate()
         _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 143, stderr
     assert lab_processes(lab) == []
     assert Run.open(run_path).status == "interrupted"
 

@@ -206,6 +206,21 @@ def test_a_series_runs_every_probe_on_one_schedule(lab, inventory, tmp_path):
     assert manifest["agents"][0]["ticks"] == 10 and manifest["agents"][0]["warmup"] == {"echo-warm": "", "tcp-echo": ""}
 
 
+def test_a_reply_slower_than_the_timeout_is_not_an_ok_sample(lab, inventory, tmp_path):
+    """Issue 15: ping waits whole seconds (-W 1 for an 80 ms timeout), so a 100 ms reply was recorded as ok."""
+    proc = run_labkit("series", str(inventory), "--client", "a", "--server", "b", "--duration", "2s", "--interval",
+                      "500ms", "--timeout", "80ms", "--probes", "ping,tcp-echo", "--name", "slow", "--runs-dir",
+                      str(tmp_path), "--quiet", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    samples = _samples(Run.open(next(tmp_path.glob("*-slow"))))
+    ping = samples[samples["probe"] == "ping"]
+    assert len(ping) == 4 and not ping["ok"].any()
+    assert ping["error"].str.startswith("slower than the timeout (80 ms)").all()
+    assert (ping["rtt_ms"] >= RTT_MS).all()  # the time is kept, for whoever wants to look
+    tcp = samples[samples["probe"] == "tcp-echo"]
+    assert not tcp["ok"].any() and tcp["error"].str.contains("timed out").all()
+
+
 def _journal_ticks(runs_dir: Path, name: str) -> tuple[Path | None, int]:
     for journal in runs_dir.glob(f"*-{name}/samples.jsonl"):
         rows = [json.loads(line) for line in journal.read_text().splitlines() if line.endswith("}")]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import click
@@ -74,16 +73,16 @@ def show(run, runs_dir):
 def _controller_alive(manifest) -> bool:
     import socket
 
+    from labkit.echo.cputime import start_ticks_of
+
     controller = manifest.get("controller") or {}
     if controller.get("host") != socket.gethostname() or not controller.get("pid"):
         return False
-    try:
-        os.kill(controller["pid"], 0)
-    except ProcessLookupError:
+    started = start_ticks_of(controller["pid"])
+    if started is None:
         return False
-    except PermissionError:
-        return True
-    return True
+    # A run recorded before start times were: any process with the pid counts (the old, cautious answer).
+    return controller.get("start_ticks") in (None, started)
 
 
 def _unrestored(run) -> dict:
@@ -135,6 +134,7 @@ def cleanup(run, runs_dir, accept_new_host_keys):
     and restore the kernel settings it changed. Without RUN, every run that needs it.
     """
     from labkit.errors import LabkitError
+    from labkit.hosts.facts import not_the_process
     from labkit.hosts.inventory import load_inventory, open_host
     from labkit.hosts.kernel import restore_from_manifest
     from labkit.store import find_run, list_runs
@@ -156,12 +156,17 @@ def cleanup(run, runs_dir, accept_new_host_keys):
 
         for entry in found.processes():
             target = host(entry["host"])
+            what = f"process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})"
+            if reason := not_the_process(target, entry):
+                found.unregister_process(entry["host"], entry["pid"])
+                click.echo(f"{found.run_id}: left {what} alone: {reason}")
+                continue
             # The recorded pid leads its own process group (a session started for it).
             target.run(["kill", "-TERM", "--", f"-{entry['pid']}"])
             time.sleep(1)  # the grace period a clean stop would have given it
             target.run(["kill", "-KILL", "--", f"-{entry['pid']}"])
             found.unregister_process(entry["host"], entry["pid"])
-            click.echo(f"{found.run_id}: stopped process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})")
+            click.echo(f"{found.run_id}: stopped {what}")
         for key, originals in _unrestored(found).items():
             problems = restore_from_manifest(host(originals["host"]), originals)
             originals["restored"] = not problems

@@ -371,8 +371,11 @@ class Session:
     # -- processes ---------------------------------------------------------------------------
     def start(self, host_name: str, argv: list[str]):
         """Start ``argv`` on a host, registered in the run until :meth:`stop`."""
-        proc = self.pool.get(host_name).start(argv)
-        self.run.register_process(host_name, proc.pid, argv)
+        from labkit.hosts.facts import process_start_ticks
+
+        host = self.pool.get(host_name)
+        proc = host.start(argv)
+        self.run.register_process(host_name, proc.pid, argv, process_start_ticks(host, proc.pid))
         with self._live_lock:
             self.live_processes.add(proc)
         return proc
@@ -596,7 +599,10 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
     from labkit.hosts.layout import labkit_argv
     from labkit.provenance import utc_now
 
-    run.update(controller={"pid": os.getpid(), "host": socket.gethostname()})
+    from labkit.echo.cputime import start_ticks_of
+
+    # The pid alone may name another process once this one has ended: its start time tells them apart.
+    run.update(controller={"pid": os.getpid(), "host": socket.gethostname(), "start_ticks": start_ticks_of()})
     pool = HostPool(inventory, accept_new_host_keys)
     progress = Progress(total=total, quiet=quiet, unit=unit)
     current = Session(run, inventory, pool, progress)

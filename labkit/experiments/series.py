@@ -233,6 +233,18 @@ def ping_rows(event: dict[str, Any], source_file: str | None = None) -> list[dic
     return rows
 
 
+def over_timeout(row: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """A row whose reply came later than the run's timeout, as a failed probe that says so (pure).
+
+    Every probe was meant to give up by then, yet not all can: ping waits whole seconds (-W), and a tool that
+    times each step apart lets a call run over. Such a reply is not a sample of the round trip the run asked
+    about (a link outage would pass for a slow link): ok is False, the time kept.
+    """
+    if not row["ok"] or row["rtt_ms"] is None or row["rtt_ms"] <= timeout_s * 1e3:
+        return row
+    return {**row, "ok": False, "error": f"slower than the timeout ({timeout_s * 1e3:g} ms): {row['rtt_ms']:.3f} ms"}
+
+
 def ping_raw_text(events: list[dict[str, Any]]) -> str:
     """The raw output of a cell's ping runs, in tick order, each after a '# tick' line saying how it ran."""
     lines = ["# labkit series: one ping run per tick; each run's stdout follows its '# tick' line, "
@@ -376,7 +388,8 @@ class _RangeRecorder:
         return self.states[cell.first]
 
     def append(self, state: _CellState, rows: list[dict[str, Any]]) -> None:
-        self.run.append([{**self.fixed, "cell_id": state.cell.id, "attempt": state.attempt, **row} for row in rows])
+        self.run.append([{**self.fixed, "cell_id": state.cell.id, "attempt": state.attempt,
+                          **over_timeout(row, self.config.timeout_s)} for row in rows])
         state.rows += len(rows)
 
     def sample(self, event: dict[str, Any]) -> None:

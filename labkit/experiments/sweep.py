@@ -38,6 +38,7 @@ from typing import Any
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
+from labkit.parsers.iperf3 import iperf3_rate
 
 EXPERIMENT = "idle-step"
 
@@ -86,6 +87,10 @@ class SweepConfig(StackChoice):
             raise LabkitError("--slow-start-after-idle takes 1, 0 (or 'keep')")
         if self.order not in ("sequential", "shuffled"):
             raise LabkitError("--order is sequential or shuffled")
+        try:
+            iperf3_rate(self.iperf_rate)
+        except ValueError as exc:
+            raise LabkitError(f"--iperf-rate: {exc}") from None
         plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
 
 

@@ -590,6 +590,12 @@ class Testbed:
         state = self.load_state()
         if state is None:
             leftovers = self.existing_namespaces()
+            if leftovers and os.geteuid() != 0:
+                # Only root brings a testbed up, and its state is root's: this user cannot tell a testbed
+                # that runs from one that crashed.
+                raise LabkitError(f"testbed {self.name} has namespaces ({', '.join(leftovers)}) but no state this "
+                                  f"user can read in {self.state_dir}: run `labkit testbed status --name {self.name}` "
+                                  "as root, who brought it up")
             return {"name": self.name, "up": False, "leftovers": leftovers}
         health = self.health(state)
         result = {
