@@ -378,9 +378,14 @@ class Session:
 
         host = self.pool.get(host_name)
         proc = host.start(argv)
-        self.run.register_process(host_name, proc.pid, argv, process_start_ticks(host, proc.pid))
+        # Known as live and recorded at once: reading its start time is another round trip to the host, and an
+        # interrupt during it must still find the process to stop.
         with self._live_lock:
             self.live_processes.add(proc)
+        self.run.register_process(host_name, proc.pid, argv)
+        started = process_start_ticks(host, proc.pid)
+        if started is not None:
+            self.run.register_process(host_name, proc.pid, argv, started)
         return proc
 
     def start_labkit(self, host_name: str, *args: str):
