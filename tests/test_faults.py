@@ -192,15 +192,16 @@ def test_a_signal_keeps_the_rows_leaves_nothing_and_resume_completes_each_cell_o
 
 def test_a_second_run_cannot_take_the_kernel_knobs_a_first_one_holds(lab, inventory, tmp_path):
     before = ssai(lab)
+    # 50 calls 0.2 s apart: still running when the second, refused, returns, however slowly it starts.
     first = ["sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000", "--gaps", "0.2s",
-             "--repeats", "15", "--slow-start-after-idle", "0", "--iperf-seconds", "1", *QUICK, "--name", "first",
+             "--repeats", "50", "--slow-start-after-idle", "0", "--iperf-seconds", "1", *QUICK, "--name", "first",
              "--runs-dir", str(tmp_path)]
     with running_labkit(*first) as proc:
         run_path = wait_for_cell_start(tmp_path, "first")
         second = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000", "--gaps", "0s",
                             "--repeats", "1", "--slow-start-after-idle", "1", *QUICK, "--name", "second",
                             "--runs-dir", str(tmp_path), timeout=120)
-        assert ssai(lab) == ("0", "0")  # the first run's setting, untouched by the second
+        assert proc.poll() is None and ssai(lab) == ("0", "0")  # the first run's setting, untouched by the second
         _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     errors = [line for line in second.stderr.splitlines() if line.startswith("labkit: error: ")]

@@ -179,14 +179,14 @@ def test_a_series_runs_every_probe_on_one_schedule(lab, inventory, tmp_path):
     assert samples["ok"].all() and not samples["duplicate"].any()
     assert samples.groupby("cell_id").size().tolist() == [25, 25]
 
-    # Aligned: the sends of one tick lie within one interval, and each probe keeps a 1 s period.
+    # Aligned: the sends of one tick lie within one interval, and every probe's tick k is sent near t0 + k s: a
+    # schedule, not a period that drifts with each late send (a busy machine may start one send late, not all).
     by_tick = samples.groupby("seq")["t_utc_ns"]
     assert ((by_tick.max() - by_tick.min()) < 0.95e9).all()
-    starts = by_tick.min().sort_index()
-    assert starts.diff().dropna().between(0.95e9, 1.05e9).all()
+    t0 = by_tick.min().min()
     for probe, rows in samples.groupby("probe"):
-        steps = rows.sort_values("seq")["t_utc_ns"].diff().dropna()
-        assert steps.between(0.97e9, 1.03e9).all(), (probe, steps.tolist())
+        offsets = rows["t_utc_ns"] - t0 - rows["seq"] * 1e9
+        assert offsets.between(-0.05e9, 0.5e9).all(), (probe, offsets.tolist())
 
     # The gRPC probes carry the echo server's own time on each call; the others have none.
     grpc_probe = samples["probe"].str.startswith("echo-")
