@@ -10,7 +10,7 @@ import pytest
 
 from labkit.analysis import (adjust, block_bootstrap, block_bootstrap_difference, block_length, bootstrap_pvalue,
                              iid_bootstrap, min_samples_for_percentile, paired_difference, percentile_if_enough,
-                             runs_bootstrap, samples_for_median, samples_for_proportion, thin_statistics)
+                             data_needs, runs_bootstrap, samples_for_median, samples_for_proportion, thin_statistics)
 
 
 def ar1(n: int, phi: float, rng: np.random.Generator) -> np.ndarray:
@@ -180,3 +180,16 @@ def test_a_summary_names_the_statistics_that_rest_on_too_few_samples():
         "or measure more",
     ]
     assert thin_statistics([59, 300], {"median": 50, "p95": 95}) == [] and thin_statistics([5], {"median": 50}) == []
+
+
+def test_the_data_needs_table_counts_each_group_and_what_it_lacks():
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"probe": ["a"] * 400 + ["b"] * 20, "rtt_ms": np.r_[rng.normal(10, 1, 400), rng.normal(10, 1, 20)]})
+    table = data_needs(frame, "rtt_ms", "probe", halfwidth=0.05)
+    assert table.loc["a", "n"] == 400 and table.loc["b", "n"] == 20
+    assert table.loc["a", "n for p99"] == 299 and table.loc["a", "p99 allowed"] and not table.loc["b", "p99 allowed"]
+    # The narrower interval of the larger group, and each group's count for ±0.05 from its own spread.
+    assert table.loc["a", "median ± now"] < table.loc["b", "median ± now"]
+    assert table.loc["a", "n for ±0.05"] == samples_for_median(frame["rtt_ms"][:400], 0.05).need > 400

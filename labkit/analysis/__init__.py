@@ -59,6 +59,7 @@ _EXPORTS = {
     "samples_for_median": "inference",
     "samples_for_proportion": "inference",
     "thin_statistics": "inference",
+    "data_needs": "inference",
 }
 
 

@@ -249,3 +249,25 @@ def thin_statistics(counts, statistics: dict[str, float], unit: str = "samples",
                          f"(fewest {int(thin.min())}), too few for a {name}: read them as rough values, or measure "
                          f"more")
     return lines
+
+
+def data_needs(frame, value: str, by, halfwidth: float, percentile: float = 99, seed: int = 0,
+               n_resamples: int = 500):
+    """How much data each group of ``frame`` has and needs (the "how much data does this need" table of a
+    notebook), one row per group of ``by``: ``n`` (finite ``value``s, in the frame's order, which should be time),
+    ``median ± now`` (half-width of the block-bootstrap interval of the median), ``n for ±<halfwidth>``
+    (:func:`samples_for_median`), and ``n for p<percentile>`` (:func:`min_samples_for_percentile`) with
+    whether the group has it."""
+    import pandas as pd
+
+    need_pct = min_samples_for_percentile(percentile)
+    rows = []
+    for key, group in frame.groupby(by, sort=True, dropna=False):
+        values = _finite(group[value])
+        low, high = block_bootstrap(values, seed=seed, n_resamples=n_resamples)
+        size = samples_for_median(values, halfwidth, seed=seed) if values.size >= 2 else SampleSize(int(values.size), 2, "")
+        rows.append({**dict(zip([by] if isinstance(by, str) else by, key if isinstance(key, tuple) else (key,))),
+                     "n": int(values.size), "median ± now": (high - low) / 2,
+                     f"n for ±{halfwidth:g}": size.need, f"n for p{percentile:g}": need_pct,
+                     f"p{percentile:g} allowed": bool(values.size >= need_pct)})
+    return pd.DataFrame(rows).set_index(by)
