@@ -216,6 +216,11 @@ def test_runs_are_independent_replicates_of_the_whole_matrix_grouped_and_each_sh
     assert leftover_processes(lab, ("echo serve", "echo call")) == []
     resumed = run_labkit("sweep", "--resume", first.run_id, "--runs", "3", "--runs-dir", str(tmp_path), "--quiet")
     assert resumed.returncode == 2 and "drop --runs" in resumed.stderr
+    # From Python: runs= gives the list of replicates.
+    again = labkit.sweep(inventory, client="a", server="b", sizes=[100], gaps_s=[0.0], repeats=1, ping_count=1,
+                         iperf_seconds=1, runs=2, name="twice-py", runs_dir=tmp_path, quiet=True)
+    assert [run.manifest["replicate"]["index"] for run in again] == [1, 2]
+    assert again[1].replicates()[0].run_id == again[0].run_id
 
 
 @pytest.mark.parametrize(
