@@ -251,7 +251,12 @@ def test_appending_go_echo_to_a_ping_import_makes_it_ping_vs_echo(tmp_path):
     df = second.run.samples()
     assert len(df) == 25 + 3600 and set(df["experiment"]) == {"ping-vs-echo"}
     assert df.loc[df["probe"] == "ping", "attempt"].eq(2).all()  # relabelled as a second attempt of its cell
-    assert len(second.run.journal_rows()) == 25 + 25 + 3600  # the journal only grows
+    # No journal: the rows go straight to samples.parquet, which each import replaces whole.
+    assert not (second.run.path / "samples.jsonl").exists()
+    assert [(e["cell"], e["attempt"], e["event"]) for e in second.run.cell_events()] == [
+        ("ping:linux_loss_plain.txt", 1, "start"), ("ping:linux_loss_plain.txt", 1, "complete"),
+        ("ping:linux_loss_plain.txt", 2, "start"), ("go-echo:echo.txt.gz", 1, "start"),
+        ("ping:linux_loss_plain.txt", 2, "complete"), ("go-echo:echo.txt.gz", 1, "complete")]
     with pytest.raises(LabkitError, match="already in"):
         import_files([("go-echo", ORCA / "echo.txt.gz")], out="pair", runs_dir=tmp_path, append=True)
 
@@ -336,5 +341,19 @@ def test_the_shipped_sample_is_what_import_makes_today(orca_run):
     assert shipped.equals(fresh), "the shipped sample is stale: regenerate it (data/samples/orca-2016/README.md)"
     assert [i["tally"] for i in sample.manifest["imports"]] == [i["tally"] for i in result.run.manifest["imports"]]
     assert pq.read_schema(sample.path / "samples.parquet").equals(SERIES_SCHEMA, check_metadata=False)
-    with pytest.raises(LabkitError, match="no samples.jsonl journal"):
-        import_files([("ping", PING / "linux_lo.txt")], out=str(sample.path), append=True)
+
+
+def test_appending_to_a_run_without_a_journal_keeps_its_rows(tmp_path):
+    """A shipped sample has no journal (it is removed); its rows are in samples.parquet, which an append keeps."""
+    import shutil
+
+    from labkit.store import Run
+
+    copy = tmp_path / "orca-2016"
+    shutil.copytree(REPO / "data" / "samples" / "orca-2016", copy)
+    before = Run.open(copy).samples()
+    after = import_files([("ping", PING / "linux_lo.txt")], out=str(copy), append=True).run.samples()
+    assert len(after) == len(before) + 20
+    assert after.iloc[:len(before)].drop(columns=["attempt", "experiment"]).equals(
+        before.drop(columns=["attempt", "experiment"]))
+    assert set(after["experiment"]) == {"ping-vs-echo"}
