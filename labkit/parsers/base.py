@@ -65,7 +65,9 @@ class LineTally:
     ``cleaned`` counts lines that carried terminal noise (see
     :func:`strip_terminal_noise`) and were parsed after removing it.
     ``unrecognised`` keeps the first :data:`KEPT_LINES` of the lines not
-    understood; ``unrecognised_count`` counts them all.
+    understood; ``unrecognised_count`` counts them all. ``unreadable`` keeps
+    those of them that look like data (a line cut short where the file was
+    truncated), which :attr:`ParseResult.unreadable_lines` reports.
     """
 
     def __init__(self) -> None:
@@ -75,6 +77,7 @@ class LineTally:
         self.cleaned = 0
         self.unrecognised: list[tuple[int, str]] = []
         self.unrecognised_count = 0
+        self.unreadable: list[tuple[int, str]] = []
         self._noisy = False
 
     def bulk(self, lines: int, parsed: int) -> None:
@@ -106,11 +109,14 @@ class LineTally:
         self.parsed += 1
         self.cleaned += int(self._noisy)
 
-    def unknown(self, number: int, raw: str) -> None:
-        """The line last prepared was not understood: keep it for the report."""
+    def unknown(self, number: int, raw: str, looks_like_data: bool = False) -> None:
+        """The line last prepared was not understood: keep it for the report (and as unreadable when it
+        ``looks_like_data``: the rows may miss what it holds)."""
         self.unrecognised_count += 1
         if len(self.unrecognised) < KEPT_LINES:
             self.unrecognised.append((number, raw))
+        if looks_like_data and len(self.unreadable) < KEPT_LINES:
+            self.unreadable.append((number, raw))
 
     def counts(self) -> dict[str, int]:
         return {

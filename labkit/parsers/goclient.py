@@ -38,6 +38,10 @@ _PLAIN_ECHO = (r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} received \d{1,9} bytes fro
 _ECHO_STATS_HEADER = re.compile(r"^--- (\S+) statistics ---$")
 _NUMBER = r"(\d+(?:\.\d+)?)"
 _ECHO_STATS_RTT = re.compile(rf"^round-trip min/avg/max/stddev = {_NUMBER}/{_NUMBER}/{_NUMBER}/{_NUMBER} ms$")
+# A line not read that has these words may be a call's (cut short where a copy of the log was truncated): the
+# rows would miss that call, so the line is unreadable, not merely unrecognised.
+_ECHO_LIKE = re.compile(r"\breceived \d")
+_IDLE_STEP_LIKE = re.compile(r"\b(?:Round trip|Payload)\b")
 #: How far out of order (in seq) a line of the echo log may be and still be placed.
 REACH = 2**15
 
@@ -154,7 +158,7 @@ class GoEchoParser(StreamParser):
                 self.summary.update(
                     zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_stddev_ms"), map(float, m.groups())))
             else:
-                self.tally.unknown(number, raw)
+                self.tally.unknown(number, raw, looks_like_data=bool(_ECHO_LIKE.search(line)))
                 continue
             self.tally.recognised()
         return records
@@ -193,7 +197,8 @@ class GoEchoParser(StreamParser):
         counts.update(samples=self.n["samples"], missing=self.n["missing"])
         for unit in sorted(self.units):
             counts[f"unit_{unit}"] = self.units[unit]
-        return ParseResult(rows=None, counts=counts, summary=self.summary, unrecognised_lines=self.tally.unrecognised)
+        return ParseResult(rows=None, counts=counts, summary=self.summary, unrecognised_lines=self.tally.unrecognised,
+                           unreadable_lines=self.tally.unreadable)
 
 
 def _gap_rows(missing, schema):
@@ -306,7 +311,7 @@ class IdleStepParser(StreamParser):
                 self.n["calls_without_size"] += self.size is None
                 self.index_in_size += 1
             else:
-                self.tally.unknown(number, raw)
+                self.tally.unknown(number, raw, looks_like_data=bool(_IDLE_STEP_LIKE.search(line)))
                 continue
             self.tally.recognised()
         if not records:
@@ -322,7 +327,8 @@ class IdleStepParser(StreamParser):
     def result(self) -> ParseResult:
         counts = self.tally.counts()
         counts.update(self.n)
-        return ParseResult(rows=None, counts=counts, unrecognised_lines=self.tally.unrecognised)
+        return ParseResult(rows=None, counts=counts, unrecognised_lines=self.tally.unrecognised,
+                           unreadable_lines=self.tally.unreadable)
 
 
 def parse_idle_step_output(text: str, *, tz: str | None = None) -> ParseResult:
