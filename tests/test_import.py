@@ -357,3 +357,85 @@ def test_appending_to_a_run_without_a_journal_keeps_its_rows(tmp_path):
     assert after.iloc[:len(before)].drop(columns=["attempt", "experiment"]).equals(
         before.drop(columns=["attempt", "experiment"]))
     assert set(after["experiment"]) == {"ping-vs-echo"}
+
+
+# --- bad input: every importer, one line and exit 2 ---------------------------------------------------------
+
+#: A real recorded file of each kind, and one of another kind (the wrong format).
+RECORDED = {
+    "ping": PING / "linux_lo.txt",
+    "go-echo": ORCA / "echo.txt.gz",
+    "idle-step": DATA / "idle_step" / "standin_loopback.txt",
+    "iperf3": DATA / "iperf3" / "tcp_50M.json",
+    "ghz": DATA / "ghz" / "echo_ok.json",
+}
+WRONG = {"ping": "go-echo", "go-echo": "ping", "idle-step": "ping", "iperf3": "ghz", "ghz": "iperf3"}
+LOGS = ("ping", "go-echo", "idle-step")
+
+
+def _recorded_text(kind: str) -> bytes:
+    data = RECORDED[kind].read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def _cut_mid_line(data: bytes) -> bytes:
+    """The file as a copy cut short leaves it: ending halfway through its middle line."""
+    lines = data.splitlines(keepends=True)
+    middle = len(lines) // 2
+    return b"".join(lines[:middle]) + lines[middle][: len(lines[middle]) // 2]
+
+
+def _bad_input(kind: str, case: str, where: Path) -> tuple[Path, str]:
+    """A file of ``case`` for ``kind``, and what the one line about it must say."""
+    import random
+
+    path = where / f"{kind}-{case}"
+    log = kind in LOGS
+    if case == "empty":
+        path.write_bytes(b"")
+        return path, "the file is empty"
+    if case == "binary":
+        path.write_bytes(random.Random(15).randbytes(2**16))
+        return path, f"no {kind} output found" if log else "not JSON"
+    if case == "truncated":
+        path.write_bytes(_cut_mid_line(_recorded_text(kind)))
+        return path, f"cannot be read as {kind} output and may be a reply" if log else "invalid JSON"
+    if case == "truncated-gzip":
+        packed = gzip.compress(_recorded_text(kind))
+        path.write_bytes(packed[: len(packed) // 2])
+        return path, "damaged gzip file"
+    if case == "wrong-format":
+        path.write_bytes(_recorded_text(WRONG[kind]))
+        return path, f"it looks like {WRONG[kind]} output: labkit import {WRONG[kind]}"
+    assert case == "huge"  # 2 GiB (sparse): refused long before its end
+    with open(path, "wb") as out:
+        if log:  # 17 MiB of another tool's real output, then zeros
+            line = _recorded_text(WRONG[kind] if WRONG[kind] in LOGS else "iperf3")
+            while out.tell() < 17 * 2**20:
+                out.write(line)
+        else:
+            out.write(b"{")
+        out.truncate(2 * 2**30)
+    return path, f"no {kind} output in its first 16 MiB" if log else "more than 32 MiB of text"
+
+
+@pytest.mark.parametrize("case", ["empty", "binary", "truncated", "truncated-gzip", "wrong-format", "huge"])
+@pytest.mark.parametrize("kind", list(RECORDED))
+def test_every_importer_answers_bad_input_in_one_line_with_exit_2(tmp_path, kind, case):
+    """Issue 15: any input file (empty, binary, truncated, wrong format, gigabytes) gets one line and exit 2."""
+    from labkit.importers import KINDS
+
+    assert set(RECORDED) == set(KINDS)  # a new kind gets these inputs too
+    path, message = _bad_input(kind, case, tmp_path)
+    runs = tmp_path / "runs"
+    proc = labkit("import", kind, str(path), "--out", "bad", "--runs-dir", str(runs))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("labkit: error:"), proc.stderr
+    assert str(path) in proc.stderr and message in proc.stderr, proc.stderr
+    assert not runs.exists() or not any(runs.iterdir())  # nothing was written
+
+
+def test_the_recorded_files_of_every_kind_import(tmp_path):
+    """The files the bad inputs are made from are good ones: each imports as its kind."""
+    for kind, path in RECORDED.items():
+        assert read_log(kind, path).tally()["rows"] > 0

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from labkit.errors import LabkitError
 from labkit.importers.kinds import KINDS, Kind, Options, guess_kind
-from labkit.importers.source import LogSource, Spool, ahead, read_document
+from labkit.importers.source import LogSource, NotJSON, Spool, ahead, read_document
 from labkit.parsers import ParseError, ParseResult
 from labkit.provenance import utc_now
 
@@ -28,9 +28,10 @@ from labkit.provenance import utc_now
 MANIFEST_UNRECOGNISED_LINES = 50
 #: A log with nothing of its kind in this much text is the wrong file: refused without reading the rest.
 FIRST_TEXT_BYTES = 16 * 2**20
-#: No iperf3 or ghz report comes near this (a ghz report with a million calls' details is ~150 MB of JSON);
-#: a larger file is refused before it is read whole.
-MAX_REPORT_BYTES = 256 * 2**20
+#: A report (JSON) is parsed whole, at about seven times its size in memory (a 48 MB ghz report peaked at 455 MB):
+#: a larger one is refused, before it is read whole, to keep an import within 500 MB. That is ~330,000 ghz
+#: calls' details, or a day of iperf3 intervals at one a second.
+MAX_REPORT_BYTES = 32 * 2**20
 #: The columns every row of a run has, which the run gives and no file does.
 RUN_COLUMNS = ("run_id", "experiment", "cell_id", "attempt", "source_file")
 
@@ -221,13 +222,14 @@ def _parsed_of(result: ParseResult) -> str:
 
 def _check_so_far(parsed: ParsedFile, result: ParseResult, head: str) -> None:
     """Stop reading a file that cannot be imported: a line that may be a reply went unread (its rows would
-    count a probe lost that was not), or nothing of its kind in the first :data:`FIRST_TEXT_BYTES`."""
-    found = result.counts["parsed"] - result.counts["cleaned"]  # lines of the kind (a file of another kind has
-    if result.unreadable_lines and found:                        # none, and is told so at its end)
+    count a probe lost that was not), or no row of its kind in the first :data:`FIRST_TEXT_BYTES` (a parser
+    holds rows back only for a few MB; a line such as ping's closing statistics found in another tool's log
+    is no row). Both wait for rows: a file of another kind has none, and is told so at its end."""
+    if result.unreadable_lines and parsed.counts["rows"]:
         number, line = result.unreadable_lines[0]
         raise LabkitError(f"{parsed.path}: line {number} cannot be read as {parsed.kind} output and may be a reply: "
                           f"{line.strip()[:80]!r}; nothing imported")
-    if parsed.source.text_bytes >= FIRST_TEXT_BYTES and not found:
+    if parsed.source.text_bytes >= FIRST_TEXT_BYTES and not parsed.counts["rows"]:
         raise LabkitError(f"{parsed.path}: no {parsed.kind} output in its first {FIRST_TEXT_BYTES // 2**20} MiB "
                           f"({_parsed_of(result)}){_hint(parsed.kind, head, parsed.path)}")
 
@@ -236,7 +238,11 @@ def _read_report(parsed: ParsedFile, spec: Kind) -> None:
     """A report (JSON), read whole: it is one document, and never large."""
     import pyarrow as pa
 
-    parsed.source, text = read_document(parsed.path, MAX_REPORT_BYTES)
+    try:
+        parsed.source, text = read_document(parsed.path, MAX_REPORT_BYTES)
+    except NotJSON as exc:
+        hint = _hint(parsed.kind, exc.head, parsed.path)
+        raise LabkitError(f"{parsed.path}: not JSON (it starts {exc.head[:20]!r}){hint}") from None
     if not text.strip():
         raise LabkitError(f"{parsed.path}: the file is empty")
     try:

@@ -152,15 +152,27 @@ def decode(data: bytes) -> str:
         return "\n".join(lines)
 
 
+class NotJSON(LabkitError):
+    """A file read as a report that does not start as JSON does; ``head`` is its start, as text."""
+
+    def __init__(self, path: Path, head: str):
+        super().__init__(f"{path}: not JSON")
+        self.head = head
+
+
 def read_document(path: Path, max_bytes: int) -> tuple[LogSource, str]:
     """A file read whole as one document (a JSON report), which no sane report makes larger than ``max_bytes``."""
     source = LogSource(path)
-    parts, size = [], 0
+    parts, size, started = [], 0, False
     for block in source.text_blocks():
+        if not started and (start := block.lstrip()):
+            started = True
+            if start[:1] not in (b"{", b"["):  # binary data or a log: told at once, not after reading it all
+                raise NotJSON(path, decode(start[:65536]))
         size += len(block)
         if size > max_bytes:
-            raise LabkitError(f"{path}: more than {max_bytes // 2**20} MiB of text; a report is far smaller: "
-                              "is it the right file?")
+            raise LabkitError(f"{path}: more than {max_bytes // 2**20} MiB of text, larger than any report "
+                              "labkit reads (is it the right file?)")
         parts.append(block)
     source.text_bytes = size
     return source, decode(b"".join(parts))
