@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from labkit.errors import LabkitError
+from labkit.files import read_errors
 from labkit.provenance import labkit_provenance, utc_now, utc_stamp
 
 #: Format 2 (2026-11): baselines are always nested per host pair (format 1 load runs kept them flat).
@@ -103,13 +104,8 @@ class Run:
         path = Path(path)
         manifest_path = path / "manifest.json"
         try:
-            manifest = json.loads(manifest_path.read_text())
-        except FileNotFoundError:
-            raise LabkitError(f"{path} is not a labkit run (no manifest.json)") from None
-        except PermissionError:
-            raise LabkitError(f"cannot read run {path}: permission denied") from None
-        except OSError as exc:
-            raise LabkitError(f"cannot read run {path}: {exc.strerror or exc}") from None
+            with read_errors(f"run {path}", missing=f"{path} is not a labkit run (no manifest.json)"):
+                manifest = json.loads(manifest_path.read_text())
         except ValueError as exc:  # not JSON, or not text at all
             raise LabkitError(f"{manifest_path} is not valid JSON: {exc}") from None
         if not isinstance(manifest, dict):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from labkit.errors import LabkitError
+from labkit.files import read_errors
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 4 * 2**20
@@ -40,16 +41,10 @@ class LogSource:
         self.stat: os.stat_result | None = None  # of the file as it was opened
 
     def _open(self):
-        try:
+        with read_errors(str(self.path), missing=f"no such file: {self.path}"):
             if self.path.is_dir():
                 raise LabkitError(f"{self.path} is a directory, not a log file")
             return open(self.path, "rb")
-        except FileNotFoundError:
-            raise LabkitError(f"no such file: {self.path}") from None
-        except PermissionError:
-            raise LabkitError(f"cannot read {self.path}: permission denied") from None
-        except OSError as exc:
-            raise LabkitError(f"cannot read {self.path}: {exc.strerror or exc}") from None
 
     def blocks(self) -> Iterator[bytes]:
         """The file's bytes as stored, block by block, hashed on the way."""
@@ -91,10 +86,8 @@ class LogSource:
         os.replace(partial, target)
 
 def _read(handle, path: Path) -> bytes:
-    try:
+    with read_errors(str(path), missing=f"no such file: {path}"):
         return handle.read(BLOCK_BYTES)
-    except OSError as exc:
-        raise LabkitError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _inflate(blocks: Iterator[bytes], path: Path) -> Iterator[bytes]:

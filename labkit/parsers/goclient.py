@@ -24,7 +24,7 @@ import re
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
 from labkit.parsers.godur import NS_PER_UNIT, go_duration_unit, parse_go_duration_ns
-from labkit.parsers.stream import Prepared, StreamParser, sort_by
+from labkit.parsers.stream import Prepared, StreamParser, lines_one_by_one, sort_by
 
 _GO_LOG_STAMP = r"(?P<stamp>\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)"
 # Numbers are bounded: they must fit the 64-bit columns they go to.
@@ -138,11 +138,7 @@ class GoEchoParser(StreamParser):
     def _read_lines(self, texts: list[str], numbers: list[int]) -> list[dict]:
         """The lines the vectorised pass did not read, one by one: their rows."""
         records = []
-        for number, raw in zip(numbers, texts):
-            raw = raw.removesuffix("\n").removesuffix("\r")
-            line = self.tally.prepare(raw)
-            if line is None:
-                continue
+        for number, raw, line in lines_one_by_one(self.tally, texts, numbers):
             if m := _ECHO.match(line):
                 try:
                     ns = parse_go_duration_ns(m["time"])

@@ -49,7 +49,7 @@ import re
 from typing import TYPE_CHECKING
 
 from labkit.parsers.base import KEPT_LINES, LineTally, ParseError, ParseResult
-from labkit.parsers.stream import Prepared, StreamParser, sort_by
+from labkit.parsers.stream import Prepared, StreamParser, lines_one_by_one, sort_by
 
 if TYPE_CHECKING:  # pandas is imported where rows are built: the series agent on a host imports the argv builders only
     import pandas as pd  # noqa: F401
@@ -233,11 +233,7 @@ class PingParser(StreamParser):
     def _read_lines(self, texts: list[str], numbers: list[int]) -> list[tuple[int, tuple]]:
         """The lines the vectorised pass did not read, one by one: their events, in line order."""
         events = []
-        for number, raw in zip(numbers, texts):
-            raw = raw.removesuffix("\n").removesuffix("\r")
-            line = self.tally.prepare(raw)
-            if line is None:
-                continue
+        for number, raw, line in lines_one_by_one(self.tally, texts, numbers):
             stamp_ns = None
             if stamp := _TIMESTAMP.match(line):
                 stamp_ns = _timestamp_ns(stamp.group(1), stamp.group(2))

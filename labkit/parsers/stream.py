@@ -209,6 +209,17 @@ def line_numbers(text: str, before: int = 0):
         yield number, line[:-1] if line.endswith("\r") else line
 
 
+def lines_one_by_one(tally, texts: list[str], numbers: list[int]):
+    """``(number, raw, line)`` for the lines a vectorised pass left (``texts``, numbered ``numbers``), each
+    counted by ``tally`` (a :class:`~labkit.parsers.base.LineTally`): ``raw`` without its line end, ``line``
+    cleaned; blank lines are counted and skipped."""
+    for number, raw in zip(numbers, texts):
+        raw = raw.removesuffix("\n").removesuffix("\r")
+        line = tally.prepare(raw)
+        if line is not None:
+            yield number, raw, line
+
+
 def match_lines(lines: "pa.Array", pattern: str) -> tuple["pa.StructArray", "np.ndarray"]:
     """Every line matched against ``pattern`` (RE2, named groups; an absent group is ""): the groups, and the
     indices of the lines that matched."""
