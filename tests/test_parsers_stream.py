@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from labkit.parsers.base import ParseError
 from labkit.parsers.goclient import GoEchoParser, IdleStepParser
 from labkit.parsers.ping import PingParser
 from labkit.parsers.stream import line_chunks
@@ -105,3 +106,14 @@ def test_a_long_echo_log_fills_each_missing_call():
     ok = np.asarray(table["ok"].to_pylist())
     assert np.flatnonzero(~ok).tolist() == [50_000 - 3] and result.counts["missing"] == 1
     assert result.counts["samples"] == n - len(missing) and result.counts["unrecognised"] == 1
+
+
+@pytest.mark.parametrize("stamp", ["2016/02/30 08:24:56", "2016/11/02 23:59:60", "2016/13/02 08:24:56",
+                                   "2016/02/30 08:24:56.5"])
+def test_an_echo_stamp_that_is_no_time_is_refused_naming_its_line(stamp):
+    """A recorded line with its stamp made impossible (a day or second past the end, which strptime would roll
+    over into the next): one error naming the line, never a row at another time."""
+    lines = _orca_lines("echo.txt.gz")[:10]
+    lines[5] = stamp + lines[5][len("2016/11/02 08:24:56"):]
+    with pytest.raises(ParseError, match=rf"line 6: '{re.escape(stamp)}' is not a date and time"):
+        streamed(GoEchoParser(), "\n".join(lines) + "\n", 2**20)
