@@ -439,3 +439,33 @@ def test_the_recorded_files_of_every_kind_import(tmp_path):
     """The files the bad inputs are made from are good ones: each imports as its kind."""
     for kind, path in RECORDED.items():
         assert read_log(kind, path).tally()["rows"] > 0
+
+
+@pytest.mark.parametrize("stop_signal,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, status):
+    """Ctrl-C or SIGTERM while a large log is read: one line, 128 + the signal, no spool and no run left.
+
+    The log is the 2016 echo log's recorded calls repeated (seq counting on) to about 20 MB; the signal is sent
+    once the import's spool exists, i.e. while it reads."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import LABKIT
+
+    calls = [re.sub(r"order=\d+ seq=\d+", "order={0} seq={0}", line)
+             for line in gzip.decompress((ORCA / "echo.txt.gz").read_bytes()).decode().splitlines() if " received " in line]
+    log = tmp_path / "echo.txt"
+    log.write_text("".join(calls[n % len(calls)].format(n) + "\n" for n in range(1, 200_001)))
+    spools, runs = tmp_path / "tmp", tmp_path / "runs"
+    spools.mkdir()
+    proc = subprocess.Popen([LABKIT, "import", "go-echo", str(log), "--out", "stopped", "--runs-dir", str(runs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(spools)})
+    while not any(spools.iterdir()) and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(getattr(signal, stop_signal))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status and err.strip().splitlines() == ["labkit: interrupted"]
+    assert not any(spools.iterdir()) and not (runs.exists() and any(runs.iterdir()))

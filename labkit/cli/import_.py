@@ -66,9 +66,11 @@ def import_logs(specs, out, runs_dir, append, tz, src, dst):
     records its path, sha256 and size. Importing ping and go-echo logs into
     one run makes a ping-vs-echo run (`labkit report` then runs its notebook).
     """
+    from labkit.cli.options import stop_cleanly_on_sigterm
     from labkit.errors import LabkitError
     from labkit.importers.core import import_files
 
+    stop_cleanly_on_sigterm()  # SIGTERM stops an import as Ctrl-C does: its spool removed, exit status 143
     pairs = split_specs(specs)
     if tz is not None:
         _check_zone(tz)
