@@ -285,6 +285,15 @@ class Run:
         except (FileNotFoundError, ValueError):
             return []
 
+    def replicates(self) -> list["Run"]:
+        """The runs of this run's ``--runs`` group in the same runs directory (labkit.experiments.run_replicates),
+        in replicate order; just this run when it was made alone."""
+        group = (self.manifest.get("replicate") or {}).get("group")
+        if not group:
+            return [self]
+        found = [run for run in list_runs(self.path.parent) if (run.manifest.get("replicate") or {}).get("group") == group]
+        return sorted(found, key=lambda run: run.manifest["replicate"]["index"])
+
     def register_process(self, host: str, pid: int, argv: list[str], start_ticks: int | None = None) -> None:
         """Remember a process started on ``host`` until :meth:`unregister_process`; ``start_ticks`` (when it
         started, from /proc/<pid>/stat) lets ``labkit runs cleanup`` tell it from a later process given its pid."""
