@@ -469,3 +469,13 @@ def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, sta
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == status and err.strip().splitlines() == ["labkit: interrupted"]
     assert not any(spools.iterdir()) and not (runs.exists() and any(runs.iterdir()))
+
+
+def test_progress_is_told_each_files_bytes_as_they_are_read(tmp_path):
+    """What the terminal's bar shows (`labkit import` on a terminal): bytes read so far, per file, up to its size."""
+    seen: dict[Path, list[int]] = {}
+    files = [("ping", ORCA / "ping.txt.gz"), ("go-echo", ORCA / "echo.txt.gz")]
+    import_files(files, out="progress", runs_dir=tmp_path, progress=lambda path, done: seen.setdefault(path, []).append(done))
+    assert list(seen) == [path for _, path in files]
+    for path, counts in seen.items():
+        assert counts == sorted(counts) and counts[-1] == path.stat().st_size

@@ -142,16 +142,17 @@ def _table(columns: dict[str, Any], schema, rows: int):
 
 
 def read_log(kind: str, path: str | os.PathLike, *, tz: str | None = None, src: str | None = None,
-             dst: str | None = None) -> ParsedFile:
+             dst: str | None = None, on_read: Callable[[int], None] | None = None) -> ParsedFile:
     """Read and parse one file as ``kind``, in bounded memory; refuse, with a hint, a file in which nothing of
-    that kind is found, and any file whose rows would be wrong."""
+    that kind is found, and any file whose rows would be wrong. ``on_read`` is told the bytes of a log read so
+    far, as it goes."""
     if kind not in KINDS:
         raise LabkitError(f"unknown kind {kind!r}; use one of {', '.join(KINDS)}")
     spec: Kind = KINDS[kind]
     path = Path(path).absolute()
     options = Options(tz=tz, src=src, dst=dst)
     spool = Spool()
-    parsed = ParsedFile(kind=kind, path=path, source=LogSource(path), result=ParseResult(None, {}), spool=spool,
+    parsed = ParsedFile(kind=kind, path=path, source=LogSource(path, on_read), result=ParseResult(None, {}), spool=spool,
                         counts={"rows": 0, "ok": 0, "duplicate": 0}, options=options)
     try:
         (_read_lines if spec.line_oriented else _read_report)(parsed, spec)
@@ -339,6 +340,7 @@ def import_files(
     src: str | None = None,
     dst: str | None = None,
     log: Callable[[str], None] | None = None,
+    progress: Callable[[Path, int], None] | None = None,
 ) -> ImportResult:
     """Import ``(kind, path)`` pairs into a new run named ``out`` (or, with ``append``, the existing run ``out``).
 
@@ -347,7 +349,7 @@ def import_files(
     time (no journal: the Parquet file is replaced whole, so an interrupted import leaves the run as it was),
     and the manifest's ``imports`` list records its absolute path, sha256, size, kind, the parser's counts
     and summary, and up to :data:`MANIFEST_UNRECOGNISED_LINES` unrecognised lines. ``log`` receives one line
-    per file (counts) and per notable event.
+    per file (counts) and per notable event; ``progress`` is told each file's bytes read so far, as it is read.
     """
     log = log or (lambda line: None)
     if not specs:
@@ -355,7 +357,8 @@ def import_files(
     parsed: list[ParsedFile] = []
     try:
         for kind, path in specs:
-            parsed.append(read_log(kind, path, tz=tz, src=src, dst=dst))
+            on_read = (lambda done, path=Path(path): progress(path, done)) if progress else None
+            parsed.append(read_log(kind, path, tz=tz, src=src, dst=dst, on_read=on_read))
         _refuse_repeats(parsed)
         return _into_run(parsed, out=out, runs_dir=runs_dir, append=append, log=log,
                          config={"command": "labkit import", "tz": tz, "src": src, "dst": dst})

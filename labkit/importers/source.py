@@ -18,7 +18,7 @@ import os
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from labkit.errors import LabkitError
 from labkit.files import read_errors
@@ -32,8 +32,9 @@ class LogSource:
     """One file to import: :meth:`chunks` reads it; then ``sha256``, ``size_bytes``, ``gzip`` and ``text_bytes``
     (the bytes of text read so far) say what was read."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, on_read: Callable[[int], None] | None = None):
         self.path = path
+        self.on_read = on_read  # told the bytes read so far after each block (progress; on the read-ahead thread)
         self.sha256 = ""
         self.size_bytes = 0
         self.text_bytes = 0
@@ -54,6 +55,8 @@ class LogSource:
             while block := _read(raw, self.path):
                 digest.update(block)
                 self.size_bytes += len(block)
+                if self.on_read:
+                    self.on_read(self.size_bytes)
                 yield block
         self.sha256 = digest.hexdigest()
 
