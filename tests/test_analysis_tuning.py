@@ -295,3 +295,18 @@ def test_a_difference_is_called_only_after_holms_correction_over_the_whole_table
     assert (raw < 0.05).sum() > sum((diffs[f"{m}_verdict"] != "unclear").sum() for m in tuning.METRICS)
     few = diffs["p99_n"] < 299
     assert diffs.loc[few, "p99_diff"].isna().all() and diffs.loc[~few, "p99_diff"].notna().all()
+
+
+def test_on_the_notebooks_sample_at_most_one_aa_comparison_in_twenty_is_called():
+    """Issue 16's criterion on tuning-go, the tuning notebook's sample: keepalive off against a 10 s interval that
+    never fires in a 4 s cell, every metric of every pair, after Holm's correction."""
+    run = Run.open(SAMPLES / "tuning-go")
+    cells, _ = tuning.ghz_cells(run.samples())
+    calls = {row["cell_id"]: tuning.binned_calls(run.raw_text(tuning.per_request_file(row["raw_files"], "ghz")), row, BIN_S)
+             for _, row in cells.iterrows()}
+    n_bins = int(round(run.manifest["config"]["duration_s"] / BIN_S))
+    diffs = tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=500)
+    null = diffs[diffs["knob"] == "keepalive"]
+    compared = sum(int(null[f"{m}_p"].notna().sum()) for m in tuning.METRICS)
+    called = sum(int((null[f"{m}_verdict"] != "unclear").sum()) for m in tuning.METRICS)
+    assert compared >= 8 and 20 * called <= compared, (called, compared)
