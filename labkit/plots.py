@@ -87,9 +87,12 @@ def _ax(ax):
 
 
 def group_colors(groups: Iterable) -> dict:
-    """Palette colour per group, by the groups' sorted names, so a group keeps its colour in every figure."""
+    """Palette colour per group, by the groups' sorted names, so a group keeps its colour in every figure; a colour
+    of its own for each of any number of groups."""
     names = sorted({g for g in groups}, key=lambda g: "" if g is None else str(g))
-    return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(names)}
+    # More groups than the colour-blind palette has colours: evenly spaced hues, so no two groups share one.
+    palette = PALETTE if len(names) <= len(PALETTE) else sns.color_palette("husl", len(names))
+    return {g: palette[i] for i, g in enumerate(names)}
 
 
 def _colors(df: pd.DataFrame, by: str | None) -> dict:

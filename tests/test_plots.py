@@ -231,3 +231,10 @@ def test_lines_with_ci_draws_a_line_and_a_band_per_group():
     again = plots.lines_with_ci(table, "chunk_bytes", "median", by="transport", order=["http2"])
     assert len(again.artists["lines"]) == 1 and again.artists["bands"] == []
     plt.close("all")
+
+
+def test_every_group_gets_a_colour_of_its_own_even_beyond_the_palette():
+    """Issue 16: 16 conditions on a 10-colour palette drew two conditions in one colour."""
+    colors = plots.group_colors([f"condition {i}" for i in range(16)])
+    assert len({tuple(np.round(c, 6)) for c in colors.values()}) == 16
+    assert plots.group_colors(["b", "a"]) == {"a": plots.PALETTE[0], "b": plots.PALETTE[1]}
