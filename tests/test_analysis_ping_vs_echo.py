@@ -163,7 +163,7 @@ def test_variants_side_by_side_and_the_headline(reread, orca):
     assert (headline["parsed_by_original.echo-cold"], headline["dropped_by_original.echo-cold"]) == (3597, 3)
     assert (headline["samples.ping"], headline["lost.ping"], headline["seconds_valued.echo-cold"]) == (3593, 7, 2)
     assert headline["median_diff_ms"] == round(comparison.difference, 3)
-    assert headline["median_diff_ci_ms"][0] <= headline["median_diff_ms"] <= headline["median_diff_ci_ms"][1]
+    assert headline["median_diff_ci_lo_ms"] <= headline["median_diff_ms"] <= headline["median_diff_ci_hi_ms"]
     assert comparison.n_a == headline["samples.ping"] and comparison.n_b == headline["samples.echo-cold"]
     without_echo = ping_vs_echo.headline(["ping"], {}, tally=ping_vs_echo.sample_tally(samples, ["ping"]), original=original,
                                          dropped=dropped, seconds=samples.iloc[:0], comparison=None)

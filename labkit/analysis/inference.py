@@ -101,8 +101,8 @@ def iid_bootstrap(values, statistic: Callable = np.median, confidence: float = 0
 
 @dataclass(frozen=True)
 class Difference:
-    """``statistic(b) − statistic(a)``, its bootstrap interval and the two-sided bootstrap p-value of "no
-    difference" (:func:`bootstrap_pvalue`), and the samples on each side."""
+    """``statistic(b) − statistic(a)``, its bootstrap interval and the two-sided p-value of "no difference"
+    (:func:`normal_pvalue`), and the samples on each side."""
 
     difference: float
     low: float
@@ -123,7 +123,24 @@ def block_bootstrap_difference(a, b, statistic: Callable = np.median, confidence
     draws = block_draws(b, statistic, rng=rng, n_resamples=n_resamples) - block_draws(a, statistic, rng=rng,
                                                                                          n_resamples=n_resamples)
     low, high = _interval(draws, confidence)
-    return Difference(float(statistic(b) - statistic(a)), low, high, bootstrap_pvalue(draws), int(a.size), int(b.size))
+    observed = float(statistic(b) - statistic(a))
+    return Difference(observed, low, high, normal_pvalue(observed, draws), int(a.size), int(b.size))
+
+
+def normal_pvalue(observed: float, draws) -> float:
+    """Two-sided p-value of "no difference" for ``observed``, its standard error the spread of its bootstrap
+    ``draws`` (a bootstrap z-test). Unlike counting draws across 0 (:func:`bootstrap_pvalue`), it does not stop at
+    1 / draws: a family of 100 comparisons under Holm's correction needs p below 0.0005, which 2000 draws could
+    never show."""
+    from scipy.stats import norm
+
+    draws = _finite(draws)
+    spread = float(draws.std(ddof=1)) if draws.size > 1 else float("nan")
+    if not math.isfinite(observed) or not math.isfinite(spread):
+        return float("nan")
+    if spread == 0:
+        return 1.0 if observed == 0 else 0.0
+    return float(2 * norm.sf(abs(observed) / spread))
 
 
 def paired_difference(a, b, statistic: Callable = np.median, confidence: float = 0.95, seed: int = 0,

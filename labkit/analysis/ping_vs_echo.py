@@ -236,7 +236,8 @@ def headline(probes: list[str], variants: dict[str, dict], *, tally: pd.DataFram
         numbers[f"seconds_valued.{probe}"] = int((seconds["probe"] == probe).sum())
     if comparison is not None:
         numbers["median_diff_ms"] = round(comparison.difference, 3)
-        numbers["median_diff_ci_ms"] = [round(comparison.low, 3), round(comparison.high, 3)]
+        numbers["median_diff_ci_lo_ms"] = round(comparison.low, 3)
+        numbers["median_diff_ci_hi_ms"] = round(comparison.high, 3)
     return numbers
 
 
