@@ -11,25 +11,25 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import LABKIT, labkit
+from conftest import LABKIT, labkit, wait_for
 from test_echo import ServerProcess
 
 LOCAL_PAIR = '[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n'
 
 
-def _wait_for(predicate, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
+def _signal_and_collect(proc: subprocess.Popen, stop_signal, timeout: float) -> str:
+    """Send ``stop_signal`` to ``proc`` and return its stderr once it ended (killed if it did not)."""
+    try:
+        proc.send_signal(stop_signal)
+        return proc.communicate(timeout=timeout)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 # --- item 10: a signal's exit status is 128 + the signal -------------------------------------------------------
@@ -43,14 +43,8 @@ def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, s
     proc = subprocess.Popen([LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "60s",
                              "--interval", "200ms", "--probes", "echo-warm", "--name", "sig", "--runs-dir", str(runs),
                              "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        journal = _wait_for(lambda: next(iter(runs.glob("*-sig/samples.jsonl")), None), "the first sample")
-        proc.send_signal(stop_signal)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    journal = wait_for(lambda: next(iter(runs.glob("*-sig/samples.jsonl")), None), 60, "the first sample")
+    stderr = _signal_and_collect(proc, stop_signal, 60)
     assert proc.returncode == status, stderr
     assert stderr.strip().splitlines()[-1] == "labkit: interrupted"
     assert json.loads((journal.parent / "manifest.json").read_text())["status"] == "interrupted"
@@ -64,14 +58,8 @@ def test_echo_call_stopped_by_a_signal_prints_its_summary_and_exits_128_plus_the
         proc = subprocess.Popen([LABKIT, "echo", "call", "--target", server.target, "--impl", impl, "--sizes", "10",
                                  "--repeats", "1000", "--gap", "200ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
-        try:
-            assert json.loads(proc.stdout.readline())["ok"]
-            proc.send_signal(stop_signal)
-            _, stderr = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        assert json.loads(proc.stdout.readline())["ok"]
+        stderr = _signal_and_collect(proc, stop_signal, 30)
     finally:
         server.stop()
     assert proc.returncode == status, stderr
