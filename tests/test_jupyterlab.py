@@ -10,6 +10,7 @@ to go idle, and reads the page and the saved notebook. A screenshot of the step 
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -223,6 +224,13 @@ def errors(notebook: nbformat.NotebookNode) -> list[str]:
     return [f"{o.ename}: {o.evalue}" for c in notebook.cells for o in c.get("outputs", []) if o.output_type == "error"]
 
 
+def png_width(data_url: str) -> int:
+    """The width in a PNG data URL's IHDR chunk (bytes 16-19 of the file)."""
+    head = base64.b64decode(data_url.split(",", 1)[1][:32])
+    assert head.startswith(b"\x89PNG\r\n\x1a\n"), head[:8]
+    return int.from_bytes(head[16:20], "big")
+
+
 def assert_the_step_is_shown(page: Notebook, run_path: Path) -> None:
     """The step table (the sweep's own, styled) and the figure of every call are in the page; the run shows the step."""
     from labkit.store import Run
@@ -230,13 +238,15 @@ def assert_the_step_is_shown(page: Notebook, run_path: Path) -> None:
     tables = [t for t in page.within(".jp-OutputArea-output table")
               if page.text(t).strip().startswith("median RTT of warm calls ÷ ping RTT")]
     assert len(tables) == 1 and "×" in page.text(tables[0]) and "ssai=1" in page.text(tables[0])
-    # Every cell is rendered (the set-up's JupyterLab overrides turn windowing off); the image still has to load.
+    # Every cell is rendered (the set-up's JupyterLab overrides turn windowing off). The image element holds the PNG
+    # as a data URL; its width is read from the PNG's own header (an image out of the view may never be decoded by
+    # a headless browser, so naturalWidth would say nothing).
     cell = page.cell_with("notebooks.step_figure(run)")
     page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
-    wait_for(lambda: [i for i in cell.find_elements("css selector", ".jp-OutputArea-output img")
-                      if int(i.get_attribute("naturalWidth") or 0) > 0], 30, "the figure to show")
-    images = cell.find_elements("css selector", ".jp-OutputArea-output img")
-    assert len(images) == 1 and int(images[0].get_attribute("naturalWidth")) >= 700
+    images = wait_for(lambda: [i for i in cell.find_elements("css selector", ".jp-OutputArea-output img")
+                               if (i.get_attribute("src") or "").startswith("data:image/png;base64,")], 60,
+                      "the figure to show")
+    assert len(images) == 1 and png_width(images[0].get_attribute("src")) >= 700
     steps = Run.open(run_path).summary()
     at_16000 = steps[steps["payload_bytes"] == 16000].set_index("slow_start_after_idle")["rtt_multiple"]
     assert at_16000[1] >= 1.6 and at_16000[0] <= 1.3, at_16000  # two round trips after idle, one without the reset
