@@ -137,8 +137,12 @@ export(fig, "time")
 # %% [markdown]
 # ## What the warm/cold split says
 #
-# Each row is the difference of two probes' medians (B − A) with a 95 %
-# bootstrap interval, and the same in round trips (ping's median):
+# Each row is the difference of two probes' medians (B − A; the rows add up
+# along the chain), with a 95 % interval from resampling ticks in blocks with
+# both probes together: the probes share one schedule, so they are compared
+# tick by tick (`pairs`: the ticks both answered), and what a tick's path
+# did moves both at once instead of widening the interval. Then the same in
+# round trips (ping's median):
 #
 # - **cold − warm**: what opening a connection costs. A new gRPC channel pays a
 #   TCP handshake (one round trip), and then grpcio's client waits for the

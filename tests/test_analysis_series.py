@@ -62,6 +62,10 @@ def test_the_split_is_differences_of_medians_in_round_trips(samples):
     assert split.loc[SPLIT_ROWS[:3], "median_diff_ms"].sum() == pytest.approx(split.at["echo-cold − ping", "median_diff_ms"])
     # A cold call sets up a connection first: at least one round trip more than a warm one.
     assert row["in_rtts"] >= 0.9
+    # Compared tick by tick: the paired interval around the difference, from the ticks both probes answered.
+    ticks = samples[samples["ok"] & ~samples["duplicate"]].pivot_table(index="seq", columns="probe", values="rtt_ms")
+    assert row["pairs"] == (ticks["echo-cold"].notna() & ticks["echo-warm"].notna()).sum()
+    assert row["ci_lo_ms"] <= row["median_diff_ms"] <= row["ci_hi_ms"] and 0 <= row["p"] <= 1
     _, partial = probes.split_latency(samples, ["ping", "tcp-echo"])
     assert list(partial.index) == ["tcp-echo − ping"]
 

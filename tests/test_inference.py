@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from labkit.analysis import (adjust, block_bootstrap, block_bootstrap_difference, block_length, bootstrap_pvalue,
-                             iid_bootstrap, min_samples_for_percentile, paired_difference, percentile_if_enough,
-                             data_needs, runs_bootstrap, samples_for_median, samples_for_proportion, thin_statistics)
+                             data_needs, iid_bootstrap, min_samples_for_percentile, paired_block_difference,
+                             paired_difference, percentile_if_enough, runs_bootstrap, samples_for_median,
+                             samples_for_proportion, thin_statistics)
 
 
 def ar1(n: int, phi: float, rng: np.random.Generator) -> np.ndarray:
@@ -64,6 +65,11 @@ def test_probes_on_one_schedule_compared_pairwise_see_through_what_the_ticks_sha
     assert pairs == 597 and low <= 0.5 <= high and abs(center - 0.5) < 0.05
     unpaired = block_bootstrap_difference(a, b, seed=0)
     assert (unpaired.high - unpaired.low) > 10 * (high - low) and unpaired.n_a == 600 and unpaired.n_b == 597
+    # The difference of the two medians, resampled tick by tick: as narrow as the paired one, and it covers 0.5.
+    medians = paired_block_difference(a, b, seed=0)
+    assert medians.n_a == 597 and medians.low <= 0.5 <= medians.high
+    assert medians.difference == pytest.approx(np.nanmedian(b) - np.median(a))
+    assert (unpaired.high - unpaired.low) > 5 * (medians.high - medians.low)
 
 
 def test_an_aa_comparison_of_time_ordered_samples_is_rarely_significant_and_mann_whitney_often():

@@ -54,6 +54,7 @@ _EXPORTS = {
     "iid_bootstrap": "inference",
     "min_samples_for_percentile": "inference",
     "paired_difference": "inference",
+    "paired_block_difference": "inference",
     "percentile_if_enough": "inference",
     "runs_bootstrap": "inference",
     "samples_for_median": "inference",

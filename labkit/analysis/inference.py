@@ -156,6 +156,25 @@ def paired_difference(a, b, statistic: Callable = np.median, confidence: float =
     return center, low, high, int(differences.size)
 
 
+def paired_block_difference(a, b, statistic: Callable = np.median, confidence: float = 0.95, seed: int = 0,
+                            n_resamples: int = DEFAULT_RESAMPLES) -> Difference:
+    """``statistic(b) − statistic(a)`` of two probes on one schedule (``a[i]`` and ``b[i]`` at tick ``i``, NaN where
+    a probe has no sample): the difference over each probe's own samples (so differences of medians add up along a
+    chain of probes), its interval from resampling *ticks* in blocks, both probes at once, over the ticks where both
+    have a sample. What the ticks share (the path's state then) moves both sides of a resample together instead of
+    widening the interval, and the blocks keep the ticks' dependence. ``n_a`` = ``n_b`` = the paired ticks."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    observed = float(statistic(_finite(b)) - statistic(_finite(a))) if _finite(a).size and _finite(b).size else float("nan")
+    both = np.isfinite(a) & np.isfinite(b)
+    a, b = a[both], b[both]
+    if a.size < 2:
+        return Difference(observed, float("nan"), float("nan"), float("nan"), int(a.size), int(a.size))
+    picks = _circular_blocks(a.size, block_length(b - a), n_resamples, np.random.default_rng(seed))
+    draws = _over_rows(statistic, b[picks]) - _over_rows(statistic, a[picks])
+    low, high = _interval(draws, confidence)
+    return Difference(observed, low, high, normal_pvalue(observed, draws), int(a.size), int(a.size))
+
+
 def runs_bootstrap(runs: Sequence, statistic: Callable = np.median, confidence: float = 0.95, seed: int = 0,
                    n_resamples: int = DEFAULT_RESAMPLES) -> tuple[float, float, float]:
     """``statistic`` of several independent runs' samples pooled, and its interval from resampling whole runs: the
