@@ -422,3 +422,44 @@ def test_client_grpc_options_apply_to_its_channel(echo_server):
 def test_bad_grpc_options_are_one_line_and_exit_2(args, message):
     result = labkit("echo", *args)
     assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_streams_that_never_send_leave_unary_calls_served_and_are_cancelled_when_idle():
+    """Issue 15 item 5: 40 EchoStream calls that never send used to take all 32 pool threads, and every unary Echo
+    timed out until they closed. Streams now take at most 24 threads (the 25th and later are refused at once with
+    RESOURCE_EXHAUSTED), a unary call is answered meanwhile, and an idle stream is cancelled after the timeout."""
+    import threading
+    import time
+
+    srv = ServerProcess("--stream-idle-timeout", "2s")
+    channel = grpc.insecure_channel(srv.target)
+    stub = echo_pb2_grpc.EchoServiceStub(channel)
+    never = threading.Event()
+
+    def silent():  # a request stream that sends nothing until the test ends
+        never.wait(30)
+        return
+        yield  # noqa: unreachable: makes this a generator
+
+    try:
+        streams = [stub.EchoStream(silent(), timeout=30) for _ in range(40)]
+        time.sleep(1.0)  # every stream has reached the server (or been refused by it)
+        started = time.monotonic()
+        answer = stub.Echo(echo_pb2.EchoRequest(payload=b"x" * 10), timeout=5)
+        assert answer.payload_length == 10 and time.monotonic() - started < 5
+        codes = []
+        for stream in streams:
+            try:
+                list(stream)
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as error:
+                codes.append(error.code())
+        refused = [c for c in codes if c == grpc.StatusCode.RESOURCE_EXHAUSTED]
+        cancelled = [c for c in codes if c == grpc.StatusCode.CANCELLED]
+        # 24 admitted, each cancelled by the server once idle for 2 s (well before the streams' own 30 s); 16 refused.
+        assert (len(refused), len(cancelled)) == (16, 24), codes
+        assert time.monotonic() - started < 15
+    finally:
+        never.set()
+        channel.close()
+        srv.stop()

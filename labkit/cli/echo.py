@@ -125,10 +125,17 @@ def echo():
     default=None,
     help="Largest HTTP/2 upload body accepted; larger ones get 413. [default: 1073741824]",
 )
+@click.option(
+    "--stream-idle-timeout",
+    type=DURATION,
+    default=None,
+    help="A stream (EchoStream, Upload) that sends nothing this long is cancelled (grpcio only: its streams hold "
+    "pool threads, at most all but 8 of them, so a unary call is always served). [default: 60s]",
+)
 @GRPC_OPTION
 @IMPL
 def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_keepalive_ms, tcp_echo_port,
-          http2_port, max_upload_bytes, grpc_option):
+          http2_port, max_upload_bytes, stream_idle_timeout, grpc_option):
     """Run the echo server until SIGTERM or SIGINT.
 
     Once listening it prints one JSON line on stdout,
@@ -148,6 +155,10 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
         options["permit_keepalive_ms"] = permit_keepalive_ms
     if tcp_echo_port is not None:
         options["tcp_echo_port"] = tcp_echo_port
+    if stream_idle_timeout is not None:
+        if stream_idle_timeout <= 0:
+            raise click.BadParameter("must be longer than 0", param_hint="--stream-idle-timeout")
+        options["stream_idle_s"] = stream_idle_timeout
     if max_upload_bytes is not None and http2_port is None:
         raise click.UsageError("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")
     if http2_port is not None:

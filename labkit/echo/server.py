@@ -42,14 +42,65 @@ DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # Streams (EchoStream, Upload) hold a worker thread for their whole life, so
 # the pool must be larger than the number of concurrent streams a load test opens.
 DEFAULT_MAX_WORKERS = 32
+#: Threads of the pool streams may never take: a unary call always finds one, however many streams are open.
+THREADS_KEPT_FOR_UNARY = 8
+#: A stream that sends nothing for this long is cancelled, and its thread freed.
+DEFAULT_STREAM_IDLE_S = 60.0
 
 DEFAULT_GRACE_S = 2.0
 
 SERVICE_NAME = echo_pb2.DESCRIPTOR.services_by_name["EchoService"].full_name
 
 
+class StreamGate:
+    """At most ``limit`` streams at once (a stream beyond it is refused with RESOURCE_EXHAUSTED, at once), and each
+    cancelled once it has sent nothing for ``idle_s``: streams hold a pool thread each, and without both, 32 streams
+    that never send would leave no thread for any other call."""
+
+    def __init__(self, limit: int, idle_s: float):
+        self.limit, self.idle_s = limit, idle_s
+        self._free = threading.BoundedSemaphore(limit)
+        self._last: dict = {}  # context of each open stream -> monotonic time of its last message
+        self._lock = threading.Lock()
+        self._watchdog: threading.Thread | None = None
+
+    def messages(self, request_iterator, context):
+        """``request_iterator`` while admitted: refused when ``limit`` streams are open, its idle time watched."""
+        if not self._free.acquire(blocking=False):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"this server serves at most {self.limit} streams at once; try again later")
+        try:
+            self._touch(context)
+            for message in request_iterator:
+                self._touch(context)
+                yield message
+        finally:
+            with self._lock:
+                self._last.pop(context, None)
+            self._free.release()
+
+    def _touch(self, context) -> None:
+        with self._lock:
+            self._last[context] = time.monotonic()
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(target=self._watch, name="echo-stream-idle", daemon=True)
+                self._watchdog.start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(1.0, self.idle_s / 4))
+            now = time.monotonic()
+            with self._lock:
+                idle = [context for context, last in self._last.items() if now - last > self.idle_s]
+            for context in idle:
+                context.cancel()
+
+
 class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
-    """Answers every request with its length; counts and hashes uploads."""
+    """Answers every request with its length; counts and hashes uploads (streams through a :class:`StreamGate`)."""
+
+    def __init__(self, gate: StreamGate | None = None):
+        self.gate = gate or StreamGate(DEFAULT_MAX_WORKERS - THREADS_KEPT_FOR_UNARY, DEFAULT_STREAM_IDLE_S)
 
     def Echo(self, request, context):
         # The handler's own time (the request already read and decoded) goes back in a trailer, so that a client
@@ -60,7 +111,7 @@ class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
         return response
 
     def EchoStream(self, request_iterator, context):
-        for request in request_iterator:
+        for request in self.gate.messages(request_iterator, context):
             yield echo_pb2.EchoResponse(payload_length=len(request.payload))
 
     def Upload(self, request_iterator, context):
@@ -74,7 +125,7 @@ class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
         digest = hashlib.sha256()
         received = 0
         chunks = 0
-        for chunk in request_iterator:
+        for chunk in self.gate.messages(request_iterator, context):
             digest.update(chunk.content)
             received += len(chunk.content)
             chunks += 1
@@ -119,6 +170,7 @@ def start_server(
     max_workers: int = DEFAULT_MAX_WORKERS,
     permit_keepalive_ms: int | None = None,
     grpc_options: dict | None = None,
+    stream_idle_s: float = DEFAULT_STREAM_IDLE_S,
 ) -> tuple[grpc.Server, int]:
     """Start an echo server listening on ``bind`` (``HOST:PORT``, port 0 = any free port).
 
@@ -129,7 +181,9 @@ def start_server(
     accepts client keepalive pings that often, even between calls (gRPC's
     default policy answers frequent pings with GOAWAY). ``grpc_options`` are
     parsed ``--grpc-option`` values (:mod:`labkit.echo.options`); they come last,
-    so they override the defaults above. Stop it with ``server.stop(grace)``.
+    so they override the defaults above. Streams take at most ``max_workers`` − :data:`THREADS_KEPT_FOR_UNARY`
+    of the pool's threads and are cancelled after ``stream_idle_s`` without a message (:class:`StreamGate`).
+    Stop it with ``server.stop(grace)``.
     """
     if (tls_cert_pem is None) != (tls_key_pem is None):
         raise LabkitError("TLS needs both a certificate and its private key")
@@ -161,7 +215,10 @@ def start_server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="echo-rpc"),
         options=options,
     )
-    echo_pb2_grpc.add_EchoServiceServicer_to_server(EchoServicer(), server)
+    if max_workers <= THREADS_KEPT_FOR_UNARY:
+        raise LabkitError(f"the server needs more than {THREADS_KEPT_FOR_UNARY} worker threads, not {max_workers}")
+    gate = StreamGate(max_workers - THREADS_KEPT_FOR_UNARY, stream_idle_s)
+    echo_pb2_grpc.add_EchoServiceServicer_to_server(EchoServicer(gate), server)
     # The standard health service, as grpc-go's echo serves it: SERVING for the server ("") and the echo service,
     # so load balancers, grpcurl and grpc_health_probe see the same answer from either implementation.
     health_servicer = health.HealthServicer()
