@@ -67,6 +67,38 @@ def test_h2c_upload_streams_counts_and_hashes_on_one_connection(payload):
         assert reply.status == 200 and reply.json()["bytes_received"] == len(payload)
 
 
+def test_idle_http2_connections_are_bounded_and_closed_when_idle():
+    """Issue 15 item 5: 500 idle connections used to make 542 server threads. At most max_connections are served
+    (a thread each; the others are closed as they come), an idle one is closed after idle_s, and then an upload is
+    served again."""
+    import threading
+
+    def connection_threads() -> int:
+        return sum(1 for thread in threading.enumerate() if thread.name == "http2-conn" and thread.is_alive())
+
+    with running_http2_server(max_connections=20, idle_s=1.5) as server:
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(60)]
+        try:
+            time.sleep(0.5)
+            assert connection_threads() <= 20
+            # Those beyond the bound were closed by the server: reading gives end of file at once.
+            closed = 0
+            for sock in idle:
+                sock.settimeout(0.2)
+                try:
+                    closed += sock.recv(1) == b""
+                except (TimeoutError, ConnectionResetError):
+                    pass
+            assert closed >= 40
+            time.sleep(2.0)  # past idle_s: the 20 served ones are closed too
+            assert connection_threads() == 0
+            with Http2Client(f"127.0.0.1:{server.port}") as client:
+                assert client.upload([b"x" * 1000], length=1000).status == 200
+        finally:
+            for sock in idle:
+                sock.close()
+
+
 def test_server_checks_what_the_client_declares(payload):
     sha = hashlib.sha256(payload).hexdigest()
     with running_http2_server() as server, Http2Client(f"127.0.0.1:{server.port}") as client:

@@ -122,10 +122,18 @@ class _Upload:
     echo: bool = False  # a POST /echo: counted, not hashed, answered with its length
 
 
+#: Connections served at once (one thread each); a connection beyond them is closed as it is accepted.
+DEFAULT_MAX_CONNECTIONS = 128
+#: A connection that sends nothing this long is closed, and its thread freed.
+DEFAULT_IDLE_S = 60.0
+
+
 class Http2Server:
     """The HTTP/2 upload endpoint on ``bind`` (``HOST:PORT``, port 0 = any free port).
 
-    :meth:`start` listens and returns the port; :meth:`stop` ends it.
+    :meth:`start` listens and returns the port; :meth:`stop` ends it. At most ``max_connections`` connections
+    are served at once (a thread each: 500 idle connections used to make 542 threads), and one that sends nothing
+    for ``idle_s`` is closed.
     """
 
     def __init__(
@@ -136,6 +144,8 @@ class Http2Server:
         tls_cert_pem: bytes | None = None,
         tls_key_pem: bytes | None = None,
         window_bytes: int = DEFAULT_WINDOW_BYTES,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        idle_s: float = DEFAULT_IDLE_S,
     ):
         if (tls_cert_pem is None) != (tls_key_pem is None):
             raise LabkitError("TLS needs both a certificate and its private key")
@@ -144,6 +154,7 @@ class Http2Server:
         if not 65535 <= window_bytes <= 2**31 - 1:
             raise LabkitError(f"HTTP/2 window must be between 65535 and 2^31-1 bytes, not {window_bytes}")
         self.bind = bind
+        self.max_connections, self.idle_s = max_connections, idle_s
         self.max_upload_bytes = max_upload_bytes
         self.window_bytes = window_bytes
         self.tls = tls_cert_pem is not None
@@ -221,7 +232,12 @@ class Http2Server:
                 continue
             except OSError:
                 return
-            sock.settimeout(None)
+            with self._lock:
+                full = len(self._connections) >= self.max_connections
+            if full:
+                sock.close()  # the client sees the connection end; those being served keep their threads
+                continue
+            sock.settimeout(self.idle_s)  # a recv (or send) that waits this long ends the connection
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._connections[sock] = set()
@@ -239,7 +255,7 @@ class Http2Server:
                 sock = self._ssl.wrap_socket(raw, server_side=True)
                 if sock.selected_alpn_protocol() != "h2":
                     return  # TLS without h2 in ALPN: nothing here it could talk to
-                sock.settimeout(None)
+                sock.settimeout(self.idle_s)
             self._serve_h2(sock, raw)
         except (OSError, ssl.SSLError, h2.exceptions.H2Error):
             pass  # the client went away or broke the protocol: that connection ends, the server goes on
