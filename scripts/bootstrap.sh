@@ -129,6 +129,14 @@ if ! built_from grpcurl "$GRPCURL"; then
   GOBIN="$PWD/.venv/bin" "$GO" install "$GRPCURL"
 fi
 
+# h2spec, the HTTP/2 conformance suite: the tests run it against every HTTP/2 endpoint labkit serves. Pinned like
+# ghz (its cases are what the tests count).
+H2SPEC=github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+if ! built_from h2spec "$H2SPEC"; then
+  echo "bootstrap: building h2spec ${H2SPEC##*@} into .venv/bin"
+  GOBIN="$PWD/.venv/bin" "$GO" install "$H2SPEC"
+fi
+
 # vegeta, the open-loop HTTP load generator of `labkit hop --rate` (a fixed request rate
 # whatever the answers do, so queueing shows in the latencies), pinned and static like ghz:
 # its CSV encoding is what labkit's parser is tested on, and `labkit deploy` ships it.

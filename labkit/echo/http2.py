@@ -41,10 +41,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import ssl
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -120,6 +122,41 @@ class _Upload:
     received: int = 0
     done: bool = False  # answered (an early 413, or the final reply)
     echo: bool = False  # a POST /echo: counted, not hashed, answered with its length
+
+
+_HTTP1_REQUEST_LINE = re.compile(rb"^[A-Z]+ \S+ HTTP/1\.[01]\r?\n")
+
+
+class _ServerConnection(h2.connection.H2Connection):
+    """h2's connection, with the response bodies still to send: each is sent as far as the peer's flow-control
+    windows allow, and the rest when a WINDOW_UPDATE or a larger initial window arrives (RFC 9113 §6.9)."""
+
+    def __init__(self, config):
+        super().__init__(config=config)
+        self.pending: dict[int, tuple[bytes, bool]] = {}  # stream -> (body left, reset with NO_ERROR once sent)
+
+    def send_body(self, stream_id: int, body: bytes, reset_after: bool) -> None:
+        self.pending[stream_id] = (body, reset_after)
+        self.flush(stream_id)
+
+    def flush(self, stream_id: int | None = None) -> None:
+        for sid in [stream_id] if stream_id is not None else list(self.pending):
+            if sid not in self.pending:
+                continue
+            body, reset_after = self.pending.pop(sid)
+            try:
+                while body:
+                    room = min(self.local_flow_control_window(sid), self.max_outbound_frame_size)
+                    if room <= 0:
+                        self.pending[sid] = (body, reset_after)
+                        break
+                    chunk, body = body[:room], body[room:]
+                    self.send_data(sid, chunk, end_stream=not body)
+                if not body and reset_after:
+                    # Answered before the request ended: ask the client to stop sending (no error).
+                    self.reset_stream(sid, error_code=h2.errors.ErrorCodes.NO_ERROR)
+            except h2.exceptions.StreamClosedError:
+                self.pending.pop(sid, None)  # the client reset it, or it ended: nothing more to send there
 
 
 #: Connections served at once (one thread each); a connection beyond them is closed as it is accepted.
@@ -262,14 +299,11 @@ class Http2Server:
         finally:
             with self._lock:
                 self._connections.pop(raw, None)
-            try:
-                sock.close()
-            except OSError:
-                pass
+            _close_gracefully(sock)
 
     def _serve_h2(self, sock, raw: socket.socket) -> None:
         config = h2.config.H2Configuration(client_side=False, header_encoding=None)
-        conn = h2.connection.H2Connection(config=config)
+        conn = _ServerConnection(config)
         conn.local_settings = h2.settings.Settings(
             client=False,
             initial_values={
@@ -281,7 +315,7 @@ class Http2Server:
         )
         first = sock.recv(_SOCKET_READ_BYTES)
         if first and not _HTTP2_PREFACE.startswith(first[: len(_HTTP2_PREFACE)]):
-            if first[:1].isalpha():  # an HTTP/1.x request line: say why, in a language it reads
+            if _HTTP1_REQUEST_LINE.match(first):  # an HTTP/1.x request: say why, in a language it reads
                 sock.sendall(_HTTP1_REFUSAL)
             return
         conn.initiate_connection()
@@ -290,8 +324,17 @@ class Http2Server:
         data = first
         while data:
             terminated = False
-            for event in conn.receive_data(data):
-                self._handle(conn, event, uploads)
+            try:
+                events = conn.receive_data(data)
+            except h2.exceptions.ProtocolError as error:  # a connection error: GOAWAY with its code, then close
+                conn.close_connection(error_code=getattr(error, "error_code", h2.errors.ErrorCodes.PROTOCOL_ERROR))
+                sock.sendall(conn.data_to_send())
+                return
+            for event in events:
+                try:
+                    self._handle(conn, event, uploads)
+                except h2.exceptions.StreamClosedError:
+                    pass  # the client closed or reset that stream meanwhile: nothing to answer there
                 terminated = terminated or isinstance(event, h2.events.ConnectionTerminated)
             with self._lock:
                 self._connections[raw] = set(uploads)
@@ -323,6 +366,9 @@ class Http2Server:
                 self._finish(conn, event.stream_id, upload)
         elif isinstance(event, h2.events.StreamReset):
             uploads.pop(event.stream_id, None)
+            conn.pending.pop(event.stream_id, None)
+        elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
+            conn.flush()  # more room: send what the windows held back
 
     def _request(self, conn, event, uploads: dict[int, _Upload]) -> None:
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers}
@@ -338,16 +384,16 @@ class Http2Server:
             return
         cpu_start = cpu_now()
         if path != UPLOAD_PATH:
-            self._reply(conn, stream_id, 404, {"error": f"no such path {path!r}; POST {UPLOAD_PATH}"}, early=True)
+            self._reply(conn, stream_id, 404, {"error": f"no such path {path!r}; POST {UPLOAD_PATH}"})
             return
         if headers.get(":method") != "POST":
-            self._reply(conn, stream_id, 405, {"error": f"{UPLOAD_PATH} takes POST"}, early=True)
+            self._reply(conn, stream_id, 405, {"error": f"{UPLOAD_PATH} takes POST"})
             return
         try:
             length = int(headers["content-length"]) if "content-length" in headers else None
             expected_length = int(headers[EXPECTED_LENGTH_HEADER]) if EXPECTED_LENGTH_HEADER in headers else None
         except ValueError:
-            self._reply(conn, stream_id, 400, {"error": "content-length and labkit-expected-length are integers"}, early=True)
+            self._reply(conn, stream_id, 400, {"error": "content-length and labkit-expected-length are integers"})
             return
         upload = _Upload(cpu_start, expected_length, headers.get(EXPECTED_SHA256_HEADER, "").lower() or None)
         uploads[stream_id] = upload
@@ -384,13 +430,29 @@ class Http2Server:
         payload = json.dumps(body).encode()
         conn.send_headers(stream_id, [(b":status", str(status).encode()), (b"content-type", b"application/json"),
                                       (b"content-length", str(len(payload)).encode())])
-        conn.send_data(stream_id, payload, end_stream=True)
-        if early:
-            try:
-                # Answered before the request ended: ask the client to stop sending (no error).
-                conn.reset_stream(stream_id, error_code=h2.errors.ErrorCodes.NO_ERROR)
-            except h2.exceptions.StreamClosedError:
-                pass  # the request had ended too: the stream is simply closed
+        # Early (an upload refused as too large before it ended): once the answer is out, the client is asked to stop
+        # sending. Other refusals (404, 405, 400) leave the client's half open, as RFC 9113 allows: a reset there
+        # would pre-empt a stream error the client's next frames may call for.
+        conn.send_body(stream_id, payload, reset_after=early)
+
+
+def _close_gracefully(sock, linger_s: float = 1.0) -> None:
+    """Close a connection with a FIN, not a reset: closing a socket with unread data makes the kernel send RST, and
+    the client may then lose the GOAWAY (or the answer) sent just before. So: stop sending, read what is left for up
+    to ``linger_s``, then close."""
+    try:
+        sock.settimeout(linger_s)
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + linger_s
+        while time.monotonic() < deadline and sock.recv(_SOCKET_READ_BYTES):
+            pass
+    except (OSError, ValueError):
+        pass  # already closed or reset by the client: nothing left to be graceful about
+    finally:
+        try:
+            sock.close()
+        except OSError:
+            pass
 
 
 @contextmanager
