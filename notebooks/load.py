@@ -243,6 +243,21 @@ if ratios:
 # transport list (the raw TCP echo floor is in `labkit series` runs).
 
 # %% [markdown]
+# ## How much data does this need?
+#
+# Per series and concurrency: the successful requests of the measured
+# window, the half-width of their median's interval now (resampled in blocks
+# in the order the tool logged them: requests under load are not
+# independent), the requests that would put the median within ±0.5 ms, and
+# whether there are the 299 a p99 needs.
+
+# %%
+from labkit.analysis import data_needs
+
+if requests is not None:
+    display(data_needs(requests[requests["ok"]], "latency_ms", ["series", "concurrency"], halfwidth=0.5))
+
+# %% [markdown]
 # ## Headline numbers
 #
 # Written to `load.json`, which `labkit report` prints and the tests check:

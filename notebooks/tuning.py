@@ -324,6 +324,20 @@ display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table,
 #   link, which is what this notebook reports: **not comparable**.
 
 # %% [markdown]
+# ## How much data does this need?
+#
+# Per cell: the successful calls of its window, the half-width of their
+# median's interval now (in blocks, in the order the calls started), the
+# calls that would put the median within ±0.5 ms, and whether there are the
+# 299 a p99 needs. These are calls within one cell; how far a second run of
+# the same cell lands is what `--runs` measures.
+
+# %%
+from labkit.analysis import data_needs
+
+display(data_needs(all_calls[all_calls["ok"]].sort_values("t_utc"), "latency_ms", "condition", halfwidth=0.5))
+
+# %% [markdown]
 # ## Headline numbers
 #
 # Written to `tuning.json` (what `labkit report` prints and the tests check).
