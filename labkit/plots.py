@@ -307,7 +307,9 @@ def latency_vs_size(
                 ax.scatter(frame[size], frame[value], s=12, alpha=0.6, color=colors[key], label=str(key) if key is not None else "calls")
             )
         if len(df):
-            grid = np.linspace(0, float(pd.to_numeric(df[size]).max()) * 1.02, 800)
+            # Models only over the sizes measured: a line beyond them would show what no call did.
+            sizes = pd.to_numeric(df[size])
+            grid = np.linspace(float(sizes.min()), float(sizes.max()), 800)
             for i, fit in enumerate(fits):
                 (line,) = ax.plot(grid, fit.predict(grid), color="black", linestyle=["-", "--", ":", "-."][i % 4], linewidth=1.2,
                                   label=_fit_label(fit))
@@ -413,6 +415,10 @@ def cwnd_vs_size(
 # --- summaries against a knob --------------------------------------------------------------------
 
 
+#: A line (and band) joins a group's points only from this many on.
+FEW_FOR_A_LINE = 4
+
+
 def lines_with_ci(
     table: pd.DataFrame,
     x: str,
@@ -433,7 +439,8 @@ def lines_with_ci(
     ``table`` is already summarised (e.g. ``summarize_with_ci(...).reset_index()``):
     ``y`` is drawn against ``x`` with markers, sorted by ``x``; with ``lo`` and
     ``hi`` (e.g. ``50%_lo``, ``50%_hi``) the interval between them is shaded in
-    the group's colour. Rows whose ``y`` is missing are not drawn.
+    the group's colour. Rows whose ``y`` is missing are not drawn. A group of fewer than :data:`FEW_FOR_A_LINE`
+    points is drawn unjoined, its intervals as error bars.
     """
     ax = _ax(ax)
     artists: dict[str, list] = {"lines": [], "bands": []}
@@ -444,13 +451,22 @@ def lines_with_ci(
             if frame.empty:
                 continue
             label = str(key) if key is not None else y
-            (line,) = ax.plot(frame[x], frame[y], marker="o", markersize=4, linewidth=1.5, color=colors[key], label=label)
+            # Through fewer than FEW_FOR_A_LINE points a line and a band imply a trend nobody measured: points, each
+            # with its interval as an error bar, instead.
+            joined = len(frame) >= FEW_FOR_A_LINE
+            (line,) = ax.plot(frame[x], frame[y], marker="o", markersize=4, linewidth=1.5 if joined else 0,
+                              color=colors[key], label=label)
             artists["lines"].append(line)
-            if lo is not None and hi is not None:
+            if lo is not None and hi is not None and joined:
                 artists["bands"].append(
                     ax.fill_between(frame[x].to_numpy(dtype=float), frame[lo].to_numpy(dtype=float),
                                     frame[hi].to_numpy(dtype=float), color=colors[key], alpha=0.2, linewidth=0)
                 )
+            elif lo is not None and hi is not None:
+                values = frame[y].to_numpy(dtype=float)
+                spans = np.vstack([values - frame[lo].to_numpy(dtype=float), frame[hi].to_numpy(dtype=float) - values])
+                artists["bands"].append(ax.errorbar(frame[x], values, yerr=np.clip(spans, 0, None), fmt="none",
+                                                    ecolor=colors[key], elinewidth=1, capsize=3))
         if logx:
             ax.set_xscale("log", base=2)
         if logy:

@@ -131,8 +131,10 @@ def test_latency_vs_size_draws_fits_and_predicted_steps(sweep):
     assert len(drawn.artists["fits"]) == 2
     line = drawn.artists["fits"][1]
     assert line.get_ydata() == pytest.approx(step.predict(line.get_xdata()))
+    # The models only over the sizes measured, never beyond them.
+    assert (line.get_xdata().min(), line.get_xdata().max()) == (sweep.payload_bytes.min(), sweep.payload_bytes.max())
     edges = [a.get_xdata()[0] for a in drawn.artists["steps"]]
-    assert edges == pytest.approx(step_edges(step, 60_000 * 1.02)) and edges == pytest.approx([14080, 42240])
+    assert edges == pytest.approx(step_edges(step, 60_000)) and edges == pytest.approx([14080, 42240])
     assert len(drawn.artists["points"][0].get_offsets()) == len(sweep)
 
 
@@ -208,21 +210,32 @@ def test_a_group_keeps_its_colour_whatever_the_order(orca):
     assert to_rgb(boxes[0].get_facecolor()) != to_rgb(boxes[1].get_facecolor())
 
 
+def test_three_points_are_not_joined_into_a_trend():
+    """Issue 16: a line and a band through 2-3 points imply a trend; they are drawn as points with error bars."""
+    table = pd.DataFrame({"size": [1, 2, 4], "median": [1.0, 3.0, 2.0], "lo": [0.5, 2.0, 1.0], "hi": [1.5, 4.0, 3.0]})
+    drawn = plots.lines_with_ci(table, "size", "median", "lo", "hi")
+    (line,) = drawn.artists["lines"]
+    assert line.get_linewidth() == 0 and list(line.get_ydata()) == [1.0, 3.0, 2.0]
+    (bars,) = drawn.artists["bands"]
+    segments = bars.lines[2][0].get_segments()
+    assert [tuple(segment[:, 1]) for segment in segments] == [(0.5, 1.5), (2.0, 4.0), (1.0, 3.0)]
+
+
 def test_lines_with_ci_draws_a_line_and_a_band_per_group():
     from matplotlib.colors import to_rgb
 
     table = pd.DataFrame({
-        "transport": ["grpc"] * 3 + ["http2"] * 3 + ["tcp"],
-        "chunk_bytes": [1024, 64, 16384, 64, 1024, 16384, 64],
-        "median": [10.0, 1.0, 40.0, 3.0, 30.0, 90.0, np.nan],  # tcp has nothing to draw
-        "lo": [8.0, 0.5, 30.0, 2.0, 25.0, 80.0, np.nan],
-        "hi": [12.0, 1.5, 50.0, 4.0, 35.0, 99.0, np.nan],
+        "transport": ["grpc"] * 4 + ["http2"] * 4 + ["tcp"],
+        "chunk_bytes": [1024, 64, 16384, 256, 64, 1024, 16384, 256, 64],
+        "median": [10.0, 1.0, 40.0, 5.0, 3.0, 30.0, 90.0, 9.0, np.nan],  # tcp has nothing to draw
+        "lo": [8.0, 0.5, 30.0, 4.0, 2.0, 25.0, 80.0, 8.0, np.nan],
+        "hi": [12.0, 1.5, 50.0, 6.0, 4.0, 35.0, 99.0, 10.0, np.nan],
     })
     drawn = plots.lines_with_ci(table, "chunk_bytes", "median", "lo", "hi", by="transport", logx=True)
     lines, bands = drawn.artists["lines"], drawn.artists["bands"]
     assert [line.get_label() for line in lines] == ["grpc", "http2"] and len(bands) == 2
     # Sorted by x, whatever the table's order.
-    assert list(lines[0].get_xdata()) == [64, 1024, 16384] and list(lines[0].get_ydata()) == [1.0, 10.0, 40.0]
+    assert list(lines[0].get_xdata()) == [64, 256, 1024, 16384] and list(lines[0].get_ydata()) == [1.0, 5.0, 10.0, 40.0]
     band = bands[1].get_paths()[0].vertices
     assert band[:, 1].min() == 2.0 and band[:, 1].max() == 99.0
     assert to_rgb(bands[1].get_facecolor()[0]) == to_rgb(lines[1].get_color())
