@@ -231,21 +231,32 @@ def png_width(data_url: str) -> int:
     return int.from_bytes(head[16:20], "big")
 
 
-def assert_the_step_is_shown(page: Notebook, run_path: Path) -> None:
+def assert_the_step_is_shown(page: Notebook, run_path: Path, executed: nbformat.NotebookNode) -> None:
     """The step table (the sweep's own, styled) and the figure of every call are in the page; the run shows the step."""
     from labkit.store import Run
 
     tables = [t for t in page.within(".jp-OutputArea-output table")
               if page.text(t).strip().startswith("median RTT of warm calls ÷ ping RTT")]
     assert len(tables) == 1 and "×" in page.text(tables[0]) and "ssai=1" in page.text(tables[0])
-    # Every cell is rendered (the set-up's JupyterLab overrides turn windowing off). The image element holds the PNG
-    # as a data URL; its width is read from the PNG's own header (an image out of the view may never be decoded by
-    # a headless browser, so naturalWidth would say nothing).
+    # What JupyterLab recorded for the figure's cell: one PNG of the figure's width.
+    (figure_cell,) = [c for c in executed.cells if "notebooks.step_figure(run)" in c.source]
+    pngs = [o["data"]["image/png"] for o in figure_cell.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(pngs) == 1 and png_width("data:image/png;base64," + pngs[0]) >= 700
+    # And the page shows it: the image element holds the PNG as a data URL (its width read from the PNG's own
+    # header: a headless browser may never decode an image out of view, so naturalWidth would say nothing). The cell
+    # is brought into view at each look, in case the page moved meanwhile.
     cell = page.cell_with("notebooks.step_figure(run)")
-    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
-    images = wait_for(lambda: [i for i in cell.find_elements("css selector", ".jp-OutputArea-output img")
-                               if (i.get_attribute("src") or "").startswith("data:image/png;base64,")], 60,
-                      "the figure to show")
+
+    def shown():
+        page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+        return [i for i in cell.find_elements("css selector", ".jp-OutputArea-output img")
+                if (i.get_attribute("src") or "").startswith("data:image/png;base64,")]
+
+    try:
+        images = wait_for(shown, 120, "the figure to show")
+    except AssertionError:
+        outputs = [o.get_attribute("outerHTML")[:300] for o in cell.find_elements("css selector", ".jp-OutputArea-output")]
+        raise AssertionError(f"the figure's cell shows no PNG; its outputs: {outputs}") from None
     assert len(images) == 1 and png_width(images[0].get_attribute("src")) >= 700
     steps = Run.open(run_path).summary()
     at_16000 = steps[steps["payload_bytes"] == 16000].set_index("slow_start_after_idle")["rtt_multiple"]
@@ -259,7 +270,7 @@ def test_quickstart_runs_top_to_bottom_in_jupyterlab(browser, jupyterlab, quick_
     executed = page.saved()
     assert errors(executed) == [] and not any("Traceback" in page.text(o) for o in page.within(".jp-OutputArea-output"))
     (run_path,) = (tmp_path / "runs").iterdir()
-    assert_the_step_is_shown(page, run_path)
+    assert_the_step_is_shown(page, run_path, executed)
     report = page.text(page.cell_with("run.report("))
     assert "labkit report" in report and "notebook idle_step" in report and "step.window_bytes" in report
     assert namespaces(quick_testbed) == []  # the last cell took the testbed down

@@ -217,18 +217,7 @@ def start_server(
     )
     if max_workers <= THREADS_KEPT_FOR_UNARY:
         raise LabkitError(f"the server needs more than {THREADS_KEPT_FOR_UNARY} worker threads, not {max_workers}")
-    gate = StreamGate(max_workers - THREADS_KEPT_FOR_UNARY, stream_idle_s)
-    echo_pb2_grpc.add_EchoServiceServicer_to_server(EchoServicer(gate), server)
-    # The standard health service, as grpc-go's echo serves it: SERVING for the server ("") and the echo service,
-    # so load balancers, grpcurl and grpc_health_probe see the same answer from either implementation.
-    health_servicer = health.HealthServicer()
-    for service in ("", SERVICE_NAME):
-        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    if reflection_enabled:
-        # Lets grpcurl and ghz discover the schema without the .proto file.
-        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-
+    _add_services(server, StreamGate(max_workers - THREADS_KEPT_FOR_UNARY, stream_idle_s), reflection_enabled)
     try:
         if tls_cert_pem is not None:
             credentials = grpc.ssl_server_credentials([(tls_key_pem, tls_cert_pem)])
@@ -241,6 +230,20 @@ def start_server(
         raise LabkitError(f"cannot listen on {bind} (address in use or not on this host?)")
     server.start()
     return server, port
+
+
+def _add_services(server: grpc.Server, gate: StreamGate, reflection_enabled: bool) -> None:
+    """The echo service, the standard health service and (``reflection_enabled``) server reflection."""
+    echo_pb2_grpc.add_EchoServiceServicer_to_server(EchoServicer(gate), server)
+    # The standard health service, as grpc-go's echo serves it: SERVING for the server ("") and the echo service,
+    # so load balancers, grpcurl and grpc_health_probe see the same answer from either implementation.
+    health_servicer = health.HealthServicer()
+    for service in ("", SERVICE_NAME):
+        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if reflection_enabled:
+        # Lets grpcurl and ghz discover the schema without the .proto file.
+        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
 
 
 def _check_bindable(bind: str) -> None:
