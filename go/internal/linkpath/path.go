@@ -132,6 +132,7 @@ func Start(cfg *Config) (*Emulator, error) {
 	for _, h := range e.hosts {
 		go e.read(h)
 	}
+	e.stats.flush() // the status file exists once the devices do
 	go e.stats.run()
 	return e, nil
 }
