@@ -2,7 +2,8 @@
 // hands each to the link model (go/internal/link) of its direction, and writes it into the
 // destination's TUN device when the model says it is due. One thread reads each device;
 // one thread per direction sleeps until its next due time, spins the last few microseconds,
-// and writes. Both run at the highest priority a normal thread can have (see becomeRealtime).
+// and writes. Both run SCHED_FIFO where allowed, like the softirq netem runs in (see
+// becomeRealtime), and make their system calls raw (see rawRead).
 package linkpath
 
 import (
@@ -155,11 +156,15 @@ func (e *Emulator) read(h *host) {
 	e.threadSetup()
 	buf := getBuf(maxPacket)
 	for {
-		n, err := unix.Read(h.fd, buf)
-		if err == unix.EINTR || err == unix.EAGAIN {
+		n, err := rawRead(h.fd, buf)
+		if err == unix.EAGAIN {
+			rawPoll(h.fd, maxBlock)
 			continue
 		}
-		if err != nil {
+		if err == unix.EINTR {
+			continue
+		}
+		if err != 0 {
 			fmt.Fprintf(os.Stderr, "labkit-go link: reading host %s: %v\n", h.cfg.Name, err)
 			return
 		}
@@ -254,16 +259,16 @@ func (d *direction) recordApplied(applied []link.Applied, seen int64) {
 
 func (d *direction) deliver(e *Emulator, o *link.Out[[]byte]) {
 	late := e.Now() - o.Due
-	var failed error
+	var failed unix.Errno
 	for c := 0; c < o.Copies; c++ {
-		if _, err := unix.Write(d.out.fd, o.V); err != nil {
+		if _, err := rawWrite(d.out.fd, o.V); err != 0 {
 			failed = err
 		}
 	}
 	putBuf(o.V)
 	d.statMu.Lock()
 	d.lateness.Add(late)
-	if failed != nil {
+	if failed != 0 {
 		d.writeDrops += int64(o.Segs)
 		d.writeErr = failed.Error()
 	}
@@ -274,7 +279,7 @@ func (d *direction) deliver(e *Emulator, o *link.Out[[]byte]) {
 // is not late by a timer's wake-up latency.
 func (d *direction) waitUntil(e *Emulator, next int64) {
 	if next == math.MaxInt64 {
-		d.wake.sleep(-1)
+		d.wake.sleep(maxBlock)
 		return
 	}
 	now := e.Now()

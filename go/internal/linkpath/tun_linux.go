@@ -8,7 +8,7 @@ import (
 )
 
 // openTUN creates TUN device ifname inside the network namespace at netnsPath and returns its
-// blocking fd. IFF_VNET_HDR puts a virtio-net header before every packet; with offload, the
+// non-blocking fd. IFF_VNET_HDR puts a virtio-net header before every packet; with offload, the
 // kernel may hand over (and accept) TCP super-packets of up to 64 KiB, checksums left partial.
 // The device is not persistent: it goes away with the fd, so a crashed emulator leaves none.
 func openTUN(netnsPath, ifname string, offload bool) (int, error) {
@@ -43,7 +43,7 @@ func openTUNHere(netnsPath, ifname string, offload bool) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("setns %s: %w", netnsPath, err)
 	}
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err == nil {
 		err = configureTUN(fd, ifname, offload)
 		if err != nil {
