@@ -33,6 +33,18 @@ def read_status(state_dir: str | Path) -> dict | None:
         return None
 
 
+def status_after(state_dir: str | Path, t_utc_ns: int, timeout_s: float = 3.0) -> dict | None:
+    """The status once the emulator has written everything up to ``t_utc_ns`` (it writes every second)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = read_status(state_dir)
+        if (status and status.get("t_utc_ns", 0) >= t_utc_ns) or time.monotonic() > deadline:
+            return status
+        time.sleep(0.05)
+
+
 def bucket_width_us(lower: int) -> int:
     """Width of the histogram bucket starting at ``lower`` µs (as go/internal/linkpath/hist.go)."""
     for limit, width in ((100, 1), (1000, 10), (10000, 100), (100000, 1000)):
@@ -134,3 +146,26 @@ def late_messages(manifest: dict) -> list[str]:
                 "in this run are not the configured ones"
             )
     return messages
+
+
+def run_window(testbed: dict | None, start_ns: int, end_ns: int) -> dict | None:
+    """What a run records of the emulator: its summary over the run's window, when the inventory is a
+    testbed's (``testbed`` is its ``[testbed]`` table), else None.
+
+    The emulator writes each second once it has passed; the window is covered up to the status
+    file's last write (``covered_until_utc_ns``), which may leave out the run's last second.
+    """
+    if not testbed or not testbed.get("link_stats"):
+        return None
+    state_dir = Path(testbed.get("state_dir") or Path(testbed["link_stats"]).parent)
+    delays = {}
+    try:
+        config = json.loads((state_dir / "link.json").read_text())
+        delays = {f"{d['from']}>{d['to']}": d["params"]["delay_ns"] for d in config["directions"]}
+    except (OSError, ValueError, KeyError):
+        pass
+    summary = window_summary(testbed["link_stats"], start_ns, end_ns, delays)
+    status = read_status(state_dir) or {}
+    summary.update(testbed=testbed.get("name"), links=testbed.get("links"),
+                   covered_until_utc_ns=status.get("t_utc_ns"), realtime=status.get("realtime"))
+    return summary

@@ -123,8 +123,11 @@ def run(flows: list[Flow], *, settle_s: float = 0.5, skip=None) -> list[Flow]:
     ports = [sock.getsockname()[1] for sock, _ in receivers]
     sends: list[list[int]] = [[] for _ in flows]  # the seqs each sender sent, in order (OPT_ID counts them)
     try:
+        # Each flow starts a fraction of its interval after the one before: probes of several flows
+        # are not sent (and do not reach the emulator) at the same instant.
         start = time.monotonic() + 0.05
-        plan = sorted((start + seq * f.interval_s, i, seq) for i, f in enumerate(flows) for seq in range(f.count))
+        plan = sorted((start + (seq + i / len(flows)) * f.interval_s, i, seq)
+                      for i, f in enumerate(flows) for seq in range(f.count))
         for at, index, seq in plan:
             while (ahead := at - time.monotonic()) > 0:
                 if ahead > 0.0003:

@@ -16,9 +16,10 @@ millisecond at which the link may deliver one 1504-byte packet. Lines may repeat
 deliveries in one millisecond); the trace loops with the period of its last line.
 
 **Jitter table** (``--jitter-distribution FILE``): measured values (any unit; whitespace
-or commas between them), standardized to mean 0 and standard deviation 1 as iproute2's
-``maketable`` does, so ``--jitter`` sets the spread and ``--one-way-delay`` the mean; a
-``.dist`` file is one of iproute2's tables as it is (values scaled by 8192).
+or commas between them), or a ping log (its RTTs), standardized to mean 0 and standard
+deviation 1 as iproute2's ``maketable`` does, so ``--jitter`` sets the spread and
+``--one-way-delay`` the mean; a ``.dist`` file is one of iproute2's tables as it is (values
+scaled by 8192).
 """
 
 from __future__ import annotations
@@ -126,16 +127,25 @@ def rate_trace_bps(trace: dict) -> float:
     return len(trace["ms"]) * 1504 * 8 / (trace["ms"][-1] / 1e3)
 
 
-def read_jitter_table(path: str) -> list[float]:
-    """Sorted standardized values for the emulator's table distribution."""
-    text = _read(path, "--jitter-distribution")
+def _numbers(text: str) -> list[float] | None:
     numbers = []
     for line in text.splitlines():
         for word in _COMMENT.sub("", line).replace(",", " ").split():
             try:
                 numbers.append(float(word))
             except ValueError:
-                raise LabkitError(f"--jitter-distribution {path}: {word!r} is not a number") from None
+                return None
+    return numbers
+
+
+def read_jitter_table(path: str) -> list[float]:
+    """Sorted standardized values for the emulator's table distribution."""
+    text = _read(path, "--jitter-distribution")
+    numbers = _numbers(text)
+    if numbers is None:
+        numbers = [rtt * 2 for _, rtt in delay_trace_from_ping(text, None)]
+    if not numbers:
+        raise LabkitError(f"--jitter-distribution {path}: neither numbers nor ping replies")
     if len(numbers) < 2:
         raise LabkitError(f"--jitter-distribution {path}: needs at least two values")
     if str(path).endswith(".dist"):
