@@ -282,6 +282,10 @@ class Testbed:
         topology = topology or Topology()
         changes = list(schedule or [])
         sched.check_links(changes, topology.hosts)
+        # Every link value is checked (and every trace read) before anything is looked at or built.
+        datapath.build_config(self._with_hosts(TestbedState(
+            name=self.name, index=0, link=link, emulator=EMULATOR, state_dir=str(self.state_dir), topology=topology,
+            schedule=sched.to_records(changes))), 0)
         ns.check_can_host_testbed()
         if login is not None:
             login.validate()
@@ -325,8 +329,6 @@ class Testbed:
             schedule=sched.to_records(changes),
             schedule_origin_utc_ns=time.time_ns(),
         )
-        # Every link value is checked (and every trace read) before anything is built.
-        datapath.build_config(self._with_hosts(state), 1)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state_dir, 0o700)
         state.save()
@@ -507,13 +509,14 @@ class Testbed:
         if same:
             self.log(f"testbed {self.name} is already up: {state.link.describe()}")
             return state
-        self.log(f"testbed {self.name} is up; changing its links from {state.link.describe()} to {link.describe()}"
-                 + (f" ({len(changes)} scheduled change(s) from now)" if records != state.schedule and changes else ""))
         updated = dataclasses.replace(state, link=link, topology=topology, schedule=records,
                                       generation=state.generation + 1)
         if records != state.schedule:
             updated.schedule_origin_utc_ns = time.time_ns()
-        datapath.write_config(updated, datapath.build_config(updated, updated.generation))
+        config = datapath.build_config(updated, updated.generation)  # checks every value first
+        self.log(f"testbed {self.name} is up; changing its links from {state.link.describe()} to {link.describe()}"
+                 + (f" ({len(changes)} scheduled change(s) from now)" if records != state.schedule and changes else ""))
+        datapath.write_config(updated, config)
         datapath.reload(updated, updated.generation)
         updated.save()
         self._configure_data_link(updated)
