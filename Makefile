@@ -1,8 +1,8 @@
-# The two commands of the README: `make demo` (the main job) and `make test`.
+# The commands of the README: `make demo` (the main job), `make test` and `make lab` (JupyterLab).
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: bootstrap demo test proto clean-testbeds
+.PHONY: bootstrap demo test lab proto clean-testbeds
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -13,7 +13,11 @@ demo: bootstrap
 
 ## The whole test suite (testbed tests need root; CI sets LABKIT_REQUIRE_TESTBED=1).
 test: bootstrap
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n 3 --dist loadfile
+
+## JupyterLab on notebooks/ with the labkit kernel; prints the URL with its token (LAB_ARGS go to jupyter lab).
+lab: bootstrap
+	@scripts/lab.sh $(LAB_ARGS)
 
 ## Regenerate the committed gRPC stubs from proto/echo.proto with the pinned grpcio-tools.
 proto: bootstrap

@@ -5,7 +5,11 @@ that need them, so that ``import labkit`` and ``labkit --version`` stay fast.
 
 Every experiment command has a Python twin that returns its
 :class:`labkit.store.Run` (``run.samples()`` is a DataFrame, ``run.summary()``
-the table the command prints); ``resume="RUN"`` continues an interrupted run.
+the table the command prints, ``run.report()`` the notebooks that apply to it);
+``resume="RUN"`` continues an interrupted run, ``resume="auto"`` the newest
+interrupted run of the same settings if there is one (a notebook cell run again
+after a kernel interrupt picks up where it stopped). ``labkit.testbed(...)``
+brings the local testbed up from Python (:mod:`labkit.testbed.context`).
 """
 
 __version__ = "0.1.0"
@@ -81,3 +85,8 @@ hop = _entry_point("hop", """Run the cost-of-one-call experiment (a relay hop ov
                      via=["direct", "grpc", "http2", "nats"], duration_s=10, repeats=5)
     run.samples()  # a DataFrame, one row per cell: rps, latency_mean_ms, ..., front_cpu_s, back_cpu_s, nats_cpu_s
 """)
+
+
+# The testbed package is callable: labkit.testbed(one_way_delay="100ms") -> a Lab (labkit/testbed/__init__.py says
+# why a package and not a function). Importing it costs nothing: its modules load when called.
+from labkit import testbed  # noqa: E402

@@ -365,12 +365,13 @@ class _Deployer:
         self._run(host, [*pip, "--no-deps", "--force-reinstall", "--no-index", f"{base}/wheelhouse/{self.wheel.path.name}"],
                   "installing the labkit wheel")
         self._step(name, "checking")
-        # Both ways in: the console script a person would type, and the argv sweeps use.
-        script = host.run([f"{base}/venv/bin/labkit", "--version"], timeout=60).stdout.strip()
+        # The argv every experiment runs labkit with: the venv's python -m labkit, never the venv/bin/labkit
+        # script (pip may write it as a shell wrapper that embeds the path).
         version = remote_labkit_version(host, entry)
-        if script != f"labkit, version {self.wheel.version}" or version != self.wheel.version:
-            raise LabkitError(f"{name}: after installing, `labkit --version` there says {script or version!r}, "
-                              f"not {self.wheel.version}")
+        if version != self.wheel.version:
+            found = f"version {version}" if version else "no version"
+            raise LabkitError(f"{name}: after installing, `{python} -m labkit --version` there gives {found}, "
+                              f"not version {self.wheel.version}")
         self._run(host, [python, "-c", f"import {', '.join(AGENT_MODULES)}"], "importing labkit's agent modules")
         self._write_marker(host, entry, base, mode, target)
         tools = self._send_tools(host, entry, base)

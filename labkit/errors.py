@@ -27,3 +27,21 @@ class TestbedUnavailable(LabkitError):
     """This machine cannot host the local testbed (no root, netns or TUN)."""
 
     __test__ = False  # not a pytest test class despite the name
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """An experiment stopped by Ctrl-C, SIGTERM or a notebook's kernel interrupt, after it kept its rows, stopped its
+    processes and restored its kernel settings; ``run`` is the interrupted :class:`labkit.store.Run`.
+
+    A KeyboardInterrupt still (the CLI exits 130 on it, a notebook stops running the cells below), whose message says
+    what was kept and how to finish the run.
+    """
+
+    def __init__(self, run, command: str):
+        counts = run.row_counts()
+        cells = counts["cells_complete"]
+        super().__init__(
+            f"run {run.run_id} interrupted: {counts['journal_rows']} rows kept ({cells} cell{'' if cells == 1 else 's'} "
+            f"complete); run the same call again with resume='auto' (or resume={run.run_id!r}), or "
+            f"`labkit {command} --resume {run.run_id}`, to finish it")
+        self.run = run

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -71,6 +72,14 @@ def notebook_source(name: str) -> Path:
 def notebooks_for(experiment: str | None) -> tuple[str, ...]:
     """The notebooks that apply to runs of ``experiment`` (empty when none does)."""
     return NOTEBOOKS.get(experiment or "", ())
+
+
+def default_runs_dir() -> Path:
+    """Where a notebook's runs go: ``$LABKIT_RUNS``, else ``data/runs`` of the checkout labkit runs from (a kernel runs
+    in ``notebooks/``, where the store's relative default ``data/runs`` would put them), else of the working directory."""
+    if os.environ.get("LABKIT_RUNS"):
+        return Path(os.environ["LABKIT_RUNS"])
+    return (_REPO if (_REPO / "data").is_dir() else Path.cwd()) / "data" / "runs"
 
 
 def samples_dir() -> Path:
@@ -249,13 +258,168 @@ def setup(name: str, run_dir: str, *, sample: str, experiment: str | None, forma
           output_dir: str | os.PathLike | None = None, headline_path: str | os.PathLike | None = None) -> Notebook:
     """Everything a notebook's parameters decide: the run (see :func:`open_run`), where figures and headline go.
 
-    Also sets pandas' display options every notebook wants (3 decimals, wide tables, long enough listings).
+    Also sets pandas' display options every notebook wants (3 decimals, wide tables, long enough listings) and the
+    inline figures' resolution (:func:`labkit.inline.readable_figures`).
     """
     import pandas as pd
 
+    from labkit.inline import readable_figures
+
     run = open_run(run_dir, sample=sample, experiment=experiment)
     figures_dir = _figures_dir(run, output_dir)
+    readable_figures()
     pd.set_option("display.precision", 3)
     pd.set_option("display.width", 200)
     pd.set_option("display.max_rows", 400)
     return Notebook(name, run, figures_dir, parse_formats(formats), _headline_file(headline_path, figures_dir, name))
+
+
+# -- run it yourself: the first section of every experiment notebook -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Yourself:
+    """How a notebook's kind of run is made on the local testbed: a link, then one call; the settings of the shipped
+    sample the notebook reads otherwise (data/samples/README.md says how each was recorded)."""
+
+    sample: str  # the shipped sample under data/samples/
+    link: dict[str, Any]  # labkit.testbed(...) arguments
+    command: str  # an experiment's Python entry point (labkit.<command>), or "ping": a ping log, imported (record_ping)
+    options: dict[str, Any]
+
+    def code(self, testbed_name: str) -> str:
+        """The Python :func:`run_it_yourself` runs, as the notebook shows it."""
+        link = ", ".join(f"{key}={value!r}" for key, value in {**self.link, "name": testbed_name}.items())
+        call = "labkit.notebooks.record_ping" if self.command == "ping" else f"labkit.{self.command}"
+        options = ", ".join(f"{key}={value!r}" for key, value in self.options.items())
+        resume = "" if self.command == "ping" else ', resume="auto"'
+        deploy = "" if self.command == "ping" else "    lab.deploy()\n"  # ping needs nothing of labkit's on the hosts
+        return f"with labkit.testbed({link}) as lab:\n{deploy}    run = {call}(lab.inventory, {options}{resume})"
+
+    def make(self, inventory: str, *, runs_dir=None, **changes):
+        """Run it on the hosts of ``inventory``, ``changes`` over the options; the run. An experiment resumes the newest
+        interrupted run of the same settings (``resume="auto"``), so the cell run again after an interrupt finishes it."""
+        import labkit
+
+        options = {**self.options, **changes}
+        if self.command == "ping":
+            return record_ping(inventory, runs_dir=runs_dir or default_runs_dir(), **options)
+        return getattr(labkit, self.command)(inventory, runs_dir=runs_dir or default_runs_dir(), resume="auto", **options)
+
+
+_TWO_HOSTS = {"client": "a", "server": "b"}
+#: notebook -> how its kind of run is made. Each is the recording of its shipped sample, on a testbed of the same link.
+RUN_IT_YOURSELF: dict[str, Yourself] = {
+    "idle_step": Yourself("idle-step-cubic", {"one_way_delay": "100ms"}, "sweep", {
+        **_TWO_HOSTS, "sizes": [1000, 8000, 12000, 14000, 15000, 16000, 20000, 32000, 64000, 100000], "gaps_s": [1.0],
+        "repeats": 5, "slow_start_after_idle": [1, 0], "cc": ["cubic"], "name": "idle-step"}),
+    "series": Yourself("series-wan", {"one_way_delay": "100ms"}, "series", {
+        **_TWO_HOSTS, "duration_s": 120.0, "interval_s": 1.0, "name": "series"}),
+    "upload": Yourself("upload-small", {"one_way_delay": "5ms", "rate": None}, "upload", {
+        **_TWO_HOSTS, "file_size": 4 * 2**20, "chunk_sizes": [64, 1024, 16384, 262144, 1048576], "repeats": 3,
+        "tls": "both", "transports": ["grpc", "http2"], "name": "upload"}),
+    "load": Yourself("load-small", {"one_way_delay": "5ms", "rate": None}, "load", {
+        **_TWO_HOSTS, "transports": ["grpc", "grpc-conns", "http2"], "concurrency": [1, 10, 50], "payload_bytes": [64],
+        "connections": [1, 4], "duration_s": 3.0, "warmup_s": 1.0, "name": "load"}),
+    "tuning": Yourself("tuning-go", {"one_way_delay": "25ms", "rate": None}, "load", {
+        **_TWO_HOSTS, "server_impl": ["go"], "transports": ["grpc", "grpc-conns"], "concurrency": [10, 50],
+        "payload_bytes": [64, 131072], "connections": [1, 2, 4, 8], "keepalive_ms": [None, 10000],
+        "compression": ["none", "gzip"], "rpc": ["unary", "stream"], "stream_messages": 10,
+        "grpc_option": ["static-stream-window+static-conn-window=default,32MiB"], "design": "one-at-a-time",
+        "duration_s": 3.0, "warmup_s": 1.0, "name": "tuning"}),
+    "hop": Yourself("hop-small", {"one_way_delay": "0ms", "rate": None}, "hop", {
+        "load_host": "a", "front": "a", "back": "b", "via": ["direct", "grpc", "http2", "nats"], "tool": "wrk",
+        "threads": 2, "connections": 10, "duration_s": 10.0, "repeats": 5, "name": "hop"}),
+    # The 2016 logs were a ping and a Go echo client a second apart for an hour over a ~12 ms path; labkit records
+    # the ping side the same way (a live ping vs echo comparison is `labkit series`, the series notebook's).
+    "ping_vs_echo": Yourself("orca-2016", {"one_way_delay": "6ms", "rate": None}, "ping", {
+        **_TWO_HOSTS, "count": 300, "interval_s": 0.2, "name": "ping"}),
+}
+
+
+def testbed_name_for(notebook: str) -> str:
+    """The testbed a notebook's first section brings up: ``nb-<notebook>`` (so two notebooks never share one)."""
+    return f"nb-{notebook.replace('_', '-')}"[:16]
+
+
+def run_it_yourself(notebook: str, run_it: bool | dict[str, Any], run_dir: str = "") -> str:
+    """The first section of every experiment notebook; returns the run the notebook then analyses.
+
+    ``run_it`` false: say which run the notebook reads (``run_dir``, or its shipped sample) and show what
+    ``run_it_yourself = True`` would run. True: bring up the local testbed (root), deploy, make the notebook's kind of
+    run (:data:`RUN_IT_YOURSELF`), tear the testbed down (also on an interrupt) and return the new run's path. A dict
+    is True with changes: options of the call (``{"repeats": 1}``), ``testbed_name``, ``runs_dir``.
+    """
+    from IPython.display import Markdown, display
+
+    import labkit
+
+    spec = RUN_IT_YOURSELF[notebook]
+    changes = dict(run_it) if isinstance(run_it, dict) else {}
+    testbed_name = changes.pop("testbed_name", testbed_name_for(notebook))
+    runs_dir = changes.pop("runs_dir", None)
+    if not run_it:
+        reads = f"`{run_dir}`" if run_dir else f"the shipped sample `data/samples/{spec.sample}`"
+        display(Markdown(f"This notebook reads {reads}. With `run_it_yourself = True` (as root: it brings up the local "
+                         f"testbed) this cell first runs\n\n```python\n{spec.code(testbed_name)}\n```\n\n"
+                         "and the notebook reads that run instead."))
+        return run_dir
+    with labkit.testbed(**spec.link, name=testbed_name) as lab:
+        if spec.command != "ping":
+            lab.deploy()
+        run = spec.make(lab.inventory, runs_dir=runs_dir, **changes)
+    display(run)
+    return str(run.path)
+
+
+def record_ping(inventory: str, *, client: str = "a", server: str = "b", count: int = 300, interval_s: float = 0.2,
+                name: str = "ping", runs_dir=None):
+    """Ping ``server``'s data address from ``client`` and import the log as a run (``import-ping``), as the 2016 ping
+    log was: the kind of run the ping_vs_echo notebook reads. The raw log is kept in the run's ``raw/``."""
+    import tempfile
+
+    from labkit.hosts.inventory import load_inventory, open_host
+    from labkit.importers import import_files
+    from labkit.parsers.ping import log_ping_argv
+
+    hosts = load_inventory(inventory)
+    host = open_host(hosts, client)
+    try:
+        result = host.run(log_ping_argv(hosts.peer_address(server), count, interval_s), timeout=count * interval_s + 30)
+    finally:
+        host.close()
+    if result.returncode not in (0, 1):  # 1: some probes were lost, which the run records
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise LabkitError(f"ping on {client} failed: {detail[-1] if detail else result.returncode}")
+    with tempfile.TemporaryDirectory(prefix="labkit-ping-") as tmp:
+        log = Path(tmp) / f"ping-{client}-{server}.txt"
+        log.write_text(result.stdout)
+        return import_files([("ping", log)], out=name, runs_dir=runs_dir, src=client, dst=server).run
+
+
+def step_figure(run):
+    """The quickstart's figure of an idle-step run: each warm call's latency in round trips (over its pair's ping RTT)
+    against request size, a colour per condition; a closed figure (a notebook shows it once, as the cell's value)."""
+    import matplotlib.pyplot as plt
+
+    from labkit import plots
+    from labkit.analysis import idle
+
+    host_sysctls = {name: facts.get("sysctl", {}) for name, facts in run.manifest.get("hosts", {}).items()}
+    samples, knobs = idle.label_conditions(run.samples(), host_sysctls)
+    ping = {pair: (run.ping_baseline(*pair.split("-")) or {}).get("rtt_avg_ms") for pair in samples["pair"].unique()}
+    calls = samples[samples["ok"] & ~samples["cold"]].assign(rtt_multiple=lambda f: f["rtt_ms"] / f["pair"].map(ping))
+    with plots.theme():
+        fig, ax = plots.figure(figsize=(7.5, 4.2))
+        plots.latency_vs_size(calls, value="rtt_multiple", by="condition", order=list(knobs.index), ax=ax)
+        ax.axhline(1, color="0.5", linewidth=0.8, linestyle=":")
+        ax.margins(x=0.08)  # the smallest and largest sizes off the frame
+        if mss := idle.recorded_mss(calls):  # the initial window: 10 segments of the MSS ss recorded
+            ax.axvline(10 * mss, color="tab:red", linewidth=0.8, linestyle="--", label=f"10 × {mss} B = {10 * mss} B")
+            ax.legend(fontsize="small", loc="upper left")
+        ax.set(xlabel="request payload (bytes)", ylabel="latency / ping RTT (round trips)", ylim=(0, None))
+        ax.set_title(f"{len(calls)} calls, {calls.groupby(['condition', 'payload_bytes']).size().max()} per size and "
+                     f"condition; ping RTT {', '.join(f'{v:.1f} ms' for v in ping.values() if v)}", loc="left",
+                     fontsize="small")
+    plt.close(fig)
+    return fig

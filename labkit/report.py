@@ -52,6 +52,20 @@ class Report:
     notebooks: list[NotebookReport] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # e.g. the link emulator was late during the run
 
+    def _repr_html_(self) -> str:
+        """In a notebook: where the report is, and each notebook's headline numbers and figures."""
+        e = html.escape
+        parts = [f"<p><b>labkit report</b> <code>{e(str(self.index))}</code></p>"]
+        for nb in self.notebooks:
+            rows = "".join(f'<tr><td style="text-align:left">{e(key)}</td><td>{e(_fmt(value))}</td></tr>'
+                           for key, value in nb.headline.items())
+            figures = ", ".join(f"<code>{e(f.name)}</code>" for f in nb.figures) or "none"
+            parts.append(f"<details open><summary>notebook <b>{e(nb.name)}</b> ({nb.seconds:.1f} s): "
+                         f"{len(nb.headline)} headline numbers, {len(nb.figures)} figures</summary>"
+                         f"<p>executed: <code>{e(str(nb.html))}</code>; figures: {figures}</p>"
+                         f"<table><tr><th>headline</th><th>value</th></tr>{rows}</table></details>")
+        return "".join(parts)
+
 
 def _kernel_manager_class(log_path: Path):
     """A jupyter KernelManager that starts ipykernel on ``sys.executable``, its stderr into ``log_path``.
@@ -82,8 +96,12 @@ def _kernel_manager_class(log_path: Path):
 
 
 def execute_notebook(name: str, run_path: Path, report_dir: Path, formats: Sequence[str],
-                     parameters: dict[str, Any] | None = None) -> NotebookReport:
-    """Execute notebook ``name`` on the run at ``run_path``; executed notebook, HTML, JSON and figures into ``report_dir``."""
+                     parameters: dict[str, Any] | None = None, kernel_name: str | None = None) -> NotebookReport:
+    """Execute notebook ``name`` on the run at ``run_path``; executed notebook, HTML, JSON and figures into ``report_dir``.
+
+    ``kernel_name``: a registered kernelspec to run it in (``"labkit"``, as JupyterLab would), instead of ipykernel
+    on this very interpreter.
+    """
     import jupytext
     import nbformat
     import papermill
@@ -109,12 +127,12 @@ def execute_notebook(name: str, run_path: Path, report_dir: Path, formats: Seque
             notebook,
             str(executed),
             parameters=params,
-            kernel_name="python3",
+            kernel_name=kernel_name or "python3",
             progress_bar=False,
             log_output=False,
             cwd=str(report_dir),
             start_timeout=120,
-            kernel_manager_class=_kernel_manager_class(report_dir / "kernel.log"),
+            **({} if kernel_name else {"kernel_manager_class": _kernel_manager_class(report_dir / "kernel.log")}),
         )
     except papermill.PapermillExecutionError as exc:
         raise LabkitError(

@@ -79,13 +79,7 @@ class Run:
         if not _NAME_RE.match(name):
             raise LabkitError(f"run name {name!r} must be letters, digits, '.', '_' or '-' (at most 64)")
         root = runs_root(runs_dir)
-        root.mkdir(parents=True, exist_ok=True)
-        path = root / f"{utc_stamp()}-{name}"
-        suffix = 1
-        while path.exists():  # two runs started within the same second
-            suffix += 1
-            path = root / f"{utc_stamp()}-{name}-{suffix}"
-        (path / "raw").mkdir(parents=True)
+        path = _new_run_dir(root, name)
         manifest = {
             "format_version": FORMAT_VERSION,
             "run_id": path.name,
@@ -112,8 +106,14 @@ class Run:
             manifest = json.loads(manifest_path.read_text())
         except FileNotFoundError:
             raise LabkitError(f"{path} is not a labkit run (no manifest.json)") from None
-        except ValueError as exc:
+        except PermissionError:
+            raise LabkitError(f"cannot read run {path}: permission denied") from None
+        except OSError as exc:
+            raise LabkitError(f"cannot read run {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # not JSON, or not text at all
             raise LabkitError(f"{manifest_path} is not valid JSON: {exc}") from None
+        if not isinstance(manifest, dict):
+            raise LabkitError(f"{manifest_path} is not a labkit manifest (a JSON object)")
         version = manifest.get("format_version")
         if not isinstance(version, int):
             raise LabkitError(f"{path}: manifest has no format_version; it was not written by labkit")
@@ -289,16 +289,17 @@ class Run:
         except (FileNotFoundError, ValueError):
             return []
 
-    def register_process(self, host: str, pid: int, argv: list[str]) -> None:
-        """Remember a process started on ``host`` until :meth:`unregister_process`."""
-        entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
-        entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now()})
-        with self._lock:
+    def register_process(self, host: str, pid: int, argv: list[str], start_ticks: int | None = None) -> None:
+        """Remember a process started on ``host`` until :meth:`unregister_process`; ``start_ticks`` (when it
+        started, from /proc/<pid>/stat) lets ``labkit runs cleanup`` tell it from a later process given its pid."""
+        with self._lock:  # read and write as one step: --mesh starts processes from several threads
+            entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
+            entries.append({"host": host, "pid": pid, "argv": argv, "started_utc": utc_now(), "start_ticks": start_ticks})
             atomic_write_text(self._processes_path(), json.dumps(entries, indent=2))
 
     def unregister_process(self, host: str, pid: int) -> None:
-        entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
         with self._lock:
+            entries = [e for e in self.processes() if not (e["host"] == host and e["pid"] == pid)]
             atomic_write_text(self._processes_path(), json.dumps(entries, indent=2))
 
     # -- the final dataset -------------------------------------------------------------
@@ -336,14 +337,39 @@ class Run:
         frame = pd.read_parquet(path) if path.exists() else pd.DataFrame(self.journal_rows())
         return _with_call_columns(_with_stack_columns(frame, self.manifest), self.manifest)
 
-    def summary(self):
-        """The table a person reads first for this run's experiment (a DataFrame), as the command prints it."""
+    def summary(self, styled: bool = False):
+        """The table a person reads first for this run's experiment (a DataFrame), as the command prints it.
+
+        ``styled=True``: the same as a pandas Styler for a notebook (:func:`labkit.inline.styled_summary`; for an
+        idle-step run the step table, sizes across).
+        """
         from labkit.experiments import spec_for_experiment
 
         spec = spec_for_experiment(self.manifest.get("experiment"))
         if spec is None:
             raise LabkitError(f"{self.run_id} is a {self.manifest.get('experiment')!r} run, which has no summary")
-        return spec.summarize(self)
+        table = spec.summarize(self)
+        if styled:
+            from labkit.inline import styled_summary
+
+            return styled_summary(self, table)
+        return table
+
+    def report(self, formats="png,svg,pdf", **parameters):
+        """``labkit report`` on this run: the notebooks that apply to it, executed into ``report/``; a
+        :class:`labkit.report.Report` (in a notebook, its headline numbers). ``parameters`` go to the notebooks."""
+        from labkit.report import make_report
+
+        return make_report(self, formats, parameters=parameters or None)
+
+    def __repr__(self) -> str:
+        return f"<labkit Run {self.run_id}: {self.manifest.get('experiment')}, {self.status}>"
+
+    def _repr_html_(self) -> str:
+        """How a notebook shows a run: experiment, hosts, cells, rows, status (:func:`labkit.inline.run_html`)."""
+        from labkit.inline import run_html
+
+        return run_html(self)
 
     def row_counts(self) -> dict[str, int]:
         journal = self.journal_rows()
@@ -359,6 +385,29 @@ class Run:
 
             counts["parquet_rows"] = pq.ParquetFile(parquet).metadata.num_rows
         return counts
+
+
+def _new_run_dir(root: Path, name: str) -> Path:
+    """A fresh ``<root>/<UTC time>-<name>/raw``; a runs directory labkit cannot write to is one line."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        stamp, suffix = utc_stamp(), 1
+        while True:
+            path = root / (f"{stamp}-{name}" if suffix == 1 else f"{stamp}-{name}-{suffix}")
+            try:
+                path.mkdir()  # atomic: of two runs started within the same second, one gets the next suffix
+                break
+            except FileExistsError:
+                suffix += 1
+        (path / "raw").mkdir()
+    except (FileExistsError, NotADirectoryError):
+        raise LabkitError(f"runs directory {root} is not a directory (give another with --runs-dir)") from None
+    except PermissionError:
+        raise LabkitError(f"cannot write to runs directory {root}: permission denied "
+                          "(give another with --runs-dir)") from None
+    except OSError as exc:
+        raise LabkitError(f"cannot make a run in {root}: {exc.strerror or exc}") from None
+    return path
 
 
 def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -398,6 +447,19 @@ def list_runs(runs_dir=None) -> list[Run]:
         except LabkitError:
             continue
     return runs
+
+
+def find_resumable(experiment: str, config: dict[str, Any], runs_dir=None) -> Run | None:
+    """The newest interrupted or failed run of ``experiment`` whose recorded config is ``config``, or None.
+
+    Configs are compared as the manifest stores them (JSON), so a tuple given now matches the list kept then.
+    """
+    wanted = json.loads(json.dumps(config, default=_json_default))
+    for run in reversed(list_runs(runs_dir)):
+        if (run.manifest.get("experiment") == experiment and run.status in ("interrupted", "failed")
+                and run.manifest.get("config") == wanted):
+            return run
+    return None
 
 
 def find_run(ref: str, runs_dir=None) -> Run:

@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: labkit
 #     language: python
-#     name: python3
+#     name: labkit
 # ---
 
 # %% [markdown]
@@ -46,6 +46,24 @@ scope = "per-group"  # scope of the last variant: per-group or pooled (the origi
 formats = "png,svg,pdf"  # figure formats, comma-separated
 output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: ping_vs_echo.json in output_dir
+run_it_yourself = False  # True: first make a run of your own on the local testbed (root), see below
+
+# %% [markdown]
+# ## Run it yourself
+#
+# Everything below reads one run: by default the 2016 logs, imported. Those
+# cannot be recorded again, but their kind of run can: with
+# `run_it_yourself = True` in the parameters, this cell brings up the local
+# testbed with a round trip of about 12 ms (the 2016 path's), pings host `b`
+# from host `a` 300 times 0.2 s apart, imports the log as `labkit import ping`
+# would, takes the testbed down, and the notebook reads that run instead (the
+# ping half of the comparison; a live ping vs gRPC echo is `labkit series` and
+# the `series` notebook). It needs root. The cell shows the code it runs.
+
+# %%
+from labkit import notebooks
+
+run_dir = notebooks.run_it_yourself("ping_vs_echo", run_it_yourself, run_dir)
 
 # %%
 from IPython.display import Markdown, display

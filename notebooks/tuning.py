@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: labkit
 #     language: python
-#     name: python3
+#     name: labkit
 # ---
 
 # %% [markdown]
@@ -56,6 +56,25 @@ n_resamples = 2000  # bootstrap resamples of every confidence interval (seeded: 
 formats = "png,svg,pdf"  # figure formats, comma-separated
 output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: tuning.json in output_dir
+run_it_yourself = False  # True: first make a run of your own on the local testbed (root), see below
+
+# %% [markdown]
+# ## Run it yourself
+#
+# Everything below reads one run: by default the shipped sample, recorded with
+# labkit on the local testbed. With `run_it_yourself = True` in the parameters,
+# this cell first makes a run of your own the same way (it brings up a testbed
+# with the sample's link, deploys labkit to its hosts, runs the experiment with
+# the sample's settings and takes the testbed down again), and the notebook
+# reads that run instead. It needs root, and takes about as long as the
+# sample's recording (`data/samples/README.md` gives each one's time). The cell
+# shows the code it runs. Interrupting it keeps what was measured, and running
+# it again finishes that run.
+
+# %%
+from labkit import notebooks
+
+run_dir = notebooks.run_it_yourself("tuning", run_it_yourself, run_dir)
 
 # %%
 import pandas as pd

@@ -12,6 +12,9 @@ declare -A NEEDED=(
   # sudo: how labkit takes root on hosts that log in as another user (become = "sudo"),
   # and the testbed's --login-user --sudo, which checks its sudoers file with visudo.
   [sudo]=sudo [visudo]=sudo
+  # The JupyterLab test (tests/test_jupyterlab.py) opens the quickstart notebook in Debian's chromium, driven by
+  # Selenium through Debian's chromedriver: the browser and its driver come from the same package version.
+  [chromium]=chromium [chromedriver]=chromium-driver
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do
@@ -135,4 +138,22 @@ if ! built_from vegeta "$VEGETA"; then
   # -X main.Version: its --version then names the pin (go install leaves it empty), which runs record.
   GOBIN="$PWD/.venv/bin" "$GO" install -ldflags "-X main.Version=${VEGETA##*@}" "$VEGETA" \
     || echo "bootstrap: could not build vegeta; labkit hop --rate will say how to get it" >&2
+fi
+
+# The Jupyter kernel named labkit: this venv's Python, registered for the user (where JupyterLab and any other
+# Jupyter looks), labkit's version in its name. The notebooks ask for it by name. Another checkout's set-up
+# re-registers it for its own venv, and says so here.
+version=$(.venv/bin/python -c 'import labkit; print(labkit.__version__)')
+kernel_json=$(.venv/bin/python -c 'from jupyter_core.paths import jupyter_data_dir; print(jupyter_data_dir())')/kernels/labkit/kernel.json
+if ! grep -qF "\"$PWD/.venv/bin/python\"" "$kernel_json" 2>/dev/null || ! grep -qF "\"labkit $version\"" "$kernel_json"; then
+  echo "bootstrap: registering the Jupyter kernel labkit ($PWD/.venv/bin/python) in ${kernel_json%/*}"
+  .venv/bin/python -m ipykernel install --user --name labkit --display-name "labkit $version" >/dev/null
+fi
+
+# This venv's JupyterLab (`make lab`): the jupytext sources in notebooks/ open as notebooks on a double click, and
+# no news or update checks (requests to a website this machine may not reach).
+overrides=.venv/share/jupyter/lab/settings/overrides.json
+if ! cmp -s scripts/jupyterlab-overrides.json "$overrides"; then
+  mkdir -p "${overrides%/*}"
+  cp scripts/jupyterlab-overrides.json "$overrides"
 fi

@@ -112,6 +112,27 @@ def leftover_processes(state, words: tuple[str, ...]) -> list[str]:
     return found
 
 
+@pytest.fixture(scope="session")
+def jupyter_dirs(tmp_path_factory) -> dict[str, str]:
+    """Jupyter's data, config and runtime directories for the test session (as environment variables), with the
+    kernel named labkit registered in them by the README's set-up itself (scripts/bootstrap.sh, which also installs
+    what the JupyterLab test needs): no test reads or writes the user's own Jupyter directories."""
+    base = tmp_path_factory.mktemp("jupyter")
+    dirs = {f"JUPYTER_{kind.upper()}_DIR": str(base / kind) for kind in ("data", "config", "runtime")}
+    proc = subprocess.run([str(REPO / "scripts" / "bootstrap.sh")], env={**os.environ, **dirs}, capture_output=True,
+                          text=True, timeout=1800)
+    assert proc.returncode == 0, f"scripts/bootstrap.sh failed:\n{proc.stdout}\n{proc.stderr}"
+    return dirs
+
+
+@pytest.fixture
+def labkit_kernel(jupyter_dirs, monkeypatch) -> str:
+    """The kernelspec name notebooks ask for, registered as the set-up registers it; Jupyter in this test finds it."""
+    for key, value in jupyter_dirs.items():
+        monkeypatch.setenv(key, value)
+    return "labkit"
+
+
 @contextmanager
 def running_labkit(*args: str):
     """`labkit ARGS` in the background (stdout and stderr piped, text) for a ``with`` block; killed after it if still running."""
@@ -122,6 +143,17 @@ def running_labkit(*args: str):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def wait_for(predicate, timeout: float = 60, what: str = "condition"):
+    """Poll ``predicate`` every 0.1 s until it returns something true, and return that; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def wait_for_cell_start(runs_dir: Path, name: str, timeout: float = 90) -> Path:

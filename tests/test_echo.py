@@ -107,10 +107,10 @@ def labkit(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run([LABKIT, *args], capture_output=True, text=True, timeout=timeout_s)
 
 
-def call(target: str, *args: str) -> tuple[list[dict], str]:
-    """Run ``labkit echo call`` to completion; return its rows and its stderr."""
+def call(target: str, *args: str, status: int = 0) -> tuple[list[dict], str]:
+    """Run ``labkit echo call`` to completion; return its rows and its stderr. ``status`` 1: every call fails."""
     result = labkit("echo", "call", "--target", target, *args)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == status, result.stderr
     return [json.loads(line) for line in result.stdout.splitlines()], result.stderr
 
 
@@ -190,11 +190,14 @@ def test_seeded_payloads_and_calls_from_python(echo_server):
     assert (summary.recorded_ok, summary.warmup_ok) == (4, 1)
 
 
-def test_unreachable_target_gives_failed_rows_not_a_crash():
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_unreachable_target_gives_failed_rows_not_a_crash(impl):
     with socket.socket() as placeholder:  # a port nothing listens on
         placeholder.bind(("127.0.0.1", 0))
         port = placeholder.getsockname()[1]
-    rows, stderr = call(f"127.0.0.1:{port}", "--sizes", "10", "--repeats", "2", "--gap", "0", "--timeout", "5s")
+    # Every row kept, with its failure; exit status 1: nothing was measured.
+    rows, stderr = call(f"127.0.0.1:{port}", "--impl", impl, "--sizes", "10", "--repeats", "2", "--gap", "0",
+                        "--timeout", "5s", status=1)
     assert [(row["ok"], row["grpc_code"]) for row in rows] == [(False, "UNAVAILABLE")] * 2
     assert all(row["error"] for row in rows)
     assert "(2 failed)" in stderr
@@ -342,13 +345,13 @@ def test_tls_server_is_verified_by_the_client(start_echo_server, tmp_path):
     assert [(row["ok"], row["cold"]) for row in rows] == [(True, True), (True, False)]
 
     # A plaintext client gets no answer from a TLS-only server.
-    rows, _ = call(echo.target, "--sizes", "10", "--repeats", "1", "--timeout", "5s")
+    rows, _ = call(echo.target, "--sizes", "10", "--repeats", "1", "--timeout", "5s", status=1)
     assert rows[0]["ok"] is False and rows[0]["grpc_code"] == "UNAVAILABLE"
 
     # A client trusting another CA refuses the server's certificate.
     (tmp_path / "other").mkdir()
     other_ca, _, _ = _write_test_pki(tmp_path / "other")
-    rows, _ = call(echo.target, "--sizes", "10", "--repeats", "1", "--timeout", "5s", "--tls-ca", str(other_ca))
+    rows, _ = call(echo.target, "--sizes", "10", "--repeats", "1", "--timeout", "5s", "--tls-ca", str(other_ca), status=1)
     assert rows[0]["ok"] is False and rows[0]["grpc_code"] == "UNAVAILABLE"
 
 

@@ -238,7 +238,7 @@ def test_tls_between_implementations(start_server, tmp_path):
     for impl in ("python", "go"):
         rows, _ = call(server.target, "--impl", impl, "--sizes", "1000", "--repeats", "2", "--gap", "0", "--tls-ca", str(ca))
         assert [r["ok"] for r in rows] == [True, True], impl
-    rows, _ = call(server.target, "--impl", "go", "--sizes", "10", "--repeats", "1", "--timeout", "5s")
+    rows, _ = call(server.target, "--impl", "go", "--sizes", "10", "--repeats", "1", "--timeout", "5s", status=1)
     assert rows[0]["ok"] is False and rows[0]["grpc_code"] == "UNAVAILABLE"
 
 
@@ -466,3 +466,4 @@ def test_upload_agents_connect_before_any_upload_or_fail_in_one_line(agent, tran
     assert result.returncode == 2 and result.stdout == ""
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot connect" in lines[0], result.stderr
+

@@ -303,7 +303,7 @@ def test_sigterm_stops_everything_and_resume_runs_what_is_missing(lab, inventory
         time.sleep(1.0)  # into the first cell
         proc.terminate()
         _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 143, stderr
     assert lab_processes(lab) == [] and Run.open(run_path).status == "interrupted"
     resumed = run_labkit("hop", "--resume", run_path.name, "--runs-dir", str(tmp_path), "--quiet", timeout=120)
     assert resumed.returncode == 0, resumed.stderr

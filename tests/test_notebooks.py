@@ -1,5 +1,9 @@
 """Notebooks executed with papermill on the shipped data, and `labkit report` through the console script.
 
+Each experiment notebook runs once here in the kernel named labkit, registered as the README's set-up registers it
+(the ``labkit_kernel`` fixture): what JupyterLab starts when a person opens it. `labkit report` runs them in a
+kernel on its own interpreter.
+
 The published 2016 table (research brief, experiment 2) is the target the
 ping-vs-echo notebook's "original" variant must reproduce from the raw logs.
 The idle-step notebook must find the step of experiment 1 in the sweeps
@@ -36,7 +40,10 @@ def cells(notebook):
     return [(c.cell_type, c.source.strip(), tuple(c.metadata.get("tags", ()))) for c in notebook.cells]
 
 
-@pytest.mark.parametrize("name", sorted({n for names in NOTEBOOKS.values() for n in names}))
+REGISTERED = sorted({n for names in NOTEBOOKS.values() for n in names})
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in NOTEBOOKS_DIR.glob("*.py")))
 def test_committed_notebook_is_output_free_and_paired_with_its_source(name):
     paired = nbformat.read(NOTEBOOKS_DIR / f"{name}.ipynb", as_version=4)
     for cell in paired.cells:
@@ -44,10 +51,27 @@ def test_committed_notebook_is_output_free_and_paired_with_its_source(name):
             assert cell.outputs == [] and cell.execution_count is None, f"{name}.ipynb has outputs: clear them"
     source = jupytext.read(NOTEBOOKS_DIR / f"{name}.py")
     assert cells(source) == cells(paired), f"{name}.ipynb differs from {name}.py: run `jupytext --sync notebooks/{name}.py`"
+    # JupyterLab starts the kernel the set-up registers (scripts/bootstrap.sh) when it opens the notebook.
+    assert paired.metadata.kernelspec.name == source.metadata["kernelspec"]["name"] == "labkit"
     parameters = [c for c in source.cells if "parameters" in c.metadata.get("tags", ())]
     assert len(parameters) == 1
-    for contract in ("run_dir", "formats", "output_dir", "headline_path"):
-        assert f"{contract} = " in parameters[0].source
+    if name in REGISTERED:
+        for contract in ("run_dir", "formats", "output_dir", "headline_path"):
+            assert f"{contract} = " in parameters[0].source
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_each_experiment_notebook_opens_with_run_it_yourself_off(name):
+    """The first section after the parameters makes the notebook's kind of run, when its parameter says so."""
+    from labkit.notebooks import RUN_IT_YOURSELF
+
+    source = jupytext.read(NOTEBOOKS_DIR / f"{name}.py")
+    index = next(i for i, c in enumerate(source.cells) if "parameters" in c.metadata.get("tags", ()))
+    assert "\nrun_it_yourself = False  #" in "\n" + source.cells[index].source
+    heading, code = source.cells[index + 1], source.cells[index + 2]
+    assert heading.cell_type == "markdown" and heading.source.startswith("## Run it yourself")
+    assert f'run_dir = notebooks.run_it_yourself("{name}", run_it_yourself, run_dir)' in code.source
+    assert name in RUN_IT_YOURSELF
 
 
 def test_setup_and_finish_are_the_contract_in_two_calls(tmp_path, monkeypatch):
@@ -148,14 +172,15 @@ def test_the_corrected_variants_keep_every_sample(sample_report):
     assert 15 < headline["median_diff_ms"] < 18
 
 
-def test_notebook_defaults_to_the_shipped_sample(tmp_path, monkeypatch):
+def test_notebook_defaults_to_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """Run the notebook itself with papermill: run_dir empty (the shipped sample), pooled scope, SVG only."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
     out = tmp_path / "out"
     out.mkdir()
-    result = execute_notebook("ping_vs_echo", SAMPLE, out, ["svg"], parameters={"run_dir": "", "scope": "pooled"})
+    result = execute_notebook("ping_vs_echo", SAMPLE, out, ["svg"], parameters={"run_dir": "", "scope": "pooled"},
+                              kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert data["run_path"] == str(SAMPLE) and data["settings"]["scope"] == "pooled"
     assert list(data["variants"]) == ["original", "corrected_pooled"]
@@ -190,12 +215,13 @@ def test_report_refuses_a_run_no_notebook_applies_to(tmp_path):
 # --- the idle-connection step (experiment 1) ------------------------------------------------------
 
 
-def test_idle_step_notebook_finds_the_step_in_the_shipped_sample(tmp_path, monkeypatch):
+def test_idle_step_notebook_finds_the_step_in_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: the shipped sample, 100 ms one way, cubic, sysctl 1 and 0, 5 calls per size."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("idle_step", IDLE_STEP, tmp_path, ["png", "svg", "pdf"], parameters={"run_dir": ""})
+    result = execute_notebook("idle_step", IDLE_STEP, tmp_path, ["png", "svg", "pdf"], parameters={"run_dir": ""},
+                              kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
     assert data["run_path"] == str(IDLE_STEP) and headline["reference_condition"] == "cubic ssai=1 gap=1s"
@@ -313,12 +339,13 @@ def test_upload_and_load_notebooks_are_registered():
     assert notebooks_for("hop") == ("hop",)
 
 
-def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
+def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: 4 MiB, chunks 64 B … 1 MiB, grpc and http2 with and without TLS, 3 uploads a cell, 5 ms each way."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("upload", UPLOAD_SMALL, tmp_path, ["png", "svg"], parameters={"run_dir": ""})
+    result = execute_notebook("upload", UPLOAD_SMALL, tmp_path, ["png", "svg"], parameters={"run_dir": ""},
+                              kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
     assert data["run_path"] == str(UPLOAD_SMALL)
@@ -351,12 +378,13 @@ def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
     assert not (UPLOAD_SMALL / "figures").exists() and not (UPLOAD_SMALL / "report").exists()
 
 
-def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
+def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: grpc, grpc-conns and http2 at concurrency 1, 10 and 50, 64 B, 3 s cells, 5 ms each way."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("load", LOAD_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 200})
+    result = execute_notebook("load", LOAD_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 200},
+                              kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
     assert data["run_path"] == str(LOAD_SMALL) and headline["cells"] == 10 and headline["errors"] == 0
@@ -382,12 +410,13 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
     assert not (LOAD_SMALL / "figures").exists() and not (LOAD_SMALL / "report").exists()
 
 
-def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
+def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: wrk, 2 threads, 10 connections, 10 s, 5 repeats of direct, grpc, http2 and nats on the testbed."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("hop", HOP_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 500})
+    result = execute_notebook("hop", HOP_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 500},
+                              kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
     assert data["run_path"] == str(HOP_SMALL) and headline["cells"] == 20 and headline["errors"] == 0
@@ -406,14 +435,15 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch):
 # --- ping vs echo over time: `labkit series` runs (experiment 2) ----------------------------------
 
 
-def test_series_notebook_on_the_shipped_wan_sample_against_the_lan_one(tmp_path, monkeypatch):
+def test_series_notebook_on_the_shipped_wan_sample_against_the_lan_one(tmp_path, monkeypatch, labkit_kernel):
     """run_dir and compare_run_dir empty: series-wan (100 ms one way, 120 ticks) against series-lan (1 ms, 60 ticks)."""
     import pandas as pd
 
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("series", SERIES_WAN, tmp_path, ["svg"], parameters={"run_dir": ""})
+    result = execute_notebook("series", SERIES_WAN, tmp_path, ["svg"], parameters={"run_dir": ""},
+                              kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
     assert data["run_path"] == str(SERIES_WAN) and data["probes"] == ["ping", "echo-warm", "echo-cold", "tcp-echo"]
@@ -489,14 +519,14 @@ def test_tuning_notebook_applies_to_load_runs():
     assert "tuning" in notebooks_for("load")
 
 
-def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch):
+def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir and idle_run_dir empty: the shipped tuning-go run (grpc-go server, ghz, 25 ms one way, one knob at a
     time) and idle-step-knobs."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
     result = execute_notebook("tuning", TUNING_GO, tmp_path, ["png"],
-                              parameters={"run_dir": "", "idle_run_dir": "", "n_resamples": 300})
+                              parameters={"run_dir": "", "idle_run_dir": "", "n_resamples": 300}, kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
     assert data["run_path"] == str(TUNING_GO) and data["idle_run_path"] == str(IDLE_KNOBS)

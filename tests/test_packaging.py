@@ -26,6 +26,16 @@ def test_every_runtime_dependency_is_in_environment_yml():
     assert runtime - listed == set(), f"missing from environment.yml: {sorted(runtime - listed)}"
 
 
+def test_the_notebooks_extra_pins_are_the_same_in_environment_yml():
+    """JupyterLab, jupytext and ipywidgets: a conda user gets the versions the browser test drives."""
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["notebooks"]
+    pinned = dict(req.split("==") for req in extra if "==" in req)
+    assert {"jupyterlab", "jupytext", "ipywidgets"} <= set(pinned)
+    yml = (REPO / "environment.yml").read_text()
+    for name, version in pinned.items():
+        assert re.search(rf"^\s*-\s+{re.escape(name)}==({re.escape(version)})\s*$", yml, flags=re.MULTILINE), name
+
+
 def test_version_and_help_do_not_import_the_heavy_stack():
     # `labkit --version` must stay fast: grpc, pandas, paramiko load only when a
     # subcommand needs them.

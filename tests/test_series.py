@@ -17,11 +17,12 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pandas as pd
 import pytest
 import tomli_w
 
 import labkit
-from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
+from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes, wait_for
 from labkit.echo.series_agent import PROBES, SKIPPED, AgentPlan, run_agent
 from labkit.echo.server import running_server
 from labkit.echo.tcp_echo import TcpEchoServer
@@ -205,14 +206,19 @@ def test_a_series_runs_every_probe_on_one_schedule(lab, inventory, tmp_path):
     assert manifest["agents"][0]["ticks"] == 10 and manifest["agents"][0]["warmup"] == {"echo-warm": "", "tcp-echo": ""}
 
 
-def _wait_for(predicate, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+def test_a_reply_slower_than_the_timeout_is_not_an_ok_sample(lab, inventory, tmp_path):
+    """Issue 15: ping waits whole seconds (-W 1 for an 80 ms timeout), so a 100 ms reply was recorded as ok."""
+    proc = run_labkit("series", str(inventory), "--client", "a", "--server", "b", "--duration", "2s", "--interval",
+                      "500ms", "--timeout", "80ms", "--probes", "ping,tcp-echo", "--name", "slow", "--runs-dir",
+                      str(tmp_path), "--quiet", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    samples = _samples(Run.open(next(tmp_path.glob("*-slow"))))
+    ping = samples[samples["probe"] == "ping"]
+    assert len(ping) == 4 and not ping["ok"].any()
+    assert ping["error"].str.startswith("slower than the timeout (80 ms)").all()
+    assert (ping["rtt_ms"] >= RTT_MS).all()  # the time is kept, for whoever wants to look
+    tcp = samples[samples["probe"] == "tcp-echo"]
+    assert not tcp["ok"].any() and tcp["error"].str.contains("timed out").all()
 
 
 def _journal_ticks(runs_dir: Path, name: str) -> tuple[Path | None, int]:
@@ -222,13 +228,13 @@ def _journal_ticks(runs_dir: Path, name: str) -> tuple[Path | None, int]:
     return None, -1
 
 
-def test_killing_the_echo_server_gives_error_rows_and_the_series_goes_on(lab, inventory, tmp_path, capsys):
+def test_a_killed_echo_server_is_restarted_and_its_unfinished_cell_redone(lab, inventory, tmp_path, capsys):
     # From Python this time (labkit.series), in a thread, while the test kills the server.
     outcome = {}
 
     def measure():
         try:
-            outcome["run"] = labkit.series(inventory, client="a", server="b", duration_s=6.0, name="killed",
+            outcome["run"] = labkit.series(inventory, client="a", server="b", duration_s=6.0, cell_s=3.0, name="killed",
                                            runs_dir=tmp_path, quiet=True)
         except BaseException as exc:  # handed to the test below
             outcome["error"] = exc
@@ -236,31 +242,29 @@ def test_killing_the_echo_server_gives_error_rows_and_the_series_goes_on(lab, in
     thread = threading.Thread(target=measure)
     thread.start()
     try:
-        run_path = _wait_for(lambda: _journal_ticks(tmp_path, "killed")[1] >= 1 and _journal_ticks(tmp_path, "killed")[0],
+        run_path = wait_for(lambda: _journal_ticks(tmp_path, "killed")[1] >= 1 and _journal_ticks(tmp_path, "killed")[0],
                              what="two ticks")
         server_pid = Run.open(run_path).manifest["servers"]["0"]["pid"]
         os.kill(server_pid, signal.SIGKILL)
-        killed_at = time.time_ns()
     finally:
-        thread.join(timeout=90)
+        thread.join(timeout=120)
     assert "error" not in outcome, outcome.get("error")
     run = outcome["run"]
     assert run.status == "complete" and series_processes(lab) == []
-    assert run.manifest["server_exits"]["0"]["status"] != 0
+    exits = run.manifest["server_exits"]
+    assert len(exits) == 1 and exits[0]["pid"] == server_pid and exits[0]["status"] != 0
+    assert run.manifest["servers"]["0"]["pid"] != server_pid  # the restarted one
+    # The cell the dead server spoiled was measured again: every probe of every tick, all of them answered.
     samples = _samples(run)
     assert (samples.groupby("probe")["seq"].agg(["size", "max"]) == [6, 5]).all().all()
-    # The host is still there: every ping answered.
-    assert samples.loc[samples["probe"] == "ping", "ok"].all()
-    for probe in ("echo-warm", "echo-cold", "tcp-echo"):
-        rows = samples[samples["probe"] == probe].sort_values("seq")
-        before, after = rows[rows["t_utc_ns"] < killed_at - 200_000_000], rows[rows["t_utc_ns"] > killed_at + 200_000_000]
-        assert before["ok"].all() and len(before) >= 1, probe
-        assert len(after) >= 2 and not after["ok"].any(), probe
-        assert (after["error"].str.len() > 0).all(), probe
-    echo_errors = samples[(samples["probe"] == "echo-cold") & ~samples["ok"]]["error"]
-    assert echo_errors.str.startswith("UNAVAILABLE").all()
+    assert samples["ok"].all()
+    # The spoiled attempt's failures stay in the journal, as evidence; the dataset holds the redo.
+    journal = pd.DataFrame(run.journal_rows())
+    failed = journal[~journal["ok"].astype(bool)]
+    assert len(failed) >= 1 and failed["error"].str.contains("UNAVAILABLE|refused|reset", regex=True).all()
+    assert journal["attempt"].max() > samples["attempt"].min()
     print_summary(run)
-    assert "the echo server exited during the series" in capsys.readouterr().out
+    assert f"the echo server on b (pid {server_pid}) exited" in capsys.readouterr().out
 
 
 def test_sigint_then_resume_redoes_only_the_missing_cells(lab, inventory, tmp_path):
@@ -270,7 +274,7 @@ def test_sigint_then_resume_redoes_only_the_missing_cells(lab, inventory, tmp_pa
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        run_path = _wait_for(lambda: _journal_ticks(tmp_path, "resumed")[1] >= 2 and _journal_ticks(tmp_path, "resumed")[0],
+        run_path = wait_for(lambda: _journal_ticks(tmp_path, "resumed")[1] >= 2 and _journal_ticks(tmp_path, "resumed")[0],
                              what="the third tick")
         series.send_signal(signal.SIGINT)
         _, stderr = series.communicate(timeout=60)

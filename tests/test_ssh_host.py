@@ -98,6 +98,36 @@ def test_changed_host_key_is_always_refused(lab, tmp_path):
     assert known.read_text() == before
 
 
+def test_known_hosts_markers_are_honoured_as_openssh_does(lab, tmp_path):
+    """Issue 15: a valid @cert-authority or @revoked line made paramiko's reader raise; @revoked was not honoured."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "ca")], check=True)
+    ca = " ".join((tmp_path / "ca.pub").read_text().split()[:2])
+    address, key = lab.hosts["a"].mgmt_address, key_of(lab, "a")
+    known = tmp_path / "known_hosts"
+
+    # A CA line for other hosts does not stop the plain key of this one from being trusted.
+    known.write_text(f"@cert-authority *.example.org {ca}\n{address} {key}\n")
+    with host_a(lab, known_hosts=known) as host:
+        assert host.run(["true"]).ok
+
+    # A CA line is not the host's key: paramiko checks keys, not host certificates, and says so.
+    known.write_text(f"@cert-authority {address} {ca}\n")
+    with host_a(lab, known_hosts=known) as host, pytest.raises(HostKeyRejected) as caught:
+        host.run(["true"])
+    assert "line 1 trusts a certificate authority for it" in caught.value.message
+
+    # A revoked key is refused even where another line lists it, and never recorded.
+    known.write_text(f"{address} {key}\n@revoked * {key}\n")
+    before = known.read_text()
+    for accept in (False, True):
+        with host_a(lab, known_hosts=known, accept_new_host_keys=accept) as host, \
+                pytest.raises(HostKeyRejected) as caught:
+            host.run(["true"])
+        assert caught.value.message.startswith("a: the host key of ")
+        assert f"is marked @revoked in {known} line 2; refusing to connect" in caught.value.message
+    assert known.read_text() == before
+
+
 # -- jumps and proxies ----------------------------------------------------------------------
 def _client_config(lab, path: Path, extra: str) -> Path:
     a, b = lab.hosts["a"], lab.hosts["b"]

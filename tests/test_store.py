@@ -194,3 +194,15 @@ def test_raw_outputs_are_read_back_as_written_gzipped_or_not(tmp_path):
     (run.raw_dir / "log.tsv.gz").write_bytes(gzip.compress("a\tb\n".encode()))
     assert run.raw_text("ping.txt") == "64 bytes from 198.18.0.2\n"
     assert run.raw_text("log.tsv.gz") == "a\tb\n"
+
+
+def test_runs_created_at_once_with_one_name_never_collide(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from labkit.store import Run
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        runs = list(pool.map(lambda i: Run.create(tmp_path, "same", "idle-step", {"i": i}), range(40)))
+    assert len({run.path for run in runs}) == 40 and all((run.path / "manifest.json").exists() for run in runs)
+    # Each directory is the run that made it.
+    assert sorted(Run.open(run.path).manifest["config"]["i"] for run in runs) == list(range(40))

@@ -108,3 +108,41 @@ def test_labkit_echo_serve_serves_it_on_a_second_port_and_stops_it():
     assert "1001 bytes exceeds --max-message-bytes 1000" in stderr and "Traceback" not in stderr
     with pytest.raises(TcpEchoError, match="refused"):
         time_connect("127.0.0.1", port, timeout_s=5)
+
+
+def test_a_call_is_bounded_by_its_timeout_as_a_whole_not_per_step():
+    """Issue 15: sending and waiting for the reply each stayed under the timeout, so a call of 1.5 timeouts was ok."""
+    payload = bytes(32 * 2**20)  # far more than loopback's socket buffers hold: sending waits for the server to read
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def slow_server():
+            conn, _ = listener.accept()
+            with conn:
+                time.sleep(0.7)  # the sender blocks meanwhile
+                (length,) = struct.unpack(">I", _read(conn, 4))
+                _read(conn, length)
+                time.sleep(0.7)  # then the reply takes its time
+                conn.sendall(struct.pack(">I", length))
+                _read(conn, 1)  # until the client closes
+
+        import threading
+
+        thread = threading.Thread(target=slow_server, daemon=True)
+        thread.start()
+        client = TcpEchoClient("127.0.0.1", listener.getsockname()[1], timeout_s=1.0)
+        client.connect()
+        with pytest.raises(TcpEchoError, match="timed out"):
+            client.call(payload)
+        client.close()
+        thread.join(5)
+
+
+def _read(conn: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = conn.recv(min(size - len(data), 2**20))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)

@@ -143,6 +143,42 @@ def test_ping_through_the_link_takes_twice_the_one_way_delay(wan_testbed):
     assert abs(statistics.median(rtts) - 2 * 50) <= 2
 
 
+def _as_nobody(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """`labkit ARGS` run as the unprivileged user nobody (the testbed tests run as root)."""
+    from conftest import LABKIT
+
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", LABKIT, *args],
+                          capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def test_status_as_another_user_does_not_call_a_running_testbed_a_crash(wan_testbed):
+    """Issue 15: as non-root, the state (root's) is out of sight, and a running testbed was called leftovers."""
+    name = wan_testbed.name
+    proc = _as_nobody("testbed", "status", "--name", name, env={**os.environ, "LABKIT_STATE_HOME": "/tmp/h15a-none"})
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stdout + proc.stderr
+    assert "crash" not in proc.stdout + proc.stderr
+    assert f"testbed {name} has namespaces" in proc.stderr and "as root, who brought it up" in proc.stderr
+
+
+def test_hosts_check_of_a_namespace_this_user_cannot_enter_says_so(wan_testbed):
+    """Issue 15: as non-root, `ip netns exec` fails, and every fact read as missing made the host "reachable"."""
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="labkit-test-"))  # pytest's tmp_path is root's alone
+    inventory = shared / "inventory.toml"
+    inventory.write_text(f'[hosts.a]\nssh = "local"\nnetns = "{wan_testbed.hosts["a"].netns}"\n')
+    inventory.chmod(0o644)
+    shared.chmod(0o755)
+    try:
+        proc = _as_nobody("hosts", "check", str(inventory))
+    finally:
+        shutil.rmtree(shared)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"a: cannot run commands in network namespace {wan_testbed.hosts['a'].netns}: " in proc.stdout
+    assert "Operation not permitted" in proc.stdout
+
+
 def _ssh_client(known_hosts: Path) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
     client.load_host_keys(str(known_hosts))

@@ -93,8 +93,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
+        from labkit.cli.options import interrupted_exit_status
+
         click.echo("labkit: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(interrupted_exit_status())
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         click.echo(f"labkit: error: {exc.format_message()}{hint}", err=True)
@@ -105,7 +107,16 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"labkit: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # what the file system refused (a permission, a full disk) and no caller explained
+        click.echo(f"labkit: error: {os_error_line(exc)}", err=True)
+        sys.exit(2)
     sys.exit(0)
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OSError in one line: the file and what went wrong with it."""
+    reason = (exc.strerror or str(exc) or type(exc).__name__).splitlines()[0]
+    return f"{exc.filename}: {reason[0].lower()}{reason[1:]}" if exc.filename else reason
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from contextlib import closing
 
 import click
 
+from labkit.cli.options import stop_cleanly_on_sigterm
 from labkit.cli.params import BIND_ADDRESS, DURATION, TARGET_ADDRESS, size_list
 
 # Big enough for any experiment in the brief, small enough that a typo
@@ -257,6 +258,7 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
         tls_server_name=tls_server_name,
         summary=summary,
     )
+    stop_cleanly_on_sigterm()  # SIGTERM ends the calls as Ctrl-C does: the summary, then exit status 143
     try:
         # closing(): on Ctrl-C between two calls the generator is closed at
         # once, which stops the background sender and closes the channel.
@@ -267,8 +269,10 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
                 sys.stdout.flush()
     except KeyboardInterrupt:
         click.echo(f"labkit echo call: interrupted after {summary.describe()}", err=True)
-        raise  # click turns this into exit status 130
+        raise  # labkit.cli.main turns this into exit status 130 (143 after SIGTERM)
     click.echo(f"labkit echo call: {summary.describe()}", err=True)
+    if summary.recorded_failed and not summary.recorded_ok:
+        sys.exit(1)  # every call failed: the rows say why, the status says that nothing was measured
 
 
 @echo.command("series-agent", hidden=True)

@@ -38,21 +38,16 @@ def check(inventory, names, accept_new_host_keys, timeout, config_file, knobs):
 
     Exit status 1 if any host cannot be used (or cannot set a knob asked for).
     """
-    import tomllib
-
     from rich.console import Console
     from rich.table import Table
 
-    from labkit.errors import LabkitError
+    from labkit.cli.options import read_toml
     from labkit.hosts.check import TOOLS, check_hosts, knobs_of_experiment
     from labkit.hosts.inventory import load_inventory
 
     inv = load_inventory(inventory)
     if config_file:
-        try:
-            knobs += tuple(knobs_of_experiment(tomllib.loads(open(config_file).read())))
-        except tomllib.TOMLDecodeError as exc:
-            raise LabkitError(f"{config_file}: {exc}") from None
+        knobs += tuple(knobs_of_experiment(read_toml(config_file, "experiment file")))
     knobs = list(dict.fromkeys(knobs))
     results = check_hosts(inv, list(names), accept_new_host_keys=accept_new_host_keys, connect_timeout=timeout,
                           knobs=knobs)

@@ -117,7 +117,12 @@ def stack_options(clients: tuple[str, ...] = ("python", "go"), swept: bool = Tru
 
 
 def print_run_footer(console, run, unit: str) -> None:
-    """The last lines of every experiment's summary: rows and cells of the run, and where it was written."""
+    """The last lines of every experiment's summary: any echo server that died (and was restarted), rows and cells
+    of the run, and where it was written."""
+    for ended in run.manifest.get("server_exits", []):
+        console.print(f"[yellow]the echo server on {ended['host']} (pid {ended['pid']}) exited with status "
+                      f"{ended['status']} during {ended['during']}: restarted, and what it spoiled redone[/yellow]",
+                      highlight=False)
     counts = run.row_counts()
     skipped = f", {counts['cells_skipped']} skipped" if counts["cells_skipped"] else ""
     console.print(f"run {run.run_id}: {counts.get('parquet_rows', counts['journal_rows'])} {unit}, "
@@ -125,9 +130,23 @@ def print_run_footer(console, run, unit: str) -> None:
     console.print(f"written to {run.path}", highlight=False, soft_wrap=True)
 
 
+#: Set once SIGTERM arrived: the run stops as on Ctrl-C, but labkit then exits 143 (128 + SIGTERM), not 130.
+_TERMINATED: list[bool] = []
+
+
 def stop_cleanly_on_sigterm() -> None:
     """Make SIGTERM stop an experiment like Ctrl-C: processes stopped, settings restored, run marked interrupted."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum, frame) -> None:
+    _TERMINATED.append(True)
+    raise KeyboardInterrupt
+
+
+def interrupted_exit_status() -> int:
+    """The shell's convention for a command a signal stopped: 128 + the signal, 143 for SIGTERM, 130 for SIGINT."""
+    return 128 + (signal.SIGTERM if _TERMINATED else signal.SIGINT)
 
 
 def read_experiment_file(path: str, *, section: str, fields: dict[str, str], path_keys=("inventory",)) -> dict:
@@ -136,12 +155,7 @@ def read_experiment_file(path: str, *, section: str, fields: dict[str, str], pat
     ``fields`` maps flag names (``gaps``) to config fields (``gaps_s``);
     ``path_keys`` are the flags whose values are paths.
     """
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise LabkitError(f"experiment file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LabkitError(f"{path}: {exc}") from None
+    data = read_toml(path, "experiment file")
     data = {key.replace("-", "_"): value for key, value in data.get(section, data).items()}
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -165,6 +179,17 @@ def read_experiment_file(path: str, *, section: str, fields: dict[str, str], pat
                 raise LabkitError(f"{path}: {key}: {exc.message}") from None
         values[fields[key]] = value
     return values
+
+
+def read_toml(path: str, what: str) -> dict:
+    """A TOML file a user gave (an experiment file): its table, or one line saying what is wrong with it."""
+    from labkit.files import read_text_file
+
+    text = read_text_file(path, what)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LabkitError(f"{what} {path} is not valid TOML: {exc}") from None
 
 
 def config_values(inventory: str | None, config_file: str | None, options: dict, *, section: str,

@@ -32,6 +32,15 @@ RATE = ParsingParam("rate", parse_rate)
 SIZE = ParsingParam("size", parse_size)
 
 
+def _iperf3_rate(text: str) -> str:
+    from labkit.parsers.iperf3 import iperf3_rate  # the parser module imports pandas: only when the flag is used
+
+    return iperf3_rate(text)
+
+
+IPERF3_RATE = ParsingParam("rate", _iperf3_rate)
+
+
 def size_list(minimum: int = 0, maximum: int | None = None) -> click.ParamType:
     """A click type for a comma-separated list of byte sizes within ``[minimum, maximum]``."""
     return ParsingParam("sizes", lambda text: parse_size_list(text, minimum=minimum, maximum=maximum))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import click
@@ -90,16 +89,46 @@ def _print_emulator(console, manifest: dict) -> None:
 def _controller_alive(manifest) -> bool:
     import socket
 
+    from labkit.echo.cputime import start_ticks_of
+
     controller = manifest.get("controller") or {}
     if controller.get("host") != socket.gethostname() or not controller.get("pid"):
         return False
-    try:
-        os.kill(controller["pid"], 0)
-    except ProcessLookupError:
+    started = start_ticks_of(controller["pid"])
+    if started is None:
         return False
-    except PermissionError:
-        return True
+    # A run recorded before start times were: any process with the pid counts (the old, cautious answer).
+    return controller.get("start_ticks") in (None, started)
+
+
+def _unrestored(run) -> dict:
+    """The kernel settings a run changed and did not put back: all of them for a run that never ended (killed), those
+    its end could not restore (a host that had gone away) for one that failed or was interrupted."""
+    originals = run.manifest.get("kernel_originals", {})
+    if run.status == "running":
+        return {key: value for key, value in originals.items() if value.get("restored") is not True}
+    return {key: value for key, value in originals.items() if value.get("restored") is False}
+
+
+def _release_knob_lock(host, path: str, run_id: str) -> bool:
+    """Remove a run's lock on a host's kernel knobs (labkit.hosts.kernel.KnobLock) if the run still holds it."""
+    import json
+
+    from labkit.errors import LabkitError
+
+    try:
+        owner = json.loads(host.read_bytes(f"{path}/owner.json"))
+    except (LabkitError, ValueError):
+        return True  # gone already
+    if owner.get("run_id") != run_id:
+        return True  # another run's now
+    host.remove(path)
     return True
+
+
+def _needs_cleanup(run) -> bool:
+    return (run.status == "running" or bool(run.processes()) or bool(_unrestored(run))
+            or bool(run.manifest.get("knob_locks")))
 
 
 def resume_hint(run) -> str:
@@ -121,11 +150,12 @@ def cleanup(run, runs_dir, accept_new_host_keys):
     and restore the kernel settings it changed. Without RUN, every run that needs it.
     """
     from labkit.errors import LabkitError
+    from labkit.hosts.facts import not_the_process
     from labkit.hosts.inventory import load_inventory, open_host
     from labkit.hosts.kernel import restore_from_manifest
     from labkit.store import find_run, list_runs
 
-    candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if r.status == "running" or r.processes()]
+    candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if _needs_cleanup(r)]
     if not candidates:
         click.echo("nothing to clean up")
         return
@@ -142,16 +172,27 @@ def cleanup(run, runs_dir, accept_new_host_keys):
 
         for entry in found.processes():
             target = host(entry["host"])
+            what = f"process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})"
+            if reason := not_the_process(target, entry):
+                found.unregister_process(entry["host"], entry["pid"])
+                click.echo(f"{found.run_id}: left {what} alone: {reason}")
+                continue
             # The recorded pid leads its own process group (a session started for it).
             target.run(["kill", "-TERM", "--", f"-{entry['pid']}"])
             time.sleep(1)  # the grace period a clean stop would have given it
             target.run(["kill", "-KILL", "--", f"-{entry['pid']}"])
             found.unregister_process(entry["host"], entry["pid"])
-            click.echo(f"{found.run_id}: stopped process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})")
+            click.echo(f"{found.run_id}: stopped {what}")
+        for key, originals in _unrestored(found).items():
+            problems = restore_from_manifest(host(originals["host"]), originals)
+            originals["restored"] = not problems
+            found.save_manifest()
+            click.echo(f"{found.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
+        for name, path in list(found.manifest.get("knob_locks", {}).items()):
+            if not _unrestored(found) and _release_knob_lock(host(name), path, found.run_id):
+                found.manifest["knob_locks"].pop(name)
+                found.save_manifest()
         if found.status == "running":
-            for key, originals in found.manifest.get("kernel_originals", {}).items():
-                problems = restore_from_manifest(host(originals["host"]), originals)
-                click.echo(f"{found.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
             found.set_status("interrupted")
             click.echo(f"{found.run_id}: marked interrupted; {resume_hint(found)}")
         for opened in hosts.values():

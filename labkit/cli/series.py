@@ -67,7 +67,4 @@ def print_summary(run) -> None:
     if not console.is_terminal:
         console = Console(width=120)  # a pipe or a log file: room for every column, never cut values
     console.print(table)
-    for attempt, ended in sorted(run.manifest.get("server_exits", {}).items()):
-        console.print(f"[yellow]the echo server exited during the series (attempt {attempt}, status {ended['status']}); "
-                      "the echo probes failed from then on[/yellow]")
     print_run_footer(console, run, "rows")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
-from labkit.cli.params import choice_list, duration_list, int_list, size_list
+from labkit.cli.params import IPERF3_RATE, choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 # option (and experiment-file key) -> SweepConfig field, where the names differ
@@ -34,8 +34,9 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
 @click.option("--hosts", help="With --mesh: only these inventory hosts (comma-separated).")
 @click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in each baseline before and after. [default: 10]")
 @click.option("--iperf-seconds", type=click.IntRange(1, 3600), help="Length of the iperf3 baseline. [default: 3]")
-@click.option("--iperf-rate", help="iperf3 -b rate limit of the baseline (always limited). [default: 50M]")
-@click.option("--iperf-port", type=click.IntRange(1, 65535), help="Port of the iperf3 baseline's server. [default: 5201]")
+@click.option("--iperf-rate", type=IPERF3_RATE,
+              help="iperf3 -b rate limit of the baseline, bits/s (always limited: 0 is refused). [default: 50M]")
+@click.option("--iperf-port", type=click.IntRange(1, 65535), help="Port of the iperf3 baseline's server. [default: a free one, picked per run]")
 @stack_options()
 @CAPTURE
 @experiment_options

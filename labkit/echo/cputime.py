@@ -44,15 +44,29 @@ class CpuSample:
         }
 
 
-def parse_proc_stat(text: str) -> tuple[float, float]:
-    """(user, system) CPU seconds from the text of ``/proc/<pid>/stat``.
+def _stat_fields(text: str) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` from field 3 (state) on.
 
     The command name (field 2) is in parentheses and may contain spaces or
     parentheses itself, so fields are counted after its last ``)``.
     """
-    fields = text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2:].split()
+
+
+def parse_proc_stat(text: str) -> tuple[float, float]:
+    """(user, system) CPU seconds from the text of ``/proc/<pid>/stat``."""
+    fields = _stat_fields(text)
     # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
     return int(fields[11]) * _TICK_S, int(fields[12]) * _TICK_S
+
+
+def parse_start_ticks(text: str) -> int:
+    """When the process started, in clock ticks since boot (field 22 of ``/proc/<pid>/stat``).
+
+    A pid and its start time name one process for as long as the machine is up: a pid reused by another
+    process has another start time.
+    """
+    return int(_stat_fields(text)[19])
 
 
 def cpu_now() -> CpuSample:
@@ -64,3 +78,13 @@ def cpu_now() -> CpuSample:
     except (OSError, ValueError, IndexError):
         user = system = None
     return CpuSample(total, user, system)
+
+
+def start_ticks_of(pid: int | str = "self") -> int | None:
+    """When a process of this machine started (:func:`parse_start_ticks`); None if it is gone or there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return parse_start_ticks(stat.read())
+    except (OSError, ValueError, IndexError):
+        return None
+

@@ -211,9 +211,12 @@ class TcpEchoClient:
             raise TcpEchoError(f"payload of {len(payload)} bytes does not fit the 4-byte length prefix")
         request = _LENGTH.pack(len(payload)) + payload
         sock = self._sock
+        sock.settimeout(self.timeout_s)
         started = time.perf_counter_ns()
         try:
             sock.sendall(request)
+            # The timeout bounds the call, not each step: waiting for the reply gets what sending left of it.
+            sock.settimeout(max(1e-6, self.timeout_s - (time.perf_counter_ns() - started) / 1e9))
             reply = _recv_exactly(sock, _LENGTH.size)
         except (OSError, TcpEchoError) as exc:
             self.close()

@@ -38,11 +38,36 @@ def spec_for_experiment(experiment: str | None):
 
 def run_command(command: str, inventory=None, *, config=None, runs_dir=None, resume: str | None = None,
                 quiet: bool = False, accept_new_host_keys: bool = False, **options):
-    """Run experiment ``command`` with ``options`` (its config's fields), or resume a run of it; return the run."""
+    """Run experiment ``command`` with ``options`` (its config's fields), or resume a run of it; return the run.
+
+    ``resume`` is a run (path, id or unique part of one) to finish, or ``"auto"``: finish the newest interrupted or
+    failed run of this very config if there is one, else start a new run; so a notebook cell run again after an
+    interrupt picks up where it stopped.
+    """
     from labkit.experiments.base import run_experiment
 
     found = spec(command)
-    if config is None and not resume:
+    if config is None and (not resume or resume == "auto"):
         config = found.config_type(inventory=str(inventory), **options)
+    if resume == "auto":
+        resume = _resumable(found, config, runs_dir, quiet)
+        config = None if resume else config
     return run_experiment(found, config, runs_dir=runs_dir, resume=resume, quiet=quiet,
                           accept_new_host_keys=accept_new_host_keys)
+
+
+def _resumable(found, config, runs_dir, quiet: bool) -> str | None:
+    """The path of the newest unfinished run of ``config`` (see :func:`run_command`'s ``resume="auto"``), or None."""
+    import dataclasses
+
+    from labkit.store import find_resumable
+
+    config.validate()  # a bad value is refused as it would be for a new run, before any run is looked at
+    earlier = find_resumable(found.experiment, dataclasses.asdict(config), runs_dir)
+    if earlier is None:
+        return None
+    if not quiet:
+        done = earlier.row_counts()["cells_complete"]
+        # stdout: in a notebook stderr reads as an error, and this is what the user asked for.
+        print(f"resuming {earlier.run_id} ({earlier.status}, {done} cells complete)")
+    return str(earlier.path)

@@ -88,9 +88,14 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
     run = begin_run(run, spec.experiment, config, runs_dir)
     if plan.omitted and not resumed:
         run.update(omitted_cells=plan.omitted)
-    with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
-                 accept_new_host_keys=accept_new_host_keys) as current:
-        spec.runner(current, config).run_cells(plan.cells)
+    try:
+        with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
+                     accept_new_host_keys=accept_new_host_keys) as current:
+            spec.runner(current, config).run_cells(plan.cells)
+    except KeyboardInterrupt:
+        from labkit.errors import RunInterrupted
+
+        raise RunInterrupted(run, spec.command) from None
     import labkit.schemas
 
     run = run.finish(getattr(labkit.schemas, spec.schema))
@@ -139,6 +144,10 @@ def begin_run(run, experiment: str, config, runs_dir=None):
     return Run.create(runs_dir, config.name, experiment, dataclasses.asdict(config))
 
 
+class ServerDied(LabkitError):
+    """The experiment's echo server exited while a cell ran: that cell's calls measured nothing but the failure."""
+
+
 class ExperimentRunner:
     """Runs the cells of one experiment in a :class:`Session`; each experiment subclasses it."""
 
@@ -159,6 +168,62 @@ class ExperimentRunner:
     def run_cells(self, cells: list) -> None:
         """Run every cell not finished yet, appending rows and cell events to the run."""
         raise NotImplementedError
+
+    def check_server(self, host: str, server, what: str) -> None:
+        """Raise :class:`ServerDied` (one line, the exit kept in the manifest's ``server_exits``) when ``server``, the
+        echo server on ``host``, is no longer running: ``what`` (a cell) measured a dead server, not the path."""
+        status = server.poll()
+        if status is None:
+            return
+        with self._manifest_lock:
+            self.run.manifest.setdefault("server_exits", []).append(
+                {"host": host, "pid": server.pid, "status": status, "during": what,
+                 "stderr_tail": list(server.stderr_lines[-5:])})
+            self.run.save_manifest()
+        raise ServerDied(f"the echo server on {host} (pid {server.pid}) exited with status {status} during {what}")
+
+    @contextmanager
+    def stops_with(self, server, agent) -> Iterator[None]:
+        """For a ``with`` block: when the echo server ``server`` exits, stop the ``agent`` calling it, so the cell ends
+        at once (and :meth:`check_server` says why) instead of after the agent's own deadlines to a dead server."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.2):
+                if server.poll() is not None:
+                    try:
+                        agent.stop(grace_s=1.0)
+                    except Exception:  # noqa: BLE001 - the agent may have ended by itself meanwhile
+                        pass
+                    return
+
+        watcher = threading.Thread(target=watch, name="server-watch", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join(timeout=5)
+
+    def with_one_restart(self, what: str, attempt: Callable[[], None], restart: Callable[[], None]) -> None:
+        """Run ``attempt`` (it leaves its cell incomplete when the server dies); after a server's death, ``restart``
+        it and run ``attempt`` once more. A second death ends the run in one line, the cell left for ``--resume``."""
+        try:
+            attempt()
+            return
+        except ServerDied as died:
+            self.progress.log(f"[yellow]{died.message}; restarting it and redoing {what}[/yellow]")
+        restart()
+        try:
+            attempt()
+        except ServerDied as again:
+            raise LabkitError(f"{again.message}, again after a restart: {what} is left incomplete "
+                              f"(`{self.resume_command()}` redoes it)") from None
+
+    def resume_command(self) -> str:
+        from labkit.experiments import spec_for_experiment
+
+        return spec_for_experiment(self.run.manifest["experiment"]).resume_command(self.run.run_id)
 
     def record_server(self, host: str, ready: dict) -> None:
         """Keep each distinct server a run started (implementation, versions, options) in the manifest's ``servers``."""
@@ -260,9 +325,25 @@ class Session:
         self.live_processes: set = set()
         self._live_lock = threading.Lock()
         self.captures = None  # labkit.experiments.capture.Captures when the run captures packets
+        self.link_at_start = self.link_settings()  # a testbed's link parameters, compared at each cell's end
 
     def host(self, name: str):
         return self.pool.get(name)
+
+    def link_settings(self) -> str | None:
+        """The testbed's link parameters when the inventory is a local testbed's (None otherwise)."""
+        from labkit.testbed.lab import link_settings
+
+        testbed = getattr(self.inventory, "testbed", None) or {}
+        return link_settings(testbed["name"]) if testbed.get("name") else None
+
+    def check_link(self, what: str) -> None:
+        """Fail ``what`` (a cell, before it is marked complete) in one line when the testbed's link was changed since
+        the run began: its calls measured two links (e.g. 45 and 62 ms round trips)."""
+        now = self.link_settings()
+        if now != self.link_at_start:
+            raise LabkitError(f"the testbed's link changed during {what} (`labkit testbed up` with other settings?): "
+                              "the cell is left incomplete; put the link back and resume")
 
     def address(self, name: str) -> str:
         """Where peers send experiment traffic to host ``name`` (its data address)."""
@@ -290,8 +371,11 @@ class Session:
     # -- processes ---------------------------------------------------------------------------
     def start(self, host_name: str, argv: list[str]):
         """Start ``argv`` on a host, registered in the run until :meth:`stop`."""
-        proc = self.pool.get(host_name).start(argv)
-        self.run.register_process(host_name, proc.pid, argv)
+        from labkit.hosts.facts import process_start_ticks
+
+        host = self.pool.get(host_name)
+        proc = host.start(argv)
+        self.run.register_process(host_name, proc.pid, argv, process_start_ticks(host, proc.pid))
         with self._live_lock:
             self.live_processes.add(proc)
         return proc
@@ -339,10 +423,12 @@ class Session:
             raise
 
     def stop(self, host_name: str, proc) -> None:
+        """Stop a process this session started; it stays in the run's process list unless it surely stopped (a host
+        that went away may still run it: `labkit runs cleanup` stops it once the host answers again)."""
         try:
             proc.stop()
-        finally:
             self.run.unregister_process(host_name, proc.pid)
+        finally:
             with self._live_lock:
                 self.live_processes.discard(proc)
             if self.captures is not None:  # the captures that follow this process (a server) end after it
@@ -422,6 +508,21 @@ class Session:
         host.remove(remote)
         return local
 
+    def _iperf_server(self, host_name: str, address: str, port: int | None):
+        """iperf3 -s listening on ``address`` (a port of its own unless given); (process, port)."""
+        from labkit.parsers.iperf3 import iperf3_server_argv
+
+        last = ""
+        for candidate in _free_port_tries(port):
+            server = self.start(host_name, iperf3_server_argv(address, candidate))
+            try:
+                server.wait_for_line(lambda line: "listening" in line.lower(), timeout=15)
+                return server, candidate
+            except LabkitError as exc:  # the port is taken: another one
+                last = exc.message
+                self.stop(host_name, server)
+        raise LabkitError(f"iperf3 could not listen on {host_name}: {last}")
+
     # -- baselines -----------------------------------------------------------------------------
     def ping_baseline(self, src: str, dst: str, when: str, count: int = 10) -> dict[str, Any]:
         """Ping ``dst``'s data address from ``src`` and record it as ``baselines[src-dst][ping_<when>_<attempt>]``.
@@ -438,19 +539,20 @@ class Session:
         return values
 
     def iperf_baseline(self, src: str, dst: str, *, seconds: int = 3, rate: str = "50M",
-                       port: int = 5201) -> dict[str, Any]:
+                       port: int | None = None) -> dict[str, Any]:
         """A rate-limited iperf3 throughput baseline from ``src`` to ``dst``, recorded as ``baselines[src-dst][iperf3]``.
 
         Always rate-limited: through the testbed's delay line an unlimited
         sender overflows queues and measures the emulator, not the path. The
-        ``-J`` output is kept as ``raw/iperf3-<src>-<dst>.json``.
+        ``-J`` output is kept as ``raw/iperf3-<src>-<dst>.json``. Without a
+        ``port``, one picked at random per run (another run's iperf3 on the
+        same host would hold a fixed one), again when it is taken.
         """
-        from labkit.parsers.iperf3 import iperf3_client_argv, iperf3_server_argv, parse_iperf3_json
+        from labkit.parsers.iperf3 import iperf3_client_argv, parse_iperf3_json
 
         address = self.address(dst)
-        server = self.start(dst, iperf3_server_argv(address, port))
+        server, port = self._iperf_server(dst, address, port)
         try:
-            server.wait_for_line(lambda line: "listening" in line.lower(), timeout=15)
             result = self.host(src).run(iperf3_client_argv(address, port, seconds, rate), timeout=seconds + 30)
         finally:
             self.stop(dst, server)
@@ -462,6 +564,13 @@ class Session:
             values = {"error": str(exc)}
         self.run.record_baseline(src, dst, "iperf3", values)
         return values
+
+
+def _free_port_tries(port: int | None) -> list[int]:
+    """The ports to try for a server: the one asked for, or a few random ones above the well-known range."""
+    import random
+
+    return [port] if port is not None else [random.randrange(20000, 60000) for _ in range(5)]
 
 
 def url_host(address: str) -> str:
@@ -490,7 +599,10 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
     from labkit.hosts.layout import labkit_argv
     from labkit.provenance import utc_now
 
-    run.update(controller={"pid": os.getpid(), "host": socket.gethostname()})
+    from labkit.echo.cputime import start_ticks_of
+
+    # The pid alone may name another process once this one has ended: its start time tells them apart.
+    run.update(controller={"pid": os.getpid(), "host": socket.gethostname(), "start_ticks": start_ticks_of()})
     started_utc_ns = time.time_ns()
     pool = HostPool(inventory, accept_new_host_keys)
     progress = Progress(total=total, quiet=quiet, unit=unit)

@@ -49,10 +49,11 @@ server-reflection lookup against this Python server fails with "Symbol not
 found: echo.EchoService.Echo", although grpcio's own reflection client
 resolves that symbol.
 
-**A server that dies mid-cell** is recorded, not raised: ghz's calls fail
-(Unavailable) and are counted as errors; h2load stops getting answers and
-counts nothing, so the row says so in ``error`` and ``server_alive_after``.
-The server is then restarted for the next cell.
+**A server that dies mid-cell** spoils the cell: ghz's calls fail
+(Unavailable), h2load stops getting answers. The row is kept in the journal
+(its ``error`` and ``server_alive_after`` say so), the server is restarted
+and the cell run again; a second death ends the run in one line, the cell
+left for ``--resume``.
 
 Completed cells are recorded, so ``--resume`` redoes only what is missing.
 """
@@ -376,6 +377,8 @@ class _Loader(ExperimentRunner):
         from labkit.proto import echo_pb2
 
         self.workdir = self.client.make_temp_dir("labkit-load.")
+        self.run.manifest["client_workdir"] = self.workdir  # removed at the end; recorded so that can be checked
+        self.run.save_manifest()
         rng = random.Random(self.config.seed)
         files = {}
         descriptors = descriptor_pb2.FileDescriptorSet()
@@ -412,6 +415,10 @@ class _Loader(ExperimentRunner):
             self.session.stop(self.config.server, self.echo)
             self.echo = None
 
+    def restart_server(self, stack: Stack) -> None:
+        self.stop_server()
+        self.start_server(stack)
+
     def server_cpu_s(self) -> float | None:
         """The echo server's CPU seconds so far (user + system, from /proc/<pid>/stat on its host)."""
         return self.session.process_cpu_s(self.config.server, self.ready.get("pid"))
@@ -434,11 +441,8 @@ class _Loader(ExperimentRunner):
                     self.start_server(cell.stack)
                     self.ready_key = cell.stack.server_key
                 self.progress.describe(f"{cell.transport} c={cell.concurrency} {cell.payload_bytes} B conns={cell.connections}")
-                alive = self.run_cell(cell)
+                self.with_one_restart(cell.id, lambda: self.run_cell(cell), lambda: self.restart_server(cell.stack))
                 self.progress.advance()
-                if not alive:
-                    self.progress.log(f"the echo server on {config.server} died during {cell.id}; restarting it")
-                    self.stop_server()
             session.ping_baseline(config.client, config.server, "after", config.ping_count)
         finally:
             self.stop_server()
@@ -465,8 +469,9 @@ class _Loader(ExperimentRunner):
             warmup_s=config.warmup_s, body_file=f"{work}/body-{cell.payload_bytes}.bin", log_file=out,
         )
 
-    def run_cell(self, cell: Cell) -> bool:
-        """Run one cell and append its row; return whether the server survived it."""
+    def run_cell(self, cell: Cell) -> None:
+        """Run one cell and append its row; a server that died in it leaves the row (kept in the journal, the failure
+        as evidence) but not the cell complete (:class:`~labkit.experiments.base.ServerDied`)."""
         config, run = self.config, self.run
         attempt = run.begin_cell(cell.id)
         slug = cell.slug(attempt)
@@ -495,8 +500,9 @@ class _Loader(ExperimentRunner):
         row["error"] = "; ".join(problems) or None
         row["raw_files"] = ",".join(raw_files)
         run.append([row])
+        self.check_server(config.server, self.echo, cell.id)
+        self.session.check_link(cell.id)
         run.complete_cell(cell.id, attempt, 1)
-        return alive
 
     def run_tool(self, cell: Cell, out: str, problems: list[str]):
         """Run the cell's tool on the client host to its end; (process, stdout and stderr as text, exit status)."""

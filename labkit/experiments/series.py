@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from labkit.echo.options import OPTIONS
 from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
@@ -233,6 +233,18 @@ def ping_rows(event: dict[str, Any], source_file: str | None = None) -> list[dic
     return rows
 
 
+def over_timeout(row: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """A row whose reply came later than the run's timeout, as a failed probe that says so (pure).
+
+    Every probe was meant to give up by then, yet not all can: ping waits whole seconds (-W), and a tool that
+    times each step apart lets a call run over. Such a reply is not a sample of the round trip the run asked
+    about (a link outage would pass for a slow link): ok is False, the time kept.
+    """
+    if not row["ok"] or row["rtt_ms"] is None or row["rtt_ms"] <= timeout_s * 1e3:
+        return row
+    return {**row, "ok": False, "error": f"slower than the timeout ({timeout_s * 1e3:g} ms): {row['rtt_ms']:.3f} ms"}
+
+
 def ping_raw_text(events: list[dict[str, Any]]) -> str:
     """The raw output of a cell's ping runs, in tick order, each after a '# tick' line saying how it ran."""
     lines = ["# labkit series: one ping run per tick; each run's stdout follows its '# tick' line, "
@@ -276,37 +288,43 @@ class _Series(ExperimentRunner):
         todo = session.pending(cells, lambda cell: cell.count * len(config.probes))
         if not todo:
             return
-        address = session.address(config.server)
-        server = None
+        self.address = session.address(config.server)
+        self.server, self.ready = None, {}
         try:
-            server, ready = session.start_echo_server(
-                config.server, "--tcp-echo-port", "0",
-                "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)), *config.stack().server_args(),
-                clients=(config.client,))
-            run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": address, **ready}
-            run.save_manifest()
+            self.start_server()
             for group in contiguous_ranges(todo):
                 session.check_stopping()
-                self.run_range(group, address, ready)
+                label = f"ticks {group[0].first}–{group[-1].first + group[-1].count - 1}"
+                self.with_one_restart(label, lambda: self.run_range(self.unfinished(group)), self.restart_server)
         finally:
-            if server is not None:
-                self.note_server_exit(server)
-                session.stop(config.server, server)
+            if self.server is not None:
+                session.stop(config.server, self.server)
 
-    def note_server_exit(self, server) -> None:
-        """Record (and say) that the echo server ended before the series did; its probes failed from then on."""
-        died = server.poll()
-        if died is None:
+    def start_server(self) -> None:
+        config, run = self.config, self.run
+        self.server, self.ready = self.session.start_echo_server(
+            config.server, "--tcp-echo-port", "0",
+            "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)), *config.stack().server_args(),
+            clients=(config.client,))
+        run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": self.address,
+                                                                   **self.ready}
+        run.save_manifest()
+
+    def restart_server(self) -> None:
+        server, self.server = self.server, None
+        self.session.stop(self.config.server, server)
+        self.start_server()
+
+    def unfinished(self, cells: list[Cell]) -> list[Cell]:
+        finished = self.run.finished_cells()
+        return [cell for cell in cells if cell.id not in finished]
+
+    def run_range(self, cells: list[Cell]) -> None:
+        """One agent for a contiguous range of cells; each cell completes when every probe has every tick. A dead
+        echo server stops the agent at its first failed call: cells not complete by then are left for a redo."""
+        if not cells:
             return
-        self.run.manifest.setdefault("server_exits", {})[str(self.run.attempt)] = {
-            "status": died, "stderr_tail": server.stderr_lines[-5:]}
-        self.run.save_manifest()
-        self.progress.log(f"the echo server on {self.config.server} exited during the series (status {died}); "
-                          "its probes recorded errors from then on")
-
-    def run_range(self, cells: list[Cell], address: str, ready: dict[str, Any]) -> None:
-        """One agent for a contiguous range of cells; each cell completes when every probe has every tick."""
-        config = self.config
+        config, address, ready = self.config, self.address, self.ready
         args = [
             "echo", "series-agent", "--address", address, "--grpc-port", str(ready["port"]),
             "--tcp-echo-port", str(ready["tcp_echo_port"]), "--probes", ",".join(config.probes),
@@ -315,14 +333,19 @@ class _Series(ExperimentRunner):
             "--timeout", f"{config.timeout_s!r}s", "--spread" if config.spread else "--together",
             *(["--impl", "go"] if config.stack().client_impl == "go" else []),
         ]
-        recorder = _RangeRecorder(self.run, config, cells)
-        with self.session.agent(config.client, *args) as proc:
+        recorder = _RangeRecorder(self.run, config, cells, server_alive=lambda: self.server.poll() is None,
+                                  check_link=self.session.check_link)
+        with self.session.agent(config.client, *args) as proc, self.stops_with(self.server, proc):
             # Silence longer than a call's deadline (twice: warm-up of two probes) plus a tick means the agent is stuck.
             for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
                 self.handle(event, recorder)
+                if event.get("event") == "sample" and not event.get("ok"):
+                    self.check_server(config.server, self.server, f"tick {event['tick']}")
             status = proc.wait()
         missing = [cell for cell in cells if cell.id not in recorder.done]
         self.cells_done += len(cells) - len(missing)
+        if missing:
+            self.check_server(config.server, self.server, f"cells {missing[0].label}–{missing[-1].label}")
         if status != 0 or missing:
             raise LabkitError(f"the series agent on {config.client} stopped with {len(missing)} of {len(cells)} cells "
                               f"incomplete: {proc.last_words(status)}")
@@ -347,9 +370,12 @@ class _Series(ExperimentRunner):
 class _RangeRecorder:
     """Appends one agent's events to the run, cell by cell, and completes each cell once it has every tick."""
 
-    def __init__(self, run, config: SeriesConfig, cells: list[Cell]):
+    def __init__(self, run, config: SeriesConfig, cells: list[Cell], server_alive: Callable[[], bool] = lambda: True,
+                 check_link: Callable[[str], None] = lambda what: None):
         self.run = run
         self.config = config
+        self.server_alive = server_alive
+        self.check_link = check_link
         self.by_first = {cell.first: cell for cell in cells}
         self.states: dict[int, _CellState] = {}
         self.done: set[str] = set()
@@ -362,7 +388,8 @@ class _RangeRecorder:
         return self.states[cell.first]
 
     def append(self, state: _CellState, rows: list[dict[str, Any]]) -> None:
-        self.run.append([{**self.fixed, "cell_id": state.cell.id, "attempt": state.attempt, **row} for row in rows])
+        self.run.append([{**self.fixed, "cell_id": state.cell.id, "attempt": state.attempt,
+                          **over_timeout(row, self.config.timeout_s)} for row in rows])
         state.rows += len(rows)
 
     def sample(self, event: dict[str, Any]) -> None:
@@ -381,9 +408,11 @@ class _RangeRecorder:
         self.finish_if_complete(state)
 
     def finish_if_complete(self, state: _CellState) -> None:
-        """Once a cell has every tick of every probe, it is complete."""
-        if not state.complete or state.cell.id in self.done:
+        """Once a cell has every tick of every probe, it is complete: unless the echo server is gone, when its
+        calls may have gone to nothing."""
+        if not state.complete or state.cell.id in self.done or not self.server_alive():
             return
+        self.check_link(state.cell.id)
         self.run.complete_cell(state.cell.id, state.attempt, state.rows)
         self.done.add(state.cell.id)
 

@@ -38,6 +38,7 @@ from typing import Any
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
+from labkit.parsers.iperf3 import iperf3_rate
 
 EXPERIMENT = "idle-step"
 
@@ -66,7 +67,7 @@ class SweepConfig(StackChoice):
     ping_count: int = 10
     iperf_seconds: int = 3
     iperf_rate: str = "50M"
-    iperf_port: int = 5201
+    iperf_port: int | None = None  # None: one of its own, picked at random (runs at once never share one)
     call_timeout_s: float = 30.0
 
     def validate(self) -> None:
@@ -86,6 +87,10 @@ class SweepConfig(StackChoice):
             raise LabkitError("--slow-start-after-idle takes 1, 0 (or 'keep')")
         if self.order not in ("sequential", "shuffled"):
             raise LabkitError("--order is sequential or shuffled")
+        try:
+            iperf3_rate(self.iperf_rate)
+        except ValueError as exc:
+            raise LabkitError(f"--iperf-rate: {exc}") from None
         plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
 
 
@@ -166,23 +171,28 @@ class _Sweeper(ExperimentRunner):
         super().__init__(session, config)
         # (client, server) -> the KernelConditions of both hosts; filled in before any cell runs.
         self.kernel_conditions: dict[tuple[str, str], tuple] = {}
+        self.knob_locks: dict[str, object] = {}  # host -> its KnobLock, while this run may change its kernel
         self.calls_measured = 0
 
     def run_cells(self, cells: list[Cell]) -> None:
         """Run every pair's cells: one pair in this thread, or disjoint pairs in parallel with --mesh."""
         pairs = list(dict.fromkeys((cell.src, cell.dst) for cell in cells))
-        self.capture_kernel_originals(pairs)
-        by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
-        if len(pairs) == 1:
-            self.run_pair(*pairs[0], by_pair[pairs[0]])
-        else:
-            _run_mesh(self, by_pair)
+        try:
+            self.capture_kernel_originals(pairs)
+            by_pair = {pair: [cell for cell in cells if (cell.src, cell.dst) == pair] for pair in pairs}
+            if len(pairs) == 1:
+                self.run_pair(*pairs[0], by_pair[pairs[0]])
+            else:
+                _run_mesh(self, by_pair)
+        finally:
+            self.unlock_knobs()
 
     def capture_kernel_originals(self, pairs: list[tuple[str, str]]) -> None:
         """Record each host's original settings in the manifest before any cell changes them."""
         from labkit.hosts.kernel import KernelConditions
 
         originals = self.run.manifest.setdefault("kernel_originals", {})
+        self.lock_knobs(sorted({name for pair in pairs for name in pair}))
         for src, dst in pairs:
             sides = (
                 KernelConditions(self.session.host(src), self.session.address(dst)),
@@ -200,6 +210,36 @@ class _Sweeper(ExperimentRunner):
                     originals[key] = {"host": name, **side.capture()}
         self.run.save_manifest()
 
+    def lock_knobs(self, names: list[str]) -> None:
+        """Hold each host's kernel knobs for this run, when it changes any: a second run on the same hosts waits for
+        none of it, but refuses in one line before it records another run's setting as the original."""
+        import os
+        import socket
+
+        from labkit.hosts.kernel import KnobLock
+        from labkit.provenance import utc_now
+
+        config = self.config
+        if all(v is None for v in config.slow_start_after_idle) and all(v is None for v in config.cc):
+            return
+        owner = {"run_id": self.run.run_id, "controller": socket.gethostname(), "pid": os.getpid(), "since": utc_now()}
+        for name in names:
+            lock = KnobLock(self.session.host(name), owner)
+            lock.acquire()
+            self.knob_locks[name] = lock
+            self.run.manifest.setdefault("knob_locks", {})[name] = lock.path  # held now (cleanup's to release)
+            self.run.manifest.setdefault("knob_locks_held", []).append(lock.path)  # every one it held
+            self.run.save_manifest()
+
+    def unlock_knobs(self) -> None:
+        """Let go of every host whose kernel is back as it was; one left changed stays held until cleanup restores it."""
+        originals = self.run.manifest.get("kernel_originals", {})
+        for name in list(self.knob_locks):
+            if all(entry.get("restored", True) for entry in originals.values() if entry["host"] == name):
+                self.knob_locks.pop(name).release()
+                self.run.manifest.get("knob_locks", {}).pop(name, None)
+        self.run.save_manifest()
+
     def run_pair(self, src: str, dst: str, cells: list[Cell]) -> None:
         from labkit.analysis.tables import condition_label
 
@@ -209,35 +249,37 @@ class _Sweeper(ExperimentRunner):
         todo = session.pending(cells, lambda cell: calls_per_cell)
         if not todo:
             return
-        echo_server, server_key = None, None
+        server = _PairServer(self, src, dst)
         try:
             session.ping_baseline(src, dst, "before", config.ping_count)
             session.iperf_baseline(src, dst, seconds=config.iperf_seconds, rate=config.iperf_rate, port=config.iperf_port)
-            serve = []
-            keepalives = [k for k in config.keepalive_ms if k]
-            if keepalives:
-                serve += ["--permit-keepalive-ms", str(min(keepalives))]
             for cell in todo:
                 session.check_stopping()
-                if cell.stack.server_key != server_key:  # cells come grouped by server: one per group
-                    if echo_server is not None:
-                        session.stop(dst, echo_server)
-                        echo_server = None
-                    echo_server, ready = session.start_echo_server(dst, *serve, *cell.stack.server_args(), clients=(src,))
-                    server_key, target = cell.stack.server_key, f"{url_host(session.address(dst))}:{ready['port']}"
-                    self.record_server(dst, ready)
+                server.serve(cell.stack)  # cells come grouped by server: one per group
                 self.progress.describe(f"{src}→{dst} {condition_label(cell.cc, cell.slow_start_after_idle, cell.gap_s)}"
                                        f" {cell.stack.label()}")
                 if self.set_conditions(cell, conditions):
-                    self.run_cell(cell, target)
+                    self.with_one_restart(cell.id, lambda: self.run_cell(cell, server), server.restart)
                 else:
                     self.progress.advance(calls_per_cell)
             session.ping_baseline(src, dst, "after", config.ping_count)
         finally:
-            if echo_server is not None:
-                session.stop(dst, echo_server)
-            for problem in [problem for side in conditions for problem in side.restore()]:
+            try:
+                server.stop()
+            finally:  # a host that went away must not keep the other from being restored
+                self.restore_pair(src, dst, conditions)
+
+    def restore_pair(self, src: str, dst: str, conditions) -> None:
+        """Put back both hosts' kernel settings, each on its own; mark in the manifest which ones are back."""
+        originals = self.run.manifest.setdefault("kernel_originals", {})
+        for name, side in zip((src, dst), conditions):
+            problems = side.restore()
+            for problem in problems:
                 self.progress.log(f"[red]{problem}[/red]")
+            key = f"{name}->{side.peer}"
+            if key in originals:
+                originals[key]["restored"] = not problems
+        self.run.save_manifest()
 
     def set_conditions(self, cell: Cell, conditions) -> bool:
         """Set the cell's kernel conditions on both hosts; False (and the cell recorded as skipped) if a host refuses."""
@@ -255,8 +297,9 @@ class _Sweeper(ExperimentRunner):
             return False
         return True
 
-    def run_cell(self, cell: Cell, target: str) -> None:
+    def run_cell(self, cell: Cell, server: "_PairServer") -> None:
         config, run = self.config, self.run
+        target = server.target
         expected = len(config.sizes) * config.repeats
         attempt = run.begin_cell(cell.id)
         args = [
@@ -272,7 +315,7 @@ class _Sweeper(ExperimentRunner):
             args += ["--keepalive-ms", str(cell.keepalive_ms)]
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, **cell.columns()}
         received = 0
-        with self.session.agent(cell.src, *args) as proc:
+        with self.session.agent(cell.src, *args) as proc, self.stops_with(server.proc, proc):
             # Silence for longer than a call's deadline plus its gap means the client is stuck.
             for call in json_lines(proc, timeout=config.call_timeout_s + cell.gap_s + 30):
                 call["rtt_ms"] = call["rtt_ns"] / 1e6
@@ -282,10 +325,43 @@ class _Sweeper(ExperimentRunner):
                 self.calls_measured += 1
                 self.progress.advance()
             status = proc.wait()
-        if status != 0 or received != expected:
+        self.check_server(cell.dst, server.proc, cell.id)  # calls to a dead server measured nothing of the path
+        # Exit status 1 with every row: every call failed (a path that was down), which the rows record.
+        if status not in (0, 1) or received != expected:
             raise LabkitError(f"the echo client on {cell.src} stopped after {received} of {expected} calls: "
                               f"{proc.last_words(status)}")
+        self.session.check_link(cell.id)
         run.complete_cell(cell.id, attempt, received)
+
+
+class _PairServer:
+    """The echo server one pair's cells call: started for a server stack, restarted after it died, stopped at the end."""
+
+    def __init__(self, sweeper: _Sweeper, src: str, dst: str):
+        self.sweeper, self.session, self.src, self.dst = sweeper, sweeper.session, src, dst
+        self.proc = self.key = self.stack = None
+        self.target = ""
+
+    def serve(self, stack) -> None:
+        if self.proc is not None and stack.server_key == self.key:
+            return
+        self.stop()
+        config = self.sweeper.config
+        args = ["--permit-keepalive-ms", str(min(k for k in config.keepalive_ms if k))] if any(config.keepalive_ms) else []
+        self.proc, ready = self.session.start_echo_server(self.dst, *args, *stack.server_args(), clients=(self.src,))
+        self.key, self.stack = stack.server_key, stack
+        self.target = f"{url_host(self.session.address(self.dst))}:{ready['port']}"
+        self.sweeper.record_server(self.dst, ready)
+
+    def restart(self) -> None:
+        stack = self.stack
+        self.stop()
+        self.serve(stack)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            self.session.stop(self.dst, proc)
 
 
 def _pairs(config: SweepConfig, inventory) -> list[tuple[str, str]]:

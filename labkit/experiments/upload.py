@@ -166,6 +166,7 @@ class _Uploader(ExperimentRunner):
     def __init__(self, session, config: UploadConfig):
         super().__init__(session, config)
         self.uploads_measured = 0
+        self.server, self.ready = None, {}
 
     def prepare_file(self) -> dict[str, Any]:
         """Put the file on the client host once; return (and record) its path there, size and SHA-256."""
@@ -266,21 +267,32 @@ class _Uploader(ExperimentRunner):
         if tls:
             ca_path, tls_args = self._tls_material()
             serve += tls_args
-        server, ready = session.start_echo_server(config.server, *serve, clients=(config.client,))
+        address = url_host(session.address(config.server))
+        self.start_server(serve)
         try:
-            run.manifest.setdefault("servers", []).append({"attempt": run.attempt, **ready})
-            run.save_manifest()
-            address = url_host(session.address(config.server))
             for cell in cells:
                 session.check_stopping()
-                port = ready["port"] if cell.transport == "grpc" else ready["http2_port"]
                 self.progress.describe(f"{cell.transport} tls={'on' if tls else 'off'} chunk={cell.chunk_bytes} B")
-                self.run_cell(cell, f"{address}:{port}", file, ca_path)
+                self.with_one_restart(cell.id, lambda: self.run_cell(cell, address, file, ca_path),
+                                      lambda: self.start_server(serve))
         finally:
-            session.stop(config.server, server)
+            self.stop_server()
 
-    def run_cell(self, cell: Cell, target: str, file: dict[str, Any], ca_path: str | None) -> None:
+    def start_server(self, serve: list[str]) -> None:
+        """The echo server of a group of cells (the one before it stopped first: a restart after it died)."""
+        self.stop_server()
+        self.server, self.ready = self.session.start_echo_server(self.config.server, *serve, clients=(self.config.client,))
+        self.run.manifest.setdefault("servers", []).append({"attempt": self.run.attempt, **self.ready})
+        self.run.save_manifest()
+
+    def stop_server(self) -> None:
+        if self.server is not None:
+            server, self.server = self.server, None
+            self.session.stop(self.config.server, server)
+
+    def run_cell(self, cell: Cell, address: str, file: dict[str, Any], ca_path: str | None) -> None:
         config, run = self.config, self.run
+        target = f"{address}:{self.ready['port'] if cell.transport == 'grpc' else self.ready['http2_port']}"
         attempt = run.begin_cell(cell.id)
         args = [
             "echo", "upload-agent", "--transport", cell.transport, "--target", target,
@@ -293,7 +305,7 @@ class _Uploader(ExperimentRunner):
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, "file_bytes": file["bytes"],
                  **cell.columns()}
         received = 0
-        with self.session.agent(cell.src, *args) as proc:
+        with self.session.agent(cell.src, *args) as proc, self.stops_with(self.server, proc):
             # Silence for longer than one upload's deadline means the agent is stuck.
             for message in json_lines(proc, timeout=config.upload_timeout_s + 60):
                 event = message.pop("event", None)
@@ -305,10 +317,12 @@ class _Uploader(ExperimentRunner):
                     self.uploads_measured += 1
                     self.progress.advance()
             status = proc.wait()
+        self.check_server(config.server, self.server, cell.id)  # uploads to a dead server measured only the failure
         if status != 0 or received != config.repeats:
             raise LabkitError(f"the upload agent on {cell.src} stopped after {received} of {config.repeats} uploads: "
                               f"{proc.last_words(status)}")
         run.save_manifest()
+        self.session.check_link(cell.id)
         run.complete_cell(cell.id, attempt, received)
 
 

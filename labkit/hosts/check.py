@@ -90,7 +90,10 @@ def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = Fal
     check.target = "local" if entry.is_local else host.describe()
     try:
         if entry.is_local:
-            check.reachable = check.auth = True
+            check.error = _cannot_enter(host)
+            check.reachable = check.auth = not check.error
+            if check.error:
+                return check
         else:
             try:
                 host.transport()
@@ -122,6 +125,19 @@ def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = Fal
     finally:
         host.close()
     return check
+
+
+def _cannot_enter(host) -> str:
+    """Why commands cannot run on a local host (its network namespace is missing, or entering one needs root),
+    or "" when they can: every fact below would otherwise be read as missing, and the host called usable."""
+    result = host.run(["true"])
+    if result.ok:
+        return ""
+    detail = (result.stderr or result.stdout).strip().splitlines()
+    reason = detail[-1] if detail else f"exit status {result.returncode}"
+    if host.netns:
+        return f"cannot run commands in network namespace {host.netns}: {reason}"
+    return f"cannot run commands here: {reason}"
 
 
 def _route_to(host, peer: str, address: str) -> PeerRoute:

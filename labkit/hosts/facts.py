@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit.errors import LabkitError
 from labkit.parsers.iproute import parse_link_mtu, parse_qdisc, parse_route_get, parse_sysctl_output
 
 TCP_SYSCTLS = (
@@ -104,3 +105,35 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
             except ValueError:
                 facts["python"] = None
     return facts
+
+
+def process_start_ticks(host, pid: int) -> int | None:
+    """When process ``pid`` on ``host`` started (clock ticks since boot); None when there is no such process."""
+    from labkit.echo.cputime import parse_start_ticks
+
+    try:
+        return parse_start_ticks(host.read_bytes(f"/proc/{pid}/stat").decode())
+    except (LabkitError, ValueError, IndexError):
+        return None
+
+
+def not_the_process(host, entry: dict[str, Any]) -> str | None:
+    """Why the process a run recorded (``pid``, ``start_ticks``, ``argv``) is not the one now running under its
+    pid, or None when it still is: a pid freed when labkit's process ended may have gone to another process.
+
+    Entries written before start times were recorded are checked by their command line instead. With no
+    process of that pid left, its group may still hold the leader's children, and Linux gives no new process
+    a pid still in use as a group id: the group is still labkit's.
+    """
+    pid = entry["pid"]
+    started = process_start_ticks(host, pid)
+    if started is None:
+        return None
+    if entry.get("start_ticks") is not None:
+        return None if started == entry["start_ticks"] else f"pid {pid} is now another process (another start time)"
+    try:
+        argv = host.read_bytes(f"/proc/{pid}/cmdline").decode(errors="replace").split("\0")[:-1]
+    except LabkitError:  # the process ended in between
+        return None
+    return None if argv == list(entry["argv"]) else f"pid {pid} now runs {' '.join(argv)[:60]!r}"
+

@@ -28,6 +28,7 @@ Relative paths are relative to the inventory file. The inventory that
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,30 @@ _HOST_KEYS = {
     "connect_timeout": (int, float),
     "become": str,
 }
+
+
+# A host's name names files (raw/iperf3-a-b.json, its default labkit_dir) and cells: no '/', no spaces.
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# What a labkit_dir may hold. pip writes the venv's path into the shell wrapper of its console scripts when
+# the path has a space or is long (#!/bin/sh ... exec "PATH/python"), where $(...) and `...` would run: a
+# path is a path, so anything a shell treats specially is refused, whichever way labkit runs itself.
+_SAFE_DIR = re.compile(r"^(?:~(?:/|$))?[A-Za-z0-9._+/-]*$")
+
+
+def _check_names(where: str, name: str, labkit_dir: str | None) -> None:
+    """A host name fit for file names and a labkit_dir no shell would expand: one line naming the problem."""
+    if not _HOST_NAME.match(name):
+        raise LabkitError(f"{where}: host name {name!r} must be letters, digits, '.', '_' or '-' (at most 64), "
+                          "starting with a letter or digit")
+    if labkit_dir is None:
+        return
+    if not _SAFE_DIR.match(labkit_dir):
+        bad = sorted({c for c in labkit_dir if not re.match(r"[A-Za-z0-9._+/-]", c)})
+        raise LabkitError(f"{where}: hosts.{name}.labkit_dir {labkit_dir!r} has {' '.join(map(repr, bad))}: "
+                          "use letters, digits and . _ + - / (and ~/ first)")
+    if not labkit_dir.strip("~/."):
+        raise LabkitError(f"{where}: hosts.{name}.labkit_dir {labkit_dir!r} would put labkit's files straight into "
+                          "that directory; name a directory of its own, e.g. ~/.labkit/" + name)
 
 
 @dataclass(frozen=True)
@@ -140,6 +165,7 @@ def parse_inventory(text: str, path: Path | None = None) -> Inventory:
             if not isinstance(value, expected) or isinstance(value, bool):
                 kind = "a number" if expected == (int, float) else ("an integer" if expected is int else "a string")
                 raise LabkitError(f"{where}: hosts.{name}.{key} must be {kind}, not {value!r}")
+        _check_names(where, name, table.get("labkit_dir"))
         become = table.get("become", "none")
         if become not in BECOME_VALUES:
             raise LabkitError(f"{where}: hosts.{name}.become must be {' or '.join(map(repr, BECOME_VALUES))}, "
@@ -172,14 +198,10 @@ def parse_inventory(text: str, path: Path | None = None) -> Inventory:
 
 def load_inventory(path: str | Path) -> Inventory:
     """Read and check an inventory file."""
+    from labkit.files import read_text_file
+
     path = Path(path).expanduser()
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise LabkitError(f"inventory {path} does not exist") from None
-    except OSError as exc:
-        raise LabkitError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
-    return parse_inventory(text, path.resolve())
+    return parse_inventory(read_text_file(path, "inventory"), path.resolve())
 
 
 def open_host(

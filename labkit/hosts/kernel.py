@@ -139,3 +139,81 @@ def restore_from_manifest(host, originals: dict[str, object]) -> list[str]:
     conditions.original_ssai = originals.get("slow_start_after_idle")  # type: ignore[assignment]
     conditions.original_route = originals.get("route_to_peer")  # type: ignore[assignment]
     return conditions.restore()
+
+
+class KnobsBusy(LabkitError):
+    """Another run holds a host's kernel knobs: two runs changing them at once would each record the other's value
+    as the original, and both end with it."""
+
+
+class KnobLock:
+    """A host's kernel knobs, held by one run at a time: a directory made atomically under /tmp, named for the
+    host's network namespace (hosts of one machine's testbed share /tmp, not a namespace), with its owner inside.
+
+    A lock whose owner is a run ended (its controller's process gone on this machine) is stale and taken over.
+    """
+
+    PREFIX = "/tmp/labkit-knobs-"
+
+    def __init__(self, host, owner: dict[str, object]):
+        self.host = host
+        self.owner = owner
+        self.path: str | None = None
+
+    def _path(self) -> str:
+        namespace = self.host.run(["readlink", "/proc/self/ns/net"], check=True).stdout.strip()  # net:[4026531840]
+        return self.PREFIX + "".join(ch for ch in namespace if ch.isdigit())
+
+    def acquire(self) -> None:
+        import json
+        import tempfile
+
+        path = self._path()
+        for _ in range(2):
+            if self.host.run(["mkdir", "-m", "0755", path]).ok:
+                with tempfile.NamedTemporaryFile("w", suffix=".json") as owner:
+                    owner.write(json.dumps(self.owner))
+                    owner.flush()
+                    self.host.put(owner.name, f"{path}/owner.json")
+                self.path = path
+                return
+            holder = self._holder(path)
+            if holder is not None and _controller_alive(holder):
+                raise KnobsBusy(f"{self.host.name}: its kernel knobs are held by run {holder.get('run_id')} (pid "
+                                f"{holder.get('pid')} on {holder.get('controller')}) since {holder.get('since')}; "
+                                "wait for it, or `labkit runs cleanup` if it was killed")
+            self.host.remove(path)  # stale: its run is gone
+        raise KnobsBusy(f"{self.host.name}: could not take its kernel knobs' lock {path}")
+
+    def _holder(self, path: str) -> dict | None:
+        import json
+
+        try:
+            return json.loads(self.host.read_bytes(f"{path}/owner.json"))
+        except (LabkitError, ValueError):
+            return None  # being written, or half gone: treated as stale
+
+    def release(self) -> None:
+        if self.path is not None:
+            try:
+                self.host.remove(self.path)
+            except LabkitError:
+                pass  # the host went away: cleanup, or the next run, finds it stale
+            self.path = None
+
+
+def _controller_alive(holder: dict) -> bool:
+    """Whether the run holding a lock is still measuring: its controller process, when that is on this machine; a
+    run of another machine counts as alive."""
+    import os
+    import socket
+
+    if holder.get("controller") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(holder["pid"]), 0)
+    except (ProcessLookupError, ValueError, KeyError, TypeError):
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -35,6 +35,7 @@ from pathlib import Path
 import paramiko
 
 from labkit.errors import LabkitError
+from labkit.hosts.known_hosts import read_known_hosts
 from labkit.hosts.local import BackgroundProcess, Result
 from labkit.hosts.privilege import Becomes
 
@@ -90,11 +91,28 @@ def _fingerprint(key: paramiko.PKey) -> str:
     return f"{key.get_name()} {key.fingerprint}"
 
 
+def _refuse_revoked(host: "SSHHost", known, hostname: str, key: paramiko.PKey) -> None:
+    """A key an ``@revoked`` line names is never accepted, not even with --accept-new-host-keys (as OpenSSH)."""
+    line = known.revoked(hostname, key)
+    if line is not None:
+        raise HostKeyRejected(f"{host.name}: the host key of {hostname} ({_fingerprint(key)}) is marked @revoked in "
+                              f"{host.known_hosts} line {line.number}; refusing to connect")
+
+
 class _RefuseUnknownKey(paramiko.MissingHostKeyPolicy):
-    def __init__(self, host: "SSHHost"):
+    def __init__(self, host: "SSHHost", known):
         self.host = host
+        self.known = known
 
     def missing_host_key(self, client, hostname, key):
+        _refuse_revoked(self.host, self.known, hostname, key)
+        authority = self.known.authority(hostname)
+        if authority is not None:
+            raise HostKeyRejected(
+                f"{self.host.name}: host key of {hostname} ({_fingerprint(key)}) is not in {self.host.known_hosts}, "
+                f"whose line {authority.number} trusts a certificate authority for it; labkit checks host keys, not "
+                "host certificates: record the host's own key (rerun with --accept-new-host-keys)"
+            )
         raise HostKeyRejected(
             f"{self.host.name}: host key of {hostname} ({_fingerprint(key)}) is not in {self.host.known_hosts}; "
             "check the fingerprint and rerun with --accept-new-host-keys to record it"
@@ -108,10 +126,12 @@ class _RecordNewKey(paramiko.MissingHostKeyPolicy):
     is refused by paramiko before any policy is asked.
     """
 
-    def __init__(self, host: "SSHHost"):
+    def __init__(self, host: "SSHHost", known):
         self.host = host
+        self.known = known
 
     def missing_host_key(self, client, hostname, key):
+        _refuse_revoked(self.host, self.known, hostname, key)
         path = self.host.known_hosts
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         prefix = ""
@@ -149,12 +169,13 @@ def _load_ssh_config(path: str | os.PathLike | None) -> tuple[paramiko.SSHConfig
         if not default.exists():
             return paramiko.SSHConfig(), None
         path = default
+    from labkit.files import read_text_file
+
     path = Path(path).expanduser()
+    text = read_text_file(path, "ssh config")
     try:
-        return paramiko.SSHConfig.from_path(str(path)), path
-    except FileNotFoundError:
-        raise LabkitError(f"ssh config {path} does not exist") from None
-    except (OSError, paramiko.ConfigParseError) as exc:
+        return paramiko.SSHConfig.from_text(text), path
+    except (paramiko.ConfigParseError, ValueError) as exc:
         raise LabkitError(f"cannot read ssh config {path}: {exc}") from None
 
 
@@ -320,12 +341,14 @@ class SSHHost(Becomes):
 
     def _connect(self) -> None:
         client = paramiko.SSHClient()
-        if self.known_hosts.exists():
-            try:
-                client.load_host_keys(str(self.known_hosts))
-            except (OSError, paramiko.SSHException) as exc:
-                raise HostKeyRejected(f"{self.name}: cannot read known_hosts {self.known_hosts}: {exc}") from None
-        policy = _RecordNewKey(self) if self.accept_new_host_keys else _RefuseUnknownKey(self)
+        try:
+            known = read_known_hosts(self.known_hosts)
+        except LabkitError as exc:
+            raise HostKeyRejected(f"{self.name}: {exc.message}") from None
+        # The keys of this host only (paramiko names it so), without revoked ones, which reach the policy.
+        name = self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
+        client.get_host_keys().update(known.host_keys(name))
+        policy = _RecordNewKey(self, known) if self.accept_new_host_keys else _RefuseUnknownKey(self, known)
         client.set_missing_host_key_policy(policy)
         sock = self._open_socket()
         target = f"{self.user}@{self.hostname}:{self.port}"

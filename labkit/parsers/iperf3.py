@@ -29,6 +29,7 @@ same as iperf3 names them (``cpu_host_total_percent``, ...); and ``error``
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pandas as pd
@@ -43,7 +44,23 @@ def iperf3_server_argv(bind: str, port: int) -> list[str]:
 
 def iperf3_client_argv(address: str, port: int, seconds: int, rate: str) -> list[str]:
     """An iperf3 test of ``seconds`` to ``address``, limited to ``rate`` (iperf3 -b units), with -J output."""
-    return ["iperf3", "-c", address, "-p", str(port), "-t", str(seconds), "-b", rate, "-J"]
+    return ["iperf3", "-c", address, "-p", str(port), "-t", str(seconds), "-b", iperf3_rate(rate), "-J"]
+
+
+# iperf3 -b: a number, an optional k/m/g/t (bits, ×1000), an optional /burst in packets.
+_RATE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([kKmMgGtT]?)(?:/[1-9]\d*)?$")
+
+
+def iperf3_rate(text: str) -> str:
+    """``text`` if iperf3 -b reads it as a positive rate (``50M``, ``1.5G``, ``100k``, ``10M/100``); ValueError else.
+
+    iperf3 reads a rate it cannot parse (``zzz``, ``1M;x`` up to the number) without complaint, and 0 means
+    unlimited: a typo would run the baseline unlimited, which through the delay line measures the emulator.
+    """
+    match = _RATE.match(str(text).strip())
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a positive iperf3 rate (examples: 50M, 1.5G, 100k; bits per second)")
+    return str(text).strip()
 
 _INTERVAL_COLUMNS = [
     "interval", "socket", "start", "end", "seconds", "bytes", "bits_per_second", "retransmits",

@@ -59,6 +59,12 @@ def baseline_ping_argv(address: str, count: int = 10, interval_s: float = 0.2) -
     return ["ping", "-n", "-c", str(count), "-i", f"{interval_s:g}", address]
 
 
+def log_ping_argv(address: str, count: int, interval_s: float = 1.0) -> list[str]:
+    """A ping log to import (``labkit import ping``): ``count`` probes ``interval_s`` apart, each line stamped with
+    its UTC time (-D), -n so no DNS lookup adds to the run."""
+    return ["ping", "-D", "-n", "-c", str(count), "-i", f"{interval_s:g}", address]
+
+
 def tick_ping_argv(address: str, timeout_s: float) -> list[str]:
     """One ICMP echo with a reply deadline (one per tick of a series); -D stamps each line with the UTC time."""
     return ["ping", "-D", "-n", "-c", "1", "-W", str(max(1, math.ceil(timeout_s))), address]

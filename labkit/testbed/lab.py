@@ -570,6 +570,12 @@ class Testbed:
         state = self.load_state()
         if state is None:
             leftovers = self.existing_namespaces()
+            if leftovers and os.geteuid() != 0:
+                # Only root brings a testbed up, and its state is root's: this user cannot tell a testbed
+                # that runs from one that crashed.
+                raise LabkitError(f"testbed {self.name} has namespaces ({', '.join(leftovers)}) but no state this "
+                                  f"user can read in {self.state_dir}: run `labkit testbed status --name {self.name}` "
+                                  "as root, who brought it up")
             return {"name": self.name, "up": False, "leftovers": leftovers}
         health = self.health(state)
         result = {
@@ -649,3 +655,13 @@ def all_testbed_names() -> list[str]:
         if match := _NETNS_RE.fullmatch(netns):
             names.add(match.group(1))
     return sorted(names)
+
+
+def link_settings(name: str) -> str | None:
+    """What a testbed's links are set to (its state file's link parameters, as JSON), or None without the testbed:
+    runs compare it at the start and end of their cells, so a link changed mid-run fails the cell it spoiled."""
+    try:
+        data = json.loads((testbeds_dir() / name / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return json.dumps({key: data.get(key) for key in ("link", "links", "topology", "emulator")}, sort_keys=True)

@@ -228,8 +228,10 @@ func (f *callFlags) run(p *callPlan) error {
 			return err
 		}
 		// The gap runs from the end of one call to the start of the next: the connection's idle time.
-		if !previousEnd.IsZero() && !sleepUntil(previousEnd.Add(p.gap), interrupted) {
-			return interruptedAfter(&counts)
+		if !previousEnd.IsZero() {
+			if sig := sleepUntil(previousEnd.Add(p.gap), interrupted); sig != nil {
+				return interruptedAfter(&counts, sig)
+			}
 		}
 		var row map[string]any
 		row, previousEnd = f.timedCall(channel, p, recorded, seq, payload)
@@ -242,25 +244,28 @@ func (f *callFlags) run(p *callPlan) error {
 			seq++
 		}
 		if len(interrupted) > 0 {
-			return interruptedAfter(&counts)
+			return interruptedAfter(&counts, <-interrupted)
 		}
 	}
 	pool.close()
 	fmt.Fprintf(os.Stderr, "labkit-go call: %s\n", counts.describe())
+	if counts.recordedFailed > 0 && counts.recordedOK == 0 {
+		os.Exit(1) // every call failed: the rows say why, the status says that nothing was measured
+	}
 	return nil
 }
 
-// sleepUntil waits until t; false if a signal came first.
-func sleepUntil(t time.Time, interrupted <-chan os.Signal) bool {
+// sleepUntil waits until t; the signal that came first, else nil.
+func sleepUntil(t time.Time, interrupted <-chan os.Signal) os.Signal {
 	wait := time.Until(t)
 	if wait <= 0 {
-		return true
+		return nil
 	}
 	select {
 	case <-time.After(wait):
-		return true
-	case <-interrupted:
-		return false
+		return nil
+	case sig := <-interrupted:
+		return sig
 	}
 }
 
@@ -299,10 +304,15 @@ func (s *summary) count(recorded, ok bool) {
 	}
 }
 
-// interruptedAfter ends the run as Python's client does on Ctrl-C: the summary, and exit status 130.
-func interruptedAfter(counts *summary) error {
+// interruptedAfter ends the run as Python's client does on a signal: the summary, and the shell's exit status
+// for it, 128 + the signal (130 for SIGINT, 143 for SIGTERM).
+func interruptedAfter(counts *summary, sig os.Signal) error {
 	fmt.Fprintf(os.Stderr, "labkit-go call: interrupted after %s\n", counts.describe())
-	os.Exit(130)
+	status := 130
+	if sig == syscall.SIGTERM {
+		status = 143
+	}
+	os.Exit(status)
 	return nil
 }
 

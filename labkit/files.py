@@ -1,0 +1,43 @@
+"""The small text files a user hands labkit (inventory, experiment file, known_hosts), read with one-line errors.
+
+Whatever the path holds (nothing, a directory, a file this user may not read, binary data, gigabytes) the
+problem is one :class:`LabkitError` naming the file, never a traceback; a file far larger than any such file
+can be is refused before it is read.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from labkit.errors import LabkitError
+
+#: No inventory, experiment file or known_hosts file comes near this; a larger one is the wrong file.
+MAX_TEXT_BYTES = 16 * 2**20
+
+
+def read_text_file(path: str | os.PathLike, what: str, *, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of ``path``, ``what`` naming it in errors ("inventory", "experiment file", ...)."""
+    path = Path(path).expanduser()
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise LabkitError(f"{what} {path} is a directory, not a file")
+        if size > max_bytes:
+            raise LabkitError(f"{what} {path} is {_size(size)}, not a {what} (at most {_size(max_bytes)})")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise LabkitError(f"{what} {path} does not exist") from None
+    except PermissionError:
+        raise LabkitError(f"cannot read {what} {path}: permission denied") from None
+    except OSError as exc:
+        raise LabkitError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise LabkitError(f"{what} {path} holds binary data (line {line}), not text: is it the right file?") from None
+
+
+def _size(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size} bytes"

@@ -1,0 +1,312 @@
+"""The quickstart notebook as a person runs it: `make lab`'s JupyterLab, Debian's chromium, the Run menu, the testbed.
+
+JupyterLab is started the way `make lab` starts it (scripts/lab.sh), on loopback with a random port and the token it
+prints, and the Jupyter directories of the test session, where the README's set-up registered the kernel named labkit
+(the ``jupyter_dirs`` fixture runs scripts/bootstrap.sh, which also installs chromium and chromium-driver). Selenium drives
+Debian's chromium through Debian's chromedriver: it opens a copy of notebooks/quickstart.ipynb (its parameters set
+to this test's testbed name and runs directory, as papermill sets them), clicks Run All Cells, waits for the kernel
+to go idle, and reads the page and the saved notebook. A screenshot of the step goes into the test's output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import REPO, leftover_processes, own_testbed_name, require_testbed, wait_for
+
+pytestmark = pytest.mark.testbed
+
+QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
+SSAI = "/proc/sys/net/ipv4/tcp_slow_start_after_idle"
+# What the brief's machine needs for chromium as root with no network: no sandbox (root), no GPU, and none of the
+# connections chromium makes by itself (refused here, many at a time), in a profile of its own.
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1050")
+LABKIT_PROCESSES = ("echo serve", "echo call", "labkit-go", "iperf3")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(jupyter_dirs, tmp_path_factory):
+    """`make lab`'s JupyterLab (scripts/lab.sh) on a directory of this module's own: (base URL, token, directory)."""
+    require_testbed()
+    root = tmp_path_factory.mktemp("lab")
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    log_path = root.parent / f"{root.name}-jupyterlab.log"
+    with open(log_path, "w") as log:
+        lab = subprocess.Popen([str(REPO / "scripts" / "lab.sh"), f"--port={port}", "--ServerApp.port_retries=0"],
+                               env={**env, **jupyter_dirs, "LABKIT_LAB_ROOT": str(root)}, stdout=log,
+                               stderr=subprocess.STDOUT)
+    try:
+        # What a person copies from the terminal: the URL with the token JupyterLab made up for this server.
+        printed = re.compile(rf"http://127\.0\.0\.1:{port}/lab\?token=([0-9a-f]{{32,}})")
+        found = wait_for(lambda: printed.search(log_path.read_text()) or lab.poll() is not None, 60,
+                         "JupyterLab to print its URL")
+        assert lab.poll() is None, log_path.read_text()
+        yield f"http://127.0.0.1:{port}", found.group(1), root
+    finally:
+        lab.send_signal(signal.SIGTERM)  # JupyterLab shuts its kernels down on SIGTERM
+        try:
+            lab.wait(30)
+        except subprocess.TimeoutExpired:
+            lab.kill()
+            lab.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, through Debian's chromedriver, with a fresh profile."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="labkit-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# --- the page -------------------------------------------------------------------------------------------------------
+
+
+class Notebook:
+    """The notebook open in the browser, read and driven as a person would: menus, prompts, outputs."""
+
+    def __init__(self, driver, path: Path):
+        self.driver, self.path = driver, path
+
+    def find(self, css: str) -> list:
+        """Elements of the page (menus, dialogs) matching ``css``."""
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_elements(By.CSS_SELECTOR, css)
+
+    def within(self, css: str) -> list:
+        """Elements matching ``css`` in this notebook's panel (the tab in front; other tabs stay in the page)."""
+        return self.find(f".jp-NotebookPanel:not(.lm-mod-hidden) {css}")
+
+    def text(self, element) -> str:
+        # textContent: cells out of view are in the page but not painted, so Selenium's .text would be empty.
+        return element.get_attribute("textContent") or ""
+
+    def menu(self, top: str, item: str) -> None:
+        """Click ``top`` in the menu bar, then ``item`` in its menu."""
+        wait_for(lambda: [e for e in self.find(".lm-MenuBar-itemLabel") if self.text(e) == top], 10, f"menu {top}")[0].click()
+        wait_for(lambda: [e for e in self.find(".lm-Menu-itemLabel") if self.text(e) == item], 10, f"{top} → {item}")[0].click()
+
+    def status(self) -> str:
+        indicators = self.within(".jp-Notebook-ExecutionIndicator")
+        return indicators[0].get_attribute("data-status") if indicators else ""
+
+    def code_cells(self) -> list:
+        return self.within(".jp-Notebook .jp-CodeCell")
+
+    def cell_with(self, code: str):
+        return next(c for c in self.code_cells() if code in self.text(c.find_element("css selector", ".jp-InputArea-editor")))
+
+    def prompts(self) -> list[str]:
+        return [self.text(p).strip() for p in self.within(".jp-Notebook .jp-CodeCell .jp-InputPrompt")]
+
+    def wait_until_done(self, timeout: float, last: bool = True) -> None:
+        """The kernel idle and no cell queued or running ([*]); with ``last``, the last cell has run too."""
+        def done():
+            prompts = self.prompts()
+            return (self.status() == "idle" and prompts and not any("*" in p for p in prompts)
+                    and (not last or any(ch.isdigit() for ch in prompts[-1])))
+
+        wait_for(done, timeout, "the cells to finish")
+
+    def run_cell(self, code: str, timeout: float) -> None:
+        """Select the cell whose code contains ``code`` (a click on its prompt) and run it from the Run menu."""
+        self.cell_with(code).find_element("css selector", ".jp-InputPrompt").click()
+        self.menu("Run", "Run Selected Cell and Do not Advance")
+        wait_for(lambda: self.status() == "idle" and any(
+            ch.isdigit() for ch in self.text(self.cell_with(code).find_element("css selector", ".jp-InputPrompt"))), timeout,
+            f"the cell with {code!r} to run")
+
+    def saved(self) -> nbformat.NotebookNode:
+        """Save from the File menu and read the file: what the cells produced, as JupyterLab recorded it."""
+        before = self.path.stat().st_mtime_ns
+        self.menu("File", "Save Notebook")
+        wait_for(lambda: self.path.stat().st_mtime_ns != before, 30, "the notebook to be saved")
+        time.sleep(0.3)  # the file is replaced as a whole; let the rename land
+        return nbformat.read(self.path, as_version=4)
+
+    def screenshot(self, element, path: Path) -> Path:
+        """The page with ``element`` at the top and the file browser folded away (the notebook at full width)."""
+        for tab in self.find(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current"):
+            tab.click()
+        # The notebook scrolls inside its panel: the element at the top, with a little of what comes before it.
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'start'});"
+                                   "arguments[0].closest('.jp-WindowedPanel-outer').scrollBy(0, -40);", element)
+        time.sleep(0.5)
+        self.driver.save_screenshot(str(path))
+        return path
+
+
+def open_quickstart(browser, jupyterlab, name: str, runs_dir: Path) -> Notebook:
+    """A copy of the quickstart (parameters: this test's testbed and runs directory) opened in JupyterLab."""
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    base, token, root = jupyterlab
+    notebook = load_notebook_node(str(QUICKSTART))
+    notebook.metadata.pop("jupytext", None)  # a copy, not paired with a .py of its own
+    notebook = parameterize_notebook(notebook, {"testbed_name": own_testbed_name("quick"), "runs_dir": str(runs_dir)})
+    path = root / f"{name}.ipynb"
+    nbformat.write(notebook, path)
+    browser.get(f"{base}/lab/tree/{path.name}?reset&token={token}")  # reset: only this notebook open
+    page = Notebook(browser, path)
+    wait_for(lambda: len(page.code_cells()) >= 8 and page.status() == "idle", 90, "the notebook and its kernel")
+    # The kernel the notebook asks for by name, as the set-up registered it.
+    kernel = wait_for(lambda: [page.text(e) for e in page.within(".jp-Toolbar-kernelName") if page.text(e).strip()], 30,
+                      "the kernel's name in the toolbar")
+    from labkit import __version__
+
+    assert kernel[0].strip() == f"labkit {__version__}"
+    return page
+
+
+@pytest.fixture(scope="module")
+def deployed_here():
+    """The quickstart deploys into ~/.labkit/<testbed>-a and -b (the testbed's inventory says so); gone after the module."""
+    yield
+    for host in ("a", "b"):
+        shutil.rmtree(Path.home() / ".labkit" / f"{own_testbed_name('quick')}-{host}", ignore_errors=True)
+
+
+@pytest.fixture
+def quick_testbed(deployed_here):
+    """The quickstart's testbed name in these tests; whatever a failed notebook left up goes afterwards."""
+    from labkit.testbed.lab import Testbed
+
+    name = own_testbed_name("quick")
+    yield name
+    Testbed(name, log=lambda message: None).down(quiet=True)
+
+
+def namespaces(name: str) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return sorted(line.split()[0] for line in listed.splitlines() if line.startswith(f"labkit-{name}-"))
+
+
+def ssai(name: str, host: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", f"labkit-{name}-{host}", "cat", SSAI], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def errors(notebook: nbformat.NotebookNode) -> list[str]:
+    return [f"{o.ename}: {o.evalue}" for c in notebook.cells for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+def assert_the_step_is_shown(page: Notebook, run_path: Path) -> None:
+    """The step table (the sweep's own, styled) and the figure of every call are in the page; the run shows the step."""
+    from labkit.store import Run
+
+    tables = [t for t in page.within(".jp-OutputArea-output table")
+              if page.text(t).strip().startswith("median RTT of warm calls ÷ ping RTT")]
+    assert len(tables) == 1 and "×" in page.text(tables[0]) and "ssai=1" in page.text(tables[0])
+    # JupyterLab renders only the cells near the view: bring the figure's cell into it, and let the image load.
+    cell = page.cell_with("notebooks.step_figure(run)")
+    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+    wait_for(lambda: [i for i in cell.find_elements("css selector", ".jp-OutputArea-output img")
+                      if int(i.get_attribute("naturalWidth") or 0) > 0], 30, "the figure to show")
+    images = cell.find_elements("css selector", ".jp-OutputArea-output img")
+    assert len(images) == 1 and int(images[0].get_attribute("naturalWidth")) >= 700
+    steps = Run.open(run_path).summary()
+    at_16000 = steps[steps["payload_bytes"] == 16000].set_index("slow_start_after_idle")["rtt_multiple"]
+    assert at_16000[1] >= 1.6 and at_16000[0] <= 1.3, at_16000  # two round trips after idle, one without the reset
+
+
+def test_quickstart_runs_top_to_bottom_in_jupyterlab(browser, jupyterlab, quick_testbed, tmp_path):
+    page = open_quickstart(browser, jupyterlab, "quickstart", tmp_path / "runs")
+    page.menu("Run", "Run All Cells")
+    page.wait_until_done(timeout=240)
+    executed = page.saved()
+    assert errors(executed) == [] and not any("Traceback" in page.text(o) for o in page.within(".jp-OutputArea-output"))
+    (run_path,) = (tmp_path / "runs").iterdir()
+    assert_the_step_is_shown(page, run_path)
+    report = page.text(page.cell_with("run.report("))
+    assert "labkit report" in report and "notebook idle_step" in report and "step.window_bytes" in report
+    assert namespaces(quick_testbed) == []  # the last cell took the testbed down
+    table = next(t for t in page.within(".jp-OutputArea-output table") if "median RTT" in page.text(t))
+    shot = page.screenshot(table.find_element("xpath", "./ancestor::div[contains(@class, 'jp-CodeCell')]"),
+                           tmp_path / "quickstart.png")
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    print(f"screenshot: {shot}")
+
+
+def test_interrupting_the_sweep_cell_stops_everything_and_running_it_again_resumes(browser, jupyterlab, quick_testbed,
+                                                                                   tmp_path):
+    from labkit.store import Run
+
+    runs = tmp_path / "runs"
+    page = open_quickstart(browser, jupyterlab, "quickstart-interrupted", runs)
+    page.menu("Run", "Run All Cells")
+    # Interrupt in the middle of the first cell of the sweep, whose sysctl (0) is not the host's own (1).
+    run_path = wait_for(lambda: next(iter(runs.glob("*-quickstart")), None), 120, "the sweep's run directory")
+    wait_for(lambda: (run_path / "samples.jsonl").exists() and (run_path / "samples.jsonl").read_text().count("\n") >= 1,
+             120, "the first call of the sweep")
+    assert ssai(quick_testbed, "a") == ssai(quick_testbed, "b") == "0"
+    page.menu("Kernel", "Interrupt Kernel")
+    page.wait_until_done(timeout=60, last=False)
+
+    # As Ctrl-C on the command line: every process stopped, the sysctl back, the rows kept, the run resumable.
+    assert leftover_processes(_state(quick_testbed), LABKIT_PROCESSES) == []
+    assert ssai(quick_testbed, "a") == ssai(quick_testbed, "b") == "1"
+    run = Run.open(run_path)
+    kept = len(run.journal_rows())
+    assert run.status == "interrupted" and kept >= 1
+    sweep_cell = page.text(page.cell_with("labkit.sweep("))
+    assert "RunInterrupted" in sweep_cell and "resume='auto'" in sweep_cell
+    assert namespaces(quick_testbed) != []  # the cells below the sweep did not run
+
+    # Run the sweep cell again: the same run is finished, nothing measured twice; then the last cell takes the testbed down.
+    page.run_cell("labkit.sweep(", timeout=180)
+    assert "resuming " in page.text(page.cell_with("labkit.sweep("))
+    page.run_cell("lab.down()", timeout=60)
+    assert errors(page.saved()) == []  # the interrupted cell's output is gone with its rerun
+    run = Run.open(run_path)
+    assert [p.name for p in runs.iterdir()] == [run_path.name] and run.status == "complete"
+    assert len(run.manifest["resumed_utc"]) == 1 and len(run.journal_rows()) >= kept
+    samples = run.samples()
+    assert len(samples) == 8 and (samples.groupby("cell_id").size() == 4).all()
+    assert leftover_processes_anywhere(quick_testbed) == [] and namespaces(quick_testbed) == []
+
+
+def leftover_processes_anywhere(name: str) -> list[str]:
+    """labkit's processes of this testbed still running anywhere (after its namespaces are gone)."""
+    found = subprocess.run(["pgrep", "-af", f"labkit-{name}-|testbeds/{name}/"], capture_output=True, text=True).stdout
+    return [line for line in found.splitlines() if "pgrep" not in line]
+
+
+def _state(name: str):
+    from labkit.testbed.lab import Testbed
+
+    state = Testbed(name, log=lambda message: None).load_state()
+    assert state is not None, f"testbed {name} is not up"
+    return state

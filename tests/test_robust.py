@@ -1,0 +1,264 @@
+"""Issue 15: nothing executed, nothing silently wrong, the conventions kept (real files, real processes, no testbed).
+
+Each test reproduces one reported failure: a path in the inventory that a shell would run, a known_hosts line
+that crashed the SSH host, a value that made a run measure something else than asked, a process labkit
+signalled without knowing it was its own, an exit status a shell reads the wrong way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import LABKIT, labkit
+from test_echo import ServerProcess
+
+LOCAL_PAIR = '[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n'
+
+
+def _wait_for(predicate, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+# --- item 10: a signal's exit status is 128 + the signal -------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop_signal, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, stop_signal, status):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "60s",
+                             "--interval", "200ms", "--probes", "echo-warm", "--name", "sig", "--runs-dir", str(runs),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        journal = _wait_for(lambda: next(iter(runs.glob("*-sig/samples.jsonl")), None), "the first sample")
+        proc.send_signal(stop_signal)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == status, stderr
+    assert stderr.strip().splitlines()[-1] == "labkit: interrupted"
+    assert json.loads((journal.parent / "manifest.json").read_text())["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+@pytest.mark.parametrize("stop_signal, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_echo_call_stopped_by_a_signal_prints_its_summary_and_exits_128_plus_the_signal(impl, stop_signal, status):
+    server = ServerProcess()
+    try:
+        proc = subprocess.Popen([LABKIT, "echo", "call", "--target", server.target, "--impl", impl, "--sizes", "10",
+                                 "--repeats", "1000", "--gap", "200ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert json.loads(proc.stdout.readline())["ok"]
+            proc.send_signal(stop_signal)
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        server.stop()
+    assert proc.returncode == status, stderr
+    assert "interrupted after" in stderr
+
+
+# --- item 8: values a tool would misread are refused --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate", ["zzz", "1M;x", "0", "-5M", "M", "5X", "10M/0"])
+def test_an_iperf3_rate_iperf3_would_read_as_unlimited_is_refused_before_anything_runs(tmp_path, rate):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    proc = labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--iperf-rate", rate,
+                  "--runs-dir", str(tmp_path / "runs"), timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "--iperf-rate" in proc.stderr and "not a positive iperf3 rate" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+    # The same value from an experiment file, or the Python API, is refused the same way.
+    config = tmp_path / "sweep.toml"
+    config.write_text(f'iperf_rate = "{rate}"\n')
+    proc = labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--config", str(config),
+                  "--runs-dir", str(tmp_path / "runs"), timeout=60)
+    assert proc.returncode == 2 and "not a positive iperf3 rate" in proc.stderr, proc.stderr
+    from labkit.errors import LabkitError
+    from labkit.experiments.sweep import SweepConfig
+
+    with pytest.raises(LabkitError, match="--iperf-rate"):
+        SweepConfig(inventory=str(inventory), client="a", server="b", iperf_rate=rate).validate()
+
+
+def test_iperf3_rates_as_iperf3_reads_them():
+    from labkit.parsers.iperf3 import iperf3_client_argv, iperf3_rate
+
+    for rate in ("50M", "1.5G", "100k", "10M/100", "2000000", " 1g "):
+        assert iperf3_rate(rate) == rate.strip()
+    assert iperf3_client_argv("198.18.0.2", 5201, 3, "50M")[-3:] == ["-b", "50M", "-J"]
+    with pytest.raises(ValueError):
+        iperf3_client_argv("198.18.0.2", 5201, 3, "fast")
+
+
+# --- item 3: nothing in an inventory is executed ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("labkit_dir", ["{tmp}/$(touch {tmp}/pwned)", "{tmp}/`touch {tmp}/pwned`",
+                                        "{tmp}/$(touch${{IFS}}{tmp}/pwned)/" + "x" * 120, "{tmp}/a b"])
+@pytest.mark.parametrize("command", [["deploy"], ["hosts", "check"], ["series", "--client", "a", "--server", "b"]])
+def test_a_labkit_dir_a_shell_would_expand_is_refused_before_anything_runs(tmp_path, labkit_dir, command):
+    labkit_dir = labkit_dir.format(tmp=tmp_path)
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(f'[hosts.a]\nssh = "local"\nlabkit_dir = {json.dumps(labkit_dir)}\n\n'
+                         '[hosts.b]\nssh = "local"\n')
+    runs = ["--runs-dir", str(tmp_path / "runs")] if command[0] == "series" else []
+    proc = labkit(*command, str(inventory), *runs, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "hosts.a.labkit_dir" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inventory.toml"]  # no pwned, no directory, no run
+
+
+def test_labkit_runs_itself_on_hosts_as_python_dash_m_labkit():
+    from labkit.hosts.inventory import parse_inventory
+    from labkit.hosts.layout import remote_labkit_argv
+
+    entry = parse_inventory('[hosts.a]\nssh = "gw"\nlabkit_dir = "/opt/lab-kit_1.0+x"\n').host("a")
+    assert remote_labkit_argv(entry) == ["/opt/lab-kit_1.0+x/venv/bin/python", "-m", "labkit"]
+    deploy_source = Path(__file__).resolve().parent.parent.joinpath("labkit", "deploy.py").read_text()
+    assert '/venv/bin/labkit"' not in deploy_source  # pip's console script is never what labkit runs
+
+
+@pytest.mark.parametrize("name", ["a/b", "a b", "../a", "-a"])
+def test_a_host_name_that_cannot_name_a_file_is_refused_in_one_line(tmp_path, name):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(f'[hosts.{json.dumps(name)}]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n')
+    proc = labkit("hosts", "check", str(inventory), timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stdout + proc.stderr
+    assert f"host name {name!r} must be letters, digits" in proc.stderr
+
+
+# --- item 6: known_hosts as OpenSSH reads it ----------------------------------------------------------------------
+
+
+def _keygen(directory: Path, name: str, *extra: str) -> str:
+    """A real ed25519 key made by ssh-keygen; its public ``type base64``."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / name), *extra], check=True)
+    return " ".join((directory / f"{name}.pub").read_text().split()[:2])
+
+
+def test_known_hosts_markers_patterns_and_hashes_as_openssh_reads_them(tmp_path):
+    from labkit.hosts.known_hosts import read_known_hosts
+
+    host, other, ca = (_keygen(tmp_path, n) for n in ("host", "other", "ca"))
+    known = tmp_path / "known_hosts"
+    known.write_text(f"# comment\n@cert-authority *.lab {ca}\nweb.lab,10.0.0.1 {host}\n[10.0.0.1]:2222 {other}\n"
+                     f"*.dev,!db.dev {other}\n@revoked 10.0.0.9 {host}\n10.0.0.9 {host}\n"
+                     f"10.0.0.7 sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t\n")
+    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known)], check=True, capture_output=True)  # HashKnownHosts
+    parsed = read_known_hosts(known)
+
+    def keys(name):
+        return sorted(key.get_base64() for key in parsed.host_keys(name).lookup(name).values()) \
+            if parsed.host_keys(name).lookup(name) else []
+
+    b64 = {name: text.split()[1] for name, text in (("host", host), ("other", other))}
+    assert keys("web.lab") == keys("10.0.0.1") == [b64["host"]] and keys("[10.0.0.1]:2222") == [b64["other"]]
+    assert keys("api.dev") == [b64["other"]] and keys("db.dev") == []  # negated
+    assert keys("api.lab") == []  # only a CA for it: no plain key
+    assert keys("10.0.0.9") == []  # listed, but revoked: it reaches the policy, which refuses it
+    revoked = parsed.revoked("10.0.0.9", parsed.lines[-1].key)
+    assert revoked is not None and revoked.marker == "@revoked"
+    assert parsed.authority("api.lab").marker == "@cert-authority" and parsed.authority("10.0.0.1") is None
+    assert all(line.key.get_name() == "ssh-ed25519" for line in parsed.lines)  # the CA is not a host's key
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"10.0.0.1 ssh-ed25519 AAAA!!!!notbase64\n", "line 1: the ssh-ed25519 key is not base64"),
+    (b"# ok\n\xff\xfe\x00\x01binary junk\x00\n", "holds binary data (line 2), not text"),
+    (b"@trusted 10.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG\n", "line 1: unknown marker '@trusted'"),
+    (b"10.0.0.1 ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQAB\n", "line 1: not a valid ssh-ed25519 key"),
+])
+def test_a_broken_known_hosts_line_is_one_line_naming_it(tmp_path, content, message):
+    from labkit.errors import LabkitError
+    from labkit.hosts.known_hosts import read_known_hosts
+
+    known = tmp_path / "known_hosts"
+    known.write_bytes(content)
+    with pytest.raises(LabkitError) as caught:
+        read_known_hosts(known)
+    assert message in caught.value.message and "\n" not in caught.value.message
+    # And through a command: hosts check names the host and the line, and exits 1 (a host it cannot use).
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(f'known_hosts = "{known}"\n[hosts.gw]\nssh = "127.0.0.1"\nport = 1\n')
+    proc = labkit("hosts", "check", str(inventory), "--timeout", "2", timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert any(line.startswith("gw: ") and message in line for line in proc.stdout.splitlines()), proc.stdout
+
+
+# --- item 10: runs cleanup signals only labkit's own processes ----------------------------------------------------
+
+
+def test_runs_cleanup_leaves_alone_a_process_that_took_a_recorded_pid(tmp_path):
+    from labkit.echo.cputime import start_ticks_of
+    from labkit.store import Run
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "killed", "series", {"inventory": str(inventory)})
+    ours = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "301"], start_new_session=True)
+    try:
+        run.register_process("a", ours.pid, ["sleep", "300"], start_ticks_of(ours.pid))
+        # What a reused pid looks like: the pid recorded, but the process under it started at another time.
+        run.register_process("b", stranger.pid, ["sleep", "301"], start_ticks_of(stranger.pid) - 1)
+        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert ours.wait(timeout=10) == -signal.SIGTERM
+        assert stranger.poll() is None, "a process labkit did not start was signalled"
+        assert f"left process group {stranger.pid} on b (sleep 301) alone: pid {stranger.pid} is now another " \
+               "process" in proc.stdout
+        assert Run.open(run.path).processes() == [] and Run.open(run.path).status == "interrupted"
+    finally:
+        for process in (ours, stranger):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_runs_cleanup_of_an_older_run_checks_the_command_line(tmp_path):
+    from labkit.store import Run
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "old", "series", {"inventory": str(inventory)})
+    stranger = subprocess.Popen(["sleep", "302"], start_new_session=True)
+    try:
+        run.register_process("a", stranger.pid, ["labkit", "echo", "serve"])  # no start time: an older labkit
+        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
+        assert proc.returncode == 0 and stranger.poll() is None, proc.stdout + proc.stderr
+        assert f"pid {stranger.pid} now runs 'sleep 302'" in proc.stdout
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_hosts_check_of_a_local_host_whose_namespace_is_missing_fails(tmp_path):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text('[hosts.gone]\nssh = "local"\nnetns = "labkit-h15a-never-a"\n')
+    proc = labkit("hosts", "check", str(inventory), timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ('gone: cannot run commands in network namespace labkit-h15a-never-a: Cannot open network namespace '
+            '"labkit-h15a-never-a": No such file or directory') in proc.stdout
