@@ -243,6 +243,7 @@ def test_openssh_client_uses_the_written_ssh_config(wan_testbed):
         (["--jitter-distribution", "cauchy"], "--jitter-distribution must be one of"),
         (["--queue", "lots"], "not a queue limit"),
         (["--aqm", "red"], "droptail or codel"),
+        (["--seed", "-1"], "--seed"),
         (["--one-way-delay", "0ms", "--reorder", "5%"], "--reorder needs a delay"),
         (["--rate-trace", "/nonexistent/trace"], "no such file"),
         (["--topology", "/nonexistent/topology.toml"], "cannot read topology"),

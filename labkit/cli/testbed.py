@@ -81,6 +81,9 @@ def _link_options(function):
               help="MTU of the data links (1460 like the cloud link of the research brief).")
 @click.option("--cc", type=click.Choice(["cubic", "bbr", "reno"]), default="cubic", show_default=True,
               help="TCP congestion control on the data links (set per route, so the host is untouched).")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=1, show_default=True,
+              help="Seed of the emulator's random decisions (jitter, loss, duplication, reordering): the same "
+                   "seed draws the same for the same packets.")
 @click.option("--emulator", type=click.Choice(["auto", "tun", "netem"]), default="auto", show_default=True,
               help="Kept for old scripts: the links are always labkit's emulator on TUN devices (netem is refused).")
 @click.option("--login-user", metavar="NAME",
@@ -89,7 +92,7 @@ def _link_options(function):
 @click.option("--sudo/--no-sudo", "sudo", default=None,
               help="With --login-user: passwordless sudo for that user, and become = \"sudo\" in the inventory "
                    "(--sudo, the default), or no sudo at all. Changes a running testbed.")
-def up(name, mtu, cc, emulator, login_user, sudo, topology, schedules, **link_flags):
+def up(name, mtu, cc, seed, emulator, login_user, sudo, topology, schedules, **link_flags):
     """Create the testbed, or change the links of a running one.
 
     Writes a state directory with ssh_config, known_hosts, the client key and
@@ -105,7 +108,7 @@ def up(name, mtu, cc, emulator, login_user, sudo, topology, schedules, **link_fl
     if sudo is not None and not login_user:
         raise click.UsageError("--sudo/--no-sudo go with --login-user (root needs no sudo)")
     login = LoginUser(login_user, sudo is not False) if login_user else None
-    link = _link_config(link_flags, mtu=mtu, cc=cc, emulator=emulator)
+    link = _link_config(link_flags, mtu=mtu, cc=cc, emulator=emulator, seed=seed)
     lab = Testbed(name)
     state = lab.up(link, login, topology=read_topology(topology) if topology else None,
                    schedule=read_schedule(schedules))

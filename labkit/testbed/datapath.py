@@ -32,8 +32,6 @@ LOG_FILE = "link.log"
 #: Busy-wait this long before a due time (within a budget of 5 % of a CPU per direction):
 #: a sleeping thread wakes some 20-50 µs late on this kind of machine.
 SPIN_NS = 50_000
-#: Packets and their random decisions are reproducible from this seed.
-SEED = 1
 READY_TIMEOUT_S = 10.0
 
 
@@ -69,7 +67,7 @@ def build_config(state, generation: int) -> dict:
         directions.append({"from": src, "to": dst, "params": emulator_params(spec, reverse, state.link.mtu),
                            "timeline": _timeline(state, src, dst, spec, reverse)})
     return {
-        "generation": generation, "seed": SEED, "offload": True, "spin_ns": SPIN_NS, "realtime": True,
+        "generation": generation, "seed": state.link.seed, "offload": True, "spin_ns": SPIN_NS, "realtime": True,
         "stats_path": str(state.dir / emulator.STATS_FILE), "status_path": str(state.dir / emulator.STATUS_FILE),
         "schedule_origin_utc_ns": state.schedule_origin_utc_ns,
         "hosts": [{"name": h.name, "netns": f"/var/run/netns/{h.netns}", "ifname": DATA_IFNAME,

@@ -166,6 +166,6 @@ def run_window(testbed: dict | None, start_ns: int, end_ns: int) -> dict | None:
         pass
     summary = window_summary(testbed["link_stats"], start_ns, end_ns, delays)
     status = read_status(state_dir) or {}
-    summary.update(testbed=testbed.get("name"), links=testbed.get("links"),
+    summary.update(testbed=testbed.get("name"), links=testbed.get("links"), seed=status.get("seed"),
                    covered_until_utc_ns=status.get("t_utc_ns"), realtime=status.get("realtime"))
     return summary

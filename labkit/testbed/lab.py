@@ -79,6 +79,7 @@ class LinkConfig(LinkSpec):
     mtu: int = 1460
     cc: str = "cubic"
     emulator: str = "auto"
+    seed: int = 1  # of the emulator's random decisions: the same seed, the same draws for the same packets
 
     def describe(self) -> str:
         return f"{super().describe()}, MTU {self.mtu}, congestion control {self.cc}"
@@ -95,6 +96,8 @@ class LinkConfig(LinkSpec):
                               "there is no netem emulator")
         if self.emulator not in EMULATORS:
             raise LabkitError(f"emulator must be one of {', '.join(EMULATORS)}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise LabkitError(f"the seed must be a whole number from 0 to 2^32-1, not {self.seed!r}")
 
 
 @dataclass
@@ -499,6 +502,7 @@ class Testbed:
             "rate_mbit": link.rate_bps / 1e6 if link.rate_bps else "none",
             "mtu": link.mtu,
             "cc": link.cc,
+            "seed": link.seed,
             "describe": link.describe(),
         }
 

@@ -204,7 +204,7 @@ func (x *exporter) writeStatus(dirs map[string]any, unroutable map[string]int64)
 	_ = enc.Encode(map[string]any{
 		"pid": os.Getpid(), "generation": x.generation, "reload_error": x.reloadErr,
 		"started_utc_ns": x.e.start.UnixNano(), "t_utc_ns": x.e.UTC(x.e.Now()),
-		"realtime": x.e.realtime.Load(), "offload": x.e.cfg.Offload, "spin_ns": x.e.cfg.SpinNs,
+		"realtime": x.e.realtime.Load(), "offload": x.e.cfg.Offload, "spin_ns": x.e.cfg.SpinNs, "seed": x.e.cfg.Seed,
 		"directions": dirs, "unroutable": unroutable,
 	})
 	tmp := path + ".tmp"
