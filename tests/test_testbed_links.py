@@ -121,7 +121,7 @@ def test_a_topology_names_hosts_and_overrides_the_defaults_per_pair_and_directio
     ("[hosts.a]\n[hosts.b]\n[links.a-b]\nspeed = '1gbit'\n", "unknown key 'speed'"),
     ("[hosts.a]\n[hosts.b]\n[links.a-b]\nrate = 'fast'\n", "not a rate"),
     ("[hosts.a]\n[hosts.b]\n[regions]\n", "unknown table"),
-    ("[hosts.a\n", "not TOML"),
+    ("[hosts.a\n", "not valid TOML"),
 ])
 def test_topology_mistakes_are_one_line(text, message):
     with pytest.raises(LabkitError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -30,11 +30,11 @@ and records (labkit-go link's counters, then every run's manifest).
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.errors import LabkitError
+from labkit.files import parse_toml
 from labkit.testbed.linkspec import KEYS, overrides
 from labkit.units import parse_duration
 
@@ -124,11 +124,10 @@ def read_schedule(values: list[str] | tuple[str, ...]) -> list[Change]:
             continue
         path = Path(value)
         try:
-            data = tomllib.loads(path.read_text())
+            text = path.read_text()
         except OSError as exc:
             raise LabkitError(f"cannot read schedule {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise LabkitError(f"schedule {path}: not TOML: {exc}") from None
+        data = parse_toml(text, f"schedule {path}")
         if set(data) - {"change"} or not isinstance(data.get("change"), list):
             raise LabkitError(f"schedule {path}: holds [[change]] tables and nothing else")
         changes += [parse_change(t, f"schedule {path} change {i + 1}", path.resolve().parent)

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.errors import LabkitError
+from labkit.files import parse_toml
 from labkit.testbed.linkspec import LinkSpec, overrides
 
 HOST_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
@@ -86,10 +86,7 @@ def _link_key(key: str, hosts: tuple[str, ...], where: str) -> str:
 def parse_topology(text: str, path: Path | None = None) -> Topology:
     """Read a topology file's TOML; every mistake is one LabkitError naming the file."""
     where = f"topology {path}" if path else "topology"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise LabkitError(f"{where}: not TOML: {exc}") from None
+    data = parse_toml(text, where)
     unknown = set(data) - {"hosts", "links"}
     if unknown:
         raise LabkitError(f"{where}: unknown table {sorted(unknown)[0]!r} (a topology has [hosts.NAME] and [links.A-B])")
