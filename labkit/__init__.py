@@ -8,7 +8,8 @@ Every experiment command has a Python twin that returns its
 the table the command prints, ``run.report()`` the notebooks that apply to it);
 ``resume="RUN"`` continues an interrupted run, ``resume="auto"`` the newest
 interrupted run of the same settings if there is one (a notebook cell run again
-after a kernel interrupt picks up where it stopped). ``labkit.testbed(...)``
+after a kernel interrupt picks up where it stopped); ``runs=N`` makes N
+independent runs of the whole matrix and returns the list (``--runs``). ``labkit.testbed(...)``
 brings the local testbed up from Python (:mod:`labkit.testbed.context`).
 """
 
@@ -19,11 +20,21 @@ def _entry_point(command: str, doc: str):
     """``labkit.<command>(inventory, **options)``: the experiment of that command, from Python."""
 
     def entry(inventory=None, *, runs_dir=None, resume=None, quiet: bool = False, accept_new_host_keys: bool = False,
-              **options):
-        from labkit.experiments import run_command
+              runs: int = 1, **options):
+        from labkit.errors import LabkitError
+        from labkit.experiments import run_command, run_replicates, spec
 
-        return run_command(command, inventory, runs_dir=runs_dir, resume=resume, quiet=quiet,
-                           accept_new_host_keys=accept_new_host_keys, **options)
+        if runs == 1 or resume:
+            if runs != 1:
+                raise LabkitError("resume takes the run's own settings; runs= goes with a new run only")
+            return run_command(command, inventory, runs_dir=runs_dir, resume=resume, quiet=quiet,
+                               accept_new_host_keys=accept_new_host_keys, **options)
+        if not isinstance(runs, int) or runs < 1:
+            raise LabkitError(f"runs must be a whole number of at least 1, not {runs!r}")
+        config = spec(command).config_type(inventory=str(inventory), **options)
+        config.validate()
+        return list(run_replicates(command, config, runs, runs_dir=runs_dir, quiet=quiet,
+                                   accept_new_host_keys=accept_new_host_keys))
 
     entry.__name__ = entry.__qualname__ = command
     entry.__doc__ = doc

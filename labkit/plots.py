@@ -87,9 +87,12 @@ def _ax(ax):
 
 
 def group_colors(groups: Iterable) -> dict:
-    """Palette colour per group, by the groups' sorted names, so a group keeps its colour in every figure."""
+    """Palette colour per group, by the groups' sorted names, so a group keeps its colour in every figure; a colour
+    of its own for each of any number of groups."""
     names = sorted({g for g in groups}, key=lambda g: "" if g is None else str(g))
-    return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(names)}
+    # More groups than the colour-blind palette has colours: evenly spaced hues, so no two groups share one.
+    palette = PALETTE if len(names) <= len(PALETTE) else sns.color_palette("husl", len(names))
+    return {g: palette[i] for i, g in enumerate(names)}
 
 
 def _colors(df: pd.DataFrame, by: str | None) -> dict:
@@ -128,6 +131,11 @@ def _count(ax) -> dict[str, int]:
 # --- distributions -------------------------------------------------------------------------
 
 
+#: Below this many values a group is drawn as its points and its median, not as a box: quartiles and whiskers of a
+#: handful of points suggest a distribution nobody measured.
+FEW_FOR_A_BOX = 20
+
+
 def box(
     df: pd.DataFrame,
     value: str = "rtt_ms",
@@ -144,52 +152,61 @@ def box(
 
     With percentile whiskers each whisker ends exactly at that percentile and
     every value beyond it is drawn as a point. Boxes span the quartiles, the
-    line is the median. Lost samples (``ok`` false, NaN) are not drawn.
-    ``every_value=True`` draws every value over its box (jittered, seeded):
-    with a handful of samples per group a box alone hides how few there are.
+    line is the median. Lost samples (``ok`` false, NaN) are not drawn. A group
+    of fewer than :data:`FEW_FOR_A_BOX` values gets no box: its values are
+    drawn as points (jittered, seeded) with a line at their median. Each tick
+    label ends with the group's n. ``every_value=True`` draws every value over
+    the boxes too.
     """
     ax = _ax(ax)
-    groups = _groups(df, by, order)
-    stats = []
-    for key, frame in groups:
-        values = _ok_values(frame, value, ok)
-        if whiskers == "iqr":
-            (s,) = cbook.boxplot_stats(values, whis=1.5)
-        else:
-            low_q, high_q = whiskers
-            (s,) = cbook.boxplot_stats(values, whis=(low_q, high_q))
-            s["whislo"], s["whishi"] = np.percentile(values, [low_q, high_q])
-            s["fliers"] = values[(values < s["whislo"]) | (values > s["whishi"])]
-        s["label"] = "" if key is None else str(key)
-        stats.append(s)
+    groups = [(key, _ok_values(frame, value, ok)) for key, frame in _groups(df, by, order)]
+    boxed = [(position, key, values) for position, (key, values) in enumerate(groups, start=1)
+             if len(values) >= FEW_FOR_A_BOX]
+    stats = [_box_stats(values, whiskers, key) for _, key, values in boxed]
     colors = _colors(df, by)
     with theme():
-        drawn = ax.bxp(
-            stats,
-            patch_artist=True,
-            showfliers=True,
-            widths=0.55,
-            medianprops={"color": "black", "linewidth": 1.5},
-            flierprops={"marker": "o", "markersize": 3, "markerfacecolor": "none", "alpha": 0.7},
-        )
-        for patch, (key, _) in zip(drawn["boxes"], groups):
+        drawn = ax.bxp(stats, positions=[position for position, _, _ in boxed], patch_artist=True, showfliers=True,
+                       widths=0.55, medianprops={"color": "black", "linewidth": 1.5},
+                       flierprops={"marker": "o", "markersize": 3, "markerfacecolor": "none", "alpha": 0.7}) \
+            if stats else {part: [] for part in ("whiskers", "caps", "boxes", "medians", "fliers", "means")}
+        for patch, (_, key, _) in zip(drawn["boxes"], boxed):
             patch.set_facecolor(colors[key])
             patch.set_alpha(0.8)
         ax.set_ylabel(ylabel or value)
         if by:
             ax.set_xlabel(by)
+    jitter = np.random.default_rng(0)
+    drawn["values"], drawn["few_medians"] = [], []
+    for position, (key, values) in enumerate(groups, start=1):
+        if len(values) < FEW_FOR_A_BOX or every_value:
+            drawn["values"].append(ax.scatter(position + jitter.uniform(-0.12, 0.12, len(values)), values, s=10,
+                                              color="black" if len(values) >= FEW_FOR_A_BOX else colors[key],
+                                              alpha=0.7, zorder=3))
+        if 0 < len(values) < FEW_FOR_A_BOX:
+            drawn["few_medians"].append(ax.hlines(np.median(values), position - 0.25, position + 0.25, color="black",
+                                                  linewidth=1.5, zorder=4))
+    ax.set_xticks(range(1, len(groups) + 1), [("" if key is None else f"{key}\n") + f"n={len(values)}"
+                                              for key, values in groups])
+    ax.set_xlim(0.4, len(groups) + 0.6)
     label = "5th–95th percentile" if whiskers != "iqr" else "1.5×IQR"
     if whiskers not in ("iqr", (5, 95)):
         label = f"{whiskers[0]:g}th–{whiskers[1]:g}th percentile"
+    if len(boxed) < len(groups):
+        label += f"; under {FEW_FOR_A_BOX} values: points and median"
     ax.set_title(ax.get_title() or f"whiskers: {label}", fontsize="small", loc="right")
-    if every_value:
-        jitter = np.random.default_rng(0)
-        drawn["values"] = []
-        for position, (_, frame) in enumerate(groups, start=1):
-            values = _ok_values(frame, value, ok)
-            drawn["values"].append(ax.scatter(position + jitter.uniform(-0.12, 0.12, len(values)), values, s=10,
-                                              color="black", alpha=0.6, zorder=3))
     return Drawn(ax, {**drawn, "stats": stats})
+
+
+def _box_stats(values: np.ndarray, whiskers, key) -> dict:
+    if whiskers == "iqr":
+        (s,) = cbook.boxplot_stats(values, whis=1.5)
+    else:
+        low_q, high_q = whiskers
+        (s,) = cbook.boxplot_stats(values, whis=(low_q, high_q))
+        s["whislo"], s["whishi"] = np.percentile(values, [low_q, high_q])
+        s["fliers"] = values[(values < s["whislo"]) | (values > s["whishi"])]
+    s["label"] = "" if key is None else str(key)
+    return s
 
 
 def rtt_axis(ax, ping_ms: float):

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from labkit.errors import LabkitError
+from labkit.files import read_errors
 from labkit.provenance import labkit_provenance, utc_now, utc_stamp
 
 #: Format 2 (2026-11): baselines are always nested per host pair (format 1 load runs kept them flat).
@@ -103,13 +104,8 @@ class Run:
         path = Path(path)
         manifest_path = path / "manifest.json"
         try:
-            manifest = json.loads(manifest_path.read_text())
-        except FileNotFoundError:
-            raise LabkitError(f"{path} is not a labkit run (no manifest.json)") from None
-        except PermissionError:
-            raise LabkitError(f"cannot read run {path}: permission denied") from None
-        except OSError as exc:
-            raise LabkitError(f"cannot read run {path}: {exc.strerror or exc}") from None
+            with read_errors(f"run {path}", missing=f"{path} is not a labkit run (no manifest.json)"):
+                manifest = json.loads(manifest_path.read_text())
         except ValueError as exc:  # not JSON, or not text at all
             raise LabkitError(f"{manifest_path} is not valid JSON: {exc}") from None
         if not isinstance(manifest, dict):
@@ -289,6 +285,15 @@ class Run:
         except (FileNotFoundError, ValueError):
             return []
 
+    def replicates(self) -> list["Run"]:
+        """The runs of this run's ``--runs`` group in the same runs directory (labkit.experiments.run_replicates),
+        in replicate order; just this run when it was made alone."""
+        group = (self.manifest.get("replicate") or {}).get("group")
+        if not group:
+            return [self]
+        found = [run for run in list_runs(self.path.parent) if (run.manifest.get("replicate") or {}).get("group") == group]
+        return sorted(found, key=lambda run: run.manifest["replicate"]["index"])
+
     def register_process(self, host: str, pid: int, argv: list[str], start_ticks: int | None = None) -> None:
         """Remember a process started on ``host`` until :meth:`unregister_process`; ``start_ticks`` (when it
         started, from /proc/<pid>/stat) lets ``labkit runs cleanup`` tell it from a later process given its pid."""
@@ -311,15 +316,27 @@ class Run:
     def finalize(self, schema) -> Path:
         """Write samples.parquet (atomically) from :meth:`final_rows`, cast to ``schema`` (a pyarrow schema)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         rows = self.final_rows()
         columns = {field.name: [row.get(field.name) for row in rows] for field in schema}
-        table = pa.Table.from_pydict(columns, schema=schema)
-        table = table.replace_schema_metadata({b"labkit.run_id": self.run_id.encode(), b"labkit.format_version": str(FORMAT_VERSION).encode()})
+        return self.write_samples([pa.Table.from_pydict(columns, schema=schema)], schema)
+
+    def write_samples(self, tables: Iterable[Any], schema) -> Path:
+        """Write samples.parquet (atomically) from ``tables`` (Arrow, with every column of ``schema``), one at a
+        time: a table of any size is written in bounded memory."""
+        import pyarrow.parquet as pq
+
+        stored = schema.with_metadata({b"labkit.run_id": self.run_id.encode(),
+                                       b"labkit.format_version": str(FORMAT_VERSION).encode()})
         path = self.path / "samples.parquet"
         tmp = path.with_name(".samples.parquet.tmp")
-        pq.write_table(table, tmp)
+        try:
+            with pq.ParquetWriter(tmp, stored) as writer:
+                for table in tables:
+                    writer.write_table(table.select(schema.names).cast(stored))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, path)
         return path
 

@@ -371,11 +371,14 @@ export(fig, "largest")
 #   RTT). The fit finds the window from latency alone, within the bracket of
 #   the tested sizes, and with the recorded MSS an initial window of exactly
 #   10 segments.
-# - **Three round trips around 64–100 KB, not more.** After a 64 KB or 100 KB
-#   call cwnd had grown to 60–97 segments; one idle second is two to three
-#   RTOs, so the restart halved it two or three times instead of resetting it
-#   to 10, and 100 KB took two or three round trips where a restart to 10
-#   segments would take four.
+# - **Two to four round trips at 64–100 KB.** After a 64 KB or 100 KB call
+#   cwnd had grown to 60–97 segments; one idle second is two to three RTOs,
+#   so the restart halved it two or three times instead of resetting it to
+#   10. The medians are three round trips (cubic, sysctl 1, 1 s gap: 5 calls
+#   per size in the default sample, 3 in the knobs sample), but single calls
+#   of 100000 B took four in the knobs sample: with 3–5 calls a size, how
+#   often each count occurs is not known (`labkit sweep --repeats 30` would
+#   tell).
 # - **The sysctl at 0 removes the step**: every size stays at about one RTT,
 #   while cwnd keeps the size the previous calls gave it.
 # - **Traffic more often than one RTO.** With calls 0.1 s apart, or a 1-byte
@@ -383,16 +386,19 @@ export(fig, "largest")
 #   (`lastsnd_ms_before` stays below `rto_ms_before`), nothing restarts, and
 #   14–32 KB take one RTT. Larger requests can still take two while cwnd has
 #   not yet grown to their size (the first 100 KB calls of a cell).
-# - **Keepalive pings every 250 ms did not help**, and made 14000 B requests
-#   slower (two RTT). The data say why: `lastsnd_ms_before` is a few ms before
-#   every call and `cwnd_before` is 10, so the client did not send pings during
-#   the idle second but one just before each call. That ping, the first send
-#   after the idle second, restarted the window, and, still in flight, took one
-#   of its 10 slots. Most likely grpc core throttles pings sent while no data
-#   flows (`grpc.http2.min_time_between_pings_ms`, five minutes by default) so
-#   the keepalive fires only when the next call starts: a knob that says
-#   250 ms is not traffic every 250 ms. Only a capture of the idle gap shows
-#   what a keepalive setting really sends.
+# - **Keepalive pings every 250 ms did not help** in the knobs sample (3
+#   calls per size and condition), and 14000 B requests took two RTT with
+#   them. What the data show: `lastsnd_ms_before` is a few ms before every
+#   call and `cwnd_before` is 10, so nothing was sent in the idle second
+#   until just before each call, and that first send restarted the window.
+#   Why the pings did not flow is not settled here. labkit's client asks for
+#   pings every 250 ms with no call in flight and lifts grpc core's own
+#   spacing of pings without data (`grpc.http2.min_time_between_pings_ms`
+#   and `max_pings_without_data` are set with the interval: see
+#   `labkit.echo.client.keepalive_options`), so the client's defaults are not
+#   the cause; the server's ping policy or the channel's state while idle may
+#   be. A capture of the idle gap (`labkit sweep --capture`, then
+#   `labkit explain`) shows what a keepalive setting really sends.
 # - **BBR does not restart** (no step at any size, with the sysctl at 1), but
 #   it paces a burst at its bandwidth estimate, which an application-limited
 #   connection keeps low: latency grows gradually with size, to 1.25 RTT at
@@ -434,6 +440,25 @@ display(what_if.set_index("link"))
 
 # %%
 explain_numbers = notebooks.explain_section(nb, by=("cell", "size"))
+
+# %% [markdown]
+# ## How much data does this need?
+#
+# For each condition and size: the warm calls this run has, how wide the
+# interval of their median is now (in ping RTTs, resampled in blocks in call
+# order), how many calls would put it within ±0.25 RTT (enough to tell one
+# round trip from two), and whether there are the 299 a p99 needs. Sizes
+# near the step need the most: their calls take one or two round trips.
+
+# %%
+from labkit.analysis import data_needs
+
+needs = data_needs(calls.sort_values("t_start_utc_ns"), "rtt_multiple", ["condition", "payload_bytes"], halfwidth=0.25)
+short = needs[needs["n"] < needs["n for ±0.25"]]
+display(Markdown(f"{len(short)} of {len(needs)} condition × size cells have fewer calls than ±0.25 RTT needs "
+                 f"(the most wanted: {int(needs['n for ±0.25'].max())}); {int(needs['p99 allowed'].sum())} have "
+                 "enough for a p99."))
+display(needs)
 
 # %% [markdown]
 # ## Headline numbers

@@ -66,10 +66,12 @@ from labkit import notebooks
 run_dir = notebooks.run_it_yourself("ping_vs_echo", run_it_yourself, run_dir)
 
 # %%
+import dataclasses
+
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import compare_groups, ping_vs_echo, summarize_with_ci
+from labkit.analysis import ping_vs_echo, summarize_with_ci
 from labkit.importers import read_source
 
 nb = notebooks.setup("ping_vs_echo", run_dir, sample="orca-2016", experiment=None, formats=formats, output_dir=output_dir,
@@ -180,18 +182,27 @@ last = variants[last_key]
 display(Markdown(f"**{last_key}** (labkit parsing; |z| < {threshold:g}, {passes} passes, {last['scope']}):"))
 display(last["table"], last["trim"].counts.reindex(probes))
 display(Markdown("The three variants side by side (count, median, max):"), ping_vs_echo.variants_side_by_side(variants))
+by_passes = ping_vs_echo.kept_by_passes(samples, probes, scope=last["scope"], threshold=threshold)
+still_cutting = bool((by_passes.diff().iloc[1:] < 0).to_numpy().any())
+display(Markdown(f"Samples kept after 2, 3, 5 and 10 passes ({last['scope']}, |z| < {threshold:g}): "
+                 + ("the counts keep falling, so the trim does not converge and its result is a choice of the number "
+                    "of passes, not a property of the data." if still_cutting else "the counts stop changing.")),
+        by_passes)
 
 # %% [markdown]
 # ## Every sample, untrimmed, with bootstrap confidence intervals
 #
 # Trimming is not needed to describe these distributions: the median and the
-# high percentiles already resist outliers, and nothing is hidden. Intervals
-# are 95 % percentile-bootstrap intervals (seeded, 2000 resamples).
+# high percentiles already resist outliers, and nothing is hidden. The table's
+# intervals are 95 % percentile-bootstrap intervals (seeded, 2000 resamples)
+# that take the samples as independent; an hour of samples of one path drifts,
+# so they are too narrow, and the gap between the probes below is resampled in
+# blocks of consecutive samples instead (labkit.analysis.block_bootstrap).
 
 # %%
 untrimmed = summarize_with_ci(samples, by="probe").reindex(probes)
 display(untrimmed[ping_vs_echo.UNTRIMMED_COLUMNS])
-comparison = compare_groups(samples, "rtt_ms", "probe", "ping", echo) if echo is not None else None
+comparison = ping_vs_echo.median_gap(samples, echo) if echo is not None else None
 if comparison is not None:
     display(Markdown(ping_vs_echo.describe_gap(comparison, echo)))
 
@@ -201,8 +212,8 @@ if comparison is not None:
 # - **A new connection per echo.** The 2016 client dialled the server for
 #   every call, so each sample is a TCP handshake (and HTTP/2 connection
 #   set-up) plus the RPC: at least one extra round trip, which the
-#   echo-minus-ping gap above contains (see the sentence below), so it is not
-#   gRPC or Go overhead. labkit's importer labels these samples `echo-cold`;
+#   echo-minus-ping gap above contains (see the sentence below), so not all
+#   of the gap is gRPC or Go overhead; how it divides these logs cannot say. labkit's importer labels these samples `echo-cold`;
 #   labkit's own echo client separates calls on a new connection
 #   (`cold = True`) from calls on an open one.
 # - **Samples dropped silently.** The strict pattern lost the calls logged in
@@ -226,20 +237,35 @@ else:
     left.text(0.5, 0.5, "the strict 2016 reading found no samples\nof some probe in this run", ha="center", transform=left.transAxes)
     left.set_axis_off()
 plots.box(last["kept"], by="probe", order=probes, whiskers=(5, 95), ax=right, ylabel="RTT (ms)")
-right.set_title(f"labkit: every sample, {last['scope']} trim", loc="left", fontsize="medium")
+right.set_title(f"labkit: every sample parsed, then a {last['scope']} trim (n = {len(last['kept'])})", loc="left",
+                fontsize="medium")
 export(fig, "box")
 
 fig, ax = plots.figure()
 plots.violin(last["kept"], by="probe", order=probes, ax=ax)
 ax.set_ylabel("RTT (ms)")
-ax.set_title(f"every sample, {last['scope']} trim (|z| < {threshold:g}, {passes} passes); quartiles inside", fontsize="small")
+ax.set_title(f"every sample parsed, then a {last['scope']} trim (|z| < {threshold:g}, {passes} passes, n = {len(last['kept'])}); "
+             "quartiles inside", fontsize="small")
 export(fig, "violin")
 
 fig, ax = plots.figure()
 plots.ecdf(samples, by="probe", order=probes, ax=ax)
 ax.set(xscale="log", xlabel="RTT (ms), log scale")
-ax.set_title("every sample, untrimmed (the 2 s calls are the top right)", fontsize="small")
+ax.set_title(f"every sample, untrimmed (n = {int(samples['ok'].sum())}; the 2 s calls are the top right)", fontsize="small")
 export(fig, "ecdf")
+
+# %% [markdown]
+# ## How much data does this need?
+#
+# Per probe: the samples, the half-width of the median's interval now (in
+# blocks, in the order they were taken), the samples that would put it within
+# ±0.1 ms, and whether there are the 299 a p99 needs.
+
+# %%
+from labkit.analysis import data_needs
+
+ordered = samples[samples["ok"]].sort_values("t_utc_ns") if "t_utc_ns" in samples else samples[samples["ok"]]
+display(data_needs(ordered, "rtt_ms", "probe", halfwidth=0.1))
 
 # %% [markdown]
 # ## Headline numbers
@@ -256,5 +282,5 @@ nb.finish(
     dropped_by_original=dropped[["probe", "seq", "rtt_ms", "unit", "reason"]].to_dict(orient="records"),
     seconds_valued=seconds[["probe", "seq", "rtt_ms", "unit"]].to_dict(orient="records"),
     untrimmed=untrimmed.to_dict(orient="index"),
-    comparison=comparison.as_dict() if comparison is not None else None,
+    comparison=dataclasses.asdict(comparison) if comparison is not None else None,
 )

@@ -218,6 +218,20 @@ if other is not None:
 explain_numbers = notebooks.explain_section(nb, by=("probe",))
 
 # %% [markdown]
+# ## How much data does this need?
+#
+# Per probe: the successful samples, the half-width of the median's interval
+# now (block bootstrap in tick order: ticks of one path are not independent),
+# the samples that would put the median within ±0.1 ms, and whether there are
+# the 299 a p99 needs.
+
+# %%
+from labkit.analysis import data_needs
+
+ok_samples = samples[samples["ok"] & ~samples["duplicate"]].sort_values("t_utc_ns")
+display(data_needs(ok_samples, "rtt_ms", "probe", halfwidth=0.1))
+
+# %% [markdown]
 # ## Headline numbers
 #
 # Written to a small JSON file (`series.json`) that `labkit report` prints and

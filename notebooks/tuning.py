@@ -149,12 +149,20 @@ display(table[["count", "lost", "50%", "50%_lo", "50%_hi", "p99", "p99_lo", "p99
 # Each knob is compared in every combination of the other knobs the run has
 # (in a one-at-a-time run: at the baseline of the others, and for the payload
 # and concurrency at every setting): same concurrency, same payload.
-# `compare` resamples the two cells' calls independently (2000 seeded
-# resamples by default) and gives the difference of the medians and of the
-# p99s, on − off, with a 95 % interval; req/s is the mean over the bins (the
-# window's rate), its difference resampled over the bins the same way. An
-# interval that excludes 0 says the two cells differ beyond the spread of
-# their calls.
+# The calls of a cell are resampled in blocks of consecutive calls (in the
+# order they started; a circular block bootstrap with a data-driven block
+# length, 2000 seeded resamples by default), each cell on its own: calls on
+# one connection under load are not independent, and an iid resampling makes
+# their intervals too narrow. Each comparison gives the difference of the
+# medians and of the p99s (a p99 only where both cells have at least 299
+# calls), on − off, with a 95 % interval; req/s is the mean over the bins
+# (the window's rate), its bins resampled in blocks the same way. A
+# difference is called higher or lower only where its p-value stays below
+# 0.05 after Holm's correction over every comparison of the table (all
+# knobs, all metrics): with dozens of comparisons, some pass alone by chance.
+# Even then, one cell per setting measures one connection at one moment;
+# only several runs (`labkit load --runs N`) show how far two runs of the
+# same setting come apart.
 
 # %%
 knobs = tuning.knob_range(cells)
@@ -177,10 +185,10 @@ for knob in knobs:
 # keepalive comparison is, as far as the wire is concerned, an **A/A test**:
 # one configuration recorded twice, a few seconds apart (this is grpc-go's
 # documented behaviour, not checked here with a capture). Its differences
-# are the run-to-run variation of this machine, which the intervals (the
-# spread of calls *within* a cell) do not include. A pool or payload
-# difference is only worth reading when it is larger than the largest of
-# these.
+# are the cell-to-cell variation of this machine (another connection,
+# another moment), which the intervals (the spread of calls *within* a cell)
+# do not include. A pool or payload difference is only worth reading when it
+# is larger than the largest of these.
 
 # %%
 cell_s = float(config.get("warmup_s", 0)) + float(config.get("duration_s", 0))
@@ -195,9 +203,10 @@ else:
         f"With no change on the wire ({knobs['keepalive'].meaning}, cells of {cell_s:g} s), the largest differences "
         "between two cells were "
         + ", ".join(f"**{aa['noise'][m]:.1f} {tuning_report.unit(m)}** in {m}" for m in METRICS)
-        + f"; the call-level intervals excluded 0 in {aa['excluding']['p50']}, {aa['excluding']['p99']} and "
-        f"{aa['excluding']['rps']} of {aa['pairs']} comparisons. Differences of the other knobs larger than that, "
-        "with intervals clear of 0:"
+        + f"; after Holm's correction, {aa['excluding']['p50']}, {aa['excluding']['p99']} and "
+        f"{aa['excluding']['rps']} of these {aa['pairs']} A/A comparisons were still called a difference (each "
+        "should be 0: any called is cell-to-cell variation the within-cell intervals miss). Differences of the other "
+        "knobs larger than the largest A/A difference, and called after the correction:"
     ))
     display(beyond_table)
 
@@ -319,9 +328,9 @@ display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table,
 #
 # Written to `tuning.json` (what `labkit report` prints and the tests check).
 # For each knob and metric: the range of the on − off differences over the
-# cells compared, and how many of their intervals lie above 0, below 0, or
-# include it; the largest keepalive (A/A) differences, and how many
-# differences of the other knobs exceed them with an interval clear of 0;
+# cells compared, and how many are called higher, lower, or neither after
+# Holm's correction; the largest keepalive (A/A) differences, and how many
+# differences of the other knobs exceed them and are called;
 # for the idle penalty, the median latency in ping RTTs with
 # keepalive off and on at each size, and the difference at the sizes the
 # reports name. Every comparison, with its interval, is in the JSON's

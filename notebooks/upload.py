@@ -42,13 +42,13 @@
 # 1. MB/s against chunk size per transport and TLS mode, median with a
 #    bootstrap interval;
 # 2. the CPU the client and the server spend per MB against chunk size;
-# 3. the spread of the uploads of one cell per chunk size, and why the first
-#    upload of a cell is the slow one;
+# 3. the spread of the uploads of one cell per chunk size, and the first
+#    upload of a cell against the later ones;
 # 4. what TLS costs, and gRPC against HTTP/2, each with bootstrap intervals.
 
 # %% tags=["parameters"]
 run_dir = ""  # a run (path, id or unique part of one); empty: the shipped sample data/samples/upload-small
-drop_first_upload = False  # leave out the first upload of every cell (it pays for TCP slow start, see below)
+drop_first_upload = False  # leave out the first upload of every cell (often the slowest, see below)
 confidence = 0.95  # of the bootstrap intervals
 formats = "png,svg,pdf"  # figure formats, comma-separated
 output_dir = ""  # where figures go; empty: the figures/ directory of the run
@@ -182,13 +182,15 @@ export(fig, "cpu")
 # ## Variance per chunk size, and the first upload of a cell
 #
 # The spread of a cell's uploads, as the coefficient of variation of their
-# MB/s (std / mean) and the ratio of the fastest to the slowest. On a link with
-# a real RTT the **first** upload of a cell is usually the slowest one with
-# large chunks: the connection has carried only the warm-up upload, so its
-# congestion window starts small and grows during that upload (slow start),
-# while the later uploads find it open. Small chunks are CPU-bound and do not
-# notice. With three uploads per cell, this, not the chunk size, makes most of
-# the spread (set `drop_first_upload = True` to see the rest).
+# MB/s (std / mean) and the ratio of the fastest to the slowest, with the
+# number of uploads each rests on (three per cell in the shipped sample: a
+# spread from three values is a rough one). The table below also sets the
+# **first** upload of each cell against the later ones. A slower first upload
+# would fit a congestion window that grows during it (slow start after the
+# warm-up upload left the connection idle), but an upload run records no TCP
+# state (cwnd, retransmits) to show it, so this notebook does not say that is
+# the cause: `labkit upload --capture` and `labkit explain` would. Set
+# `drop_first_upload = True` to see the spread without the first uploads.
 
 # %%
 spread = upload.spread(uploads)
@@ -293,6 +295,21 @@ display(Markdown("\n".join(upload_report.summary_lines(uploads, conditions, {**t
 
 # %%
 explain_numbers = notebooks.explain_section(nb, by=("cell",))
+
+# %% [markdown]
+# ## How much data does this need?
+#
+# Per condition and chunk size: the uploads, the half-width of their median
+# MB/s's interval now, and the uploads that would put it within ±5 % of this
+# run's overall median (uploads of one cell follow each other on one
+# connection, so they are resampled in blocks). A spread or a variance from a
+# handful of uploads is a rough one.
+
+# %%
+from labkit.analysis import data_needs
+
+halfwidth = round(0.05 * float(uploads["mb_per_s"].median()), 2)
+display(data_needs(uploads.sort_values("t_start_utc_ns"), "mb_per_s", ["condition", "chunk_bytes"], halfwidth=halfwidth))
 
 # %% [markdown]
 # ## Headline numbers

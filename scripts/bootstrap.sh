@@ -151,7 +151,8 @@ if ! grep -qF "\"$PWD/.venv/bin/python\"" "$kernel_json" 2>/dev/null || ! grep -
 fi
 
 # This venv's JupyterLab (`make lab`): the jupytext sources in notebooks/ open as notebooks on a double click, and
-# no news or update checks (requests to a website this machine may not reach).
+# no news or update checks (requests to a website this machine may not reach), and every cell rendered, not only those
+# in view (labkit's notebooks are short; a figure found by a search or a test is then in the page).
 overrides=.venv/share/jupyter/lab/settings/overrides.json
 if ! cmp -s scripts/jupyterlab-overrides.json "$overrides"; then
   mkdir -p "${overrides%/*}"

@@ -155,14 +155,16 @@ def test_variants_side_by_side_and_the_headline(reread, orca):
     side = ping_vs_echo.variants_side_by_side(variants)
     assert side.at["count", ("original", "ping")] == 3567 and list(side.index) == ["count", "50%", "max"]
     dropped = ping_vs_echo.lost_by_2016(samples, original, texts)
-    comparison = compare_groups(samples, "rtt_ms", "probe", "ping", "echo-cold")
+    comparison = ping_vs_echo.median_gap(samples, "echo-cold", n_resamples=200)
     headline = ping_vs_echo.headline(probes, variants, tally=ping_vs_echo.sample_tally(samples, probes), original=original,
                                      dropped=dropped, seconds=ping_vs_echo.seconds_valued(samples), comparison=comparison)
     assert (headline["original.ping.count"], headline["original.echo-cold.count"]) == (3567, 3538)
     assert headline["original.ping.median_ms"] == 12.747
     assert (headline["parsed_by_original.echo-cold"], headline["dropped_by_original.echo-cold"]) == (3597, 3)
     assert (headline["samples.ping"], headline["lost.ping"], headline["seconds_valued.echo-cold"]) == (3593, 7, 2)
-    assert headline["median_diff_ms"] == round(comparison.median_diff, 3)
+    assert headline["median_diff_ms"] == round(comparison.difference, 3)
+    assert headline["median_diff_ci_lo_ms"] <= headline["median_diff_ms"] <= headline["median_diff_ci_hi_ms"]
+    assert comparison.n_a == headline["samples.ping"] and comparison.n_b == headline["samples.echo-cold"]
     without_echo = ping_vs_echo.headline(["ping"], {}, tally=ping_vs_echo.sample_tally(samples, ["ping"]), original=original,
                                          dropped=dropped, seconds=samples.iloc[:0], comparison=None)
     assert "median_diff_ms" not in without_echo and without_echo["seconds_valued.ping"] == 0
@@ -170,11 +172,19 @@ def test_variants_side_by_side_and_the_headline(reread, orca):
     assert detail["original"]["trim_counts"]["echo-cold"]["kept"] == 3538 and detail["original"]["scope"] == "pooled"
 
 
-def test_the_gap_in_words():
-    from labkit.analysis import compare
+def test_the_2016_trim_does_not_converge_with_more_passes(reread):
+    """Issue 16: the per-group trim of the 2016 echo keeps 3554, 3511, 3476, 3471 after 2, 3, 5, 10 passes."""
+    samples, probes, _, _ = reread
+    table = ping_vs_echo.kept_by_passes(samples, probes, scope="per-group", threshold=3.0)
+    assert list(table.index) == [2, 3, 5, 10]
+    assert table["echo-cold"].tolist() == [3554, 3511, 3476, 3471]
 
-    comparison = compare([10.0, 11.0, 12.0, 13.0], [30.0, 31.0, 32.0, 33.0])
+
+def test_the_gap_in_words():
+    from labkit.analysis import block_bootstrap_difference
+
+    comparison = block_bootstrap_difference([10.0, 11.0, 12.0, 13.0], [30.0, 31.0, 32.0, 33.0])
     said = ping_vs_echo.describe_gap(comparison, "echo-cold")
-    assert said.startswith("Median echo-cold − median ping: **20.00 ms**") and said.endswith(".")
+    assert said.startswith("Median echo-cold − median ping: **20.00 ms**") and said.endswith("n = 4 ping, 4 echo-cold).")
     assert ping_vs_echo.gap_in_round_trips(comparison, ping_median=10.0).startswith(
         "The median gap, 20.0 ms, is 2.00 times ping's median round trip (10.0 ms)")

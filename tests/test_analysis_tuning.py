@@ -239,10 +239,10 @@ def test_knob_sentence_counts_the_verdicts():
     diffs = _pool_diffs()
     beyond = pd.DataFrame(columns=["knob", "metric", "beyond, higher", "beyond, lower"]).set_index(["knob", "metric"])
     text = tuning_report.knob_sentence(diffs, "pool", "p50", beyond)
-    assert text == "p50 on − off from -1.0 to +2.0 ms (interval above 0 in 1, below in 1, including 0 in 1 of 3)"
+    assert text == "p50 on − off from -1.0 to +2.0 ms (called higher in 1, lower in 1, neither in 1 of 3, after Holm's correction)"
     beyond = pd.DataFrame([{"knob": "pool", "metric": "rps", "beyond, higher": 1, "beyond, lower": 0}]).set_index(["knob", "metric"])
     text = tuning_report.knob_sentence(diffs, "pool", "rps", beyond)
-    assert text.endswith("req/s (interval above 0 in 1, below in 1, including 0 in 1 of 3); "
+    assert text.endswith("req/s (called higher in 1, lower in 1, neither in 1 of 3, after Holm's correction); "
                          "beyond the A/A differences: 1 higher, 0 lower")
 
 
@@ -273,3 +273,40 @@ def test_a_stream_call_counts_as_its_messages():
     assert np.allclose(calls["latency_ms"].to_numpy() * 10, raw["latency_ms"].to_numpy())
     n_bins = int(round(stream["duration_s"] / BIN_S))
     assert tuning.rps_bins(calls, n_bins, BIN_S).mean() == pytest.approx(10 * stream["rps"], rel=1e-9)
+
+
+def test_a_difference_is_called_only_after_holms_correction_over_the_whole_table(sample):
+    """Issue 16: block-bootstrap p-values, corrected over every pair and metric; no p99 from fewer than 299 calls."""
+    from labkit.analysis import adjust
+
+    run, cells, _, calls, n_bins = sample
+    diffs = tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=200)
+    raw = diffs[[f"{m}_p" for m in tuning.METRICS]].to_numpy(dtype=float)
+    _, by_hand = adjust(raw.ravel(), "holm")
+    assert np.allclose(diffs[[f"{m}_p_holm" for m in tuning.METRICS]].to_numpy(dtype=float).ravel(), by_hand,
+                       equal_nan=True)
+    for metric in tuning.METRICS:
+        called = diffs[f"{metric}_verdict"] != "unclear"
+        assert (diffs.loc[called, f"{metric}_p_holm"] < 0.05).all()
+        assert not (diffs.loc[~called, f"{metric}_p_holm"] < 0.05).any()
+        assert (np.sign(diffs.loc[called, f"{metric}_diff"]) == diffs.loc[called, f"{metric}_verdict"].map(
+            {"higher": 1, "lower": -1})).all()
+    # Uncorrected, more comparisons would pass: the correction is doing something on this table.
+    assert (raw < 0.05).sum() > sum((diffs[f"{m}_verdict"] != "unclear").sum() for m in tuning.METRICS)
+    few = diffs["p99_n"] < 299
+    assert diffs.loc[few, "p99_diff"].isna().all() and diffs.loc[~few, "p99_diff"].notna().all()
+
+
+def test_on_the_notebooks_sample_at_most_one_aa_comparison_in_twenty_is_called():
+    """Issue 16's criterion on tuning-go, the tuning notebook's sample: keepalive off against a 10 s interval that
+    never fires in a 4 s cell, every metric of every pair, after Holm's correction."""
+    run = Run.open(SAMPLES / "tuning-go")
+    cells, _ = tuning.ghz_cells(run.samples())
+    calls = {row["cell_id"]: tuning.binned_calls(run.raw_text(tuning.per_request_file(row["raw_files"], "ghz")), row, BIN_S)
+             for _, row in cells.iterrows()}
+    n_bins = int(round(run.manifest["config"]["duration_s"] / BIN_S))
+    diffs = tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=500)
+    null = diffs[diffs["knob"] == "keepalive"]
+    compared = sum(int(null[f"{m}_p"].notna().sum()) for m in tuning.METRICS)
+    called = sum(int((null[f"{m}_verdict"] != "unclear").sum()) for m in tuning.METRICS)
+    assert compared >= 8 and 20 * called <= compared, (called, compared)

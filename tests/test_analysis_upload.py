@@ -49,7 +49,9 @@ def test_spread_and_first_against_later(uploads):
     assert row["cv"] == pytest.approx(values.std() / values.mean())
     assert row["fastest / slowest"] == pytest.approx(values.max() / values.min())
     first = upload.first_vs_later(frame)
-    assert list(first.columns) == ["first", "later", "later / first"]
+    assert list(first.columns) == ["first", "later", "later / first", "n first", "n later"]
+    at_64 = frame[frame["chunk_bytes"] == 64]
+    assert first.loc[64, "n first"] == (at_64["seq"] == 0).sum() and first.loc[64, "n later"] == (at_64["seq"] != 0).sum()
     assert first.loc[64, "first"] == pytest.approx(frame[(frame["chunk_bytes"] == 64) & (frame["seq"] == 0)]["mb_per_s"].median())
 
 

@@ -251,7 +251,12 @@ def test_appending_go_echo_to_a_ping_import_makes_it_ping_vs_echo(tmp_path):
     df = second.run.samples()
     assert len(df) == 25 + 3600 and set(df["experiment"]) == {"ping-vs-echo"}
     assert df.loc[df["probe"] == "ping", "attempt"].eq(2).all()  # relabelled as a second attempt of its cell
-    assert len(second.run.journal_rows()) == 25 + 25 + 3600  # the journal only grows
+    # No journal: the rows go straight to samples.parquet, which each import replaces whole.
+    assert not (second.run.path / "samples.jsonl").exists()
+    assert [(e["cell"], e["attempt"], e["event"]) for e in second.run.cell_events()] == [
+        ("ping:linux_loss_plain.txt", 1, "start"), ("ping:linux_loss_plain.txt", 1, "complete"),
+        ("ping:linux_loss_plain.txt", 2, "start"), ("go-echo:echo.txt.gz", 1, "start"),
+        ("ping:linux_loss_plain.txt", 2, "complete"), ("go-echo:echo.txt.gz", 1, "complete")]
     with pytest.raises(LabkitError, match="already in"):
         import_files([("go-echo", ORCA / "echo.txt.gz")], out="pair", runs_dir=tmp_path, append=True)
 
@@ -336,5 +341,141 @@ def test_the_shipped_sample_is_what_import_makes_today(orca_run):
     assert shipped.equals(fresh), "the shipped sample is stale: regenerate it (data/samples/orca-2016/README.md)"
     assert [i["tally"] for i in sample.manifest["imports"]] == [i["tally"] for i in result.run.manifest["imports"]]
     assert pq.read_schema(sample.path / "samples.parquet").equals(SERIES_SCHEMA, check_metadata=False)
-    with pytest.raises(LabkitError, match="no samples.jsonl journal"):
-        import_files([("ping", PING / "linux_lo.txt")], out=str(sample.path), append=True)
+
+
+def test_appending_to_a_run_without_a_journal_keeps_its_rows(tmp_path):
+    """A shipped sample has no journal (it is removed); its rows are in samples.parquet, which an append keeps."""
+    import shutil
+
+    from labkit.store import Run
+
+    copy = tmp_path / "orca-2016"
+    shutil.copytree(REPO / "data" / "samples" / "orca-2016", copy)
+    before = Run.open(copy).samples()
+    after = import_files([("ping", PING / "linux_lo.txt")], out=str(copy), append=True).run.samples()
+    assert len(after) == len(before) + 20
+    assert after.iloc[:len(before)].drop(columns=["attempt", "experiment"]).equals(
+        before.drop(columns=["attempt", "experiment"]))
+    assert set(after["experiment"]) == {"ping-vs-echo"}
+
+
+# --- bad input: every importer, one line and exit 2 ---------------------------------------------------------
+
+#: A real recorded file of each kind, and one of another kind (the wrong format).
+RECORDED = {
+    "ping": PING / "linux_lo.txt",
+    "go-echo": ORCA / "echo.txt.gz",
+    "idle-step": DATA / "idle_step" / "standin_loopback.txt",
+    "iperf3": DATA / "iperf3" / "tcp_50M.json",
+    "ghz": DATA / "ghz" / "echo_ok.json",
+}
+WRONG = {"ping": "go-echo", "go-echo": "ping", "idle-step": "ping", "iperf3": "ghz", "ghz": "iperf3"}
+LOGS = ("ping", "go-echo", "idle-step")
+
+
+def _recorded_text(kind: str) -> bytes:
+    data = RECORDED[kind].read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def _cut_mid_line(data: bytes) -> bytes:
+    """The file as a copy cut short leaves it: ending halfway through its middle line."""
+    lines = data.splitlines(keepends=True)
+    middle = len(lines) // 2
+    return b"".join(lines[:middle]) + lines[middle][: len(lines[middle]) // 2]
+
+
+def _bad_input(kind: str, case: str, where: Path) -> tuple[Path, str]:
+    """A file of ``case`` for ``kind``, and what the one line about it must say."""
+    import random
+
+    path = where / f"{kind}-{case}"
+    log = kind in LOGS
+    if case == "empty":
+        path.write_bytes(b"")
+        return path, "the file is empty"
+    if case == "binary":
+        path.write_bytes(random.Random(15).randbytes(2**16))
+        return path, f"no {kind} output found" if log else "not JSON"
+    if case == "truncated":
+        path.write_bytes(_cut_mid_line(_recorded_text(kind)))
+        return path, f"cannot be read as {kind} output and may be a reply" if log else "invalid JSON"
+    if case == "truncated-gzip":
+        packed = gzip.compress(_recorded_text(kind))
+        path.write_bytes(packed[: len(packed) // 2])
+        return path, "damaged gzip file"
+    if case == "wrong-format":
+        path.write_bytes(_recorded_text(WRONG[kind]))
+        return path, f"it looks like {WRONG[kind]} output: labkit import {WRONG[kind]}"
+    assert case == "huge"  # 2 GiB (sparse): refused long before its end
+    with open(path, "wb") as out:
+        if log:  # 17 MiB of another tool's real output, then zeros
+            line = _recorded_text(WRONG[kind] if WRONG[kind] in LOGS else "iperf3")
+            while out.tell() < 17 * 2**20:
+                out.write(line)
+        else:
+            out.write(b"{")
+        out.truncate(2 * 2**30)
+    return path, f"no {kind} output in its first 16 MiB" if log else "more than 32 MiB of text"
+
+
+@pytest.mark.parametrize("case", ["empty", "binary", "truncated", "truncated-gzip", "wrong-format", "huge"])
+@pytest.mark.parametrize("kind", list(RECORDED))
+def test_every_importer_answers_bad_input_in_one_line_with_exit_2(tmp_path, kind, case):
+    """Issue 15: any input file (empty, binary, truncated, wrong format, gigabytes) gets one line and exit 2."""
+    from labkit.importers import KINDS
+
+    assert set(RECORDED) == set(KINDS)  # a new kind gets these inputs too
+    path, message = _bad_input(kind, case, tmp_path)
+    runs = tmp_path / "runs"
+    proc = labkit("import", kind, str(path), "--out", "bad", "--runs-dir", str(runs))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("labkit: error:"), proc.stderr
+    assert str(path) in proc.stderr and message in proc.stderr, proc.stderr
+    assert not runs.exists() or not any(runs.iterdir())  # nothing was written
+
+
+def test_the_recorded_files_of_every_kind_import(tmp_path):
+    """The files the bad inputs are made from are good ones: each imports as its kind."""
+    for kind, path in RECORDED.items():
+        assert read_log(kind, path).tally()["rows"] > 0
+
+
+@pytest.mark.parametrize("stop_signal,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, status):
+    """Ctrl-C or SIGTERM while a large log is read: one line, 128 + the signal, no spool and no run left.
+
+    The log is the 2016 echo log's recorded calls repeated (seq counting on) to about 20 MB; the signal is sent
+    once the import's spool exists, i.e. while it reads."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import LABKIT
+
+    calls = [re.sub(r"order=\d+ seq=\d+", "order={0} seq={0}", line)
+             for line in gzip.decompress((ORCA / "echo.txt.gz").read_bytes()).decode().splitlines() if " received " in line]
+    log = tmp_path / "echo.txt"
+    log.write_text("".join(calls[n % len(calls)].format(n) + "\n" for n in range(1, 200_001)))
+    spools, runs = tmp_path / "tmp", tmp_path / "runs"
+    spools.mkdir()
+    proc = subprocess.Popen([LABKIT, "import", "go-echo", str(log), "--out", "stopped", "--runs-dir", str(runs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(spools)})
+    while not any(spools.iterdir()) and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(getattr(signal, stop_signal))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status and err.strip().splitlines() == ["labkit: interrupted"]
+    assert not any(spools.iterdir()) and not (runs.exists() and any(runs.iterdir()))
+
+
+def test_progress_is_told_each_files_bytes_as_they_are_read(tmp_path):
+    """What the terminal's bar shows (`labkit import` on a terminal): bytes read so far, per file, up to its size."""
+    seen: dict[Path, list[int]] = {}
+    files = [("ping", ORCA / "ping.txt.gz"), ("go-echo", ORCA / "echo.txt.gz")]
+    import_files(files, out="progress", runs_dir=tmp_path, progress=lambda path, done: seen.setdefault(path, []).append(done))
+    assert list(seen) == [path for _, path in files]
+    for path, counts in seen.items():
+        assert counts == sorted(counts) and counts[-1] == path.stat().st_size

@@ -230,7 +230,7 @@ def assert_the_step_is_shown(page: Notebook, run_path: Path) -> None:
     tables = [t for t in page.within(".jp-OutputArea-output table")
               if page.text(t).strip().startswith("median RTT of warm calls ÷ ping RTT")]
     assert len(tables) == 1 and "×" in page.text(tables[0]) and "ssai=1" in page.text(tables[0])
-    # JupyterLab renders only the cells near the view: bring the figure's cell into it, and let the image load.
+    # Every cell is rendered (the set-up's JupyterLab overrides turn windowing off); the image still has to load.
     cell = page.cell_with("notebooks.step_figure(run)")
     page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
     wait_for(lambda: [i for i in cell.find_elements("css selector", ".jp-OutputArea-output img")

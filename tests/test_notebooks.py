@@ -400,8 +400,8 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
         assert headline[f"p50_ms.{series}.c=50_lo"] <= headline[f"p50_ms.{series}.c=50"] <= headline[f"p50_ms.{series}.c=50_hi"]
         assert headline[f"server_cpu_us_per_request.{series}"] > 0
     assert headline["rps.grpc-conns n=4.c=50"] > headline["rps.grpc-conns n=4.c=10"]
-    # Little's law holds in every cell: the tools kept the concurrency in flight.
-    assert headline["littles_law_max_deviation"] < 0.1
+    # Little's law within 15 % in every cell (the notebook says whether the gap is systematic).
+    assert headline["littles_law_max_deviation"] < 0.15
     # The brief's wrk ratios are reproduced as published; this run's are computed from its cells.
     assert headline["http2_over_grpc.rps.wrk"] == pytest.approx(4436 / 7562, abs=1e-3)
     at10 = {c["series"]: c for c in data["cells"] if c["concurrency"] == 10}
@@ -575,9 +575,14 @@ def test_tuning_notebook_on_the_python_sample(tmp_path, monkeypatch):
     assert sorted(c["knob"] for c in comparisons) == ["keepalive"] * 8 + ["payload"] * 8 + ["pool"] * 8
     for c in comparisons:
         for metric in ("p50", "p99", "rps"):
-            lo, hi = c[f"{metric}_lo"], c[f"{metric}_hi"]
+            lo, hi, diff = c[f"{metric}_lo"], c[f"{metric}_hi"], c[f"{metric}_diff"]
+            if metric == "p99" and c["p99_n"] < 299:  # no p99 from fewer calls than can bound it
+                assert c["p99_verdict"] == "unclear" and not math.isfinite(diff)
+                continue
             assert math.isfinite(lo) and lo <= hi
-            assert c[f"{metric}_verdict"] == ("higher" if lo > 0 else "lower" if hi < 0 else "unclear")
+            # Called only where the p-value survives Holm's correction over the table, in the difference's direction.
+            called = c[f"{metric}_p_holm"] < 0.05
+            assert c[f"{metric}_verdict"] == (("higher" if diff > 0 else "lower") if called else "unclear")
     for knob in ("keepalive", "pool", "payload"):
         for metric in ("p50", "p99", "rps"):
             assert sum(headline[f"{knob}.{metric}.ci_{v}"] for v in ("higher", "lower", "unclear")) == 8

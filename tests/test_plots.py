@@ -60,7 +60,8 @@ def whisker_ends(drawn) -> list[tuple[float, float]]:
 def test_box_whiskers_at_percentiles_and_points_beyond(orca):
     drawn = plots.box(orca, by="probe", order=["ping", "echo"])
     assert len(drawn.artists["boxes"]) == 2
-    assert [t.get_text() for t in drawn.ax.get_xticklabels()] == ["ping", "echo"]
+    counts = [int((orca["ok"] & (orca["probe"] == probe)).sum()) for probe in ["ping", "echo"]]
+    assert [t.get_text() for t in drawn.ax.get_xticklabels()] == [f"ping\nn={counts[0]}", f"echo\nn={counts[1]}"]
     for (low, high), fliers, probe in zip(whisker_ends(drawn), drawn.artists["fliers"], ["ping", "echo"]):
         values = orca.loc[(orca["probe"] == probe) & orca["ok"], "rtt_ms"].to_numpy()
         p5, p95 = np.percentile(values, [5, 95])
@@ -81,10 +82,14 @@ def test_box_iqr_whiskers_follow_tukey(orca):
     assert "IQR" in drawn.ax.get_title(loc="right")
 
 
-def test_box_can_draw_every_value_over_its_box(sweep):
+def test_a_group_of_a_few_values_is_its_points_and_median_not_a_box(sweep):
+    """Issue 16: a box of 3 points suggests quartiles and whiskers nobody measured."""
     small = sweep[sweep["payload_bytes"].isin([2000, 16000])]
-    drawn = plots.box(small, by="payload_bytes", order=[2000, 16000], every_value=True)
+    drawn = plots.box(small, by="payload_bytes", order=[2000, 16000])
+    assert drawn.artists["boxes"] == [] and "points and median" in drawn.ax.get_title(loc="right")
     assert [len(points.get_offsets()) for points in drawn.artists["values"]] == [3, 3]
+    medians = [segments.get_segments()[0][0][1] for segments in drawn.artists["few_medians"]]
+    assert medians == pytest.approx([small[small.payload_bytes == s].rtt_ms.median() for s in (2000, 16000)])
     for position, (points, size) in enumerate(zip(drawn.artists["values"], [2000, 16000]), start=1):
         xs, ys = points.get_offsets().T
         assert sorted(ys) == pytest.approx(sorted(small[small.payload_bytes == size].rtt_ms))
@@ -226,3 +231,10 @@ def test_lines_with_ci_draws_a_line_and_a_band_per_group():
     again = plots.lines_with_ci(table, "chunk_bytes", "median", by="transport", order=["http2"])
     assert len(again.artists["lines"]) == 1 and again.artists["bands"] == []
     plt.close("all")
+
+
+def test_every_group_gets_a_colour_of_its_own_even_beyond_the_palette():
+    """Issue 16: 16 conditions on a 10-colour palette drew two conditions in one colour."""
+    colors = plots.group_colors([f"condition {i}" for i in range(16)])
+    assert len({tuple(np.round(c, 6)) for c in colors.values()}) == 16
+    assert plots.group_colors(["b", "a"]) == {"a": plots.PALETTE[0], "b": plots.PALETTE[1]}

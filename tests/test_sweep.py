@@ -192,6 +192,37 @@ def test_experiment_file_python_api_and_mesh(lab, inventory, tmp_path):
     assert run.status == "complete"
 
 
+def test_runs_are_independent_replicates_of_the_whole_matrix_grouped_and_each_shuffled(lab, inventory, tmp_path):
+    """Issue 16: --runs 2 makes two complete runs, each with its own servers, seed and manifest, found as one group;
+    the cells and calls of each in an order of their own (shuffled, the default for new runs)."""
+    proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "100,2000,3000",
+                      "--gaps", "0s", "--repeats", "2", "--keepalive-ms", "none,60000", *QUICK_BASELINES, "--runs", "2",
+                      "--name", "twice", "--runs-dir", str(tmp_path), "--quiet", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    first, second = sorted((Run.open(path) for path in tmp_path.glob("*-twice*")),
+                           key=lambda run: run.manifest["replicate"]["index"])
+    assert proc.stdout.count("median RTT of warm calls") == 2 and proc.stdout.count("written to") == 2
+    assert [r.manifest["replicate"] for r in (first, second)] == [
+        {"group": first.run_id, "index": 1, "of": 2}, {"group": first.run_id, "index": 2, "of": 2}]
+    assert [r.run_id for r in second.replicates()] == [first.run_id, second.run_id]
+    assert [r.manifest["config"]["seed"] for r in (first, second)] == [1, 2]
+    assert {r.manifest["config"]["order"] for r in (first, second)} == {"shuffled"}
+    orders = []
+    for run in (first, second):
+        samples = run.samples()
+        assert run.status == "complete" and len(samples) == 2 * 3 * 2 and run.processes() == []
+        orders.append(list(samples.sort_values("t_start_utc_ns")[["cell_id", "payload_bytes"]].itertuples(index=False)))
+    assert orders[0] != orders[1]
+    assert leftover_processes(lab, ("echo serve", "echo call")) == []
+    resumed = run_labkit("sweep", "--resume", first.run_id, "--runs", "3", "--runs-dir", str(tmp_path), "--quiet")
+    assert resumed.returncode == 2 and "drop --runs" in resumed.stderr
+    # From Python: runs= gives the list of replicates.
+    again = labkit.sweep(inventory, client="a", server="b", sizes=[100], gaps_s=[0.0], repeats=1, ping_count=1,
+                         iperf_seconds=1, runs=2, name="twice-py", runs_dir=tmp_path, quiet=True)
+    assert [run.manifest["replicate"]["index"] for run in again] == [1, 2]
+    assert again[1].replicates()[0].run_id == again[0].run_id
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [

@@ -45,6 +45,21 @@ _EXPORTS = {
     "keepalive_label": "tuning_report",
     "window_mismatches": "tuning_report",
     "median_ci_grid": "upload_report",
+    "SampleSize": "inference",
+    "adjust": "inference",
+    "block_bootstrap": "inference",
+    "block_bootstrap_difference": "inference",
+    "block_length": "inference",
+    "bootstrap_pvalue": "inference",
+    "iid_bootstrap": "inference",
+    "min_samples_for_percentile": "inference",
+    "paired_difference": "inference",
+    "percentile_if_enough": "inference",
+    "runs_bootstrap": "inference",
+    "samples_for_median": "inference",
+    "samples_for_proportion": "inference",
+    "thin_statistics": "inference",
+    "data_needs": "inference",
 }
 
 

@@ -133,6 +133,23 @@ def _base_fit(rounds: np.ndarray, y: np.ndarray, robust: bool) -> tuple[float, f
     return base, float(np.sum((y - base * rounds) ** 2))
 
 
+def _base_uncertainty(rounds: np.ndarray, y: np.ndarray, base: float, robust: bool, given: bool,
+                      n_boot: int = 500, seed: int = 0) -> tuple[float, tuple[float, float]]:
+    """The base RTT's standard error and 95 % interval (the round counts held fixed). Least squares: its textbook
+    formula. The robust fit's base is a median of y / rounds, for which that formula is wrong: a seeded bootstrap of
+    the calls gives both. A given base has none."""
+    if given:
+        return 0.0, (base, base)
+    if robust:
+        ratios = y / rounds
+        picks = np.random.default_rng(seed).integers(0, ratios.size, size=(n_boot, ratios.size))
+        draws = np.median(ratios[picks], axis=1)
+        return float(draws.std(ddof=1)), (float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975)))
+    dof = max(y.size - 1, 1)
+    se = float(np.sqrt(np.sum((y - base * rounds) ** 2) / dof / np.dot(rounds, rounds)))
+    return se, (base - 1.96 * se, base + 1.96 * se)
+
+
 def _window_candidates(x: np.ndarray, unit: float) -> np.ndarray:
     """Values of the window (in units of ``unit`` bytes) at which some size changes its round count."""
     segs = np.unique(np.ceil(x / unit))
@@ -248,10 +265,8 @@ def fit_slow_start(
 
     fitted = base * rounds
     residuals = y - fitted
-    dof = max(x.size - 1, 1)
-    se_base = float(np.sqrt(np.sum(residuals**2) / dof / np.dot(rounds, rounds))) if base_rtt_ms is None else 0.0
-
-    intervals = {"base_rtt_ms": (base - 1.96 * se_base, base + 1.96 * se_base)}
+    se_base, base_interval = _base_uncertainty(rounds, y, base, robust, given=base_rtt_ms is not None)
+    intervals = {"base_rtt_ms": base_interval}
     if fitted_name != "none":
         # The fitted quantity's range, and the first step's range in request bytes.
         per_value = {"iw": mss_fit, "mss": iw_fit, "window": 1.0}[fitted_name]

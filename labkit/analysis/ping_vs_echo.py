@@ -18,7 +18,7 @@ import re
 
 import pandas as pd
 
-from labkit.analysis.summary import Comparison, summarize
+from labkit.analysis.summary import summarize
 from labkit.analysis.trim import TrimResult, zscore_trim
 
 #: The 2016 reading, by its behaviour: match at the start of a line, and a time only when written "<digits>ms" / "<digits> ms".
@@ -112,6 +112,19 @@ def trim_variants(original: pd.DataFrame, samples: pd.DataFrame, probes: list[st
     return variants
 
 
+def kept_by_passes(samples: pd.DataFrame, probes: list[str], *, scope: str, threshold: float,
+                   passes: tuple[int, ...] = (2, 3, 5, 10)) -> pd.DataFrame:
+    """Samples each probe keeps after each number of trimming ``passes`` (rows: passes; columns: probes): a trim
+    that converged would keep the same count from some pass on, and one that does not keeps cutting."""
+    rows = {}
+    for count in passes:
+        kept = zscore_trim(samples, "rtt_ms", by="probe", threshold=threshold, passes=count, scope=scope).counts["kept"]
+        rows[count] = {probe: int(kept.get(probe, 0)) for probe in probes}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "passes"
+    return table
+
+
 # --- what the notebook shows of a re-reading, and its headline ------------------------------------------------------
 
 #: Units coarser than the milliseconds the strict 2016 pattern accepts are the ones it lost.
@@ -177,27 +190,38 @@ def variants_side_by_side(variants: dict[str, dict]) -> pd.DataFrame:
     return pd.concat({name: v["table"].loc[["count", "50%", "max"]] for name, v in variants.items()}, axis=1)
 
 
-def describe_gap(comparison: Comparison, echo: str) -> str:
-    """The echo's median over ping's with its interval and the Mann–Whitney p-value, in words (Markdown)."""
-    low, high = comparison.median_diff_ci
-    overlap = " (below the smallest float: the two distributions barely overlap)." if comparison.mannwhitney_p == 0 else "."
-    return (f"Median {echo} − median ping: **{comparison.median_diff:.2f} ms** (95 % CI {low:.2f} to {high:.2f}); "
-            f"Mann–Whitney U p = {comparison.mannwhitney_p:.2g}" + overlap)
+def median_gap(samples: pd.DataFrame, echo: str, n_resamples: int = 2000):
+    """The echo's median over ping's, both probes' ok samples in the order they were taken, as a
+    :class:`~labkit.analysis.inference.Difference` with a block-bootstrap interval: an hour of samples from one
+    path drifts, so the samples are not independent and an iid interval would be too narrow."""
+    from labkit.analysis.inference import block_bootstrap_difference
+
+    ordered = samples[samples["ok"]].sort_values("t_utc_ns") if "t_utc_ns" in samples else samples[samples["ok"]]
+    return block_bootstrap_difference(ordered.loc[ordered["probe"] == "ping", "rtt_ms"],
+                                      ordered.loc[ordered["probe"] == echo, "rtt_ms"], n_resamples=n_resamples)
 
 
-def gap_in_round_trips(comparison: Comparison, ping_median: float) -> str:
-    """The median gap as a multiple of ping's median round trip, one of which a cold call spent on its handshake."""
-    return (f"The median gap, {comparison.median_diff:.1f} ms, is {comparison.median_diff / ping_median:.2f} times ping's "
-            f"median round trip ({ping_median:.1f} ms): one round trip of it is the handshake each cold call paid.")
+def describe_gap(gap, echo: str) -> str:
+    """The echo's median over ping's (a :func:`median_gap`) with its interval and n, in words (Markdown)."""
+    return (f"Median {echo} − median ping: **{gap.difference:.2f} ms** (95 % block-bootstrap interval "
+            f"{gap.low:.2f} to {gap.high:.2f}; n = {gap.n_a} ping, {gap.n_b} {echo}).")
+
+
+def gap_in_round_trips(gap, ping_median: float) -> str:
+    """The median gap as a multiple of ping's median round trip; a cold call's TCP handshake is one of them."""
+    return (f"The median gap, {gap.difference:.1f} ms, is {gap.difference / ping_median:.2f} times ping's median round "
+            f"trip ({ping_median:.1f} ms). A call on a new connection waits one round trip for the TCP handshake "
+            "before its request can leave; how the rest divides between connection set-up, gRPC and the Go "
+            "programs is not decomposed by these logs.")
 
 
 def headline(probes: list[str], variants: dict[str, dict], *, tally: pd.DataFrame, original: pd.DataFrame,
-             dropped: pd.DataFrame, seconds: pd.DataFrame, comparison: Comparison | None) -> dict:
+             dropped: pd.DataFrame, seconds: pd.DataFrame, comparison=None) -> dict:
     """The notebook's headline: each variant's count and median (ms) per probe; per probe the samples and losses,
     what the strict reading parsed and dropped, the samples written in seconds; the echo − ping median gap.
 
     ``tally`` is :func:`sample_tally`, ``original`` :func:`original_samples`, ``dropped`` :func:`lost_by_2016`,
-    ``seconds`` :func:`seconds_valued`, ``comparison`` ping against the echo (None without an echo).
+    ``seconds`` :func:`seconds_valued`, ``comparison`` the echo − ping :func:`median_gap` (None without an echo).
     """
     numbers: dict = {}
     for name, v in variants.items():
@@ -211,7 +235,9 @@ def headline(probes: list[str], variants: dict[str, dict], *, tally: pd.DataFram
         numbers[f"dropped_by_original.{probe}"] = int((dropped["probe"] == probe).sum())
         numbers[f"seconds_valued.{probe}"] = int((seconds["probe"] == probe).sum())
     if comparison is not None:
-        numbers["median_diff_ms"] = round(comparison.median_diff, 3)
+        numbers["median_diff_ms"] = round(comparison.difference, 3)
+        numbers["median_diff_ci_lo_ms"] = round(comparison.low, 3)
+        numbers["median_diff_ci_hi_ms"] = round(comparison.high, 3)
     return numbers
 
 

@@ -4,9 +4,11 @@ The tuning article (research brief, experiment 5) makes claims about
 keepalive, connection pools, message sizes and streaming. A ``labkit load`` run
 varies those knobs; these functions pair cells that differ in one knob only and
 compare their calls (p50, p99) and their req/s per time bin, each with a
-seeded bootstrap interval. A keepalive interval longer than a cell never fires,
-so its off/on pairs are an A/A control: how far apart two cells come out when
-nothing on the wire differs.
+seeded block-bootstrap interval (a cell's calls, in time order, are not
+independent: labkit.analysis.inference), and call a difference only where it
+survives Holm's correction over every comparison of the table. A keepalive
+interval longer than a cell never fires, so its off/on pairs are an A/A
+control: how far apart two cells come out when nothing on the wire differs.
 
 A stream cell's call is one ``EchoStream`` of ``messages_per_call`` requests;
 to compare it with unary calls its latency is divided by its messages (the
@@ -94,23 +96,6 @@ def rps_bins(calls: pd.DataFrame, n_bins: int, bin_s: float) -> np.ndarray:
     return counts.to_numpy(dtype=float) / bin_s
 
 
-def compare_rates(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> dict:
-    """Two cells' req/s, each the mean of its bins (the window's rate, as the row records it), and b − a with a seeded
-    bootstrap interval over the bins: ``{"a", "b", "diff", "ci"}``.
-
-    The mean, not the median: calls that end in bursts (streams of large
-    messages) leave most bins empty, and a median of 0 req/s would hide them.
-    """
-    import scipy.stats as sps
-
-    result = sps.bootstrap((a, b), lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis),
-                           confidence_level=confidence, n_resamples=n_resamples, vectorized=True, paired=False,
-                           method="percentile", random_state=np.random.default_rng(seed))
-    low, high = result.confidence_interval
-    return {"a": float(np.mean(a)), "b": float(np.mean(b)), "diff": float(np.mean(b) - np.mean(a)),
-            "ci": (float(low), float(high))}
-
-
 def verdict(lo: float, hi: float) -> str:
     """An interval of a difference: "higher" above 0, "lower" below 0, else "unclear"."""
     return "higher" if lo > 0 else "lower" if hi < 0 else "unclear"
@@ -153,14 +138,29 @@ def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: di
     """One row per pair of cells that differ in one knob only: off, on, on − off and its interval, and a verdict per metric.
 
     ``calls`` maps a cell id to its :func:`binned_calls`. Pairs where either
-    side has fewer than two successful calls are left out.
+    side has fewer than two successful calls are left out. Each metric's
+    ``<metric>_p`` is its bootstrap p-value, ``<metric>_p_holm`` the same
+    corrected for every comparison in the table (all pairs, all metrics), and
+    the verdict is "higher" or "lower" only where the corrected p is below
+    0.05: with dozens of comparisons, some would pass alone by chance.
     """
+    from labkit.analysis.inference import adjust
+
     rows = []
     for knob, spec in knobs.items():
         for on in spec.on:
             rows += _level_pairs(cells, calls, knob, spec, on, n_bins=n_bins, bin_s=bin_s, n_resamples=n_resamples)
     columns = list(dict.fromkeys(key for row in rows for key in row)) or ["knob", "where", "concurrency"]
-    return pd.DataFrame(rows, columns=columns)
+    diffs = pd.DataFrame(rows, columns=columns)
+    if diffs.empty:
+        return diffs
+    family = diffs[[f"{m}_p" for m in METRICS]].to_numpy(dtype=float)
+    rejected, adjusted = adjust(family.ravel(), "holm")
+    for i, metric in enumerate(METRICS):
+        diffs[f"{metric}_p_holm"] = adjusted.reshape(family.shape)[:, i]
+        called = rejected.reshape(family.shape)[:, i]
+        diffs[f"{metric}_verdict"] = np.where(~called, "unclear", np.where(diffs[f"{metric}_diff"] > 0, "higher", "lower"))
+    return diffs
 
 
 def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s: float, n_resamples: int) -> list[dict]:
@@ -177,8 +177,7 @@ def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s:
         a, b = calls[a_row["cell_id"]], calls[b_row["cell_id"]]
         if a["ok"].sum() < 2 or b["ok"].sum() < 2:
             continue
-        latency = compare(a.loc[a["ok"], "latency_ms"], b.loc[b["ok"], "latency_ms"], n_resamples=n_resamples)
-        rps = compare_rates(rps_bins(a, n_bins, bin_s), rps_bins(b, n_bins, bin_s), n_resamples=n_resamples)
+        compared = _compare_cells(a, b, n_bins=n_bins, bin_s=bin_s, n_resamples=n_resamples)
         named_settings = [setting_label(k, where[k]) for k in rest if shown(k, where[k])]
         if len(named_settings) == 1 and any(shown(k, v) for w, _, _ in pairs for k, v in w.items() if k != "concurrency"):
             named_settings.append("baseline")  # the usual value of every other setting, where the others name theirs
@@ -190,16 +189,37 @@ def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s:
         row = {"knob": knob, "meaning": level_meaning(knob, on, spec.off), "where": label,
                **{k: int(v) if k in _NUMERIC or k == "concurrency" else v for k, v in named.items()},
                "off_cell": a_row["cell_id"], "on_cell": b_row["cell_id"]}
-        for metric, diff, (lo, hi), off_value, on_value in (
-            ("p50", latency.median_diff, latency.median_diff_ci, latency.median_a, latency.median_b),
-            ("p99", latency.p99_diff, latency.p99_diff_ci, latency.p99_a, latency.p99_b),
-            ("rps", rps["diff"], rps["ci"], rps["a"], rps["b"]),
-        ):
-            row.update({f"{metric}_off": off_value, f"{metric}_on": on_value, f"{metric}_diff": diff,
-                        f"{metric}_lo": lo, f"{metric}_hi": hi, f"{metric}_verdict": verdict(lo, hi)})
-        row["p50_mannwhitney_p"] = latency.mannwhitney_p
+        for metric, (off_value, on_value, difference) in compared.items():
+            row.update({f"{metric}_off": off_value, f"{metric}_on": on_value, f"{metric}_diff": difference.difference,
+                        f"{metric}_lo": difference.low, f"{metric}_hi": difference.high, f"{metric}_p": difference.pvalue,
+                        f"{metric}_n": min(difference.n_a, difference.n_b)})
         rows.append(row)
     return rows
+
+
+def _p99(values, axis=-1):
+    return np.percentile(values, 99, axis=axis)
+
+
+def _compare_cells(a: pd.DataFrame, b: pd.DataFrame, *, n_bins: int, bin_s: float, n_resamples: int) -> dict:
+    """metric -> (off value, on value, :class:`~labkit.analysis.inference.Difference`) of two cells' calls, in the
+    order they started (their dependence is what the block bootstrap keeps), and of their req/s bins in time order.
+    A p99 from fewer calls than can bound it (299) is not given."""
+    from labkit.analysis.inference import Difference, block_bootstrap_difference, min_samples_for_percentile
+
+    latencies = [frame.loc[frame["ok"]].sort_values("t_utc")["latency_ms"].to_numpy(dtype=float) for frame in (a, b)]
+    rates = [rps_bins(frame, n_bins, bin_s) for frame in (a, b)]
+    compared = {"p50": (*map(float, map(np.median, latencies)),
+                        block_bootstrap_difference(*latencies, np.median, n_resamples=n_resamples))}
+    if min(map(len, latencies)) >= min_samples_for_percentile(99):
+        compared["p99"] = (*map(float, map(_p99, latencies)),
+                           block_bootstrap_difference(*latencies, _p99, n_resamples=n_resamples))
+    else:
+        nan = float("nan")
+        compared["p99"] = (nan, nan, Difference(nan, nan, nan, nan, *map(len, latencies)))
+    compared["rps"] = (float(np.mean(rates[0])), float(np.mean(rates[1])),
+                       block_bootstrap_difference(*rates, np.mean, n_resamples=n_resamples))
+    return compared
 
 
 def _label_rule(columns: list[str], wheres: list[dict]):
@@ -235,9 +255,9 @@ def aa_control(diffs: pd.DataFrame, knobs: dict, cell_s: float) -> dict | None:
     """The keepalive pairs as an A/A control, when keepalive is off against an interval longer than a cell (never fires).
 
     Returns None without such pairs; else ``noise`` (the largest |on − off|
-    per metric), ``excluding`` (how many intervals excluded 0 anyway) and
+    per metric), ``excluding`` (how many were called a difference anyway, after the correction) and
     ``pairs``. Marks ``<metric>_beyond_null`` in ``diffs`` for the other
-    knobs: a difference larger than the noise with an interval clear of 0.
+    knobs: a difference larger than the noise and called after the correction.
     """
     keepalive = knobs.get("keepalive")
     if keepalive is None or keepalive.off != 0 or min(keepalive.on) / 1000 <= cell_s:
@@ -304,7 +324,8 @@ def knob_table(diffs: pd.DataFrame, knob: str) -> pd.DataFrame:
 
 
 def verdict_headline(diffs: pd.DataFrame) -> dict[str, float]:
-    """Per knob: pairs compared and, per metric, the range of on − off and how many intervals were above, below or around 0."""
+    """Per knob: pairs compared and, per metric, the range of on − off and how many were called higher, lower or
+    neither after Holm's correction (``ci_higher``, ``ci_lower``, ``ci_unclear``: the keys of earlier reports)."""
     headline: dict[str, float] = {}
     for knob in KNOB_COLUMNS:
         frame = diffs[diffs["knob"] == knob]

@@ -122,15 +122,16 @@ def untested_claims(cells: pd.DataFrame, knobs: dict) -> str:
 
 
 def knob_sentence(diffs: pd.DataFrame, knob: str, metric: str, beyond: pd.DataFrame) -> str:
-    """One knob and metric in words: the range of on − off, the intervals above, below or around 0, those beyond the A/A control.
+    """One knob and metric in words: the range of on − off, how many were called higher, lower or neither (after
+    Holm's correction, :func:`labkit.analysis.tuning.compare_knobs`), those beyond the A/A control.
 
     The A/A part is there when ``beyond`` (:func:`labkit.analysis.tuning.beyond_null`) has the knob.
     """
     frame = diffs[diffs["knob"] == knob]
     counts = frame[f"{metric}_verdict"].value_counts()
     text = (f"{metric} on − off from {frame[f'{metric}_diff'].min():+.1f} to {frame[f'{metric}_diff'].max():+.1f} "
-            f"{unit(metric)} (interval above 0 in {counts.get('higher', 0)}, below in {counts.get('lower', 0)}, "
-            f"including 0 in {counts.get('unclear', 0)} of {len(frame)})")
+            f"{unit(metric)} (called higher in {counts.get('higher', 0)}, lower in {counts.get('lower', 0)}, "
+            f"neither in {counts.get('unclear', 0)} of {len(frame)}, after Holm's correction)")
     if (knob, metric) in beyond.index:
         row = beyond.loc[(knob, metric)]
         text += f"; beyond the A/A differences: {row['beyond, higher']} higher, {row['beyond, lower']} lower"

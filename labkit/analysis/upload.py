@@ -60,12 +60,15 @@ def spread(uploads: pd.DataFrame) -> pd.DataFrame:
 
 
 def first_vs_later(uploads: pd.DataFrame) -> pd.DataFrame:
-    """Median MB/s of each cell's first upload (``seq`` 0, which pays for slow start) against the later ones, per chunk size."""
+    """Median MB/s of each cell's first upload (``seq`` 0) against the later ones, per chunk size, with the uploads
+    each median rests on (``n first``, ``n later``)."""
     marked = uploads.assign(upload=np.where(uploads["seq"] == 0, "first", "later"))
-    table = marked.groupby(["chunk_bytes", "upload"])["mb_per_s"].median().unstack("upload")
+    grouped = marked.groupby(["chunk_bytes", "upload"])["mb_per_s"]
+    table = grouped.median().unstack("upload")
     if "first" in table and "later" in table:
         table["later / first"] = table["later"] / table["first"]
-    return table
+    counts = grouped.size().unstack("upload").add_prefix("n ")
+    return table.join(counts)
 
 
 def condition_pairs(conditions: list[str]) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -66,14 +68,18 @@ def import_logs(specs, out, runs_dir, append, tz, src, dst):
     records its path, sha256 and size. Importing ping and go-echo logs into
     one run makes a ping-vs-echo run (`labkit report` then runs its notebook).
     """
+    from labkit.cli.options import stop_cleanly_on_sigterm
     from labkit.errors import LabkitError
     from labkit.importers.core import import_files
 
+    stop_cleanly_on_sigterm()  # SIGTERM stops an import as Ctrl-C does: its spool removed, exit status 143
     pairs = split_specs(specs)
     if tz is not None:
         _check_zone(tz)
     try:
-        result = import_files(pairs, out=out, runs_dir=runs_dir, append=append, tz=tz, src=src, dst=dst, log=click.echo)
+        with _progress() as progress:
+            result = import_files(pairs, out=out, runs_dir=runs_dir, append=append, tz=tz, src=src, dst=dst,
+                                  log=click.echo, progress=progress)
     except LabkitError:
         raise
     except OSError as exc:
@@ -83,6 +89,29 @@ def import_logs(specs, out, runs_dir, append, tz, src, dst):
         f"run {result.run.run_id}: experiment {result.experiment}, {len(result.cells)} file(s) imported, "
         f"{counts.get('parquet_rows', 0)} rows in {result.parquet}"
     )
+
+
+@contextmanager
+def _progress():
+    """On a terminal, a bar per file as it is read (a large log takes a while); elsewhere nothing, as the count
+    lines say what was read."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  console=console, transient=True) as bar:
+        tasks: dict[Path, Any] = {}
+
+        def progress(path: Path, done: int) -> None:
+            if path not in tasks:
+                tasks[path] = bar.add_task(f"reading {path.name}", total=path.stat().st_size)
+            bar.update(tasks[path], completed=done)
+
+        yield progress
 
 
 def _check_zone(tz: str) -> None:

@@ -71,7 +71,7 @@ def load(**flags):
           --grpc-option static-stream-window+static-conn-window=default,32MiB \\
           --design one-at-a-time
     """
-    print_summary(run_from_flags("load", flags, renamed=RENAMED))
+    run_from_flags("load", flags, print_summary, renamed=RENAMED)
 
 
 def print_summary(run) -> None:

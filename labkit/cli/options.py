@@ -22,11 +22,12 @@ import click
 from labkit.errors import LabkitError
 
 #: The options every experiment command takes besides its own, in the order --help lists them.
-COMMON = ("inventory", "config_file", "runs_dir", "resume", "accept_new_host_keys", "quiet")
+COMMON = ("inventory", "config_file", "runs_dir", "resume", "accept_new_host_keys", "quiet", "runs")
 
 
 def experiment_options(command):
-    """Add INVENTORY, --config, --runs-dir, --resume, --accept-new-host-keys and --quiet to an experiment command."""
+    """Add INVENTORY, --config, --runs-dir, --resume, --runs, --accept-new-host-keys and --quiet to an experiment
+    command."""
     decorators = [
         click.argument("inventory", required=False, type=click.Path(dir_okay=False)),
         click.option("--config", "config_file", type=click.Path(dir_okay=False),
@@ -34,6 +35,10 @@ def experiment_options(command):
         click.option("--runs-dir", type=click.Path(file_okay=False),
                      help="Where runs go. [default: $LABKIT_RUNS or data/runs]"),
         click.option("--resume", help="Continue an interrupted run (path or name): only missing cells run."),
+        click.option("--runs", type=click.IntRange(1, 100), default=1, show_default=True,
+                     help="Independent runs of the whole matrix, one after another, each a run of its own (fresh "
+                          "servers and connections, the seed advanced by one): between-run variation, which one "
+                          "run cannot show. Grouped in their manifests (replicate)."),
         click.option("--accept-new-host-keys", is_flag=True,
                      help="Record unknown SSH host keys in known_hosts (never silently)."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
@@ -50,16 +55,16 @@ CAPTURE = click.option(
          "become = \"sudo\") into the run's raw/, for `labkit explain`.")
 
 
-def run_from_flags(command: str, flags: dict, *, renamed: dict[str, str] | None = None,
+def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[str, str] | None = None,
                    path_keys: tuple[str, ...] = ("inventory",), adjust: Callable[[dict, dict], None] | None = None):
-    """Run (or resume) experiment ``command`` from its command line; return the run.
+    """Run (or resume) experiment ``command`` from its command line, and ``show`` each run it makes (--runs).
 
     ``flags`` are the click callback's keyword arguments; ``renamed`` maps an
     option (or experiment-file key) to its config field where the names
     differ (``gaps`` -> ``gaps_s``); ``adjust(values, options)`` may fix up
     the merged values before the config is built.
     """
-    from labkit.experiments import run_command, spec
+    from labkit.experiments import run_command, run_replicates, spec
 
     stop_cleanly_on_sigterm()
     common = {key: flags[key] for key in COMMON}
@@ -67,8 +72,10 @@ def run_from_flags(command: str, flags: dict, *, renamed: dict[str, str] | None 
     run_options = dict(runs_dir=common["runs_dir"], quiet=common["quiet"],
                        accept_new_host_keys=common["accept_new_host_keys"])
     if common["resume"]:
-        refuse_options_with_resume(common["inventory"], common["config_file"], options)
-        return run_command(command, resume=common["resume"], **run_options)
+        refuse_options_with_resume(common["inventory"], common["config_file"], {**options, "runs": common["runs"]}
+                                   if common["runs"] != 1 else options)
+        show(run_command(command, resume=common["resume"], **run_options))
+        return
     fields = {option: (renamed or {}).get(option, option) for option in options}
     fields["inventory"] = "inventory"
     values = config_values(common["inventory"], common["config_file"], options, section=command, fields=fields,
@@ -77,7 +84,8 @@ def run_from_flags(command: str, flags: dict, *, renamed: dict[str, str] | None 
         adjust(values, options)
     config = spec(command).config_type(**values)
     config.validate()  # bad values fail here, before any host is contacted
-    return run_command(command, config=config, **run_options)
+    for run in run_replicates(command, config, common["runs"], **run_options):
+        show(run)
 
 
 def _given(value) -> bool:
@@ -115,9 +123,12 @@ def stack_options(clients: tuple[str, ...] = ("python", "go"), swept: bool = Tru
     return decorate
 
 
-def print_run_footer(console, run, unit: str) -> None:
-    """The last lines of every experiment's summary: any echo server that died (and was restarted), rows and cells
-    of the run, and where it was written."""
+def print_run_footer(console, run, unit: str, thin: list[str] = ()) -> None:
+    """The last lines of every experiment's summary: the statistics that rest on too few samples (``thin``, from
+    labkit.analysis.thin_statistics), any echo server that died (and was restarted), rows and cells of the run, and
+    where it was written."""
+    for line in thin:
+        console.print(f"[yellow]warning: {line}[/yellow]", highlight=False)
     for ended in run.manifest.get("server_exits", []):
         console.print(f"[yellow]the echo server on {ended['host']} (pid {ended['pid']}) exited with status "
                       f"{ended['status']} during {ended['during']}: restarted, and what it spoiled redone[/yellow]",

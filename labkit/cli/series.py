@@ -42,13 +42,15 @@ def series(**flags):
       labkit series ~/.local/state/labkit/testbeds/labkit/inventory.toml \\
           --client a --server b --duration 1h --interval 1s
     """
-    print_summary(run_from_flags("series", flags, renamed=RENAMED))
+    run_from_flags("series", flags, print_summary, renamed=RENAMED)
 
 
 def print_summary(run) -> None:
     """Per probe: samples, failures and the RTT distribution, with the median as a multiple of ping's."""
     from rich.console import Console
     from rich.table import Table
+
+    from labkit.analysis import thin_statistics
 
     table_data = run.summary()
     table = Table(title="round-trip time per probe (ms, successful samples)")
@@ -67,4 +69,5 @@ def print_summary(run) -> None:
     if not console.is_terminal:
         console = Console(width=120)  # a pipe or a log file: room for every column, never cut values
     console.print(table)
-    print_run_footer(console, run, "rows")
+    thin = thin_statistics(table_data["ok"], {"median": 50, "p5": 5, "p95": 95}, "ok samples")
+    print_run_footer(console, run, "rows", thin)

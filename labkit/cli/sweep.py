@@ -26,7 +26,9 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
               help="net.ipv4.tcp_slow_start_after_idle on both hosts, e.g. 1,0 ('keep' leaves it). Needs root there.")
 @click.option("--cc", type=choice_list(CONGESTION_CONTROLS, allow_none=True),
               help="Congestion control on the route between the hosts, e.g. cubic,bbr ('keep' leaves it).")
-@click.option("--order", type=click.Choice(["sequential", "shuffled"]), help="Order of cells and calls. [default: sequential]")
+@click.option("--order", type=click.Choice(["sequential", "shuffled"]),
+              help="Order of cells (within a server and kernel condition) and of calls, drawn with --seed: shuffled so "
+                   "that drift over time and a connection's history fall on no one condition. [default: shuffled]")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: sweep]")
 @click.option("--seed", type=int, help="Seed for payloads and shuffling. [default: 1]")
 @click.option("--warmup", type=click.IntRange(0, 1000), help="Unrecorded calls before each cell's first recorded one. [default: 1]")
@@ -56,7 +58,7 @@ def sweep(**flags):
           --client a --server b --sizes 1000,14000,16000,32000 --gaps 1s \\
           --repeats 5 --slow-start-after-idle 1,0
     """
-    print_summary(run_from_flags("sweep", flags, renamed=RENAMED, adjust=_host_list))
+    run_from_flags("sweep", flags, print_summary, renamed=RENAMED, adjust=_host_list)
 
 
 def _host_list(values: dict, options: dict) -> None:
@@ -69,6 +71,7 @@ def print_summary(run) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from labkit.analysis import thin_statistics
     from labkit.analysis.tables import SWEEP_CONDITION, condition_label
 
     table_data = run.summary()
@@ -91,4 +94,4 @@ def print_summary(run) -> None:
         table.add_row(f"{src}→{dst}", condition_label(*knobs), *values)
     console = Console()
     console.print(table)
-    print_run_footer(console, run, "calls")
+    print_run_footer(console, run, "calls", thin_statistics(table_data["count"], {"median": 50}, "warm calls"))

@@ -52,7 +52,7 @@ def upload(**flags):
     """
     if flags.get("file") and flags.get("file_size") is not None:
         raise click.UsageError("give --file or --file-size, not both")
-    print_summary(run_from_flags("upload", flags, renamed=RENAMED, path_keys=("inventory", "file"), adjust=_one_file))
+    run_from_flags("upload", flags, print_summary, renamed=RENAMED, path_keys=("inventory", "file"), adjust=_one_file)
 
 
 def _one_file(values: dict, options: dict) -> None:
@@ -67,6 +67,7 @@ def print_summary(run) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from labkit.analysis import thin_statistics
     from labkit.units import format_size
 
     table_data = run.summary()
@@ -88,4 +89,4 @@ def print_summary(run) -> None:
         table.add_row(f"{transport}{'+TLS' if tls else ''}", *values)
     console = Console()
     console.print(table)
-    print_run_footer(console, run, "uploads")
+    print_run_footer(console, run, "uploads", thin_statistics(table_data["uploads"], {"median": 50}, "uploads"))

@@ -56,6 +56,30 @@ def run_command(command: str, inventory=None, *, config=None, runs_dir=None, res
                           accept_new_host_keys=accept_new_host_keys)
 
 
+def run_replicates(command: str, config, runs: int, *, runs_dir=None, quiet: bool = False,
+                   accept_new_host_keys: bool = False):
+    """Run experiment ``command`` ``runs`` times, each an independent run of the whole cell matrix, yielding each run
+    as it completes.
+
+    Each replicate is a run of its own (fresh servers and connections, its own manifest and --resume) with the
+    config's ``seed`` advanced by its index, so a shuffled order differs between replicates; its manifest's
+    ``replicate`` is ``{"group": <the first replicate's run id>, "index": k, "of": runs}``, and
+    :meth:`labkit.store.Run.replicates` finds the group again. Between-run variation (a connection's history, the
+    moment on the path) is what one run cannot show and what :func:`labkit.analysis.runs_bootstrap` resamples.
+    """
+    import dataclasses
+
+    from labkit.experiments.base import run_experiment
+
+    found, group = spec(command), None
+    for index in range(1, runs + 1):
+        replicate = dataclasses.replace(config, seed=config.seed + index - 1) if hasattr(config, "seed") else config
+        run = run_experiment(found, replicate, runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
+                             replicate={"group": group, "index": index, "of": runs} if runs > 1 else None)
+        group = group or run.run_id
+        yield run
+
+
 def _resumable(found, config, runs_dir, quiet: bool) -> str | None:
     """The path of the newest unfinished run of ``config`` (see :func:`run_command`'s ``resume="auto"``), or None."""
     import dataclasses

@@ -72,8 +72,9 @@ class ExperimentSpec:
 
 
 def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str | None = None, quiet: bool = False,
-                   accept_new_host_keys: bool = False):
-    """Run (or, with ``resume``, continue) an experiment and return its :class:`labkit.store.Run`."""
+                   accept_new_host_keys: bool = False, replicate: dict | None = None):
+    """Run (or, with ``resume``, continue) an experiment and return its :class:`labkit.store.Run`; ``replicate``
+    (labkit.experiments.run_replicates) goes into a new run's manifest, its ``group`` the run's own id when None."""
     run, config, inventory = prepare_run(spec.experiment, spec.config_type, config, resume=resume, runs_dir=runs_dir)
     plan = spec.plan(config, inventory)
     if not plan.cells:
@@ -88,6 +89,8 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
     run = begin_run(run, spec.experiment, config, runs_dir)
     if plan.omitted and not resumed:
         run.update(omitted_cells=plan.omitted)
+    if replicate and not resumed:
+        run.update(replicate={**replicate, "group": replicate["group"] or run.run_id})
     try:
         with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
                      accept_new_host_keys=accept_new_host_keys) as current:
@@ -375,9 +378,14 @@ class Session:
 
         host = self.pool.get(host_name)
         proc = host.start(argv)
-        self.run.register_process(host_name, proc.pid, argv, process_start_ticks(host, proc.pid))
+        # Known as live and recorded at once: reading its start time is another round trip to the host, and an
+        # interrupt during it must still find the process to stop.
         with self._live_lock:
             self.live_processes.add(proc)
+        self.run.register_process(host_name, proc.pid, argv)
+        started = process_start_ticks(host, proc.pid)
+        if started is not None:
+            self.run.register_process(host_name, proc.pid, argv, started)
         return proc
 
     def start_labkit(self, host_name: str, *args: str):

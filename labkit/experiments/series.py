@@ -189,6 +189,11 @@ def ping_rows(event: dict[str, Any], source_file: str | None = None) -> list[dic
     per duplicate reply. A run that printed no probe at all (ping missing,
     no permission, a bad address) still gives one row: ok=False, with ping's
     exit status and last stderr line as the error.
+
+    The reply's RTT is taken from the summary line when it can be: iputils
+    prints ``time=`` with three significant digits (above 100 ms, whole
+    milliseconds), while ``rtt min/avg/max`` of a one-reply run is that same
+    reply in microseconds.
     """
     import pandas as pd
 
@@ -197,9 +202,12 @@ def ping_rows(event: dict[str, Any], source_file: str | None = None) -> list[dic
     tick, started = event["tick"], event["t_utc_ns"]
     result = parse_ping(event.get("stdout") or "")
     payload = result.summary.get("payload_bytes")
+    precise = single_reply_rtt_ms(result)
     rows = []
     for r in result.rows.itertuples(index=False):
         rtt = None if math.isnan(r.rtt_ms) else float(r.rtt_ms)
+        if precise is not None and r.ok and not r.duplicate:
+            rtt = precise
         stamp = None if pd.isna(r.t_utc_ns) else int(r.t_utc_ns)
         if r.duplicate:
             error = "duplicate"
@@ -231,6 +239,20 @@ def ping_rows(event: dict[str, Any], source_file: str | None = None) -> list[dic
             "payload_bytes": payload, "unit": None, "source_file": source_file, "line_number": None,
         })
     return rows
+
+
+def single_reply_rtt_ms(result) -> float | None:
+    """The µs-resolution RTT of a ping run with exactly one reply and no duplicate (pure): its summary line's min,
+    when it agrees with the reply line's rounded time; None otherwise."""
+    rows = result.rows
+    replies = rows[rows["ok"] & ~rows["duplicate"]] if len(rows) else rows
+    summary_min = result.summary.get("rtt_min_ms")
+    if len(replies) != 1 or rows["duplicate"].any() or summary_min is None:
+        return None
+    printed = float(replies["rtt_ms"].iat[0])
+    # time= keeps three significant digits: the two must agree to within its last digit's half.
+    last_digit = 10.0 ** (math.floor(math.log10(printed)) - 2) if printed > 0 else 0.001
+    return float(summary_min) if abs(float(summary_min) - printed) <= last_digit / 2 + 1e-9 else None
 
 
 def over_timeout(row: dict[str, Any], timeout_s: float) -> dict[str, Any]:

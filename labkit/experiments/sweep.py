@@ -57,7 +57,8 @@ class SweepConfig(StackChoice):
     keepalive_ms: list[int | None] = field(default_factory=lambda: [None])
     slow_start_after_idle: list[int | None] = field(default_factory=lambda: [None])
     cc: list[str | None] = field(default_factory=lambda: [None])
-    order: str = "sequential"
+    # New runs: cells and calls in a seeded random order, so that time and history are confounded with no knob.
+    order: str = "shuffled"
     name: str = "sweep"
     capture: bool = False  # --capture: tcpdump on client and server hosts (labkit.experiments.capture)
     seed: int = 1

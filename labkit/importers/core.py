@@ -12,67 +12,68 @@ declared schema.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import os
-import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from labkit.errors import LabkitError
 from labkit.importers.kinds import KINDS, Kind, Options, guess_kind
+from labkit.importers.source import LogSource, NotJSON, Spool, ahead, read_document
 from labkit.parsers import ParseError, ParseResult
 from labkit.provenance import utc_now
 
 #: How many unrecognised lines of a file the manifest keeps (all are counted).
 MANIFEST_UNRECOGNISED_LINES = 50
-_GZIP_MAGIC = b"\x1f\x8b"
+#: A log with nothing of its kind in this much text is the wrong file: refused without reading the rest.
+FIRST_TEXT_BYTES = 16 * 2**20
+#: A report (JSON) is parsed whole, at about seven times its size in memory (a 48 MB ghz report peaked at 455 MB):
+#: a larger one is refused, before it is read whole, to keep an import within 500 MB. That is ~330,000 ghz
+#: calls' details, or a day of iperf3 intervals at one a second.
+MAX_REPORT_BYTES = 32 * 2**20
+#: The columns every row of a run has, which the run gives and no file does.
+RUN_COLUMNS = ("run_id", "experiment", "cell_id", "attempt", "source_file")
 
 
 def read_source(path: str | os.PathLike) -> tuple[bytes, str]:
-    """The bytes of a file as stored, and its text (gunzipped when it is gzip, whatever its name).
-
-    Text is UTF-8; a file that is not is read as Latin-1, so every byte
-    becomes a character and reaches the parser (which counts what it does not
-    recognise) instead of stopping the import.
-    """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise LabkitError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise LabkitError(f"{path} is a directory, not a log file") from None
-    except PermissionError:
-        raise LabkitError(f"cannot read {path}: permission denied") from None
-    payload = data
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            payload = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise LabkitError(f"{path}: damaged gzip file ({exc})") from None
-    try:
-        text = payload.decode("utf-8")
-    except UnicodeDecodeError:
-        text = payload.decode("latin-1")
-    return data, text
+    """The bytes of a (small) file as stored, and its text (gunzipped when it is gzip, whatever its name)."""
+    source = LogSource(Path(path))
+    text = "".join(source.chunks())
+    return Path(path).read_bytes(), text
 
 
 @dataclass
 class ParsedFile:
-    """One file read and parsed, ready to become a cell of a run."""
+    """One file read and parsed, ready to become a cell of a run; its rows wait in a spool until then.
+
+    ``close()`` removes the spool (:func:`import_files` does, and so does garbage collection).
+    """
 
     kind: str
     path: Path
-    data: bytes
+    source: LogSource
     result: ParseResult
-    rows: list[dict[str, Any]]
+    spool: Spool
+    counts: dict[str, int]  # rows, ok and duplicate rows, as the table has them
+    first: dict[str, Any] = field(default_factory=dict)  # each string column's first value
     options: Options = field(default_factory=Options)
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        return self.source.sha256
+
+    def tables(self) -> Iterator[Any]:
+        """The file's rows in its kind's table (every column but the run's), a batch at a time (Arrow)."""
+        spec = KINDS[self.kind]
+        schema = _file_schema(spec.table)
+        for batch in self.spool.batches():
+            yield _table(spec.rows(batch, self.result, self.options, self.first), schema, batch.num_rows)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row, as dicts (for a small file: all in memory)."""
+        return [row for table in self.tables() for row in table.to_pylist()]
 
     def tally(self) -> dict[str, int]:
         """Lines parsed and unrecognised, and rows by what they are: samples, lost, duplicates."""
@@ -83,10 +84,10 @@ class ParsedFile:
         else:
             # A JSON report is read whole: every line is part of the one document.
             tally.update(parsed=tally["lines"], unrecognised=0, blank=0)
-        tally["rows"] = len(self.rows)
+        tally["rows"] = self.counts["rows"]
         if KINDS[self.kind].table == "series":
-            tally["samples"] = sum(1 for r in self.rows if r["ok"])
-            tally["duplicates"] = sum(1 for r in self.rows if r["duplicate"])
+            tally["samples"] = self.counts["ok"]
+            tally["duplicates"] = self.counts["duplicate"]
             tally["lost"] = tally["rows"] - tally["samples"] - tally["duplicates"]
         return tally
 
@@ -112,39 +113,147 @@ class ParsedFile:
             text += " (times written in " + ", ".join(f"{u} ×{n}" for u, n in sorted(units.items())) + ")"
         return text
 
+    def close(self) -> None:
+        self.spool.close()
+
+
+def _file_schema(table: str):
+    """The table's schema without the run's columns: what a file's rows fill."""
+    import pyarrow as pa
+
+    schema = table_schema(table)
+    return pa.schema([f for f in schema if f.name not in RUN_COLUMNS])
+
+
+def _table(columns: dict[str, Any], schema, rows: int):
+    """An Arrow table of ``schema`` from columns given as arrays, or as one value for every row (None: null)."""
+    import pyarrow as pa
+
+    arrays = []
+    for column in schema:
+        value = columns.get(column.name)
+        if value is None or isinstance(value, (str, int, float, bool)):
+            arrays.append(pa.nulls(rows, column.type) if value is None else pa.repeat(pa.scalar(value, column.type), rows))
+        elif isinstance(value, (pa.Array, pa.ChunkedArray)):
+            arrays.append(value.cast(column.type))
+        else:
+            arrays.append(pa.array(value, column.type, from_pandas=True))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
 
 def read_log(kind: str, path: str | os.PathLike, *, tz: str | None = None, src: str | None = None,
-             dst: str | None = None) -> ParsedFile:
-    """Read and parse one file as ``kind``; refuse, with a hint, a file in which nothing of that kind is found."""
+             dst: str | None = None, on_read: Callable[[int], None] | None = None) -> ParsedFile:
+    """Read and parse one file as ``kind``, in bounded memory; refuse, with a hint, a file in which nothing of
+    that kind is found, and any file whose rows would be wrong. ``on_read`` is told the bytes of a log read so
+    far, as it goes."""
     if kind not in KINDS:
         raise LabkitError(f"unknown kind {kind!r}; use one of {', '.join(KINDS)}")
     spec: Kind = KINDS[kind]
     path = Path(path).absolute()
-    data, text = read_source(path)
-    if not text.strip():
-        raise LabkitError(f"{path}: the file is empty")
     options = Options(tz=tz, src=src, dst=dst)
+    spool = Spool()
+    parsed = ParsedFile(kind=kind, path=path, source=LogSource(path, on_read), result=ParseResult(None, {}), spool=spool,
+                        counts={"rows": 0, "ok": 0, "duplicate": 0}, options=options)
     try:
-        result = spec.parse(text, options)
+        (_read_lines if spec.line_oriented else _read_report)(parsed, spec)
+        if reason := spec.refusal(parsed.result):
+            raise LabkitError(f"{path}: {reason}; nothing imported")
+    except BaseException:
+        spool.close()
+        raise
+    spool.finish()
+    return parsed
+
+
+def _spool(parsed: ParsedFile, batches: Iterable[Any]) -> None:
+    """Keep a parser's rows, counting what the tally needs and each string column's first value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        parsed.spool.write(batch)
+        parsed.counts["rows"] += batch.num_rows
+        for column in ("ok", "duplicate"):  # what every series parser's rows say of themselves
+            if column in batch.column_names:
+                parsed.counts[column] += int(pc.sum(batch[column]).as_py() or 0)
+        for column in batch.schema:
+            if column.type == pa.string() and column.name not in parsed.first:
+                values = batch[column.name].drop_null()
+                if len(values):
+                    parsed.first[column.name] = values[0].as_py()
+
+
+def _read_lines(parsed: ParsedFile, spec: Kind) -> None:
+    """A log, a chunk of lines at a time: rows spooled, the file refused as soon as it cannot be imported."""
+    parser, heads = spec.parser(parsed.options), []
+
+    def prepared():  # on another thread, a chunk or two ahead
+        for text in parsed.source.chunks():
+            heads.append(text[:65536]) if not heads else None
+            yield parser.prepare(text)
+
+    head = ""
+    try:
+        for chunk in ahead(prepared()):
+            head = heads[0]
+            _spool(parsed, parser.feed_prepared(chunk))
+            _check_so_far(parsed, parser.result(), head)
+        _spool(parsed, parser.finish())
     except ParseError as exc:
-        raise LabkitError(f"{path}: {exc.format_message()}{_hint(kind, text, path)}") from None
-    rows = spec.rows(result, options)
-    if spec.line_oriented and not rows:
-        counts = result.counts
-        first = result.unrecognised_lines[0] if result.unrecognised_lines else None
-        sample = f"; line {first[0]}: {first[1].strip()[:60]!r}" if first else ""
-        raise LabkitError(
-            f"{path}: no {kind} output found ({counts['parsed']} of {counts['lines']} lines parsed, "
-            f"{counts['unrecognised']} unrecognised{sample}){_hint(kind, text, path)}"
-        )
-    # Rows that read fine can still be wrong: a reply line not read turns its probe into a loss.
+        raise LabkitError(f"{parsed.path}: {exc.format_message()}{_hint(parsed.kind, head, parsed.path)}") from None
+    parsed.result = result = parser.result()
+    if result.counts["lines"] == result.counts["blank"]:
+        raise LabkitError(f"{parsed.path}: the file is empty")
+    if not parsed.counts["rows"]:
+        raise LabkitError(f"{parsed.path}: no {parsed.kind} output found ({_parsed_of(result)}){_hint(parsed.kind, head, parsed.path)}")
     if result.unreadable_lines:
         number, line = result.unreadable_lines[0]
-        raise LabkitError(f"{path}: line {number} cannot be read as {kind} output and may be a reply: "
+        raise LabkitError(f"{parsed.path}: line {number} cannot be read as {parsed.kind} output and may be a reply: "
                           f"{line.strip()[:80]!r}; nothing imported")
-    if reason := spec.refusal(result):
-        raise LabkitError(f"{path}: {reason}; nothing imported")
-    return ParsedFile(kind=kind, path=path, data=data, result=result, rows=rows, options=options)
+
+
+def _parsed_of(result: ParseResult) -> str:
+    counts = result.counts
+    first = result.unrecognised_lines[0] if result.unrecognised_lines else None
+    sample = f"; line {first[0]}: {first[1].strip()[:60]!r}" if first else ""
+    return f"{counts['parsed']} of {counts['lines']} lines parsed, {counts['unrecognised']} unrecognised{sample}"
+
+
+def _check_so_far(parsed: ParsedFile, result: ParseResult, head: str) -> None:
+    """Stop reading a file that cannot be imported: a line that may be a reply went unread (its rows would
+    count a probe lost that was not), or no row of its kind in the first :data:`FIRST_TEXT_BYTES` (a parser
+    holds rows back only for a few MB; a line such as ping's closing statistics found in another tool's log
+    is no row). Both wait for rows: a file of another kind has none, and is told so at its end."""
+    if result.unreadable_lines and parsed.counts["rows"]:
+        number, line = result.unreadable_lines[0]
+        raise LabkitError(f"{parsed.path}: line {number} cannot be read as {parsed.kind} output and may be a reply: "
+                          f"{line.strip()[:80]!r}; nothing imported")
+    if parsed.source.text_bytes >= FIRST_TEXT_BYTES and not parsed.counts["rows"]:
+        raise LabkitError(f"{parsed.path}: no {parsed.kind} output in its first {FIRST_TEXT_BYTES // 2**20} MiB "
+                          f"({_parsed_of(result)}){_hint(parsed.kind, head, parsed.path)}")
+
+
+def _read_report(parsed: ParsedFile, spec: Kind) -> None:
+    """A report (JSON), read whole: it is one document, and never large."""
+    import pyarrow as pa
+
+    try:
+        parsed.source, text = read_document(parsed.path, MAX_REPORT_BYTES)
+    except NotJSON as exc:
+        hint = _hint(parsed.kind, exc.head, parsed.path)
+        raise LabkitError(f"{parsed.path}: not JSON (it starts {exc.head[:20]!r}){hint}") from None
+    if not text.strip():
+        raise LabkitError(f"{parsed.path}: the file is empty")
+    try:
+        parsed.result = spec.parse(text, parsed.options)
+    except ParseError as exc:
+        raise LabkitError(f"{parsed.path}: {exc.format_message()}{_hint(parsed.kind, text, parsed.path)}") from None
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:  # JSON, but not of this shape
+        raise LabkitError(f"{parsed.path}: not {spec.description}: {type(exc).__name__}: {exc}") from None
+    rows, parsed.result.rows = parsed.result.rows, None
+    _spool(parsed, [pa.Table.from_pandas(rows, preserve_index=False)])
 
 
 def _iperf3_end(summary: dict[str, Any]) -> str:
@@ -231,69 +340,112 @@ def import_files(
     src: str | None = None,
     dst: str | None = None,
     log: Callable[[str], None] | None = None,
+    progress: Callable[[Path, int], None] | None = None,
 ) -> ImportResult:
     """Import ``(kind, path)`` pairs into a new run named ``out`` (or, with ``append``, the existing run ``out``).
 
-    Every file is parsed before the run is created or changed. Each file
-    becomes one cell; its rows are journaled, its bytes copied to
-    ``raw/<kind>/<name>``, and the manifest's ``imports`` list records its
-    absolute path, sha256, size, kind, the parser's counts and summary, and
-    up to :data:`MANIFEST_UNRECOGNISED_LINES` unrecognised lines. ``log``
-    receives one line per file (counts) and per notable event.
+    Every file is parsed before the run is created or changed, each in bounded memory. Each file becomes one
+    cell: its bytes copied to ``raw/<kind>/<name>``, its rows written to ``samples.parquet`` a batch at a
+    time (no journal: the Parquet file is replaced whole, so an interrupted import leaves the run as it was),
+    and the manifest's ``imports`` list records its absolute path, sha256, size, kind, the parser's counts
+    and summary, and up to :data:`MANIFEST_UNRECOGNISED_LINES` unrecognised lines. ``log`` receives one line
+    per file (counts) and per notable event; ``progress`` is told each file's bytes read so far, as it is read.
     """
-    from labkit.store import Run, find_run
-
     log = log or (lambda line: None)
     if not specs:
         raise LabkitError("nothing to import: give a KIND and at least one FILE")
-    parsed = [read_log(kind, path, tz=tz, src=src, dst=dst) for kind, path in specs]
-    _refuse_repeats(parsed)
+    parsed: list[ParsedFile] = []
+    try:
+        for kind, path in specs:
+            on_read = (lambda done, path=Path(path): progress(path, done)) if progress else None
+            parsed.append(read_log(kind, path, tz=tz, src=src, dst=dst, on_read=on_read))
+        _refuse_repeats(parsed)
+        return _into_run(parsed, out=out, runs_dir=runs_dir, append=append, log=log,
+                         config={"command": "labkit import", "tz": tz, "src": src, "dst": dst})
+    finally:
+        for p in parsed:
+            p.close()
 
-    if append:
-        run = find_run(out, runs_dir)
-        previous = _check_importable(run)
-    else:
-        previous = []
+
+def _into_run(parsed: list[ParsedFile], *, out: str, runs_dir, append: bool, log, config: dict) -> ImportResult:
+    """The second step: the files' rows, read and found importable, into a new run or after a run's own."""
+    from labkit.store import Run, find_run
+
+    run = find_run(out, runs_dir) if append else None
+    previous = _check_importable(run) if append else []
     table = _single_table(parsed, previous)
     known = {i["sha256"]: i["cell_id"] for i in previous}
     for p in parsed:
         if p.sha256 in known:
             raise LabkitError(f"{p.path} is already in {run.path} as cell {known[p.sha256]} (same sha256)")
-
-    kinds = [i["kind"] for i in previous] + [p.kind for p in parsed]
-    experiment = experiment_for(kinds)
+    experiment = experiment_for([i["kind"] for i in previous] + [p.kind for p in parsed])
     if append:
         old_experiment = run.manifest.get("experiment")
         run.update(status="running", ended_utc=None)
     else:
-        config = {"command": "labkit import", "tz": tz, "src": src, "dst": dst, "table": table}
-        run = Run.create(runs_dir, out, experiment, config)
+        run = Run.create(runs_dir, out, experiment, {**config, "table": table})
         old_experiment = experiment
         run.update(imports=[], table=table)
-
     imports = list(previous)
-    cells = []
     try:
-        if append and old_experiment != experiment:
-            # Rows carry the run's experiment: relabel the cells already here,
-            # as a new attempt of each, so the journal stays append-only.
-            for record in imports:
-                record["attempt"] = _relabel_cell(run, record["cell_id"], experiment)
+        relabelled = {}
+        if old_experiment != experiment:  # rows carry the run's experiment: the earlier cells' are relabelled
+            relabelled = {record["cell_id"]: run.begin_cell(record["cell_id"]) for record in imports}
             log(f"experiment {old_experiment} -> {experiment}: {len(imports)} earlier cell(s) relabelled")
-        for p in parsed:
-            record = _write_cell(run, p, experiment)
-            imports.append(record)
-            cells.append(record["cell_id"])
+        records = [_new_cell(run, p) for p in parsed]
+        with ThreadPoolExecutor(1) as copier:  # the kernel copies the files while the rows are written
+            copied = copier.submit(lambda: [p.source.copy_to(run.path / r["raw"]) for p, r in zip(parsed, records)])
+            rows = ahead(_all_rows(run, experiment, relabelled, parsed, records))
+            parquet = run.write_samples(rows, table_schema(table))
+            copied.result()
+        for record in imports:
+            if record["cell_id"] in relabelled:
+                record["attempt"] = relabelled[record["cell_id"]]
+                run.complete_cell(record["cell_id"], record["attempt"], record["tally"]["rows"])
+        for p, record in zip(parsed, records):
+            run.complete_cell(record["cell_id"], record["attempt"], record["tally"]["rows"])
             _log_file(log, p)
-        run.update(experiment=experiment, imports=imports, table=table)
-        parquet = run.finalize(table_schema(table))
+        run.update(experiment=experiment, imports=imports + records, table=table)
         run.set_status("complete")
     except BaseException:
         run.set_status("failed" if not append else "complete")
         raise
-    finally:
-        run.close()
-    return ImportResult(run=run, files=parsed, cells=cells, experiment=experiment, parquet=parquet)
+    return ImportResult(run=run, files=parsed, cells=[r["cell_id"] for r in records], experiment=experiment,
+                        parquet=parquet)
+
+
+def _all_rows(run, experiment: str, relabelled: dict[str, int], parsed: list[ParsedFile], records: list[dict]):
+    """Every row of the run, a batch at a time: the rows already in it (relabelled where their cell is), then
+    each new file's, with the run's columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    existing = run.path / "samples.parquet"
+    if existing.exists():
+        for batch in pq.ParquetFile(existing).iter_batches(batch_size=2**17):
+            table = pa.Table.from_batches([batch])
+            if relabelled:
+                attempts = table["attempt"]
+                for cell_id, attempt in relabelled.items():
+                    attempts = pc.if_else(pc.equal(table["cell_id"], cell_id), attempt, attempts)
+                table = table.set_column(table.schema.get_field_index("attempt"), "attempt", attempts)
+                table = table.set_column(table.schema.get_field_index("experiment"), "experiment",
+                                         pa.repeat(experiment, table.num_rows))
+            yield table
+    for p, record in zip(parsed, records):
+        run_columns = {"run_id": run.run_id, "experiment": experiment, "cell_id": record["cell_id"],
+                       "attempt": record["attempt"], "source_file": record["raw"]}
+        for table in p.tables():
+            yield _with_run_columns(table, run_columns)
+
+
+def _with_run_columns(table, values: dict[str, Any]):
+    import pyarrow as pa
+
+    for name, value in values.items():
+        table = table.append_column(name, pa.repeat(value, table.num_rows))
+    return table
 
 
 def _refuse_repeats(parsed: list[ParsedFile]) -> None:
@@ -305,15 +457,16 @@ def _refuse_repeats(parsed: list[ParsedFile]) -> None:
 
 
 def _check_importable(run) -> list[dict[str, Any]]:
-    """The run's earlier imports; refuse runs that were not made by ``labkit import`` or lost their journal."""
+    """The run's earlier imports; refuse runs that were not made by ``labkit import`` or lost their rows."""
     imports = run.manifest.get("imports")
     if imports is None:
         raise LabkitError(
             f"{run.path} is a {run.manifest.get('experiment')} run, not one made by `labkit import`; import into a new run"
         )
-    if imports and not (run.path / "samples.jsonl").exists():
+    if imports and not (run.path / "samples.parquet").exists():
         raise LabkitError(
-            f"{run.path} has no samples.jsonl journal (a shipped sample?); appending would lose its rows: import into a new run"
+            f"{run.path} has no samples.parquet (an import that failed?); appending would lose its rows: "
+            "import into a new run"
         )
     return [dict(i) for i in imports]
 
@@ -328,37 +481,25 @@ def _unique_raw_name(run, kind: str, name: str) -> str:
     return candidate
 
 
-def _copy_raw(run, kind: str, name: str, data: bytes) -> Path:
-    directory = run.raw_dir / kind
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / name
-    tmp = directory / f".{name}.tmp"
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
-    return target
-
-
-def _write_cell(run, p: ParsedFile, experiment: str) -> dict[str, Any]:
+def _new_cell(run, p: ParsedFile) -> dict[str, Any]:
+    """A new cell for a file: its name under raw/ taken, its attempt begun, its manifest record."""
     raw_name = _unique_raw_name(run, p.kind, p.path.name)
-    raw_path = _copy_raw(run, p.kind, raw_name, p.data)
+    (run.raw_dir / p.kind).mkdir(parents=True, exist_ok=True)
+    raw_path = run.raw_dir / p.kind / raw_name
+    raw_path.touch()  # taken (the copy is made while the rows are written)
     source_file = raw_path.relative_to(run.path).as_posix()
     cell_id = f"{p.kind}:{raw_name}"
-    attempt = run.begin_cell(cell_id)
-    fixed = {"run_id": run.run_id, "experiment": experiment, "cell_id": cell_id, "attempt": attempt,
-             "source_file": source_file}
-    written = run.append({**row, **fixed} for row in p.rows)
-    run.complete_cell(cell_id, attempt, written)
     stat = p.path.stat()
     return {
         "cell_id": cell_id,
-        "attempt": attempt,
+        "attempt": run.begin_cell(cell_id),
         "kind": p.kind,
         "probe": KINDS[p.kind].probe,
         "source": {
             "path": str(p.path),
             "sha256": p.sha256,
-            "size_bytes": len(p.data),
-            "gzip": p.data[:2] == _GZIP_MAGIC,
+            "size_bytes": p.source.size_bytes,
+            "gzip": p.source.gzip,
             "mtime_utc": _utc(stat.st_mtime),
         },
         "raw": source_file,
@@ -371,14 +512,6 @@ def _write_cell(run, p: ParsedFile, experiment: str) -> dict[str, Any]:
         "unrecognised_lines": [[n, text] for n, text in p.result.unrecognised_lines[:MANIFEST_UNRECOGNISED_LINES]],
         "sha256": p.sha256,
     }
-
-
-def _relabel_cell(run, cell_id: str, experiment: str) -> int:
-    rows = [r for r in run.final_rows() if r.get("cell_id") == cell_id]
-    attempt = run.begin_cell(cell_id)
-    written = run.append({**r, "experiment": experiment, "attempt": attempt} for r in rows)
-    run.complete_cell(cell_id, attempt, written)
-    return attempt
 
 
 def _utc(timestamp: float) -> str:

@@ -18,16 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import pandas as pd
-
-from labkit.parsers import (
-    ParseResult,
-    parse_ghz_json,
-    parse_go_echo_log,
-    parse_idle_step_output,
-    parse_iperf3_json,
-    parse_ping,
-)
+from labkit.parsers.base import ParseResult
 
 UNKNOWN = "unknown"
 
@@ -43,212 +34,170 @@ class Options:
 
 @dataclass(frozen=True)
 class Kind:
-    """One importable format."""
+    """One importable format.
+
+    A log (``parser``: a streaming parser for the options) is read a chunk at a time; a report (``parse``: text
+    to a :class:`ParseResult`) is read whole. ``rows`` turns one batch of the parser's rows (an Arrow table)
+    into the columns of the kind's table (column -> values, or one value for every row), knowing the file's
+    whole result (its summary) and ``first`` (each string column's first value in the file).
+    """
 
     name: str
     table: str  # "series" or "iperf3": which schema its rows follow
     probe: str | None  # the probe its rows measure (series kinds)
     description: str
-    parse: Callable[[str, Options], ParseResult]
-    rows: Callable[[ParseResult, Options], list[dict[str, Any]]]
-    line_oriented: bool = True
+    rows: Callable[..., dict[str, Any]]
+    parser: Callable[[Options], Any] | None = None
+    parse: Callable[[str, Options], ParseResult] | None = None
     # Why a file that parsed must still not be imported (its rows would be wrong), or None.
     refusal: Callable[[ParseResult], str | None] = lambda result: None
 
-
-def plain(value: Any) -> Any:
-    """A value fit for the JSON journal: None for NaN/NA/NaT, Python scalars for numpy ones."""
-    if value is None:
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    if hasattr(value, "item"):
-        return value.item()
-    return value
+    @property
+    def line_oriented(self) -> bool:
+        return self.parser is not None
 
 
-def _ns(stamp: Any) -> int | None:
-    """Integer ns since the epoch of a tz-aware timestamp (None for NaT)."""
-    if stamp is None or pd.isna(stamp):
-        return None
-    return int(pd.Timestamp(stamp).value)
+def _either(condition, yes, no):
+    import pyarrow.compute as pc
+
+    return pc.if_else(condition, yes, no)
 
 
-def _line(row: pd.Series) -> int | None:
-    # Parsers that report the line a row came from name the column ``line``.
-    return plain(row.get("line")) if "line" in row else None
+def _nan_to_null(values):
+    """Floats with NaN (a parser's "no value") as nulls, as the table stores a missing time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.if_else(pc.is_nan(values), pa.scalar(None, pa.float64()), values)
+
+
+def _ns(stamps):
+    """Integer ns since the epoch of timestamps (null stays null)."""
+    import pyarrow as pa
+
+    return stamps.cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64())
 
 
 # --- ping ----------------------------------------------------------------------------------------
 
 
-def _ping_rows(result: ParseResult, opts: Options) -> list[dict[str, Any]]:
+def _ping_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
     summary = result.summary
-    dst = opts.dst or summary.get("target_address") or summary.get("target") or UNKNOWN
-    payload = summary.get("payload_bytes")
-    rows = []
-    for _, r in result.rows.iterrows():
-        rtt = plain(r["rtt_ms"])
-        if bool(r["duplicate"]):
-            error = "duplicate"
-        elif bool(r["ok"]):
-            error = ""
-        else:
-            error = plain(r["error"]) or "no reply"
-        rows.append(
-            {
-                "probe": "ping",
-                "src": opts.src or UNKNOWN,
-                "dst": dst,
-                "seq": int(r["seq"]),
-                "t_utc_ns": plain(r["t_utc_ns"]),
-                "rtt_ms": rtt,
-                "ok": bool(r["ok"]),
-                "error": error,
-                "cold": False,
-                "duplicate": bool(r["duplicate"]),
-                "payload_bytes": payload,
-                "unit": "ms" if rtt is not None else None,
-                "line_number": _line(r),
-            }
-        )
-    return rows
+    error = pc.if_else(pc.equal(t["error"], ""), "no reply", t["error"])
+    return {
+        "probe": "ping", "src": opts.src or UNKNOWN,
+        "dst": opts.dst or summary.get("target_address") or summary.get("target") or UNKNOWN,
+        "seq": t["seq"], "t_utc_ns": t["t_utc_ns"], "rtt_ms": _nan_to_null(t["rtt_ms"]), "ok": t["ok"],
+        "error": _either(t["duplicate"], "duplicate", _either(t["ok"], "", error)), "cold": False,
+        "duplicate": t["duplicate"], "payload_bytes": summary.get("payload_bytes"),
+        "unit": _either(pc.is_nan(t["rtt_ms"]), None, "ms"), "line_number": None,
+    }
 
 
 def _ping_refusal(result: ParseResult) -> str | None:
     """A probe not known to be lost (a line that may be its reply went unread, or ping counted replies it did not
-    print, as with -q) must not be imported as a loss: the first such reason, or None."""
-    rows = result.rows
-    unknown = rows.loc[rows["status"] == "unknown", "error"] if len(rows) else []
-    return str(unknown.iloc[0]) if len(unknown) else None
+    print, as with -q) must not be imported as a loss: the reason, or None."""
+    return result.doubt
+
+
+def _ping_parser(options: Options):
+    from labkit.parsers.ping import PingParser
+
+    return PingParser()
 
 
 # --- the 2016 Go echo client -----------------------------------------------------------------------
 
 
-def _go_echo_rows(result: ParseResult, opts: Options) -> list[dict[str, Any]]:
-    rows = []
-    for _, r in result.rows.iterrows():
-        ok = bool(r["ok"])
-        rows.append(
-            {
-                # The 2016 client dialled a new connection for every call
-                # (research brief, experiment 2): each sample is a cold call.
-                "probe": "echo-cold",
-                "src": opts.src or UNKNOWN,
-                "dst": opts.dst or plain(r["peer"]) or _first_peer(result) or UNKNOWN,
-                "seq": int(r["seq"]),
-                "t_utc_ns": _ns(r["t_utc"]),
-                "rtt_ms": plain(r["rtt_ms"]),
-                "ok": ok,
-                "error": "" if ok else "missing from log",
-                "cold": True,
-                "duplicate": False,
-                "payload_bytes": plain(r["bytes"]),
-                "unit": plain(r["unit"]),
-                "line_number": _line(r),
-            }
-        )
-    return rows
+def _go_echo_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
+    # The 2016 client dialled a new connection for every call (research brief, experiment 2): each
+    # sample is a cold call.
+    return {
+        "probe": "echo-cold", "src": opts.src or UNKNOWN,
+        "dst": opts.dst or pc.fill_null(t["peer"], first.get("peer") or UNKNOWN), "seq": t["seq"],
+        "t_utc_ns": _ns(t["t_utc"]), "rtt_ms": _nan_to_null(t["rtt_ms"]), "ok": t["ok"],
+        "error": _either(t["ok"], "", "missing from log"), "cold": True, "duplicate": False,
+        "payload_bytes": t["bytes"], "unit": t["unit"], "line_number": None,
+    }
 
 
-def _first_peer(result: ParseResult) -> str | None:
-    peers = result.rows["peer"].dropna() if "peer" in result.rows else []
-    return str(peers.iloc[0]) if len(peers) else None
+def _go_echo_parser(options: Options):
+    from labkit.parsers.goclient import GoEchoParser
+
+    return GoEchoParser(options.tz)
 
 
 # --- the idle-step Go client -------------------------------------------------------------------------
 
 
-def _idle_step_rows(result: ParseResult, opts: Options) -> list[dict[str, Any]]:
-    rows = []
-    for _, r in result.rows.iterrows():
-        rows.append(
-            {
-                "probe": "echo",
-                "src": opts.src or UNKNOWN,
-                "dst": opts.dst or UNKNOWN,
-                "seq": int(r["call"]),
-                "t_utc_ns": _ns(r["t_utc"]),
-                "rtt_ms": plain(r["rtt_ms"]),
-                "ok": bool(r["ok"]),
-                "error": "",
-                # The client opens one channel and dials it on the first call.
-                "cold": int(r["call"]) == 0,
-                "duplicate": False,
-                "payload_bytes": plain(r["payload_bytes"]),
-                "unit": plain(r["unit"]),
-                "line_number": _line(r),
-            }
-        )
-    return rows
+def _idle_step_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
+    return {
+        "probe": "echo", "src": opts.src or UNKNOWN, "dst": opts.dst or UNKNOWN, "seq": t["call"],
+        "t_utc_ns": _ns(t["t_utc"]), "rtt_ms": t["rtt_ms"], "ok": t["ok"], "error": "",
+        # The client opens one channel and dials it on the first call.
+        "cold": pc.equal(t["call"], 0), "duplicate": False, "payload_bytes": t["payload_bytes"], "unit": t["unit"],
+        "line_number": None,
+    }
+
+
+def _idle_step_parser(options: Options):
+    from labkit.parsers.goclient import IdleStepParser
+
+    return IdleStepParser(options.tz)
 
 
 # --- ghz -------------------------------------------------------------------------------------------
 
 
-def _ghz_rows(result: ParseResult, opts: Options) -> list[dict[str, Any]]:
-    dst = opts.dst or result.summary.get("options", {}).get("host") or UNKNOWN
-    rows = []
-    for index, r in result.rows.iterrows():
-        ok = bool(r["ok"])
-        error = "" if ok else ": ".join(part for part in (plain(r["status"]), plain(r["error"])) if part) or "failed"
-        rows.append(
-            {
-                "probe": "ghz",
-                "src": opts.src or UNKNOWN,
-                "dst": dst,
-                "seq": int(index),
-                "t_utc_ns": _ns(r["t_utc"]),
-                "rtt_ms": plain(r["latency_ms"]),
-                "ok": ok,
-                "error": error,
-                "cold": False,
-                "duplicate": False,
-                "payload_bytes": None,
-                "unit": "ns",  # ghz writes every duration in integer nanoseconds
-                "line_number": None,
-            }
-        )
-    return rows
+def _ghz_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[str, Any]:
+    import numpy as np
+
+    frame = t.to_pandas()
+    status, error = frame["status"].fillna("").astype(str), frame["error"].fillna("").astype(str)
+    joined = np.where((status != "") & (error != ""), status + ": " + error, status + error)
+    joined = np.where(joined == "", "failed", joined)
+    return {
+        "probe": "ghz", "src": opts.src or UNKNOWN,
+        "dst": opts.dst or result.summary.get("options", {}).get("host") or UNKNOWN,
+        "seq": np.arange(len(frame)), "t_utc_ns": _ns(t["t_utc"]), "rtt_ms": t["latency_ms"], "ok": t["ok"],
+        "error": np.where(frame["ok"], "", joined), "cold": False, "duplicate": False, "payload_bytes": None,
+        "unit": "ns",  # ghz writes every duration in integer nanoseconds
+        "line_number": None,
+    }
 
 
 # --- iperf3 ----------------------------------------------------------------------------------------
 
+_IPERF3_COLUMNS = {"interval": "interval", "socket": "socket", "start_s": "start", "end_s": "end", "bytes": "bytes",
+                   "bits_per_second": "bits_per_second", "retransmits": "retransmits", "snd_cwnd_bytes": "snd_cwnd",
+                   "snd_wnd_bytes": "snd_wnd", "rtt_ms": "rtt_ms", "rttvar_ms": "rttvar_ms", "pmtu": "pmtu",
+                   "jitter_ms": "jitter_ms", "lost_packets": "lost_packets", "packets": "packets",
+                   "lost_percent": "lost_percent", "omitted": "omitted", "sender": "sender"}
 
-def _iperf3_rows(result: ParseResult, opts: Options) -> list[dict[str, Any]]:
+
+def _iperf3_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[str, Any]:
     connected = result.summary.get("connected") or []
     remote = connected[0].get("remote_host") if connected and isinstance(connected[0], dict) else None
-    rows = []
-    for _, r in result.rows.iterrows():
-        rows.append(
-            {
-                "src": opts.src or UNKNOWN,
-                "dst": opts.dst or remote or UNKNOWN,
-                "interval": int(r["interval"]),
-                "socket": plain(r["socket"]),
-                "start_s": plain(r["start"]),
-                "end_s": plain(r["end"]),
-                "bytes": plain(r["bytes"]),
-                "bits_per_second": plain(r["bits_per_second"]),
-                "retransmits": plain(r["retransmits"]),
-                "snd_cwnd_bytes": plain(r["snd_cwnd"]),
-                "snd_wnd_bytes": plain(r["snd_wnd"]),
-                "rtt_ms": plain(r["rtt_ms"]),
-                "rttvar_ms": plain(r["rttvar_ms"]),
-                "pmtu": plain(r["pmtu"]),
-                "jitter_ms": plain(r["jitter_ms"]),
-                "lost_packets": plain(r["lost_packets"]),
-                "packets": plain(r["packets"]),
-                "lost_percent": plain(r["lost_percent"]),
-                "omitted": plain(r["omitted"]),
-                "sender": plain(r["sender"]),
-            }
-        )
-    return rows
+    return {"src": opts.src or UNKNOWN, "dst": opts.dst or remote or UNKNOWN,
+            **{column: t[name] for column, name in _IPERF3_COLUMNS.items()}}
+
+
+def _parse_iperf3(text: str, options: Options) -> ParseResult:
+    from labkit.parsers.iperf3 import parse_iperf3_json  # pandas: only for the kinds that need it
+
+    return parse_iperf3_json(text)
+
+
+def _parse_ghz(text: str, options: Options) -> ParseResult:
+    from labkit.parsers.ghz import parse_ghz_json
+
+    return parse_ghz_json(text)
 
 
 def _iperf3_refusal(result: ParseResult) -> str | None:
@@ -261,15 +210,14 @@ KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
         Kind("ping", "series", "ping", "ping text output (Linux iputils, with or without -D/-O; busybox; GNU inetutils; macOS/BSD)",
-             lambda text, o: parse_ping(text), _ping_rows, refusal=_ping_refusal),
+             _ping_rows, parser=_ping_parser, refusal=_ping_refusal),
         Kind("go-echo", "series", "echo-cold", "the 2016 Go gRPC echo client log (bbengfort/orca: 'received N bytes ... time=<Go duration>')",
-             lambda text, o: parse_go_echo_log(text, tz=o.tz), _go_echo_rows),
+             _go_echo_rows, parser=_go_echo_parser),
         Kind("idle-step", "series", "echo", "the idle-step Go client output ('Payload size: N bytes', 'Round trip time: <Go duration>')",
-             lambda text, o: parse_idle_step_output(text, tz=o.tz), _idle_step_rows),
-        Kind("iperf3", "iperf3", None, "iperf3 -J JSON", lambda text, o: parse_iperf3_json(text), _iperf3_rows,
-             line_oriented=False, refusal=_iperf3_refusal),
-        Kind("ghz", "series", "ghz", "ghz --format json report", lambda text, o: parse_ghz_json(text), _ghz_rows,
-             line_oriented=False),
+             _idle_step_rows, parser=_idle_step_parser),
+        Kind("iperf3", "iperf3", None, "iperf3 -J JSON", _iperf3_rows, parse=_parse_iperf3,
+             refusal=_iperf3_refusal),
+        Kind("ghz", "series", "ghz", "ghz --format json report", _ghz_rows, parse=_parse_ghz),
     )
 }
 

@@ -33,22 +33,30 @@ class ParseResult:
     keys specific to the tool (replies, lost, duplicates, ...). ``summary``
     holds the tool's own closing statistics, as the tool printed them, so that a
     test or a notebook can check the rows against them. ``unrecognised_lines``
-    lists ``(line_number, text)`` pairs, 1-based. ``unreadable_lines`` are
+    lists ``(line_number, text)`` pairs, 1-based (the first :data:`KEPT_LINES`;
+    ``counts["unrecognised"]`` counts them all). ``unreadable_lines`` are
     those of them that are not recognisably free of data (a reply in a
     format the parser does not know looks like this): the rows may miss
     what they hold, so an importer refuses the file. Parsers that do not
-    tell the two apart leave it empty.
+    tell the two apart leave it empty. ``doubt`` says why rows the parser
+    inferred (a probe seen only as a gap in the numbers) may be wrong, or is
+    None when they are not in doubt.
     """
 
-    rows: pd.DataFrame
+    rows: pd.DataFrame | None
     counts: dict[str, int]
     summary: dict[str, Any] = field(default_factory=dict)
     unrecognised_lines: list[tuple[int, str]] = field(default_factory=list)
     unreadable_lines: list[tuple[int, str]] = field(default_factory=list)
+    doubt: str | None = None
 
     def describe(self) -> str:
         """One line for a person: the counts, in a stable order."""
         return ", ".join(f"{key} {value}" for key, value in self.counts.items())
+
+
+#: How many unrecognised (or unreadable) lines a parser keeps, with their numbers; all are counted.
+KEPT_LINES = 1000
 
 
 class LineTally:
@@ -56,6 +64,10 @@ class LineTally:
 
     ``cleaned`` counts lines that carried terminal noise (see
     :func:`strip_terminal_noise`) and were parsed after removing it.
+    ``unrecognised`` keeps the first :data:`KEPT_LINES` of the lines not
+    understood; ``unrecognised_count`` counts them all. ``unreadable`` keeps
+    those of them that look like data (a line cut short where the file was
+    truncated), which :attr:`ParseResult.unreadable_lines` reports.
     """
 
     def __init__(self) -> None:
@@ -64,7 +76,14 @@ class LineTally:
         self.parsed = 0
         self.cleaned = 0
         self.unrecognised: list[tuple[int, str]] = []
+        self.unrecognised_count = 0
+        self.unreadable: list[tuple[int, str]] = []
         self._noisy = False
+
+    def bulk(self, lines: int, parsed: int) -> None:
+        """``lines`` more lines, of which ``parsed`` were read (without noise) by a vectorised pass."""
+        self.lines += lines
+        self.parsed += parsed
 
     def prepare(self, raw: str) -> str | None:
         """Count one input line; return it stripped and cleaned, or None if it is blank.
@@ -90,16 +109,21 @@ class LineTally:
         self.parsed += 1
         self.cleaned += int(self._noisy)
 
-    def unknown(self, number: int, raw: str) -> None:
-        """The line last prepared was not understood: keep it for the report."""
-        self.unrecognised.append((number, raw))
+    def unknown(self, number: int, raw: str, looks_like_data: bool = False) -> None:
+        """The line last prepared was not understood: keep it for the report (and as unreadable when it
+        ``looks_like_data``: the rows may miss what it holds)."""
+        self.unrecognised_count += 1
+        if len(self.unrecognised) < KEPT_LINES:
+            self.unrecognised.append((number, raw))
+        if looks_like_data and len(self.unreadable) < KEPT_LINES:
+            self.unreadable.append((number, raw))
 
     def counts(self) -> dict[str, int]:
         return {
             "lines": self.lines,
             "blank": self.blank,
             "parsed": self.parsed,
-            "unrecognised": len(self.unrecognised),
+            "unrecognised": self.unrecognised_count,
             "cleaned": self.cleaned,
         }
 

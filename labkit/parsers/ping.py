@@ -48,10 +48,11 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from labkit.parsers.base import LineTally, ParseResult, split_lines
+from labkit.parsers.base import KEPT_LINES, LineTally, ParseError, ParseResult
+from labkit.parsers.stream import Prepared, StreamParser, lines_one_by_one, sort_by
 
 if TYPE_CHECKING:  # pandas is imported where rows are built: the series agent on a host imports the argv builders only
-    import pandas as pd
+    import pandas as pd  # noqa: F401
 
 
 def baseline_ping_argv(address: str, count: int = 10, interval_s: float = 0.2) -> list[str]:
@@ -69,24 +70,35 @@ def tick_ping_argv(address: str, timeout_s: float) -> list[str]:
     """One ICMP echo with a reply deadline (one per tick of a series); -D stamps each line with the UTC time."""
     return ["ping", "-D", "-n", "-c", "1", "-W", str(max(1, math.ceil(timeout_s))), address]
 
-_TIMESTAMP = re.compile(r"^\[(\d+)(?:\.(\d+))?\]\s*")
-_HEADER_IPUTILS = re.compile(r"^PING (\S+) \(([^)]*)\) (\d+)\((\d+)\) bytes of data\.$")
-_HEADER_BSD = re.compile(r"^PING (\S+) \(([^)]*)\): (\d+) data bytes$")
-_REPLY = re.compile(
-    r"^(\d+) bytes from (?P<src>\S+?)(?: \((?P<srcaddr>[^)]*)\))?: "
-    r"(?:icmp_)?seq=(?P<seq>\d+)(?: ident=\d+)?(?: ttl=(?P<ttl>\d+))?"  # busybox: seq=
-    r"(?: time=(?P<time>[\d.]+) ms)?(?P<dup> \(DUP!\))?(?P<rest>.*)$"
+_TIMESTAMP = re.compile(r"^\[(\d{1,12})(?:\.(\d{1,12}))?\]\s*")
+_HEADER_IPUTILS = re.compile(r"^PING (\S+) \(([^)]*)\) (\d{1,9})\((\d{1,9})\) bytes of data\.$")
+_HEADER_BSD = re.compile(r"^PING (\S+) \(([^)]*)\): (\d{1,9}) data bytes$")
+# Numbers are bounded: a 40-digit "seq" is not ping's, and must not reach 64-bit columns.
+_REPLY_TEMPLATE = (
+    r"(?P<bytes>\d{{1,9}}) bytes from (?P<src>{src})(?: \((?P<srcaddr>{addr})\))?: "
+    r"(?:icmp_)?seq=(?P<seq>\d{{1,9}})(?: ident=\d+)?(?: ttl=(?P<ttl>\d{{1,9}}))?"  # busybox: seq=
+    r"(?: time=(?P<time>\d{{1,12}}(?:\.\d{{1,12}})?) ms)?(?P<dup> \(DUP!\))?{rest}"
 )
-_NO_ANSWER = re.compile(r"^no answer yet for icmp_seq=(\d+)$")
-_BSD_TIMEOUT = re.compile(r"^Request timeout for icmp_seq (\d+)$")
-_ICMP_ERROR = re.compile(r"^From (?P<src>\S+)(?: \((?P<srcaddr>[^)]*)\))?:? icmp_seq=(?P<seq>\d+) (?P<msg>.+)$")
+_REPLY = re.compile("^" + _REPLY_TEMPLATE.format(src=r"\S+?", addr=r"[^)]*", rest=r"(?P<rest>.*)") + "$")
+# The same reply, with or without its -D stamp, as the vectorised pass reads it (RE2): plain names and
+# addresses, nothing after it; any other line is read by the code that reads every line.
+_FAST_REPLY = (r"^(?:\[(?P<whole>\d{1,12})(?:\.(?P<frac>\d{1,12}))?\]\s*)?"
+               + _REPLY_TEMPLATE.format(src=r"[A-Za-z0-9._-]+", addr=r"[0-9.]*", rest="") + r"\r?\n?$")
+# The commonest reply exactly (one space after a -D stamp, an address, ttl and time, nothing after): its
+# fields are cut out of many lines at once by their spaces (:func:`_plain_replies`).
+_PLAIN_REPLY = (r"^(?:\[\d{1,12}(?:\.\d{1,12})?\] )?\d{1,9} bytes from [A-Za-z0-9._-]{1,64}: (?:icmp_)?seq=\d{1,9} "
+                r"ttl=\d{1,9} time=\d{1,12}(?:\.\d{1,12})? ms(?: \(DUP!\))?\n?$")
+_NO_ANSWER = re.compile(r"^no answer yet for icmp_seq=(\d{1,9})$")
+_BSD_TIMEOUT = re.compile(r"^Request timeout for icmp_seq (\d{1,9})$")
+_ICMP_ERROR = re.compile(r"^From (?P<src>\S+)(?: \((?P<srcaddr>[^)]*)\))?:? icmp_seq=(?P<seq>\d{1,9}) (?P<msg>.+)$")
 _STATS_HEADER = re.compile(r"^--- (\S+) ping statistics ---$")
-_STATS_COUNTS = re.compile(r"^(\d+) packets transmitted, (\d+) (?:packets )?received(?P<rest>.*)$")
-_STATS_EXTRA = re.compile(r"\+(\d+) (duplicates|corrupted|errors)")
-_STATS_LOSS = re.compile(r"([\d.]+)% packet loss")
-_STATS_TIME = re.compile(r"time (\d+)ms")
+_STATS_COUNTS = re.compile(r"^(\d{1,12}) packets transmitted, (\d{1,12}) (?:packets )?received(?P<rest>.*)$")
+_STATS_EXTRA = re.compile(r"\+(\d{1,12}) (duplicates|corrupted|errors)")
+_STATS_LOSS = re.compile(r"(\d+(?:\.\d+)?)% packet loss")
+_STATS_TIME = re.compile(r"time (\d{1,15})ms")
+_NUMBER = r"(\d+(?:\.\d+)?)"
 _STATS_RTT = re.compile(  # busybox prints no deviation: round-trip min/avg/max = a/b/c ms
-    r"^(?:rtt|round-trip) min/avg/max(?:/(?:mdev|stddev))? = ([\d.]+)/([\d.]+)/([\d.]+)(?:/([\d.]+))? ms"
+    rf"^(?:rtt|round-trip) min/avg/max(?:/(?:mdev|stddev))? = {_NUMBER}/{_NUMBER}/{_NUMBER}(?:/{_NUMBER})? ms"
     r"(?:, pipe (\d+))?"
 )
 _PIPE = re.compile(r"^pipe (\d+)$")
@@ -105,102 +117,338 @@ def _timestamp_ns(whole: str, frac: str | None) -> int:
     return int(whole) * 1_000_000_000 + int(frac)
 
 
-class _SeqUnwrapper:
-    """Turns 16-bit icmp_seq values back into a monotonic count across wraps."""
+def _unwrap(raw, state: list):
+    """16-bit icmp_seq values, in line order, back into a monotonic count across wraps (vectorised).
+
+    ``state`` is ``[offset, highest so far or None]``, carried from one chunk to the next. A value more than
+    half the modulus below the highest so far has wrapped: it and what follows count one modulus higher.
+    """
+    import numpy as np
+
+    raw = np.asarray(raw, dtype=np.int64)
+    out = np.empty_like(raw)
+    start = 0
+    while start < len(raw):
+        offset, last = state
+        values = raw[start:] + offset
+        running = np.maximum.accumulate(values)
+        before = np.concatenate([[values[0] if last is None else last], running[:-1]])
+        if last is not None:
+            before = np.maximum(before, last)
+        wrapped = np.flatnonzero(values < before - _SEQ_MODULUS // 2)
+        stop = int(wrapped[0]) if len(wrapped) else len(values)
+        out[start:start + stop] = values[:stop]
+        if stop:
+            state[1] = int(running[stop - 1]) if last is None else max(last, int(running[stop - 1]))
+        if stop == len(values):
+            break
+        state[0] += _SEQ_MODULUS
+        start += stop
+    return out
+
+
+def _event(line: str, stamp_ns: int | None):
+    """A cleaned line (its -D stamp taken off) that is no plain reply: ("reply", seq, fields),
+    ("no_answer"|"timeout", seq), ("error", seq, (message, source, stamp)), or None for none of those."""
+    # A reply whose time is written in a way not read here (time=0,045 in some locales) is not a
+    # reply without a time: it falls through to the unreadable lines.
+    if (m := _REPLY.match(line)) and "time" not in m["rest"]:
+        return ("reply", int(m["seq"]), {
+            "rtt_ms": float(m["time"]) if m["time"] else math.nan, "dup": bool(m["dup"]), "t_utc_ns": stamp_ns,
+            "ttl": int(m["ttl"]) if m["ttl"] else None, "bytes": int(m["bytes"]), "source": m["srcaddr"] or m["src"]})
+    if m := _NO_ANSWER.match(line):
+        return ("no_answer", int(m.group(1)))
+    if m := _BSD_TIMEOUT.match(line):
+        return ("timeout", int(m.group(1)))
+    if m := _ICMP_ERROR.match(line):
+        return ("error", int(m["seq"]), (m["msg"].strip(), m["srcaddr"] or m["src"], stamp_ns))
+    return None
+
+
+_EVENT_COUNTS = {"no_answer": "no_answer_lines", "timeout": "timeout_lines", "error": "error_lines"}
+#: Replies waiting in :class:`PingParser` (``line``: where each was, which orders the replies to one probe).
+_PENDING = {"seq": "int64", "line": "int64", "rtt_ms": "float64", "dup": "bool", "t_utc_ns": "Int64", "ttl": "Int64",
+            "bytes": "Int64", "source": "string"}
+#: A ``transmitted`` this far past the last probe seen is not a run's own count: refused, not millions of rows.
+MAX_TAIL = 2**26
+_BATCH = 2**20  # rows inferred from the closing count, written this many at a time
+
+
+class PingParser(StreamParser):
+    """ping's output fed a chunk of whole lines at a time (see the module docstring for the rows).
+
+    Rows come out in sequence order once no later line can name their probe: icmp_seq wraps at 65536 and is
+    unwrapped assuming no line is half of that out of order, so a probe that far below the highest seen is
+    settled. The rows carry a column :func:`parse_ping`'s lack: ``gap``, True for a probe seen only as a gap
+    in the numbers, whose status (``no_reply``) holds only if ``result().doubt`` is None.
+    """
+
+    dtypes = {"seq": "int64", "rtt_ms": "float64", "ok": "bool", "duplicate": "bool", "late": "bool",
+              "t_utc_ns": "Int64", "ttl": "Int64", "bytes": "Int64", "source": "string", "status": "string",
+              "error": "string", "gap": "bool"}
 
     def __init__(self) -> None:
-        self.offset = 0
-        self.last: int | None = None
+        from labkit.parsers.stream import SeqWindow, arrow_schema
 
-    def __call__(self, seq: int) -> int:
-        if self.last is not None and seq + self.offset < self.last - _SEQ_MODULUS // 2:
-            self.offset += _SEQ_MODULUS
-        value = seq + self.offset
-        self.last = max(value, self.last if self.last is not None else value)
-        return value
+        self.schema = arrow_schema(self.dtypes)
+        self.tally = LineTally()
+        self.summary: dict = {}
+        self.unreadable: list[tuple[int, str]] = []
+        self.n = {"unreadable": 0, "rows": 0, "duplicates": 0, "lost": 0, "late": 0, "gaps": 0, "answered": 0,
+                  "replies": 0, "no_answer_lines": 0, "timeout_lines": 0, "error_lines": 0}
+        self.window = SeqWindow(arrow_schema(_PENDING), ["seq", "line"], _SEQ_MODULUS // 2)
+        self.reported: dict[int, str] = {}  # seq -> 'no_answer' | 'timeout', of probes not yet released
+        self.errors: dict[int, tuple[str, str, int | None]] = {}
+        self.unwrap_state: list = [0, None]
+        self.first: int | None = None  # the first probe's seq, fixed when first needed
+        self.next_missing: int | None = None  # every probe below this was released
+
+    def prepare(self, text: str) -> Prepared:
+        """The vectorised pass over a chunk (no state: it may run ahead, on another thread)."""
+        import numpy as np
+        import pyarrow as pa
+
+        from labkit.parsers.stream import Lines, match_lines
+
+        lines = Lines(text)
+        plain = lines.matching(_PLAIN_REPLY)
+        rest = np.flatnonzero(~np.isin(np.arange(len(lines)), plain))
+        groups, matched = match_lines(lines.array.take(rest), _FAST_REPLY)
+        fast = rest[matched]
+        slow = rest[~np.isin(rest, fast, assume_unique=True)]
+        replies = pa.concat_tables([_plain_replies(lines, plain), _fast_replies(groups, fast + 1)])
+        return Prepared(len(lines), sort_by(replies, ["line"]), lines.array.take(slow).to_pylist(), slow)
+
+    def feed_prepared(self, chunk: Prepared) -> list:
+        import pyarrow.compute as pc
+
+        base = self.tally.lines
+        self.tally.bulk(chunk.rows.num_rows, chunk.rows.num_rows)
+        events = self._read_lines(chunk.rest, (base + chunk.rest_at + 1).tolist())
+        replies = chunk.rows.set_column(1, "line", pc.add(chunk.rows["line"], base))
+        self._place(replies, events)
+        below = self.window.ready_below()
+        return self._release(below, below) if below is not None else []
+
+    def _read_lines(self, texts: list[str], numbers: list[int]) -> list[tuple[int, tuple]]:
+        """The lines the vectorised pass did not read, one by one: their events, in line order."""
+        events = []
+        for number, raw, line in lines_one_by_one(self.tally, texts, numbers):
+            stamp_ns = None
+            if stamp := _TIMESTAMP.match(line):
+                stamp_ns = _timestamp_ns(stamp.group(1), stamp.group(2))
+                line = line[stamp.end():]
+            event = _event(line, stamp_ns)
+            if event is None and not _read_summary_line(line, self.summary):
+                self.tally.unknown(number, raw)
+                if not _NOT_A_REPLY.match(line):  # it may be a reply in a format not known here
+                    self.n["unreadable"] += 1
+                    if len(self.unreadable) < KEPT_LINES:
+                        self.unreadable.append((number, raw))
+                continue
+            self.tally.recognised()
+            if event is not None:
+                events.append((number, event))
+                if event[0] in _EVENT_COUNTS:
+                    self.n[_EVENT_COUNTS[event[0]]] += 1
+        return events
+
+    def _place(self, replies, events: list[tuple[int, tuple]]) -> None:
+        """Unwrap every probe number in line order; replies wait in the window, losses in the dicts."""
+        import numpy as np
+        import pyarrow as pa
+
+        numbers = np.concatenate([replies["line"].to_numpy(), np.array([n for n, _ in events], dtype=np.int64)])
+        raw = np.concatenate([replies["seq"].to_numpy(), np.array([e[1] for _, e in events], dtype=np.int64)])
+        order = np.argsort(numbers, kind="stable")
+        seqs = np.empty_like(raw)
+        seqs[order] = _unwrap(raw[order], self.unwrap_state)
+        self.window.see(seqs)
+        later = []
+        for (number, event), seq in zip(events, seqs[replies.num_rows:].tolist()):
+            if event[0] == "reply":
+                later.append({"seq": seq, "line": number, **event[2]})
+            elif event[0] == "error":
+                self.errors.setdefault(seq, event[2])
+            else:
+                self.reported.setdefault(seq, event[0])
+        self.window.add(replies.set_column(0, "seq", pa.array(seqs[:replies.num_rows])))
+        if later:
+            self.window.add(pa.Table.from_pylist(later, schema=self.window.schema))
+
+    def finish(self) -> list:
+        first, seen = self._first(), self.window.max_seen
+        last = seen if seen is not None else first - 1
+        if "transmitted" in self.summary:
+            last = max(last, first + self.summary["transmitted"] - 1)
+        if seen is not None and last - seen > MAX_TAIL or seen is None and last - first > MAX_TAIL:
+            raise ParseError(f"ping statistics say {self.summary['transmitted']} packets were transmitted, far more "
+                             "than the output shows probes for: not the output of one ping run")
+        # Every reply, and the probes without one up to the last reply; then the probes only the count tells of.
+        batches = self._release(None, min(last, seen if seen is not None else first - 1) + 1)
+        while self.next_missing <= last:
+            batches += self._release(None, min(last + 1, self.next_missing + _BATCH))
+        return batches
+
+    def _first(self) -> int:
+        """iputils numbers probes from 1, BSD ping from 0; without a header, the lowest seen (fixed once used)."""
+        if self.first is None:
+            low = self.window.min_seen
+            self.first = self.next_missing = _first_seq(self.summary, [] if low is None else [low])
+        return self.first
+
+    def _release(self, below: int | None, missing_to: int) -> list:
+        """As rows: the replies below ``below`` (all for None) and the probes without one below ``missing_to``."""
+        import numpy as np
+        import pyarrow as pa
+
+        self._first()
+        if below is not None and below <= self.next_missing:
+            return []
+        replies = self.window.release(below)
+        seqs = replies["seq"].to_numpy()
+        missing_to = max(missing_to, self.next_missing)
+        answered = np.zeros(missing_to - self.next_missing, dtype=bool)
+        inside = seqs[(seqs >= self.next_missing) & (seqs < missing_to)] - self.next_missing
+        answered[inside] = True
+        missing = np.flatnonzero(~answered) + self.next_missing
+        tables = [table for table in (self._reply_rows(replies, seqs), self._missing_rows(missing)) if table.num_rows]
+        self.next_missing = missing_to
+        for losses in (self.reported, self.errors):  # every probe below this is settled
+            for seq in [seq for seq in losses if seq < missing_to]:
+                del losses[seq]
+        if not tables:
+            return []
+        # Probes in sequence order; a duplicate follows the reply it repeats (the sort is stable).
+        return [sort_by(pa.concat_tables(tables), ["seq", "duplicate"])]
+
+    def _reply_rows(self, replies, seqs):
+        """Rows of released replies (sorted by probe, then line): the first reply to a probe is its sample."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        first = np.ones(len(seqs), dtype=bool)
+        first[1:] = seqs[1:] != seqs[:-1]
+        duplicate = replies["dup"].to_numpy(zero_copy_only=False) | ~first
+        late = ~duplicate & np.isin(seqs, np.fromiter(self.reported, dtype=np.int64, count=len(self.reported)))
+        self._count(rows=len(seqs), replies=len(seqs), answered=int(first.sum()), duplicates=int(duplicate.sum()),
+                    late=int(late.sum()))
+        return pa.table({"seq": seqs, "rtt_ms": replies["rtt_ms"], "ok": ~duplicate, "duplicate": duplicate,
+                         "late": late, "t_utc_ns": replies["t_utc_ns"], "ttl": replies["ttl"],
+                         "bytes": replies["bytes"], "source": replies["source"],
+                         "status": pc.if_else(pa.array(duplicate), "duplicate", "reply"),
+                         "error": pa.repeat("", len(seqs)), "gap": np.zeros(len(seqs), dtype=bool)}, schema=self.schema)
+
+    def _missing_rows(self, missing):
+        """Rows of probes no reply was read for: an ICMP error, a loss ping reported, or a gap in the numbers."""
+        import numpy as np
+        import pyarrow as pa
+
+        n = len(missing)
+        messages, sources, stamps = [""] * n, [""] * n, [None] * n
+        for i in np.flatnonzero(np.isin(missing, np.fromiter(self.errors, np.int64, len(self.errors)))).tolist():
+            messages[i], sources[i], stamps[i] = self.errors[int(missing[i])]
+        error = np.array([bool(message) for message in messages], dtype=bool)
+        reported = np.isin(missing, np.fromiter(self.reported, np.int64, len(self.reported)))
+        gap = ~error & ~reported
+        self._count(rows=n, lost=n, gaps=int(gap.sum()))
+        return pa.table({"seq": missing, "rtt_ms": np.full(n, np.nan), "ok": np.zeros(n, dtype=bool),
+                         "duplicate": np.zeros(n, dtype=bool), "late": np.zeros(n, dtype=bool),
+                         "t_utc_ns": pa.array(stamps, pa.int64()), "ttl": pa.nulls(n, pa.int64()),
+                         "bytes": pa.nulls(n, pa.int64()), "source": pa.array(sources, pa.string()),
+                         "status": np.where(error, "error", "no_reply"), "error": pa.array(messages, pa.string()),
+                         "gap": gap}, schema=self.schema)
+
+    def _count(self, **counts: int) -> None:
+        for key, value in counts.items():
+            self.n[key] += value
+
+    def result(self) -> ParseResult:
+        n = self.n
+        doubt = _why_gaps_are_not_losses(self.n["unreadable"], self.unreadable, self.summary, n["answered"])
+        doubt = doubt if n["gaps"] else None
+        unknown = n["gaps"] if doubt else 0
+        counts = self.tally.counts()
+        counts.update(
+            replies=n["replies"] - n["duplicates"], duplicates=n["duplicates"], lost=n["lost"] - unknown,
+            unknown=unknown, unreadable=n["unreadable"],
+            unread_replies=max(0, self.summary.get("received", 0) - n["answered"]), late=n["late"],
+            probes=n["rows"] - n["duplicates"],
+            **{key: n[key] for key in ("no_answer_lines", "timeout_lines", "error_lines")},
+        )
+        return ParseResult(rows=None, counts=counts, summary=self.summary, unrecognised_lines=self.tally.unrecognised,
+                           unreadable_lines=self.unreadable, doubt=doubt)
+
+
+def _plain_replies(lines, at):
+    """The replies of :data:`_PLAIN_REPLY` lines ``at`` of a chunk, their fields cut out between spaces (``line``
+    numbered within the chunk)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from labkit.parsers.stream import arrow_schema, digits, numbers
+
+    starts, ends, raw = lines.starts[at], lines.ends[at], lines.bytes
+    stamped = (raw[starts] == ord("[")).astype(np.int64)
+    spaces, first = lines.positions(ord(" "), at)
+    space = [spaces[first + stamped + j] for j in range(7)]  # after: N, bytes, from, ADDR:, seq, ttl, time
+    text_start = np.where(stamped == 1, spaces[first] + 1, starts)
+    seq_start = space[3] + np.where(raw[space[3] + 1] == ord("i"), 10, 5)  # " icmp_seq=" or " seq="
+    stamp_end = np.where(stamped == 1, text_start - 2, starts)  # the "]"
+    dot = np.minimum(lines.next_at(ord("."), starts, stamp_end), stamp_end) if stamped.any() else stamp_end
+    whole = digits(raw, starts + 1, dot)
+    frac = digits(raw, np.minimum(dot + 1, stamp_end), np.minimum(stamp_end, dot + 10))
+    frac_digits = np.minimum(stamp_end - np.minimum(dot + 1, stamp_end), 9)
+    nanos = whole * 1_000_000_000 + frac * 10 ** (9 - frac_digits)
+    return pa.table({
+        "seq": numbers(lines.cut(seq_start, space[4])), "line": pa.array(at + 1, pa.int64()),
+        "rtt_ms": numbers(lines.cut(space[5] + 6, space[6]), "float"), "dup": pa.array(ends - space[6] > 3),
+        "t_utc_ns": pa.array(nanos, mask=stamped == 0), "ttl": numbers(lines.cut(space[4] + 5, space[5])),
+        "bytes": numbers(lines.cut(text_start, space[0])), "source": pc.cast(lines.cut(space[2] + 1, space[3] - 1),
+                                                                           pa.string()),
+    }, schema=arrow_schema(_PENDING))
+
+
+def _fast_replies(groups, numbers):
+    """The replies the vectorised pass read, as pending rows (their seq not yet unwrapped)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from labkit.parsers.stream import arrow_schema, field
+
+    whole, frac = field(groups, "whole", "int"), groups.field("frac")
+    nanos = pc.cast(pc.utf8_slice_codeunits(pc.utf8_rpad(frac, 9, "0"), 0, 9), pa.int64())
+    source = pc.if_else(pc.equal(groups.field("srcaddr"), ""), groups.field("src"), groups.field("srcaddr"))
+    return pa.table({
+        "seq": field(groups, "seq", "int"), "line": pa.array(numbers, pa.int64()),
+        "rtt_ms": pc.fill_null(field(groups, "time", "float"), float("nan")),
+        "dup": pc.not_equal(groups.field("dup"), ""), "t_utc_ns": pc.add(pc.multiply(whole, 1_000_000_000), nanos),
+        "ttl": field(groups, "ttl", "int"), "bytes": field(groups, "bytes", "int"), "source": source,
+    }, schema=arrow_schema(_PENDING))
 
 
 def parse_ping(text: str) -> ParseResult:
     """Parse the text output of one ping run (iputils, busybox, inetutils, macOS/BSD) into one row per probe and reply."""
-    tally = LineTally()
-    unreadable: list[tuple[int, str]] = []  # unread lines that may be replies
-    summary: dict = {}
-    replies: list[dict] = []
-    unanswered_reported: dict[int, str] = {}  # seq -> 'no_answer' | 'timeout'
-    icmp_errors: dict[int, tuple[str, str, int | None]] = {}
-    counts_extra = {"no_answer_lines": 0, "timeout_lines": 0, "error_lines": 0}
-    unwrap = _SeqUnwrapper()
+    from labkit.parsers.stream import parse_whole
 
-    for number, raw in enumerate(split_lines(text), start=1):
-        line = tally.prepare(raw)
-        if line is None:
-            continue
-        stamp_ns = None
-        stamp = _TIMESTAMP.match(line)
-        if stamp:
-            stamp_ns = _timestamp_ns(stamp.group(1), stamp.group(2))
-            line = line[stamp.end():]
-
-        # A reply whose time is written in a way not read here (time=0,045 in some locales) is not a
-        # reply without a time: it falls through to the unreadable lines.
-        if (m := _REPLY.match(line)) and "time" not in m["rest"]:
-            seq = unwrap(int(m["seq"]))
-            replies.append(
-                {
-                    "seq": seq,
-                    "rtt_ms": float(m["time"]) if m["time"] else math.nan,
-                    "dup_flag": bool(m["dup"]),
-                    "t_utc_ns": stamp_ns,
-                    "ttl": int(m["ttl"]) if m["ttl"] else None,
-                    "bytes": int(m.group(1)),
-                    "source": m["srcaddr"] or m["src"],
-                }
-            )
-        elif m := _NO_ANSWER.match(line):
-            unanswered_reported.setdefault(unwrap(int(m.group(1))), "no_answer")
-            counts_extra["no_answer_lines"] += 1
-        elif m := _BSD_TIMEOUT.match(line):
-            unanswered_reported.setdefault(unwrap(int(m.group(1))), "timeout")
-            counts_extra["timeout_lines"] += 1
-        elif m := _ICMP_ERROR.match(line):
-            seq = unwrap(int(m["seq"]))
-            icmp_errors.setdefault(seq, (m["msg"].strip(), m["srcaddr"] or m["src"], stamp_ns))
-            counts_extra["error_lines"] += 1
-        elif not _read_summary_line(line, summary):
-            tally.unknown(number, raw)
-            if not _NOT_A_REPLY.match(line):
-                unreadable.append((number, raw))
-            continue
-        tally.recognised()
-
-    unknown = _why_gaps_are_not_losses(unreadable, summary, len({r["seq"] for r in replies}))
-    rows = _assemble_rows(replies, unanswered_reported, icmp_errors, summary, unknown)
-    n_dup = int(rows["duplicate"].sum()) if len(rows) else 0
-    n_lost = int(rows["status"].isin(["no_reply", "error"]).sum()) if len(rows) else 0
-    counts = tally.counts()
-    counts.update(
-        replies=len(replies) - n_dup,
-        duplicates=n_dup,
-        lost=n_lost,
-        unknown=int((rows["status"] == "unknown").sum()) if len(rows) else 0,
-        unreadable=len(unreadable),
-        unread_replies=max(0, summary.get("received", 0) - len({r["seq"] for r in replies})),
-        late=int(rows["late"].sum()) if len(rows) else 0,
-        probes=len(rows) - n_dup,
-        **counts_extra,
-    )
-    return ParseResult(rows=rows, counts=counts, summary=summary, unrecognised_lines=tally.unrecognised,
-                       unreadable_lines=unreadable)
+    result = parse_whole(PingParser(), text)
+    rows = result.rows
+    if result.doubt:  # a probe seen only as a gap may have had a reply in a line not read
+        rows.loc[rows["gap"], ["status", "error"]] = ["unknown", result.doubt]
+    result.rows = rows.drop(columns="gap")
+    return result
 
 
-def _why_gaps_are_not_losses(unreadable: list[tuple[int, str]], summary: dict, answered: int) -> str | None:
+def _why_gaps_are_not_losses(unreadable: int, kept: list[tuple[int, str]], summary: dict, answered: int) -> str | None:
     """Why a probe with no reply read may still have had one; None when every reply ping printed was read.
 
     A gap in the numbers is a loss only if no line that could be a reply went
     unread and ping's own count of replies (``received``) was reached.
     """
     if unreadable:
-        return f"line {unreadable[0][0]} could not be read and may be its reply"
+        return f"line {kept[0][0]} could not be read and may be its reply"
     if summary.get("received", 0) > answered:
         return f"ping counted {summary['received']} replies but printed {answered} (was it run with -q?)"
     return None
@@ -242,69 +490,3 @@ def _first_seq(summary: dict, seen: list[int]) -> int:
     if flavour == "bsd":
         return 0
     return min(seen) if seen else 0
-
-
-_COLUMNS = {
-    "seq": "int64", "rtt_ms": "float64", "ok": "bool", "duplicate": "bool", "late": "bool", "t_utc_ns": "Int64",
-    "ttl": "Int64", "bytes": "Int64", "source": "string", "status": "string", "error": "string",
-}
-
-
-def _assemble_rows(replies, unanswered_reported, icmp_errors, summary, unknown: str | None) -> pd.DataFrame:
-    """One row per reply and per probe without one; ``unknown`` says why a gap may not be a loss (None: it is)."""
-    import pandas as pd
-
-    seen = [r["seq"] for r in replies] + list(unanswered_reported) + list(icmp_errors)
-    first = _first_seq(summary, seen)
-    last = max(seen) if seen else first - 1
-    if "transmitted" in summary:
-        last = max(last, first + summary["transmitted"] - 1)
-    rows = _reply_rows(replies, unanswered_reported)
-    answered = {row["seq"] for row in rows}
-    for seq in range(first, last + 1):
-        if seq not in answered:
-            rows.append(_missing_row(seq, icmp_errors.get(seq), seq in unanswered_reported, unknown))
-    frame = pd.DataFrame(rows, columns=list(_COLUMNS)).astype(_COLUMNS)
-    # Probes in sequence order; a duplicate follows the reply it repeats.
-    return frame.sort_values(["seq", "duplicate"], kind="stable").reset_index(drop=True)
-
-
-def _reply_rows(replies, unanswered_reported) -> list[dict]:
-    rows: list[dict] = []
-    answered: set[int] = set()
-    for reply in replies:
-        duplicate = reply["dup_flag"] or reply["seq"] in answered
-        answered.add(reply["seq"])
-        rows.append(
-            {
-                "seq": reply["seq"],
-                "rtt_ms": reply["rtt_ms"],
-                # A duplicate is a reply too, but not a sample of its own: ok=False
-                # marks it out of the RTT statistics while `duplicate` says why.
-                "ok": not duplicate,
-                "duplicate": duplicate,
-                "late": (not duplicate) and reply["seq"] in unanswered_reported,
-                "t_utc_ns": reply["t_utc_ns"],
-                "ttl": reply["ttl"],
-                "bytes": reply["bytes"],
-                "source": reply["source"],
-                "status": "duplicate" if duplicate else "reply",
-                "error": "",
-            }
-        )
-    return rows
-
-
-def _missing_row(seq: int, icmp_error, reported: bool, unknown: str | None) -> dict:
-    """The row of a probe no reply was read for: an ICMP error, a loss ping reported, or a gap."""
-    message, source, stamp = icmp_error or ("", "", None)
-    if message:
-        status = "error"
-    elif reported or unknown is None:
-        status = "no_reply"  # ping said so (no answer yet, Request timeout), or every line was read
-    else:
-        status, message = "unknown", unknown
-    return {
-        "seq": seq, "rtt_ms": math.nan, "ok": False, "duplicate": False, "late": False, "t_utc_ns": stamp,
-        "ttl": None, "bytes": None, "source": source, "status": status, "error": message,
-    }

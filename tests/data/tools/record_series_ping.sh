@@ -40,3 +40,10 @@ record reply ping -D -n -c 1 -W 1 127.0.0.1
 record lost ip netns exec "$NS" ping -D -n -c 1 -W 1 198.18.201.2
 # No route at all (the namespace's loopback is down): ping prints only to stderr.
 record no_route ip netns exec "$NS" ping -D -n -c 1 -W 1 10.255.255.1
+
+# A reply over a 200 ms round trip (labkit's own testbed s4-slow, 100 ms each way, taken down on exit): above
+# 100 ms the reply line's time= has whole milliseconds only, while the summary line keeps microseconds.
+trap '.venv/bin/labkit testbed down --name s4-slow >/dev/null 2>&1 || true; cleanup' EXIT
+.venv/bin/labkit testbed up --name s4-slow --one-way-delay 100ms >/dev/null
+b=$(ip -n labkit-s4-slow-b -4 -o addr show | awk '$4 ~ /^198\.18\./ {sub(/\/.*/, "", $4); print $4}')
+record reply_200ms ip netns exec labkit-s4-slow-a ping -D -n -c 1 -W 1 "$b"
