@@ -49,5 +49,16 @@ def read_errors(name: str, *, missing: str) -> Iterator[None]:
         raise LabkitError(f"cannot read {name}: {exc.strerror or exc}") from None
 
 
+def parse_toml(text: str, where: str) -> dict:
+    """The table of TOML ``text``, or one line saying where it is not TOML (``where``: "inventory PATH", ...)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message ends with "(at line N, column M)".
+        raise LabkitError(f"{where} is not valid TOML: {exc}") from None
+
+
 def _size(size: int) -> str:
     return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size} bytes"

@@ -50,6 +50,7 @@ class Report:
     directory: Path
     index: Path
     notebooks: list[NotebookReport] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. the link emulator was late during the run
 
     def _repr_html_(self) -> str:
         """In a notebook: where the report is, and each notebook's headline numbers and figures."""
@@ -186,6 +187,7 @@ def make_report(run, formats: Sequence[str] = FIGURE_FORMATS, *, parameters: dic
         report.notebooks.append(execute_notebook(name, report.run_path, report_dir, formats, parameters))
         if on_step:
             on_step(name, "done")
+    report.warnings = emulator_warnings(run)
     write_index(report, run)
     return report
 
@@ -201,10 +203,11 @@ def write_index(report: Report, run) -> Path:
         "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
         "table{border-collapse:collapse}td,th{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:left}"
         "td.num{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%;border:1px solid #eee}"
-        "figure{margin:1.5em 0}</style></head><body>",
+        "figure{margin:1.5em 0}.warning{background:#fff3cd;padding:.5em}</style></head><body>",
         f"<h1>Run {e(run.run_id)}</h1>",
         f"<p>Experiment <code>{e(str(manifest.get('experiment')))}</code>, status {e(str(manifest.get('status')))}, "
         f"started {e(str(manifest.get('started_utc')))}. Run directory: <code>{e(str(run.path))}</code>.</p>",
+        *(f'<p class="warning"><strong>Warning:</strong> {e(message)}.</p>' for message in emulator_warnings(run)),
     ]
     for nb in report.notebooks:
         parts.append(f"<h2>{e(nb.name)}</h2>")
@@ -227,6 +230,14 @@ def write_index(report: Report, run) -> Path:
     return report.index
 
 
+def emulator_warnings(run) -> list[str]:
+    """Why a run's delays may not be the configured ones: the testbed's emulator was late (p99 above
+    max(50 µs, 1 % of the one-way delay)) in a window of the run, as its manifest recorded."""
+    from labkit.testbed.emulator import late_messages
+
+    return late_messages(run.manifest)
+
+
 def _group_figures(paths: list[Path]) -> dict[str, list[Path]]:
     groups: dict[str, list[Path]] = {}
     for path in paths:
@@ -243,6 +254,8 @@ def _fmt(value: Any) -> str:
 def print_report(result: Report, echo: Callable[[str], None] = print) -> None:
     """Print where a report's files are (relative to the working directory) and each notebook's headline numbers."""
     cwd = Path.cwd()
+    for message in result.warnings:
+        echo(f"warning: {message}")
     echo(f"report: {_short(result.index, cwd)}")
     for nb in result.notebooks:
         echo(f"notebook {nb.name} ({nb.seconds:.1f} s): {_short(nb.executed, cwd)}, {_short(nb.html, cwd)}")

@@ -54,7 +54,10 @@ def wan_testbed():
     50 ms keeps the idle-connection tests quick while the RTT stays far above
     every other source of latency on this machine.
     """
-    with own_testbed("t-wan", 0.050, cc="cubic") as state:
+    # A session fixture is made once per xdist worker: two workers on one name would each bring the same
+    # testbed up, and the first to finish would take it down under the other's running test.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    with own_testbed(f"t-wan{worker.removeprefix('gw')}", 0.050, cc="cubic") as state:
         yield state
 
 

@@ -14,7 +14,6 @@ command line override the file; paths in the file are relative to the file.
 from __future__ import annotations
 
 import signal
-import tomllib
 from pathlib import Path
 from typing import Callable
 
@@ -194,13 +193,9 @@ def read_experiment_file(path: str, *, section: str, fields: dict[str, str], pat
 
 def read_toml(path: str, what: str) -> dict:
     """A TOML file a user gave (an experiment file): its table, or one line saying what is wrong with it."""
-    from labkit.files import read_text_file
+    from labkit.files import parse_toml, read_text_file
 
-    text = read_text_file(path, what)
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise LabkitError(f"{what} {path} is not valid TOML: {exc}") from None
+    return parse_toml(read_text_file(path, what), f"{what} {path}")
 
 
 def config_values(inventory: str | None, config_file: str | None, options: dict, *, section: str,

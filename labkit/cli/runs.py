@@ -65,9 +65,25 @@ def show(run, runs_dir):
         )
     for key, value in found.row_counts().items():
         console.print(f"{key}: {value}")
+    _print_emulator(console, manifest)
     leftovers = found.processes()
     if leftovers:
         console.print(f"[yellow]{len(leftovers)} process(es) may still run on hosts; `labkit runs cleanup {found.run_id}`[/yellow]")
+
+
+def _print_emulator(console, manifest: dict) -> None:
+    """The testbed's link emulator during the run: per direction, drops by cause and lateness; warnings."""
+    from labkit.testbed.emulator import late_messages
+
+    for window in (manifest.get("emulator") or {}).get("windows", []):
+        for key, d in sorted(window["directions"].items()):
+            drops = ", ".join(f"{n} {cause}" for cause, n in d["drops"].items() if n) or "no drops"
+            console.print(f"emulator {key.replace('>', '->')}: {d['in']} packets in, {d['out']} out, {drops}; late "
+                          f"p50 {d['lateness_p50_us']} µs, p99 {d['lateness_p99_us']} µs, max {d['max_us']:.0f} µs")
+        for event in window.get("events", []):
+            console.print(f"emulator {event['direction'].replace('>', '->')}: {event['label']}")
+    for message in late_messages(manifest):
+        console.print(f"[yellow]warning: {message}[/yellow]")
 
 
 def _controller_alive(manifest) -> bool:

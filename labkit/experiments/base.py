@@ -611,6 +611,7 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
 
     # The pid alone may name another process once this one has ended: its start time tells them apart.
     run.update(controller={"pid": os.getpid(), "host": socket.gethostname(), "start_ticks": start_ticks_of()})
+    started_utc_ns = time.time_ns()
     pool = HostPool(inventory, accept_new_host_keys)
     progress = Progress(total=total, quiet=quiet, unit=unit)
     current = Session(run, inventory, pool, progress)
@@ -644,4 +645,15 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
             # constant per cell however many calls a cell makes.
             "ssh_sessions_opened": sum(getattr(host, "sessions_opened", 0) for host in pool.hosts()),
         }
+        _record_emulator(run, inventory, started_utc_ns)
         run.save_manifest()
+
+
+def _record_emulator(run, inventory, started_utc_ns: int) -> None:
+    """On a testbed's inventory, keep what the link emulator did during this session (a resumed run has
+    several), so a run's delays can be trusted or flagged (labkit.report)."""
+    from labkit.testbed.emulator import run_window
+
+    window = run_window(inventory.testbed, started_utc_ns, time.time_ns())
+    if window is not None:
+        run.manifest.setdefault("emulator", {"windows": []})["windows"].append(window)

@@ -29,11 +29,11 @@ Relative paths are relative to the inventory file. The inventory that
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.errors import LabkitError
+from labkit.files import parse_toml
 from labkit.hosts.privilege import BECOME_VALUES
 
 LOCAL = "local"
@@ -141,11 +141,7 @@ def _resolve(path: str, base: Path | None) -> Path:
 def parse_inventory(text: str, path: Path | None = None) -> Inventory:
     """Parse inventory TOML ``text``; ``path`` names it in errors and anchors relative paths."""
     where = f"inventory {path}" if path else "inventory"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        # tomllib's message ends with "(at line N, column M)".
-        raise LabkitError(f"{where} is not valid TOML: {exc}") from None
+    data = parse_toml(text, where)
     base = path.parent if path else None
     hosts_table = data.get("hosts")
     if not isinstance(hosts_table, dict) or not hosts_table:

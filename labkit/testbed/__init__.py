@@ -1,5 +1,6 @@
-"""The local WAN testbed: namespaces (netns.py), per-namespace sshd (sshd.py), the delay line (delayline.py), the
-testbed itself (lab.py: ``labkit testbed up|down|status``) and its login user (login.py).
+"""The local WAN testbed: namespaces (netns.py), per-namespace sshd (sshd.py), the links (``labkit-go link``, driven
+by datapath.py and emulator.py), the testbed itself (lab.py: ``labkit testbed up|down|status``) and its login user
+(login.py).
 
 This package can be called: ``labkit.testbed(one_way_delay="100ms")`` brings a testbed up from Python and returns a
 :class:`labkit.testbed.context.Lab`, a context manager (see context.py). A package and not a function of that name,

@@ -1,19 +1,20 @@
-"""The local testbed: two network namespaces joined by an emulated WAN link, each with its own sshd.
+"""The local testbed: network namespaces joined by emulated WAN links, each with its own sshd.
 
-Layout of testbed NAME with index N (allocated so several testbeds coexist)::
+Layout of testbed NAME with index N (allocated so several testbeds coexist), hosts a and b
+by default or those of a topology file (up to 16, host i at position i)::
 
     root ns ── lkNa (198.19.N.1/30) ══ mgmt0 (198.19.N.2) ── ns labkit-NAME-a ── lkdata 198.18.N.1
     root ns ── lkNb (198.19.N.5/30) ══ mgmt0 (198.19.N.6) ── ns labkit-NAME-b ── lkdata 198.18.N.2
-                                  data link: lkdata(a) ⇄ delay line process ⇄ lkdata(b)
+              data links: lkdata(a) ⇄ labkit-go link ⇄ lkdata(b) ⇄ ... (every pair, each direction its own)
 
 The management veths carry SSH with no added delay; experiments use the data
-addresses, whose traffic crosses the delay line. All addresses are in the
-RFC 2544 benchmarking range 198.18.0.0/15.
+addresses, whose traffic crosses the link emulator (:mod:`labkit.testbed.datapath`).
+All addresses are in the RFC 2544 benchmarking range 198.18.0.0/15.
 
 State lives in ``$LABKIT_STATE_HOME/testbeds/NAME`` (default
-``~/.local/state/labkit``): ``state.json`` (what `up` built), ``link.json``
-(read by the delay line), ``ssh_config``, ``known_hosts``, the client key and
-``inventory.toml``.
+``~/.local/state/labkit``): ``state.json`` (what `up` built), ``link.json`` (read by the
+emulator), ``link-stats.jsonl`` and ``link-status.json`` (what it exports), ``ssh_config``,
+``known_hosts``, the client key and ``inventory.toml``.
 
 The hosts log in as root, or (``--login-user NAME``) as a user that exists
 only inside the testbed's sshds, with or without passwordless sudo, so the
@@ -22,6 +23,7 @@ testbed plays a cloud VM; see :mod:`labkit.testbed.login`.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -37,17 +39,21 @@ from pathlib import Path
 import tomli_w
 
 from labkit.errors import LabkitError
+from labkit.testbed import datapath, emulator, sshd
 from labkit.testbed import netns as ns
-from labkit.testbed import sshd
+from labkit.testbed import schedule as sched
+from labkit.testbed.datapath import DATA_IFNAME
+from labkit.testbed.linkspec import LinkSpec
 from labkit.testbed.login import LoginFiles, LoginUser
+from labkit.testbed.topology import Topology
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
 NETNS_PREFIX = "labkit-"
-DATA_IFNAME = "lkdata"
 MGMT_IFNAME = "mgmt0"
-HOSTS = ("a", "b")
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
-EMULATORS = ("auto", "tun", "netem")
+#: "auto" and "tun" are the same thing now: the user-space emulator, on any kernel.
+EMULATORS = ("auto", "tun")
+EMULATOR = "labkit-go link"
 MAX_INDEX = 250
 # TUN releases the sender's socket accounting, so TCP small queues cannot pace a
 # sender; a deep ring keeps slow-start bursts from overflowing it.
@@ -67,21 +73,16 @@ def testbeds_dir() -> Path:
 
 
 @dataclass(frozen=True)
-class LinkConfig:
-    """The parameters of the emulated WAN link that `testbed up` accepts."""
+class LinkConfig(LinkSpec):
+    """What `testbed up` accepts: every link's defaults (:class:`LinkSpec`) and the testbed-wide settings."""
 
-    one_way_delay_s: float = 0.100
-    rate_bps: float | None = 100e6
     mtu: int = 1460
     cc: str = "cubic"
     emulator: str = "auto"
+    seed: int = 1  # of the emulator's random decisions: the same seed, the same draws for the same packets
 
     def describe(self) -> str:
-        rate = f"{self.rate_bps / 1e6:g} Mbit/s" if self.rate_bps else "no rate limit"
-        return (
-            f"{self.one_way_delay_s * 1e3:g} ms one way (RTT {2 * self.one_way_delay_s * 1e3:g} ms), "
-            f"{rate}, MTU {self.mtu}, congestion control {self.cc}"
-        )
+        return f"{super().describe()}, MTU {self.mtu}, congestion control {self.cc}"
 
     def validate(self) -> None:
         if not 0 <= self.one_way_delay_s <= 10:
@@ -90,8 +91,13 @@ class LinkConfig:
             raise LabkitError(f"MTU must be between 576 and 65535, not {self.mtu}")
         if self.cc not in CONGESTION_CONTROLS:
             raise LabkitError(f"congestion control must be one of {', '.join(CONGESTION_CONTROLS)}")
+        if self.emulator == "netem":
+            raise LabkitError("the testbed's links are labkit's own emulator (labkit-go link, on any kernel); "
+                              "there is no netem emulator")
         if self.emulator not in EMULATORS:
             raise LabkitError(f"emulator must be one of {', '.join(EMULATORS)}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise LabkitError(f"the seed must be a whole number from 0 to 2^32-1, not {self.seed!r}")
 
 
 @dataclass
@@ -117,12 +123,16 @@ class TestbedState:
     emulator: str
     state_dir: str
     hosts: dict[str, HostInfo] = field(default_factory=dict)
-    forwarder_pid: int | None = None
+    forwarder_pid: int | None = None  # the link emulator's
     sshd_pids: dict[str, int] = field(default_factory=dict)
     created_utc: str = ""
     login_user: str | None = None  # None: the hosts log in as root
     login_sudo: bool = False
     login_uid: int | None = None
+    topology: Topology = field(default_factory=Topology)
+    schedule: list[dict] = field(default_factory=list)  # schedule.Change records
+    schedule_origin_utc_ns: int = 0  # when the schedule's times count from
+    generation: int = 0  # of the emulator's config
 
     @property
     def login(self) -> LoginUser | None:
@@ -148,9 +158,15 @@ class TestbedState:
     def inventory(self) -> Path:
         return self.dir / "inventory.toml"
 
+    def direction_specs(self) -> dict[str, LinkSpec]:
+        """Each direction (``a>b``) with its parameters."""
+        return datapath.direction_specs(self)
+
     def save(self) -> None:
+        data = asdict(self)
+        data["topology"] = self.topology.to_dict()
         tmp = self.dir / "state.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.write_text(json.dumps(data, indent=2))
         os.replace(tmp, self.dir / "state.json")
 
     @classmethod
@@ -158,6 +174,7 @@ class TestbedState:
         data = json.loads((state_dir / "state.json").read_text())
         data["link"] = LinkConfig(**data["link"])
         data["hosts"] = {key: HostInfo(**value) for key, value in data["hosts"].items()}
+        data["topology"] = Topology.from_dict(data.get("topology"))
         return cls(**data)
 
 
@@ -169,19 +186,6 @@ def validate_name(name: str) -> str:
 
 def netns_name(name: str, host: str) -> str:
     return f"{NETNS_PREFIX}{name}-{host}"
-
-
-def netem_available() -> bool:
-    """Whether this kernel offers the netem qdisc (tried on a throwaway namespace's loopback)."""
-    probe = f"{NETNS_PREFIX}netem-probe-{os.getpid()}"
-    try:
-        ns.ip("netns", "add", probe)
-        result = ns.run(["tc", "-n", probe, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"], check=False)
-        return result.returncode == 0
-    except LabkitError:
-        return False
-    finally:
-        ns.ip("netns", "del", probe, check=False)
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -205,17 +209,6 @@ def _cmdline(pid: int) -> list[str]:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return []
-
-
-def _forwarder_pids(state_dir: Path) -> list[int]:
-    """Delay-line processes of this testbed, found by their command line (survives a lost state.json)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            args = _cmdline(int(entry.name))
-            if "labkit.testbed.delayline" in args and str(state_dir) in args:
-                pids.append(int(entry.name))
-    return pids
 
 
 def _terminate(pids: list[int], grace_s: float = 3.0) -> None:
@@ -261,8 +254,8 @@ class Testbed:
 
     def existing_namespaces(self) -> list[str]:
         """This testbed's namespaces that exist now (exact names: testbed "x" must not claim "x-y")."""
-        ours = {netns_name(self.name, host) for host in HOSTS}
-        return [name for name in ns.list_netns() if name in ours]
+        mine = re.compile(re.escape(f"{NETNS_PREFIX}{self.name}-") + r"[a-z][a-z0-9]{0,7}")
+        return [name for name in ns.list_netns() if mine.fullmatch(name)]
 
     def _allocate_index(self) -> int:
         taken = set()
@@ -273,17 +266,29 @@ class Testbed:
                 taken.add(json.loads(other.read_text())["index"])
             except (OSError, ValueError, KeyError):
                 continue
-        # Root-side veth names embed the index; an existing one means it is in use.
-        existing_links = ns.ip("-o", "link", "show").stdout
+        # Root-side veth names embed the index (lk<index><host>, hosts start with a letter).
+        links = set(re.findall(r"^\d+: lk(\d+)[a-z]", ns.ip("-o", "link", "show").stdout, re.MULTILINE))
         for index in range(MAX_INDEX):
-            if index not in taken and f"lk{index}a@" not in existing_links and f"lk{index}a:" not in existing_links:
+            if index not in taken and str(index) not in links:
                 return index
         raise LabkitError(f"all {MAX_INDEX} testbed slots are in use; run `labkit testbed down --all`")
 
     # -- up --------------------------------------------------------------------------
-    def up(self, link: LinkConfig, login: LoginUser | None = None) -> TestbedState:
-        """Create the testbed, or bring an existing one to ``link``'s parameters and ``login``'s user."""
+    def up(self, link: LinkConfig, login: LoginUser | None = None, topology: Topology | None = None,
+           schedule: list | None = None) -> TestbedState:
+        """Create the testbed, or bring an existing one to these links, schedule and login user.
+
+        ``topology``: the hosts and per-link parameters (default hosts a and b, every link
+        ``link``); ``schedule``: :class:`labkit.testbed.schedule.Change` list, its times from now.
+        """
         link.validate()
+        topology = topology or Topology()
+        changes = list(schedule or [])
+        sched.check_links(changes, topology.hosts)
+        # Every link value is checked (and every trace read) before anything is looked at or built.
+        datapath.build_config(self._with_hosts(TestbedState(
+            name=self.name, index=0, link=link, emulator=EMULATOR, state_dir=str(self.state_dir), topology=topology,
+            schedule=sched.to_records(changes))), 0)
         ns.check_can_host_testbed()
         if login is not None:
             login.validate()
@@ -293,131 +298,98 @@ class Testbed:
             state = self.load_state()
             if state is not None:
                 problems = self.health(state)["problems"]
-                if not problems and (state.login_user == (login.name if login else None)):
+                same_hosts = state.topology.hosts == topology.hosts
+                if not problems and same_hosts and state.login_user == (login.name if login else None):
                     self._change_sudo(state, login)
-                    return self._change_link(state, link)
-                self.log(f"testbed {self.name} is broken ({'; '.join(problems)}); rebuilding it" if problems else
-                         f"testbed {self.name} logs in as {state.login_user or 'root'}; rebuilding it for "
-                         f"{login.name if login else 'root'}")
+                    return self._change_link(state, link, topology, changes)
+                self.log(self._rebuild_reason(state, problems, topology, login))
                 self.down(quiet=True)
             elif self.existing_namespaces():
                 self.log(f"testbed {self.name} has leftovers from a crash; removing them first")
                 self.down(quiet=True)
-            emulator = self._pick_emulator(link.emulator)
-            state = TestbedState(
-                name=self.name,
-                index=self._allocate_index(),
-                link=link,
-                emulator=emulator,
-                state_dir=str(self.state_dir),
-                created_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                login_user=login.name if login else None,
-                login_sudo=bool(login and login.sudo),
-            )
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            os.chmod(self.state_dir, 0o700)
-            state.save()
-            try:
-                self._build(state)
-            except BaseException:
-                # Never leave half a testbed behind: a failed or interrupted `up` undoes itself.
-                self.down(quiet=True)
-                raise
-            return state
+            return self._create(link, login, topology, changes)
 
-    def _pick_emulator(self, requested: str) -> str:
-        if requested == "tun":
-            return "tun"
-        has_netem = netem_available()
-        if requested == "netem" and not has_netem:
-            raise LabkitError("this kernel has no netem qdisc; use --emulator tun (the user-space delay line)")
-        return "netem" if has_netem else "tun"
+    def _rebuild_reason(self, state: TestbedState, problems: list[str], topology: Topology, login) -> str:
+        if problems:
+            return f"testbed {self.name} is broken ({'; '.join(problems)}); rebuilding it"
+        if state.topology.hosts != topology.hosts:
+            return (f"testbed {self.name} has hosts {', '.join(state.topology.hosts)}; rebuilding it with "
+                    f"{', '.join(topology.hosts)}")
+        return (f"testbed {self.name} logs in as {state.login_user or 'root'}; rebuilding it for "
+                f"{login.name if login else 'root'}")
 
-    def _build(self, state: TestbedState) -> None:
+    def _create(self, link: LinkConfig, login: LoginUser | None, topology: Topology, changes: list) -> TestbedState:
+        state = TestbedState(
+            name=self.name,
+            index=self._allocate_index(),
+            link=link,
+            emulator=EMULATOR,
+            state_dir=str(self.state_dir),
+            created_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            login_user=login.name if login else None,
+            login_sudo=bool(login and login.sudo),
+            topology=topology,
+            schedule=sched.to_records(changes),
+            schedule_origin_utc_ns=time.time_ns(),
+        )
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        state.save()
+        try:
+            self._build(state)
+        except BaseException:
+            # Never leave half a testbed behind: a failed or interrupted `up` undoes itself.
+            self.down(quiet=True)
+            raise
+        return state
+
+    def _with_hosts(self, state: TestbedState) -> TestbedState:
+        """``state`` with its hosts' names and addresses filled in (nothing is created)."""
         index = state.index
-        for position, host in enumerate(HOSTS):
-            netns = netns_name(self.name, host)
+        for position, host in enumerate(state.topology.hosts):
             base = 4 * position
-            info = HostInfo(
+            state.hosts[host] = HostInfo(
                 name=host,
-                netns=netns,
+                netns=netns_name(self.name, host),
                 ssh_alias=f"{self.name}-{host}",
                 mgmt_address=f"198.19.{index}.{base + 2}",
                 root_veth=f"lk{index}{host}",
                 root_address=f"198.19.{index}.{base + 1}",
                 data_address=f"198.18.{index}.{position + 1}",
             )
-            state.hosts[host] = info
+        return state
+
+    def _build(self, state: TestbedState) -> None:
+        for info in self._with_hosts(state).hosts.values():
+            netns = info.netns
             ns.ip("netns", "add", netns)
             ns.ip("link", "set", "lo", "up", netns=netns)
+            # No IPv6 on the devices made from here on: the data link carries IPv4 only, and
+            # router solicitations would only be counted as unroutable.
+            ns.run(ns.exec_argv(netns, ["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]))
             ns.ip("link", "add", info.root_veth, "type", "veth", "peer", "name", MGMT_IFNAME, "netns", netns)
             ns.ip("addr", "add", f"{info.root_address}/30", "dev", info.root_veth)
             ns.ip("link", "set", info.root_veth, "up")
             ns.ip("addr", "add", f"{info.mgmt_address}/30", "dev", MGMT_IFNAME, netns=netns)
             ns.ip("link", "set", MGMT_IFNAME, "up", netns=netns)
         state.save()
-        self._write_link_file(state)
-        if state.emulator == "tun":
-            state.forwarder_pid = self._start_forwarder(state)
-        else:
-            self._build_netem_link(state)
+        state.generation = 1
+        datapath.write_config(state, datapath.build_config(state, state.generation))
+        state.forwarder_pid = datapath.start(state)
         state.save()
         self._configure_data_link(state)
         self._start_sshds(state)
         state.save()
         self._write_client_files(state)
 
-    def _write_link_file(self, state: TestbedState) -> None:
-        link = state.link
-        payload = {"one_way_delay_s": link.one_way_delay_s, "rate_bps": link.rate_bps}
-        tmp = state.dir / "link.json.tmp"
-        tmp.write_text(json.dumps(payload))
-        os.replace(tmp, state.dir / "link.json")
-
-    def _start_forwarder(self, state: TestbedState) -> int:
-        log_path = state.dir / "delayline.log"
-        argv = [
-            sys.executable, "-m", "labkit.testbed.delayline",
-            "--state-dir", str(state.dir),
-            "--netns-a", state.hosts["a"].netns,
-            "--netns-b", state.hosts["b"].netns,
-            "--ifname", DATA_IFNAME,
-        ]
-        with open(log_path, "ab") as log_file:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True
-            )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if '"ready"' in log_path.read_text(errors="replace"):
-                return proc.pid
-            if proc.poll() is not None:
-                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
-                raise LabkitError(f"the delay line exited at start: {tail[0] if tail else 'no output'}")
-            time.sleep(0.02)
-        raise LabkitError("the delay line did not become ready within 10 s")
-
-    def _build_netem_link(self, state: TestbedState) -> None:
-        # Where the kernel has netem, a veth pair carries the data link and each
-        # end's qdisc adds the one-way delay (and rate) for its direction.
-        a, b = state.hosts["a"], state.hosts["b"]
-        ns.ip("link", "add", DATA_IFNAME, "netns", a.netns, "type", "veth", "peer", "name", DATA_IFNAME, "netns", b.netns)
-        self._apply_netem(state)
-
-    def _apply_netem(self, state: TestbedState) -> None:
-        link = state.link
-        args = ["delay", f"{link.one_way_delay_s * 1e6:.0f}us", "limit", "10000"]
-        if link.rate_bps:
-            args += ["rate", f"{link.rate_bps:.0f}bit"]
-        for host in state.hosts.values():
-            ns.run(["tc", "-n", host.netns, "qdisc", "replace", "dev", DATA_IFNAME, "root", "netem", *args])
-
     def _configure_data_link(self, state: TestbedState) -> None:
-        a, b = state.hosts["a"], state.hosts["b"]
-        for local, peer in ((a, b), (b, a)):
-            ns.ip("addr", "replace", local.data_address, "peer", f"{peer.data_address}/32", "dev", DATA_IFNAME, netns=local.netns)
-            ns.ip("link", "set", DATA_IFNAME, "mtu", str(state.link.mtu), "txqueuelen", str(TUN_TXQUEUELEN), "up", netns=local.netns)
-            self._set_route(state, local, peer)
+        for local in state.hosts.values():
+            ns.ip("addr", "replace", f"{local.data_address}/32", "dev", DATA_IFNAME, netns=local.netns)
+            ns.ip("link", "set", DATA_IFNAME, "mtu", str(state.link.mtu), "txqueuelen", str(TUN_TXQUEUELEN), "up",
+                  netns=local.netns)
+            for peer in state.hosts.values():
+                if peer is not local:
+                    self._set_route(state, local, peer)
 
     def _set_route(self, state: TestbedState, local: HostInfo, peer: HostInfo) -> None:
         # Inside a namespace the sysctl may only choose the globally allowed
@@ -482,6 +454,11 @@ class Testbed:
                 "identity_file": str(state.identity_file),
                 "link": self._link_summary(state.link),
                 "emulator": state.emulator,
+                # Runs on this inventory record the emulator's summary for their time window from here.
+                "state_dir": str(state.dir),
+                "link_stats": str(state.dir / emulator.STATS_FILE),
+                "links": {key: spec.describe() for key, spec in state.direction_specs().items()},
+                **({"topology": state.topology.source} if state.topology.source else {}),
             },
             "hosts": {
                 host.name: {
@@ -525,30 +502,30 @@ class Testbed:
             "rate_mbit": link.rate_bps / 1e6 if link.rate_bps else "none",
             "mtu": link.mtu,
             "cc": link.cc,
+            "seed": link.seed,
+            "describe": link.describe(),
         }
 
-    def _change_link(self, state: TestbedState, link: LinkConfig) -> TestbedState:
-        wanted_emulator = state.emulator if link.emulator == "auto" else link.emulator
-        if wanted_emulator != state.emulator:
-            self.log(f"testbed {self.name} uses the {state.emulator} emulator; rebuilding it with {wanted_emulator}")
-            self.down(quiet=True)
-            return self.up(link, state.login)
-        if link == state.link or (
-            {**asdict(link), "emulator": ""} == {**asdict(state.link), "emulator": ""}
-        ):
+    def _change_link(self, state: TestbedState, link: LinkConfig, topology: Topology, changes: list) -> TestbedState:
+        records = sched.to_records(changes)
+        same = ({**asdict(link), "emulator": ""} == {**asdict(state.link), "emulator": ""}
+                and topology.links == state.topology.links and records == state.schedule)
+        if same:
             self.log(f"testbed {self.name} is already up: {state.link.describe()}")
             return state
-        self.log(f"testbed {self.name} is up; changing its link from {state.link.describe()} to {link.describe()}")
-        state.link = link
-        state.save()
-        self._write_link_file(state)
-        if state.emulator == "tun":
-            os.kill(state.forwarder_pid, signal.SIGHUP)
-        else:
-            self._apply_netem(state)
-        self._configure_data_link(state)
-        self._write_client_files(state)
-        return state
+        updated = dataclasses.replace(state, link=link, topology=topology, schedule=records,
+                                      generation=state.generation + 1)
+        if records != state.schedule:
+            updated.schedule_origin_utc_ns = time.time_ns()
+        config = datapath.build_config(updated, updated.generation)  # checks every value first
+        self.log(f"testbed {self.name} is up; changing its links from {state.link.describe()} to {link.describe()}"
+                 + (f" ({len(changes)} scheduled change(s) from now)" if records != state.schedule and changes else ""))
+        datapath.write_config(updated, config)
+        datapath.reload(updated, updated.generation)
+        updated.save()
+        self._configure_data_link(updated)
+        self._write_client_files(updated)
+        return updated
 
     # -- status ------------------------------------------------------------------------
     def health(self, state: TestbedState) -> dict:
@@ -558,33 +535,40 @@ class Testbed:
         for host in state.hosts.values():
             parts[f"netns {host.netns}"] = host.netns in existing
             parts[f"sshd on {host.name}"] = _pid_alive(state.sshd_pids.get(host.name))
-        if state.emulator == "tun":
-            parts["delay line"] = _pid_alive(state.forwarder_pid)
-        if len(state.hosts) != len(HOSTS):
+        parts["link emulator"] = _pid_alive(state.forwarder_pid)
+        if len(state.hosts) != len(state.topology.hosts):
             parts["hosts configured"] = False
         return {"parts": parts, "problems": [name for name, ok in parts.items() if not ok]}
 
     def measure_ping(self, state: TestbedState, count: int = 5, interval: float = 0.2) -> dict:
-        """Ping b's data address from a through the emulated link; return the RTT statistics in ms."""
+        """Ping every other host's data address from the first host; RTT statistics in ms per peer (a→b: ...)."""
         from labkit.parsers.ping import parse_ping
 
-        a, b = state.hosts["a"], state.hosts["b"]
-        timeout = count * interval + 4 * state.link.one_way_delay_s + 5
-        # LC_ALL=C: the locale changes ping's decimal separator.
-        proc = ns.run(
-            ns.exec_argv(a.netns, ["env", "LC_ALL=C", "ping", "-n", "-c", str(count), "-i", str(interval), b.data_address]),
-            check=False, timeout=timeout,
-        )
-        parsed = parse_ping(proc.stdout)
-        replies = parsed.rows[parsed.rows["ok"] & ~parsed.rows["duplicate"]]["rtt_ms"] if len(parsed.rows) else []
-        return {
-            "sent": count,
-            "received": len(replies),
-            "median_ms": float(replies.median()) if len(replies) else None,
-            "mean_ms": parsed.summary.get("rtt_avg_ms"),
-            "min_ms": parsed.summary.get("rtt_min_ms"),
-            "max_ms": parsed.summary.get("rtt_max_ms"),
-        }
+        first, *others = state.hosts.values()
+        longest = max((spec.one_way_delay_s for spec in state.direction_specs().values()), default=0)
+        timeout = count * interval + 4 * longest + 5
+        # LC_ALL=C: the locale changes ping's decimal separator. The peers are pinged at once.
+        procs = {peer.name: subprocess.Popen(
+            ns.exec_argv(first.netns, ["env", "LC_ALL=C", "ping", "-n", "-c", str(count), "-i", str(interval),
+                                       peer.data_address]),
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for peer in others}
+        results = {}
+        for peer, proc in procs.items():
+            try:
+                out, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            parsed = parse_ping(out)
+            rows = parsed.rows
+            replies = rows[rows["ok"] & ~rows["duplicate"]]["rtt_ms"] if len(rows) else []
+            results[f"{first.name}>{peer}"] = {
+                "sent": count, "received": len(replies),
+                "median_ms": float(replies.median()) if len(replies) else None,
+                "mean_ms": parsed.summary.get("rtt_avg_ms"), "min_ms": parsed.summary.get("rtt_min_ms"),
+                "max_ms": parsed.summary.get("rtt_max_ms"),
+            }
+        return results
 
     def status(self, measure: bool = True) -> dict:
         state = self.load_state()
@@ -609,13 +593,27 @@ class Testbed:
             "ssh_config": str(state.ssh_config),
             "inventory": str(state.inventory),
             "login": {"user": state.login_user or "root", "sudo": state.login_sudo if state.login_user else None},
+            "links": self._links_status(state),
+            "schedule": {"origin_utc_ns": state.schedule_origin_utc_ns, "changes": state.schedule},
+            "topology": state.topology.source,
         }
-        stats_file = state.dir / "delayline-stats.json"
-        if stats_file.exists():
-            result["delay_line_stats"] = json.loads(stats_file.read_text())
         if measure and result["up"]:
-            result["ping"] = self.measure_ping(state)
+            pings = self.measure_ping(state)
+            result["pings"] = pings
+            result["ping"] = next(iter(pings.values()))  # the first pair's, as before several hosts
         return result
+
+    @staticmethod
+    def _links_status(state: TestbedState) -> dict:
+        """Each direction: its parameters as given, and what the emulator reports (counters, lateness, queue)."""
+        exported = (emulator.read_status(state.dir) or {}).get("directions", {})
+        links = {}
+        for key, spec in state.direction_specs().items():
+            now = exported.get(key, {})
+            links[key] = {"describe": spec.describe(), "totals": now.get("totals"),
+                          "lateness_us": now.get("lateness_us"), "backlog_packets": now.get("backlog_packets"),
+                          "partition": (now.get("params") or {}).get("partition")}
+        return links
 
     # -- down --------------------------------------------------------------------------
     def down(self, quiet: bool = False) -> list[str]:
@@ -624,11 +622,11 @@ class Testbed:
         state = self.load_state()
         namespaces = self.existing_namespaces()
         # Every process inside the namespaces (sshd, login sessions, servers started
-        # over SSH) goes first, then the delay line, then the namespaces themselves.
+        # over SSH) goes first, then the emulator, then the namespaces themselves.
         pids = [pid for netns in namespaces for pid in ns.netns_pids(netns)]
         if state is not None:
             pids += [pid for pid in state.sshd_pids.values() if _pid_alive(pid) and str(state.dir) in " ".join(_cmdline(pid))]
-        pids += _forwarder_pids(self.state_dir)
+        pids += datapath.emulator_pids(self.state_dir)
         pids = sorted(set(pids))
         if pids:
             _terminate(pids)
@@ -651,12 +649,15 @@ class Testbed:
         return removed
 
 
+_NETNS_RE = re.compile(re.escape(NETNS_PREFIX) + r"(.+)-([a-z][a-z0-9]{0,7})")
+
+
 def all_testbed_names() -> list[str]:
     """Names of every testbed with state or namespaces on this machine."""
     names = {path.parent.name for path in testbeds_dir().glob("*/state.json")}
     for netns in ns.list_netns():
-        if netns.startswith(NETNS_PREFIX) and netns[-2:] in ("-a", "-b"):
-            names.add(netns[len(NETNS_PREFIX):-2])
+        if match := _NETNS_RE.fullmatch(netns):
+            names.add(match.group(1))
     return sorted(names)
 
 

@@ -6,6 +6,7 @@
 //	labkit-go upload-agent, upload-file      the client side of `labkit upload`
 //	labkit-go series-agent                   the client side of `labkit series`
 //	labkit-go back, front                    the back service and the front relay of `labkit hop`
+//	labkit-go link --config FILE             the testbed's link emulator (started by `labkit testbed up`)
 //
 // Bad input is one line on stderr and exit status 2, as in labkit's Python CLI.
 package main
@@ -30,6 +31,7 @@ var commands = map[string]func(args []string) error{
 	"upload-file":  uploadFileCommand,
 	"back":         backCommand,
 	"front":        frontCommand,
+	"link":         linkCommand,
 }
 
 // usageError is bad input: one line, exit status 2.
@@ -58,7 +60,7 @@ func main() {
 }
 
 func names() []string {
-	return []string{"serve", "call", "upload-agent", "upload-file", "series-agent", "back", "front"}
+	return []string{"serve", "call", "upload-agent", "upload-file", "series-agent", "back", "front", "link"}
 }
 
 func fail(err error) {
@@ -79,7 +81,9 @@ func newFlags(name string) *flag.FlagSet {
 func parse(flags *flag.FlagSet, args []string) error {
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			if flags.Name() == "back" || flags.Name() == "front" { // labkit-go's own: no Python twin
+			if flags.Name() == "link" {
+				fmt.Fprintln(os.Stderr, "usage: labkit-go link --config FILE (the testbed's link emulator; labkit testbed up starts it)")
+			} else if flags.Name() == "back" || flags.Name() == "front" { // labkit-go's own: no Python twin
 				fmt.Fprintf(os.Stderr, "usage: labkit-go %s [flags] (the %s service of `labkit hop`)\n", flags.Name(), flags.Name())
 			} else {
 				fmt.Fprintf(os.Stderr, "usage: labkit-go %s [flags] (the flags of `labkit echo %s`)\n", flags.Name(), flags.Name())
