@@ -50,7 +50,9 @@ def jupyterlab(jupyter_dirs, tmp_path_factory):
     require_testbed()
     root = tmp_path_factory.mktemp("lab")
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    # No display, and no MPLBACKEND: tests/test_plots.py sets it to agg for the whole test process (every xdist
+    # worker imports it), and a kernel started with it shows a returned figure as "<Figure ...>", not as a PNG.
+    env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY", "MPLBACKEND")}
     log_path = root.parent / f"{root.name}-jupyterlab.log"
     with open(log_path, "w") as log:
         lab = subprocess.Popen([str(REPO / "scripts" / "lab.sh"), f"--port={port}", "--ServerApp.port_retries=0"],
