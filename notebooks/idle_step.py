@@ -451,13 +451,13 @@ explain_numbers = notebooks.explain_section(nb, by=("cell", "size"))
 # near the step need the most: their calls take one or two round trips.
 
 # %%
-from labkit.analysis import data_needs
+from labkit.analysis import data_needs, data_needs_in_short
 
 needs = data_needs(calls.sort_values("t_start_utc_ns"), "rtt_multiple", ["condition", "payload_bytes"], halfwidth=0.25)
-short = needs[needs["n"] < needs["n for ±0.25"]]
-display(Markdown(f"{len(short)} of {len(needs)} condition × size cells have fewer calls than ±0.25 RTT needs "
-                 f"(the most wanted: {int(needs['n for ±0.25'].max())}); {int(needs['p99 allowed'].sum())} have "
-                 "enough for a p99."))
+short = data_needs_in_short(needs, halfwidth=0.25)
+display(Markdown(f"{short['short']} of {short['groups']} condition × size cells have fewer calls than ±0.25 RTT "
+                 f"needs (the most wanted: {short['most_wanted']}); {short['percentile_allowed']} have enough for "
+                 "a p99."))
 display(needs)
 
 # %% [markdown]

@@ -104,16 +104,13 @@ concurrencies = sorted(int(c) for c in cells["concurrency"].unique())
 display(cells[["series", "concurrency", "in_flight", "requests", "errors", "rps", "littles_law_rps", "latency_p50_ms",
                "latency_p90_ms", "latency_p99_ms", "latency_max_ms", "server_cpu_util", "server_cpu_us_per_request", "error"]]
         .sort_values(["series", "concurrency"]).set_index(["series", "concurrency"]))
-littles_law_gap = cells["rps"] / cells["littles_law_rps"] - 1
-littles_law_deviation = float(littles_law_gap.abs().max())
-same_sign = bool((littles_law_gap > 0).all() or (littles_law_gap < 0).all())
+littles_law = load.littles_law_gap(cells)
 display(Markdown(
     f"Ping RTT before the load: **{ping_ms:.2f} ms**. Requests: {int(cells['requests'].sum())} in the measured windows "
-    f"of {len(cells)} cells, **{int(cells['errors'].sum())} failed**. Measured req/s over Little's law's "
-    f"(in flight ÷ mean latency): from {littles_law_gap.min():+.1%} to {littles_law_gap.max():+.1%} per cell"
-    + (", the same sign in every cell: a systematic gap, not noise. Part of each worker's time is not in the "
-       "tool's latency (between one call's end and the next call's start), so fewer calls are in flight than asked; "
-       "this run does not measure that time." if same_sign and len(cells) > 1 else ".")
+    f"of {littles_law['cells']} cells, **{int(cells['errors'].sum())} failed**. Measured req/s over Little's law's "
+    f"(in flight ÷ mean latency): from {littles_law['low']:+.1%} to {littles_law['high']:+.1%} per cell"
+    + (", the same sign in every cell: a systematic gap, not noise, which this run does not explain."
+       if littles_law["systematic"] else ".")
 ))
 
 # %% [markdown]
@@ -275,7 +272,7 @@ headline: dict = {
     "requests": int(cells["requests"].sum()),
     "errors": int(cells["errors"].sum()),
     "max_concurrency": top,
-    "littles_law_max_deviation": round(littles_law_deviation, 4),
+    "littles_law_max_deviation": round(littles_law["largest"], 4),
     "raw_count_mismatches": count_mismatch,
     "raw_vs_recorded_p50_max_gap_ms": round(p50_gap, 4),
     **load.series_headline(cells, latency, order, ping_ms),

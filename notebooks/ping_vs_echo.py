@@ -183,10 +183,12 @@ display(Markdown(f"**{last_key}** (labkit parsing; |z| < {threshold:g}, {passes}
 display(last["table"], last["trim"].counts.reindex(probes))
 display(Markdown("The three variants side by side (count, median, max):"), ping_vs_echo.variants_side_by_side(variants))
 by_passes = ping_vs_echo.kept_by_passes(samples, probes, scope=last["scope"], threshold=threshold)
-still_cutting = bool((by_passes.diff().iloc[1:] < 0).to_numpy().any())
-display(Markdown(f"Samples kept after 2, 3, 5 and 10 passes ({last['scope']}, |z| < {threshold:g}): "
-                 + ("the counts keep falling, so the trim does not converge and its result is a choice of the number "
-                    "of passes, not a property of the data." if still_cutting else "the counts stop changing.")),
+converged = ping_vs_echo.trim_converged(by_passes)
+display(Markdown(f"Samples kept after {', '.join(map(str, by_passes.index))} passes ({last['scope']}, |z| < {threshold:g}): "
+                 + ("the counts stop changing." if converged else
+                    f"the counts still change between {by_passes.index[-2]} and {by_passes.index[-1]} passes, so the "
+                    "trim has not converged and its result is a choice of the number of passes, not a property of "
+                    "the data.")),
         by_passes)
 
 # %% [markdown]
@@ -264,8 +266,7 @@ export(fig, "ecdf")
 # %%
 from labkit.analysis import data_needs
 
-ordered = samples[samples["ok"]].sort_values("t_utc_ns") if "t_utc_ns" in samples else samples[samples["ok"]]
-display(data_needs(ordered, "rtt_ms", "probe", halfwidth=0.1))
+display(data_needs(ping_vs_echo.answered_in_time_order(samples), "rtt_ms", "probe", halfwidth=0.1))
 
 # %% [markdown]
 # ## Headline numbers

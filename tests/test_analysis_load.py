@@ -40,6 +40,17 @@ def test_call_costs_follow_littles_law_and_spread_cpu_over_the_whole_cell(sample
     assert costs["littles_law_rps"].iat[0] == pytest.approx(500.0)
 
 
+def test_littles_law_gap_says_whether_it_is_on_one_side(sample):
+    _, cells, _ = sample
+    gap = load.littles_law_gap(cells)
+    measured = cells["rps"] / cells["littles_law_rps"] - 1
+    assert (gap["low"], gap["high"], gap["cells"]) == (measured.min(), measured.max(), len(cells))
+    assert gap["systematic"] == bool((measured > 0).all() or (measured < 0).all())
+    two = pd.DataFrame({"rps": [95.0, 105.0], "littles_law_rps": [100.0, 100.0]})
+    assert not load.littles_law_gap(two)["systematic"] and load.littles_law_gap(two)["largest"] == pytest.approx(0.05)
+    assert load.littles_law_gap(two.assign(rps=[95.0, 90.0]))["systematic"]
+
+
 def test_the_per_request_file_is_the_gzipped_one():
     both = "h2load-http2-c1-a1.txt,h2load-http2-c1-a1.log.tsv.gz"
     assert load.per_request_file(both) == "h2load-http2-c1-a1.log.tsv.gz"

@@ -178,6 +178,16 @@ def test_the_2016_trim_does_not_converge_with_more_passes(reread):
     table = ping_vs_echo.kept_by_passes(samples, probes, scope="per-group", threshold=3.0)
     assert list(table.index) == [2, 3, 5, 10]
     assert table["echo-cold"].tolist() == [3554, 3511, 3476, 3471]
+    assert not ping_vs_echo.trim_converged(table)  # 3476 after 5 passes, 3471 after 10
+    settled = pd.DataFrame({"ping": [3580, 3575, 3575], "echo-cold": [3554, 3511, 3511]}, index=[2, 5, 10])
+    assert ping_vs_echo.trim_converged(settled) and not ping_vs_echo.trim_converged(settled.iloc[:1])
+
+
+def test_answered_samples_come_in_the_order_they_were_taken(reread):
+    samples = reread[0]
+    ordered = ping_vs_echo.answered_in_time_order(samples.sample(frac=1.0, random_state=1))
+    assert ordered["ok"].all() and len(ordered) == samples["ok"].sum()
+    assert ordered["t_utc_ns"].dropna().is_monotonic_increasing  # samples without a time come last
 
 
 def test_the_gap_in_words():

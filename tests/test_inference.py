@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from labkit.analysis import (adjust, block_bootstrap, block_bootstrap_difference, block_length, bootstrap_pvalue,
-                             data_needs, iid_bootstrap, min_samples_for_percentile, paired_block_difference,
-                             paired_difference, percentile_if_enough, runs_bootstrap, samples_for_median,
+from labkit.analysis import (adjust, block_bootstrap, block_bootstrap_difference, block_length, bootstrap_ci,
+                             data_needs, data_needs_in_short, min_samples_for_percentile, normal_pvalue,
+                             paired_block_difference, percentile_if_enough, runs_bootstrap, samples_for_median,
                              samples_for_proportion, thin_statistics)
 
 
@@ -32,7 +32,7 @@ def test_the_block_interval_covers_an_ar1_median_as_promised_and_the_iid_one_doe
         series = ar1(1000, 0.9, rng)
         low, high = block_bootstrap(series, seed=trial, n_resamples=500)
         block_hits += low <= 0 <= high
-        low, high = iid_bootstrap(series, seed=trial, n_resamples=500)
+        low, high = bootstrap_ci(series, seed=trial, n_resamples=500)  # every sample on its own
         iid_hits += low <= 0 <= high
     assert 0.90 <= block_hits / trials <= 0.99, block_hits
     assert iid_hits / trials < 0.6, iid_hits
@@ -61,15 +61,12 @@ def test_probes_on_one_schedule_compared_pairwise_see_through_what_the_ticks_sha
     a = path + rng.normal(scale=0.1, size=path.size)
     b = path + 0.5 + rng.normal(scale=0.1, size=path.size)
     b[[10, 20, 30]] = np.nan  # ticks where one probe failed are left out, pairs and all
-    center, low, high, pairs = paired_difference(a, b, seed=0)
-    assert pairs == 597 and low <= 0.5 <= high and abs(center - 0.5) < 0.05
+    paired = paired_block_difference(a, b, seed=0)
+    assert paired.n_a == paired.n_b == 597 and paired.low <= 0.5 <= paired.high
+    assert paired.difference == pytest.approx(np.nanmedian(b) - np.median(a)) and abs(paired.difference - 0.5) < 0.05
     unpaired = block_bootstrap_difference(a, b, seed=0)
-    assert (unpaired.high - unpaired.low) > 10 * (high - low) and unpaired.n_a == 600 and unpaired.n_b == 597
-    # The difference of the two medians, resampled tick by tick: as narrow as the paired one, and it covers 0.5.
-    medians = paired_block_difference(a, b, seed=0)
-    assert medians.n_a == 597 and medians.low <= 0.5 <= medians.high
-    assert medians.difference == pytest.approx(np.nanmedian(b) - np.median(a))
-    assert (unpaired.high - unpaired.low) > 5 * (medians.high - medians.low)
+    assert unpaired.n_a == 600 and unpaired.n_b == 597
+    assert (unpaired.high - unpaired.low) > 5 * (paired.high - paired.low)
 
 
 def test_an_aa_comparison_of_time_ordered_samples_is_rarely_significant_and_mann_whitney_often():
@@ -98,7 +95,7 @@ def test_runs_are_the_units_when_a_cell_has_several():
         runs = [rng.normal() + rng.normal(scale=0.1, size=200) for _ in range(8)]
         center, low, high = runs_bootstrap(runs, seed=trial, n_resamples=500)
         run_hits += low <= 0 <= high
-        low, high = iid_bootstrap(np.concatenate(runs), seed=trial, n_resamples=500)
+        low, high = bootstrap_ci(np.concatenate(runs), seed=trial, n_resamples=500)
         pooled_hits += low <= 0 <= high
     assert run_hits / trials >= 0.8 and pooled_hits / trials <= 0.3, (run_hits, pooled_hits)
     center, low, high = runs_bootstrap([[1.0, 2.0, 3.0]])
@@ -136,10 +133,13 @@ def test_corrections_match_holm_and_benjamini_hochberg_by_hand():
     assert list(rejected) == [True, False] and math.isnan(adjusted[1])
 
 
-def test_a_bootstrap_pvalue_counts_the_draws_across_zero():
-    assert bootstrap_pvalue(np.linspace(1, 2, 1000)) == 1 / 1000  # no draw at or below 0: the smallest it can say
-    assert bootstrap_pvalue(np.linspace(-1, 1, 1001)) == 1.0
-    assert bootstrap_pvalue(np.r_[-np.ones(25), np.ones(975)]) == pytest.approx(0.05)
+def test_a_pvalue_is_the_normal_tail_beyond_the_observed_difference_in_draws_standard_errors():
+    draws = np.random.default_rng(2).normal(0, 2.0, 20000)  # the spread of a difference: a standard error of 2
+    assert normal_pvalue(2 * 1.959964, draws) == pytest.approx(0.05, abs=0.002)
+    assert normal_pvalue(-2 * 1.959964, draws) == normal_pvalue(2 * 1.959964, draws)
+    assert normal_pvalue(0.0, draws) == 1.0 and math.isnan(normal_pvalue(1.0, [3.0]))
+    # Far below 1 / draws, which counting draws across 0 could never say.
+    assert normal_pvalue(20.0, draws[:2000]) < 1e-10
 
 
 @pytest.mark.parametrize("percent, fewest", [(50, 5), (90, 29), (99, 299), (1, 299), (99.9, 2995)])
@@ -198,4 +198,15 @@ def test_the_data_needs_table_counts_each_group_and_what_it_lacks():
     assert table.loc["a", "n for p99"] == 299 and table.loc["a", "p99 allowed"] and not table.loc["b", "p99 allowed"]
     # The narrower interval of the larger group, and each group's count for ±0.05 from its own spread.
     assert table.loc["a", "median ± now"] < table.loc["b", "median ± now"]
-    assert table.loc["a", "n for ±0.05"] == samples_for_median(frame["rtt_ms"][:400], 0.05).need > 400
+    assert table.loc["a", "n for ±0.05"] == samples_for_median(frame["rtt_ms"][:400], 0.05, n_resamples=500).need > 400
+
+
+def test_a_data_needs_table_in_short():
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"probe": ["a"] * 400 + ["b"] * 20, "rtt_ms": np.r_[rng.normal(10, 1, 400), rng.normal(10, 1, 20)]})
+    table = data_needs(frame, "rtt_ms", "probe", halfwidth=0.05)
+    short = data_needs_in_short(table, halfwidth=0.05)
+    assert short == {"groups": 2, "short": 2, "most_wanted": int(table["n for ±0.05"].max()), "percentile_allowed": 1}
+    assert data_needs_in_short(data_needs(frame, "rtt_ms", "probe", halfwidth=10.0), halfwidth=10.0)["short"] == 0

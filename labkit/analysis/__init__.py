@@ -50,10 +50,8 @@ _EXPORTS = {
     "block_bootstrap": "inference",
     "block_bootstrap_difference": "inference",
     "block_length": "inference",
-    "bootstrap_pvalue": "inference",
-    "iid_bootstrap": "inference",
     "min_samples_for_percentile": "inference",
-    "paired_difference": "inference",
+    "normal_pvalue": "inference",
     "paired_block_difference": "inference",
     "percentile_if_enough": "inference",
     "runs_bootstrap": "inference",
@@ -61,6 +59,7 @@ _EXPORTS = {
     "samples_for_proportion": "inference",
     "thin_statistics": "inference",
     "data_needs": "inference",
+    "data_needs_in_short": "inference",
 }
 
 

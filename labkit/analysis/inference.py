@@ -8,7 +8,7 @@ length chosen from the data by Politis and White's rule as corrected by
 Patton, Politis and White, 2009: arch's ``optimal_block_length``). When a cell was measured in several
 independent runs, the runs are the units: :func:`runs_bootstrap` resamples
 runs, not samples. Probes on one tick schedule (a series) are compared pairwise,
-tick by tick (:func:`paired_difference`). Every family of comparisons is
+tick by tick (:func:`paired_block_difference`). Every family of comparisons is
 corrected (:func:`adjust`, Holm or Benjamini–Hochberg, statsmodels'). And no
 percentile is reported from fewer samples than can bound it
 (:func:`min_samples_for_percentile`).
@@ -88,17 +88,6 @@ def block_bootstrap(values, statistic: Callable = np.median, confidence: float =
     return _interval(block_draws(values, statistic, seed, n_resamples), confidence)
 
 
-def iid_bootstrap(values, statistic: Callable = np.median, confidence: float = 0.95, seed: int = 0,
-                  n_resamples: int = DEFAULT_RESAMPLES) -> tuple[float, float]:
-    """The same interval with every sample resampled on its own: right for independent samples only (and shown
-    beside :func:`block_bootstrap` to make its narrowness on time-ordered samples visible)."""
-    array = _finite(values)
-    if array.size < 2:
-        return float("nan"), float("nan")
-    picks = np.random.default_rng(seed).integers(0, array.size, size=(n_resamples, array.size))
-    return _interval(_over_rows(statistic, array[picks]), confidence)
-
-
 @dataclass(frozen=True)
 class Difference:
     """``statistic(b) − statistic(a)``, its bootstrap interval and the two-sided p-value of "no difference"
@@ -129,8 +118,7 @@ def block_bootstrap_difference(a, b, statistic: Callable = np.median, confidence
 
 def normal_pvalue(observed: float, draws) -> float:
     """Two-sided p-value of "no difference" for ``observed``, its standard error the spread of its bootstrap
-    ``draws`` (a bootstrap z-test). Unlike counting draws across 0 (:func:`bootstrap_pvalue`), it does not stop at
-    1 / draws: a family of 100 comparisons under Holm's correction needs p below 0.0005, which 2000 draws could
+    ``draws`` (a bootstrap z-test). Unlike counting the draws on either side of 0, it does not stop at 1 / draws: a family of 100 comparisons under Holm's correction needs p below 0.0005, which 2000 draws could
     never show."""
     from scipy.stats import norm
 
@@ -141,19 +129,6 @@ def normal_pvalue(observed: float, draws) -> float:
     if spread == 0:
         return 1.0 if observed == 0 else 0.0
     return float(2 * norm.sf(abs(observed) / spread))
-
-
-def paired_difference(a, b, statistic: Callable = np.median, confidence: float = 0.95, seed: int = 0,
-                      n_resamples: int = DEFAULT_RESAMPLES) -> tuple[float, float, float, int]:
-    """Two probes measured on one schedule (``a[i]`` and ``b[i]`` at the same tick): ``statistic`` of the
-    differences ``b − a``, its block-bootstrap interval, and the number of pairs (ticks where both have a value).
-    Pairing removes what the ticks share (the path's state then), which unpaired intervals count as noise."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    both = np.isfinite(a) & np.isfinite(b)
-    differences = b[both] - a[both]
-    low, high = block_bootstrap(differences, statistic, confidence, seed, n_resamples)
-    center = float(statistic(differences)) if differences.size else float("nan")
-    return center, low, high, int(differences.size)
 
 
 def paired_block_difference(a, b, statistic: Callable = np.median, confidence: float = 0.95, seed: int = 0,
@@ -207,16 +182,6 @@ def adjust(pvalues: Sequence[float], method: str = "holm", alpha: float = 0.05) 
     return rejected, adjusted
 
 
-def bootstrap_pvalue(draws) -> float:
-    """Two-sided p-value of "the difference is 0" from a bootstrap distribution of the difference: twice the
-    smaller share of draws on either side of 0 (at least one draw's worth)."""
-    draws = _finite(draws)
-    if not draws.size:
-        return float("nan")
-    share = min((draws <= 0).mean(), (draws >= 0).mean())
-    return float(min(1.0, max(2 * share, 1 / draws.size)))
-
-
 def min_samples_for_percentile(percent: float, confidence: float = 0.95) -> int:
     """The fewest samples for which the sample's extreme lies beyond the ``percent``-th percentile with probability
     ``confidence``: below it, the reported "p99" is just the largest value seen. 5 for p50, 29 for p90, 299 for
@@ -247,15 +212,21 @@ class SampleSize:
         return self.have >= self.need
 
 
-def samples_for_median(values, halfwidth: float, confidence: float = 0.95, seed: int = 0) -> SampleSize:
+def samples_for_median(values, halfwidth: float, confidence: float = 0.95, seed: int = 0,
+                       n_resamples: int = DEFAULT_RESAMPLES) -> SampleSize:
     """Samples needed to know the median within ± ``halfwidth``, from a pilot: an interval's width shrinks as
     1/√n, so n = n_pilot × (pilot half-width / wanted half-width)², the pilot's interval a block bootstrap (what
     the samples' dependence costs is in it)."""
     array = _finite(values)
-    low, high = block_bootstrap(array, np.median, confidence, seed)
-    pilot = (high - low) / 2
-    need = array.size if not math.isfinite(pilot) or pilot <= halfwidth else int(math.ceil(array.size * (pilot / halfwidth) ** 2))
-    return SampleSize(int(array.size), max(need, 2), f"the median within ±{halfwidth:g}")
+    low, high = block_bootstrap(array, np.median, confidence, seed, n_resamples)
+    return SampleSize(int(array.size), _samples_for_halfwidth(array.size, (high - low) / 2, halfwidth),
+                      f"the median within ±{halfwidth:g}")
+
+
+def _samples_for_halfwidth(have: int, pilot_halfwidth: float, halfwidth: float) -> int:
+    if not math.isfinite(pilot_halfwidth) or pilot_halfwidth <= halfwidth:
+        return max(have, 2)
+    return max(int(math.ceil(have * (pilot_halfwidth / halfwidth) ** 2)), 2)
 
 
 def samples_for_proportion(proportion: float, halfwidth: float, confidence: float = 0.95,
@@ -291,8 +262,8 @@ def data_needs(frame, value: str, by, halfwidth: float, percentile: float = 99, 
                n_resamples: int = 500):
     """How much data each group of ``frame`` has and needs (the "how much data does this need" table of a
     notebook), one row per group of ``by``: ``n`` (finite ``value``s, in the frame's order, which should be time),
-    ``median ± now`` (half-width of the block-bootstrap interval of the median), ``n for ±<halfwidth>``
-    (:func:`samples_for_median`), and ``n for p<percentile>`` (:func:`min_samples_for_percentile`) with
+    ``median ± now`` (half-width of the block-bootstrap interval of the median), ``n for ±<halfwidth>`` (as
+    :func:`samples_for_median` counts it, from that same interval), and ``n for p<percentile>`` (:func:`min_samples_for_percentile`) with
     whether the group has it."""
     import pandas as pd
 
@@ -301,9 +272,19 @@ def data_needs(frame, value: str, by, halfwidth: float, percentile: float = 99, 
     for key, group in frame.groupby(by, sort=True, dropna=False):
         values = _finite(group[value])
         low, high = block_bootstrap(values, seed=seed, n_resamples=n_resamples)
-        size = samples_for_median(values, halfwidth, seed=seed) if values.size >= 2 else SampleSize(int(values.size), 2, "")
         rows.append({**dict(zip([by] if isinstance(by, str) else by, key if isinstance(key, tuple) else (key,))),
                      "n": int(values.size), "median ± now": (high - low) / 2,
-                     f"n for ±{halfwidth:g}": size.need, f"n for p{percentile:g}": need_pct,
+                     f"n for ±{halfwidth:g}": _samples_for_halfwidth(values.size, (high - low) / 2, halfwidth),
+                     f"n for p{percentile:g}": need_pct,
                      f"p{percentile:g} allowed": bool(values.size >= need_pct)})
     return pd.DataFrame(rows).set_index(by)
+
+
+def data_needs_in_short(needs, halfwidth: float, percentile: float = 99) -> dict:
+    """A :func:`data_needs` table in four numbers: ``groups``, ``short`` (groups with fewer samples than the
+    half-width asks), ``most_wanted`` (the largest count asked for) and ``percentile_allowed`` (groups with enough
+    for the percentile)."""
+    wanted = needs[f"n for ±{halfwidth:g}"]
+    return {"groups": int(len(needs)), "short": int((needs["n"] < wanted).sum()),
+            "most_wanted": int(wanted.max()) if len(needs) else 0,
+            "percentile_allowed": int(needs[f"p{percentile:g} allowed"].sum())}

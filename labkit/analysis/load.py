@@ -66,6 +66,15 @@ def with_call_costs(cells: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def littles_law_gap(cells: pd.DataFrame) -> dict:
+    """Measured req/s over Little's law's (:func:`with_call_costs`' ``littles_law_rps``), minus 1, across the cells:
+    ``low``, ``high``, ``largest`` (in size), ``cells``, and ``systematic``: every cell's gap on one side of 0 in a
+    run of several cells (noise would fall on both sides)."""
+    gap = cells["rps"] / cells["littles_law_rps"] - 1
+    return {"low": float(gap.min()), "high": float(gap.max()), "largest": float(gap.abs().max()), "cells": int(len(gap)),
+            "systematic": bool(len(gap) > 1 and ((gap > 0).all() or (gap < 0).all()))}
+
+
 def per_request_file(raw_files: str | None, tool: str | None = None) -> str | None:
     """The cell's per-request output among its ``raw_files`` (ghz's JSON report or h2load's log, kept gzipped), or None."""
     names = [n for n in str(raw_files or "").split(",") if n.endswith(".gz") and (tool is None or n.startswith(f"{tool}-"))]

@@ -125,6 +125,12 @@ def kept_by_passes(samples: pd.DataFrame, probes: list[str], *, scope: str, thre
     return table
 
 
+def trim_converged(kept: pd.DataFrame) -> bool:
+    """Whether a :func:`kept_by_passes` table stopped changing: its last two rows (the most passes) keep the same
+    samples of every probe."""
+    return len(kept) > 1 and bool((kept.iloc[-1] == kept.iloc[-2]).all())
+
+
 # --- what the notebook shows of a re-reading, and its headline ------------------------------------------------------
 
 #: Units coarser than the milliseconds the strict 2016 pattern accepts are the ones it lost.
@@ -190,13 +196,19 @@ def variants_side_by_side(variants: dict[str, dict]) -> pd.DataFrame:
     return pd.concat({name: v["table"].loc[["count", "50%", "max"]] for name, v in variants.items()}, axis=1)
 
 
+def answered_in_time_order(samples: pd.DataFrame) -> pd.DataFrame:
+    """The ok samples in the order they were taken (the file's order when they carry no time)."""
+    answered = samples[samples["ok"]]
+    return answered.sort_values("t_utc_ns", kind="stable") if "t_utc_ns" in answered else answered
+
+
 def median_gap(samples: pd.DataFrame, echo: str, n_resamples: int = 2000):
     """The echo's median over ping's, both probes' ok samples in the order they were taken, as a
     :class:`~labkit.analysis.inference.Difference` with a block-bootstrap interval: an hour of samples from one
     path drifts, so the samples are not independent and an iid interval would be too narrow."""
     from labkit.analysis.inference import block_bootstrap_difference
 
-    ordered = samples[samples["ok"]].sort_values("t_utc_ns") if "t_utc_ns" in samples else samples[samples["ok"]]
+    ordered = answered_in_time_order(samples)
     return block_bootstrap_difference(ordered.loc[ordered["probe"] == "ping", "rtt_ms"],
                                       ordered.loc[ordered["probe"] == echo, "rtt_ms"], n_resamples=n_resamples)
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from labkit.analysis.idle import stack_labels
 from labkit.analysis.load import per_request_file
-from labkit.analysis.summary import compare, summarize_with_ci
+from labkit.analysis.summary import _p99, compare, summarize_with_ci
 from labkit.analysis.windows import measured_window, window_start
 
 #: knob -> the cell column it changes: the article's knobs, and the server's implementation and grpc options
@@ -195,10 +195,6 @@ def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s:
                         f"{metric}_n": min(difference.n_a, difference.n_b)})
         rows.append(row)
     return rows
-
-
-def _p99(values, axis=-1):
-    return np.percentile(values, 99, axis=axis)
 
 
 def _compare_cells(a: pd.DataFrame, b: pd.DataFrame, *, n_bins: int, bin_s: float, n_resamples: int) -> dict:
