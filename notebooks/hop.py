@@ -139,6 +139,20 @@ with plots.theme():
 export(fig, "cost")
 
 # %% [markdown]
+# ## How much data does this need?
+#
+# The transports' costs differ from one another by tenths of a millisecond, so
+# telling two of them apart needs each cost within about ±0.05 ms. For each
+# transport: the repeats it has (the fewer of its own and direct's), how wide
+# the interval of its cost is now, and how many repeats would narrow it to
+# ±0.05 ms (the interval of a mean narrows as 1/√n). The repeats are the units:
+# more requests per repeat do not narrow it, more repeats do
+# (`labkit hop --repeats N`).
+
+# %%
+display(hop.repeats_needed(cost, halfwidth=0.05))
+
+# %% [markdown]
 # ## Latency CDFs per transport
 #
 # wrk keeps no per-request record; labkit's wrk script prints each run's

@@ -1,5 +1,6 @@
 """The hop notebook's rules: the published table's layout, the hop's cost over repeats, CDFs, CPU, the ordering."""
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -138,3 +139,14 @@ def test_bars_and_quantile_curves_draw_what_they_are_given():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_the_repeats_a_hop_cost_needs_scale_with_the_square_of_the_interval():
+    cost = hop.hop_cost(Run.open(SAMPLES / "hop-small").samples(), n_resamples=500)
+    needs = hop.repeats_needed(cost, halfwidth=0.01)
+    for via, row in needs.iterrows():
+        now = (cost.at[via, "hi"] - cost.at[via, "lo"]) / 2
+        assert row["repeats"] == 5 and row["cost ± now"] == pytest.approx(now)
+        assert row["repeats for ±0.01"] == math.ceil(5 * (now / 0.01) ** 2) > 5
+    # Already narrower than asked: the repeats it has (at least two) suffice.
+    assert (hop.repeats_needed(cost, halfwidth=10.0)["repeats for ±10"] == 5).all()

@@ -128,6 +128,18 @@ def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline
     return pd.DataFrame(rows, columns=["via", "cost", "lo", "hi", "n_via", "n_direct", "via_mean", "direct_mean"]).set_index("via")
 
 
+def repeats_needed(cost: pd.DataFrame, halfwidth: float) -> pd.DataFrame:
+    """How much data the hop costs of :func:`hop_cost` have and need, one row per transport: ``repeats`` (the fewer of
+    its and direct's), ``cost ± now`` (the half-width of its interval) and ``repeats for ±<halfwidth>``, the current
+    count scaled by the squared ratio of the two half-widths (an interval of means narrows as 1/√n)."""
+    from labkit.analysis.inference import _samples_for_halfwidth
+
+    have = cost[["n_via", "n_direct"]].min(axis=1).astype(int)
+    now = (cost["hi"] - cost["lo"]) / 2
+    needed = [_samples_for_halfwidth(int(n), float(h), halfwidth) for n, h in zip(have, now)]
+    return pd.DataFrame({"repeats": have, "cost ± now": now, f"repeats for ±{halfwidth:g}": needed}, index=cost.index)
+
+
 def cpu_per_request(samples: pd.DataFrame, *, n_resamples: int = 2000, confidence: float = 0.95,
                     seed: int = 0) -> pd.DataFrame:
     """Per series and process (front, back, nats): CPU µs per successful request, mean over repeats with an interval."""
