@@ -179,8 +179,10 @@ def test_a_replayed_ping_trace_is_what_ping_then_measures(tmp_path):
     rows = parse_ping(out).rows
     replies = rows[rows["ok"]]
     sent = (replies["t_utc_ns"] - replies["rtt_ms"] * 1e6).astype("int64").tolist()
-    expected = expected_trace_rtts(read_delay_trace(str(ORCA_PING), "10ms"), origin, sent)
     measured = replies["rtt_ms"].to_numpy()
+    # A send time is known to within the print's own delay (SCHED_FIFO 1, but a virtual CPU the host takes away
+    # for a while delays it too): 2 ms, a fifth of the trace's step.
+    expected = expected_trace_rtts(read_delay_trace(str(ORCA_PING), "10ms"), origin, sent, measured, 2_000_000)
     _record("ping trace", pings=len(measured), correlation=np.corrcoef(measured, expected)[0, 1],
             median_abs_error_ms=np.median(np.abs(measured - expected)))
     assert len(replies) >= 495

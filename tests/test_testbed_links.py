@@ -258,3 +258,20 @@ def test_quantiles_of_a_histogram_are_bucket_upper_bounds():
     assert emulator.hist_quantile_us(hist, 1.0, max_us=2050.0) == 2050.0
     assert emulator.hist_quantile_us({}, 0.5) is None
     assert emulator.late_threshold_us(100_000_000) == 1000.0 and emulator.late_threshold_us(1_000_000) == 50.0
+
+
+def test_the_rtts_a_replayed_trace_should_give_hold_packets_in_order_and_resolve_an_uncertain_send_time():
+    from labkit.testbed.fidelity import expected_trace_rtts
+
+    ms = 1_000_000
+    # One-way delay 95 ms for the first 10 ms of every 40, then 5 ms.
+    trace = {"t_ns": [0, 10 * ms], "delay_ns": [95 * ms, 5 * ms], "period_ns": 40 * ms}
+    # Sent at 1 ms: 95 ms out (arrives at 96 ms, in a 5 ms step), 5 ms back: 100 ms. Sent at 12 ms: 5 ms out
+    # would arrive at 17 ms, before the first one, so it waits for it (96 ms) and is back at 101 ms: 89 ms.
+    assert expected_trace_rtts(trace, 0, [1 * ms, 12 * ms]).tolist() == [100.0, 89.0]
+    # Stamped at 10.5 ms, perhaps 1 ms late: it may have left at 9.5 ms, in the 95 ms step, and the measured
+    # RTT says it did. Without a measurement, the stamp decides.
+    assert expected_trace_rtts(trace, 0, [int(10.5 * ms)], measured_ms=[100.1], uncertainty_ns=ms).tolist() == [100.0]
+    assert expected_trace_rtts(trace, 0, [int(10.5 * ms)], uncertainty_ns=ms).tolist() == [10.0]
+    # Away from a step the uncertainty changes nothing, whatever was measured.
+    assert expected_trace_rtts(trace, 0, [20 * ms], measured_ms=[50.0], uncertainty_ns=ms).tolist() == [10.0]

@@ -52,21 +52,35 @@ def reference_delays(name: str, base_s: float, jitter_s: float, sent_ns, table=N
     return np.concatenate(out)
 
 
-def expected_trace_rtts(trace: dict, origin_ns: int, sent_ns) -> np.ndarray:
+def expected_trace_rtts(trace: dict, origin_ns: int, sent_ns, measured_ms=None, uncertainty_ns: int = 0) -> np.ndarray:
     """RTTs (ms) ping should measure through a link replaying ``trace`` (the emulator's delay trace, from
     ``origin_ns``) both ways: a packet's one-way delay is the trace's value when it enters the link, and
-    it never overtakes the one before it."""
+    it never overtakes the one before it.
+
+    ping stamps a reply when it prints it, so a send time taken as that stamp less the RTT may be late by
+    up to ``uncertainty_ns``. Near a step of the trace that decides which step's delay the packet got,
+    hundreds of ms apart in a real trace, and a packet held wrongly holds the ones behind it; so each send
+    is placed, within its uncertainty, where the RTT is closest to ``measured_ms``. Away from the steps
+    every place gives the same RTT."""
     times, delays, period = np.array(trace["t_ns"]), np.array(trace["delay_ns"]), trace["period_ns"]
 
     def delay(at: int) -> int:
         return int(delays[max(np.searchsorted(times, (at - origin_ns) % period, side="right") - 1, 0)])
 
-    out = back = 0
-    rtts = []
-    for sent in sent_ns:
+    def through(sent: int, out: int, back: int) -> tuple[float, int, int]:
         out = max(sent + delay(sent), out)
         back = max(out + delay(out), back)
-        rtts.append((back - sent) / 1e6)
+        return (back - sent) / 1e6, out, back
+
+    out = back = 0
+    rtts = []
+    for i, stamped in enumerate(sent_ns):
+        rtt, out_i, back_i = through(stamped, out, back)
+        if measured_ms is not None and uncertainty_ns:
+            rtt, out_i, back_i = min((rtt, out_i, back_i), through(stamped - uncertainty_ns, out, back),
+                                     key=lambda c: abs(c[0] - measured_ms[i]))
+        out, back = out_i, back_i
+        rtts.append(rtt)
     return np.array(rtts)
 
 
