@@ -210,6 +210,24 @@ class Notebook:
         return pd.Series(headline, name="value").to_frame()
 
 
+def replicate_samples(run) -> tuple[list, Any]:
+    """The runs of ``run``'s ``--runs`` group (:meth:`labkit.store.Run.replicates`; just ``run`` when it was made
+    alone) and their samples in one frame, each row with its run's number (``replicate``, from 1) and the mean RTT
+    of that run's ping baseline before the cells for its host pair (``ping_ms``): runs are measured against their
+    own ping, as the link may have moved between them."""
+    import pandas as pd
+
+    replicates = run.replicates()
+    parts = []
+    for number, replicate in enumerate(replicates, 1):
+        part = replicate.samples().assign(replicate=number)
+        pairs = part[["src", "dst"]].drop_duplicates().itertuples(index=False)
+        ping = {(src, dst): (replicate.ping_baseline(src, dst) or {}).get("rtt_avg_ms") for src, dst in pairs}
+        part["ping_ms"] = [ping[(src, dst)] for src, dst in zip(part["src"], part["dst"])]
+        parts.append(part)
+    return replicates, pd.concat(parts, ignore_index=True)
+
+
 def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, Any]:
     """The section every experiment's notebook shows of ``labkit explain``: causes per group of calls, the components
     as stacked bars per group, and the call with the most request rounds in time and sequence when the run has its
@@ -312,7 +330,7 @@ _TWO_HOSTS = {"client": "a", "server": "b"}
 RUN_IT_YOURSELF: dict[str, Yourself] = {
     "idle_step": Yourself("idle-step-cubic", {"one_way_delay": "100ms"}, "sweep", {
         **_TWO_HOSTS, "sizes": [1000, 8000, 12000, 14000, 15000, 16000, 20000, 32000, 64000, 100000], "gaps_s": [1.0],
-        "repeats": 5, "slow_start_after_idle": [1, 0], "cc": ["cubic"], "name": "idle-step"}),
+        "repeats": 10, "slow_start_after_idle": [1, 0], "cc": ["cubic"], "name": "idle-step"}),
     "series": Yourself("series-wan", {"one_way_delay": "100ms"}, "series", {
         **_TWO_HOSTS, "duration_s": 120.0, "interval_s": 1.0, "name": "series"}),
     "upload": Yourself("upload-small", {"one_way_delay": "5ms", "rate": None}, "upload", {

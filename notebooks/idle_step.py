@@ -27,9 +27,11 @@
 # such as CUBIC shrinks the congestion window (cwnd) back towards the initial
 # window of 10 segments, 10 × 1408 B = 14080 B at this link's MSS.
 #
-# This notebook reads a `labkit sweep` run (by default the shipped sample
-# `data/samples/idle-step-cubic/`, recorded on the local testbed: 100 ms each way,
-# MTU 1460, CUBIC, `tcp_slow_start_after_idle` at 1 and at 0) and
+# This notebook reads a `labkit sweep` run, with the other runs made with it
+# (`--runs N`), by default the shipped sample `data/samples/idle-step-cubic/`
+# and its two companions `-2` and `-3` (three runs recorded on the local
+# testbed: 100 ms each way, MTU 1460, CUBIC, `tcp_slow_start_after_idle` at 1
+# and at 0, 10 calls per size in each run, in shuffled order), and
 #
 # 1. shows latency against request size for every condition of the run, in
 #    milliseconds and as multiples of the ping RTT measured before the sweep;
@@ -56,13 +58,14 @@ run_it_yourself = False  # True: first make a run of your own on the local testb
 # %% [markdown]
 # ## Run it yourself
 #
-# Everything below reads one run: by default the shipped sample, recorded with
+# Everything below reads one run (and the runs made with it): by default the shipped sample, recorded with
 # labkit on the local testbed. With `run_it_yourself = True` in the parameters,
 # this cell first makes a run of your own the same way (it brings up a testbed
 # with the sample's link, deploys labkit to its hosts, runs the experiment with
 # the sample's settings and takes the testbed down again), and the notebook
 # reads that run instead. It needs root, and takes about as long as the
-# sample's recording (`data/samples/README.md` gives each one's time). The cell
+# sample's recording (`data/samples/README.md` gives each one's time; the
+# sample is three runs, the cell makes one: about 4½ minutes). The cell
 # shows the code it runs. Interrupting it keeps what was measured, and running
 # it again finishes that run.
 
@@ -83,9 +86,13 @@ nb = notebooks.setup("idle_step", run_dir, sample="idle-step-cubic", experiment=
                      output_dir=output_dir, headline_path=headline_path)
 run, export = nb.run, nb.export
 config = run.manifest.get("config", {})
+replicates, recorded = notebooks.replicate_samples(run)
 display(Markdown(
     f"Run `{run.run_id}`: {len(run.samples())} calls recorded, {config.get('repeats')} per size in each cell, "
     f"sizes {', '.join(str(s) for s in config.get('sizes', []))} B, call order {config.get('order')}."
+    + (f" It is one of {len(replicates)} runs made together (`--runs {len(replicates)}`: "
+       f"{', '.join(f'`{r.run_id}`' for r in replicates)}), each on fresh servers and connections; their "
+       f"{len(recorded)} calls are pooled below, and *Between runs* compares the runs." if len(replicates) > 1 else "")
 ))
 
 # %% [markdown]
@@ -109,11 +116,8 @@ display(Markdown("iperf3 baseline (rate-limited): " + "; ".join(
     f"{v.get('sender_tcp_congestion')}" for pair, v in ((p, b.get("iperf3", {})) for p, b in baselines.items())) + "."))
 
 host_sysctls = {name: facts.get("sysctl", {}) for name, facts in run.manifest.get("hosts", {}).items()}
-samples, knobs = idle.label_conditions(run.samples(), host_sysctls)
+samples, knobs = idle.label_conditions(recorded, host_sysctls)
 conditions = list(knobs.index)
-ping_ms = {f"{src}-{dst}": (run.ping_baseline(src, dst) or {}).get("rtt_avg_ms")
-           for src, dst in samples[["src", "dst"]].drop_duplicates().itertuples(index=False)}
-samples["ping_ms"] = samples["pair"].map(ping_ms)
 samples["rtt_multiple"] = samples["rtt_ms"] / samples["ping_ms"]
 calls = samples[samples["ok"] & ~samples["cold"]].copy()
 failed = samples[~samples["ok"]]
@@ -121,14 +125,14 @@ sizes = sorted(calls["payload_bytes"].unique())
 largest = int(sizes[-1])
 
 display(samples.groupby("condition").agg(
-    cell=("cell_id", "first"), calls=("ok", "size"), ok=("ok", "sum"), cold=("cold", "sum"),
+    cell=("cell_id", "first"), runs=("replicate", "nunique"), calls=("ok", "size"), ok=("ok", "sum"), cold=("cold", "sum"),
     cc_requested=("cc", "first"), tcp_cc=("cc_used", "first"),
 ).reindex(conditions))
 if skipped := run.row_counts().get("cells_skipped", 0):
     display(Markdown(f"**{skipped} cells skipped**: a host refused a kernel setting (the reasons are in `cells.jsonl`)."))
 if len(failed):
     display(Markdown(f"**{len(failed)} failed calls** (kept in the run, left out below):"))
-    display(failed[["condition", "payload_bytes", "seq", "error"]])
+    display(failed[["condition", "payload_bytes", "replicate", "seq", "error"]])
 
 # %% [markdown]
 # ## How the request goes on the wire
@@ -182,11 +186,14 @@ display(medians.style.format("{:.2f}×"))
 # Why only up to `fit_max_bytes`: the model assumes the window restarts at
 # iw. Linux restarts it lazily and only *halves* cwnd once per RTO of idle time,
 # down to iw at the lowest (next sections). Calls up to about 30 KB leave a
-# pre-idle cwnd small enough that two halvings reach iw; after 64 KB and
-# 100 KB calls cwnd had grown to 60–97 segments, and one second of idle only
-# brought it down to 15–24, not to 10. Beyond the first step the pure model
-# therefore predicts too many round trips (four at 100 KB where three and
-# sometimes two were measured: the brief's "3 RTT at around 100 KB").
+# pre-idle cwnd small enough that two halvings reach iw; after large calls
+# cwnd has grown (to 94 segments in the default sample), and one idle second
+# halves it only two or three times, to 12–24 segments rather than 10. Beyond
+# the first step the round trips therefore depend on the calls before: in the
+# default sample (calls in shuffled order), 100000 B took four round trips,
+# as the pure model predicts, when the window at the first send was back at
+# 10 segments (19 of 30 calls), and three after larger calls had left it
+# higher (11 of 30; the brief's "3 RTT at around 100 KB").
 #
 # The change point needs no model: it is the split between two adjacent tested
 # sizes that best separates two latency levels, with a bootstrap interval.
@@ -246,7 +253,7 @@ export(fig, "latency")
 # call. With the sysctl at 0, cwnd only grows. With the sysctl at 1 one might
 # expect to see cwnd = 10 before every call after an idle second, but the
 # sample *before* a call often shows the cwnd the connection had before it went
-# idle (up to 97 segments in the shipped sample), while that call still took
+# idle (up to 94 segments in the default sample), while that call still took
 # two or three round trips.
 #
 # The reason is in the kernel: the restart is not done by a timer while the
@@ -304,7 +311,7 @@ display(Markdown(
     f"({int(tcp[~tcp['in_flight']]['agrees'].sum())} of {int((~tcp['in_flight']).sum())} with nothing in flight); "
     f"{int(misses['in_flight'].sum())} of the {len(misses)} it misses had a send less than one RTT before the call. The misses:"
 ))
-display(misses[["condition", "payload_bytes", "seq", "rtt_ms", "rtt_multiple", "cwnd_before", "lastsnd_ms_before",
+display(misses[["condition", "payload_bytes", "replicate", "seq", "rtt_ms", "rtt_multiple", "cwnd_before", "lastsnd_ms_before",
                 "srtt_ms_before", "window_at_send", "predicted_rounds"]])
 
 # %% [markdown]
@@ -360,6 +367,31 @@ with plots.theme():
 export(fig, "largest")
 
 # %% [markdown]
+# ## Between runs
+#
+# The intervals above resample calls, so they say how well this run's calls
+# pin down its medians, not how much another run would differ: the
+# connections' history, the machine's load and the link move between runs.
+# With several runs (`labkit sweep --runs N`, each on fresh servers and
+# connections, cells and calls in shuffled order) the median latency in ping
+# RTTs is given per run and pooled, with a 95 % interval from resampling whole
+# runs. With three runs that interval spans about the range of the runs; it
+# narrows only with more runs, not with more calls per run.
+
+# %%
+from labkit.analysis import between_runs
+
+if len(replicates) > 1:
+    runs_table = between_runs(calls, "rtt_multiple", ["condition", "payload_bytes"]).reindex(conditions, level=0)
+    display(Markdown(f"Median latency in ping RTTs, each of the {len(replicates)} runs and pooled, with the interval "
+                     "from resampling whole runs (`lo`, `hi`); `n`: calls:"))
+    display(runs_table)
+else:
+    runs_table = None
+    display(Markdown("This run was made alone (`--runs 1`): nothing in it tells how much another run would differ. "
+                     "`labkit sweep --runs 3` makes three, and this section then compares them."))
+
+# %% [markdown]
 # ## What this reproduces, and what it adds
 #
 # On the two shipped samples (`idle-step-cubic`, the default, and
@@ -371,14 +403,17 @@ export(fig, "largest")
 #   RTT). The fit finds the window from latency alone, within the bracket of
 #   the tested sizes, and with the recorded MSS an initial window of exactly
 #   10 segments.
-# - **Two to four round trips at 64–100 KB.** After a 64 KB or 100 KB call
-#   cwnd had grown to 60–97 segments; one idle second is two to three RTOs,
-#   so the restart halved it two or three times instead of resetting it to
-#   10. The medians are three round trips (cubic, sysctl 1, 1 s gap: 5 calls
-#   per size in the default sample, 3 in the knobs sample), but single calls
-#   of 100000 B took four in the knobs sample: with 3–5 calls a size, how
-#   often each count occurs is not known (`labkit sweep --repeats 30` would
-#   tell).
+# - **Two to four round trips at 64–100 KB, by the calls before.** One idle
+#   second is two to three RTOs, so the restart halves cwnd two or three
+#   times: back to 10 segments after small calls, to 12–24 after large ones.
+#   In the default sample (cubic, sysctl 1, 1 s gap; 3 runs × 10 calls per
+#   size, cells and calls in shuffled order) 64000 B took three round trips
+#   in 27 of 30 calls and two in 3; 100000 B took four in 19 of 30 (window
+#   at the first send: 10 segments) and three in 11 (10–21 segments, after
+#   larger calls). The medians, 3 RTT at 64000 B and 4 at 100000 B, are the
+#   same in each of the three runs (*Between runs*). In the knobs sample
+#   (sequential order, every 100 KB call after another one, 3 calls per
+#   size) the median is three.
 # - **The sysctl at 0 removes the step**: every size stays at about one RTT,
 #   while cwnd keeps the size the previous calls gave it.
 # - **Traffic more often than one RTO.** With calls 0.1 s apart, or a 1-byte
@@ -464,9 +499,11 @@ display(needs)
 # ## Headline numbers
 #
 # Written to a small JSON file (`idle_step.json`) that `labkit report` prints
-# and the tests check. `step.*` describe the reference condition;
+# and the tests check. `runs` and `calls`: the runs and warm calls the
+# numbers rest on. `step.*` describe the reference condition;
 # `rtt_multiple_at_largest.*` is each condition's median latency at the
-# largest size in ping RTTs; `cost_vs.*` the reference's median minus the
+# largest size in ping RTTs (with several runs, `.runs_lo` and `.runs_hi`
+# give its interval from resampling whole runs); `cost_vs.*` the reference's median minus the
 # condition's at that size, with its bootstrap interval, for the conditions
 # that change one knob of the reference (every comparison is in the JSON's
 # `comparisons`).
@@ -482,11 +519,14 @@ headline: dict = {
 }
 if reference:
     headline.update(idle.step_headline(step_fits[reference], overhead, reference_ping))
-headline.update({"restart_rule.calls": int(len(tcp)), "restart_rule.predicted": int(tcp["agrees"].sum()),
+headline.update({"runs": len(replicates), "calls": int(len(calls)), "restart_rule.calls": int(len(tcp)), "restart_rule.predicted": int(tcp["agrees"].sum()),
                  "largest_size_bytes": largest, **explain_numbers})
 for condition in conditions:
     value = medians.at[condition, largest] if largest in medians.columns else np.nan
     headline[f"rtt_multiple_at_largest.{condition}"] = round(float(value), 3)
+    if runs_table is not None and (condition, largest) in runs_table.index:
+        headline[f"rtt_multiple_at_largest.{condition}.runs_lo"] = round(float(runs_table.at[(condition, largest), "lo"]), 3)
+        headline[f"rtt_multiple_at_largest.{condition}.runs_hi"] = round(float(runs_table.at[(condition, largest), "hi"]), 3)
 for condition in conditions:
     result = comparisons.get((condition, largest))
     # In the headline: the conditions that change one knob of the reference (all of them are in the JSON's comparisons).
@@ -513,7 +553,7 @@ nb.finish(
               "change_points": f.later, "predicted_steps_bytes": step_edges(f.model, largest)}
           for c, f in step_fits.items()},
     comparisons=[{"condition": c, "payload_bytes": s, **r.as_dict()} for (c, s), r in comparisons.items()],
-    restart_rule={"misses": misses[["condition", "payload_bytes", "seq", "rtt_ms", "cwnd_before", "lastsnd_ms_before",
+    restart_rule={"misses": misses[["condition", "payload_bytes", "replicate", "seq", "rtt_ms", "cwnd_before", "lastsnd_ms_before",
                                     "srtt_ms_before", "window_at_send", "predicted_rounds", "observed_rounds"]].to_dict(orient="records"),
                   "by_in_flight": agreement.to_dict(orient="index")},
 )

@@ -65,12 +65,17 @@ def test_restart_window_follows_tcp_cwnd_restart(cwnd, idle_ms, rto_ms, initial,
     assert idle.restart_window(cwnd, idle_ms, rto_ms, initial) == expected
 
 
-def test_the_restart_rule_predicts_98_of_100_calls_of_the_sample(cubic):
+def test_the_restart_rule_predicts_197_of_200_calls_of_the_sample(cubic):
     calls, _, _ = cubic
     tcp = idle.predict_round_trips(calls, 10, idle.request_framing(calls).overhead_bytes)
-    assert (len(tcp), int(tcp["agrees"].sum())) == (100, 98)
-    # Every miss had a send less than one RTT before the call (a PING in flight), the notebook's explanation.
-    assert tcp[~tcp["agrees"]]["in_flight"].all()
+    assert (len(tcp), int(tcp["agrees"].sum())) == (200, 197)
+    # Two misses had a send less than one RTT before the call (a PING in flight), the notebook's explanation; the
+    # third is a 100000 B call one round trip faster than a full slow start from 10 segments, after a send
+    # 240 ms before it (just over one RTT): the rule does not account for what that send's ACK did.
+    misses = tcp[~tcp["agrees"]]
+    assert int(misses["in_flight"].sum()) == 2
+    assert misses[~misses["in_flight"]][["payload_bytes", "predicted_rounds", "observed_rounds"]].values.tolist() == [
+        [100000, 4, 3]]
     # With the sysctl at 0 nothing restarts; with 1 the window used is never above what ss showed.
     assert not tcp[tcp["ssai"] == 0]["restarts"].any()
     assert (tcp["window_at_send"] <= tcp["cwnd_before"]).all()

@@ -144,9 +144,9 @@ def test_a_run_shows_as_a_short_summary():
     facts = run_facts(run)
     assert {k: facts[k] for k in ("experiment", "status", "hosts", "cells", "cells_skipped", "rows", "resumed")} == {
         "experiment": "idle-step", "status": "complete", "hosts": "client a, server b", "cells": 2, "cells_skipped": 0,
-        "rows": 100, "resumed": 0}
+        "rows": 200, "resumed": 0}
     page = run._repr_html_()
-    for shown in (run.run_id, "<code>idle-step</code>", "client a, server b", "2 complete", ">100<", ">complete<"):
+    for shown in (run.run_id, "<code>idle-step</code>", "client a, server b", "2 complete", ">200<", ">complete<"):
         assert shown in page
     assert repr(run) == f"<labkit Run {run.run_id}: idle-step, complete>"
     assert run_facts(Run.open(SAMPLES / "orca-2016"))["hosts"] == "none (imported)"
@@ -165,7 +165,7 @@ def test_the_step_table_is_the_sweeps_own_with_the_extra_round_trips_shaded():
     shaded = {(int(r), int(c)) for r, c in re.findall(r"#T_\w+_row(\d+)_col(\d+)", page.split("</style>")[0])}
     assert shaded == {(r, c) for r in range(2) for c in range(len(table.columns)) if table.iat[r, c] >= 1.5}
     assert shaded and all(r == 1 for r, _ in shaded)  # only the sysctl at 1 steps
-    assert "n = 5 calls per cell" in page and f"{at[(1, 16000)]:.2f}×" in page
+    assert "n = 10 calls per cell" in page and f"{at[(1, 16000)]:.2f}×" in page
 
 
 def test_other_summaries_are_styled_tables_with_their_size():
@@ -182,7 +182,7 @@ def test_the_quickstart_figure_is_every_call_in_round_trips_with_the_initial_win
 
     fig = step_figure(Run.open(SAMPLES / "idle-step-cubic"))
     (ax,) = fig.axes
-    assert len(ax.collections) == 2 and sum(len(c.get_offsets()) for c in ax.collections) == 100
+    assert len(ax.collections) == 2 and sum(len(c.get_offsets()) for c in ax.collections) == 200
     assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "10 × 1408 B = 14080 B"
     assert ax.get_ylabel() == "latency / ping RTT (round trips)" and fig.get_size_inches().tolist() == [7.5, 4.2]
     assert 7.5 * fig.dpi >= 700  # a readable width inline

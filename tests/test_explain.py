@@ -26,7 +26,7 @@ def test_json_lines_one_per_call_with_the_vocabulary():
     proc = run_labkit("explain", str(SAMPLES / "idle-step-cubic"), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     calls = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert len(calls) == 100
+    assert len(calls) == 200
     for call in calls:
         assert {"cell_id", "seq", "rtt_ms", "base_rtt_ms", "rounds", "components", "cause", "evidence"} <= set(call)
         assert [c["name"] for c in call["components"]] == list(COMPONENTS)
@@ -35,8 +35,10 @@ def test_json_lines_one_per_call_with_the_vocabulary():
         # the components add up to the latency.
         assert sum(c["ms"] for c in call["components"]) == pytest.approx(call["rtt_ms"], abs=0.01)
     by_ssai = pd.DataFrame(calls).assign(ssai=lambda f: f["cell_id"].str.extract(r"ssai=(\d)")[0])
-    # The sysctl at 0: nothing beyond one round trip. At 1: the restarted window explains the steps.
-    assert set(by_ssai.loc[by_ssai["ssai"] == "0", "cause"]) == {"none"}
+    # The sysctl at 0: no restart; a call beyond one round trip is one whose window the calls before (in shuffled
+    # order, often small ones) had not yet grown to its size. At 1: the restarted window explains the steps.
+    at_zero = by_ssai.loc[by_ssai["ssai"] == "0", "cause"]
+    assert set(at_zero) <= {"none", "cwnd-limited"} and (at_zero == "none").mean() > 0.95
     stepped = by_ssai[(by_ssai["ssai"] == "1") & (by_ssai["rounds"] > 1)]
     assert len(stepped) >= 25 and (stepped["cause"] == "cwnd-restart-after-idle").all()
 
@@ -45,7 +47,7 @@ def test_one_call_a_table_and_one_line_errors(tmp_path):
     one = run_labkit("explain", str(SAMPLES / "idle-step-cubic"), "--call", "7", "--format", "json")
     assert one.returncode == 0 and [json.loads(line)["seq"] for line in one.stdout.splitlines()] == [7, 7]
     table = run_labkit("explain", str(SAMPLES / "idle-step-cubic"))
-    assert table.returncode == 0 and "100 calls; base RTT 200.16 ms" in table.stdout
+    assert table.returncode == 0 and "200 calls; base RTT 200.13 ms" in table.stdout
     assert "cwnd-restart-after-idle" in table.stdout
     for args, message in (([str(SAMPLES / "idle-step-cubic"), "--call", "999"], "has no call 999"),
                           ([str(SAMPLES / "load-small")], "reads sweep, series and upload runs"),

@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from labkit.analysis import (adjust, block_bootstrap, block_bootstrap_difference, block_length, bootstrap_ci,
+from labkit.analysis import (adjust, between_runs, block_bootstrap, block_bootstrap_difference, block_length, bootstrap_ci,
                              data_needs, data_needs_in_short, min_samples_for_percentile, normal_pvalue,
                              paired_block_difference, percentile_if_enough, runs_bootstrap, samples_for_median,
                              samples_for_proportion, thin_statistics)
@@ -102,6 +103,27 @@ def test_runs_are_the_units_when_a_cell_has_several():
     assert center == 2.0 and math.isnan(low) and math.isnan(high)
 
 
+def test_between_runs_gives_each_runs_statistic_and_the_interval_from_whole_runs():
+    """Three runs whose levels differ (1, 2, 6) and a second group only two runs have: each run's median is its
+    own, the pooled median is that of every value, and the interval is runs_bootstrap's on the same runs."""
+    rng = np.random.default_rng(7)
+    parts = []
+    for number, level in ((1, 1.0), (2, 2.0), (3, 6.0)):
+        parts.append(pd.DataFrame({"size": 10, "v": level + rng.normal(scale=0.01, size=30), "replicate": number}))
+    parts.append(pd.DataFrame({"size": 20, "v": [5.0, 7.0], "replicate": [1, 3]}))
+    frame = pd.concat(parts, ignore_index=True)
+    table = between_runs(frame, "v", "size")
+    row = table.loc[10]
+    assert [round(row[f"run {k}"]) for k in (1, 2, 3)] == [1, 2, 6] and (row["runs"], row["n"]) == (3, 90)
+    runs = [frame.loc[(frame["size"] == 10) & (frame["replicate"] == k), "v"].to_numpy() for k in (1, 2, 3)]
+    assert (row["pooled"], row["lo"], row["hi"]) == runs_bootstrap(runs)
+    assert row["pooled"] == np.median(np.concatenate(runs))
+    # Resampling whole runs: the interval reaches from about the lowest run's level to about the highest's.
+    assert row["lo"] < 1.5 and row["hi"] > 5.5
+    other = table.loc[20]
+    assert math.isnan(other["run 2"]) and (other["runs"], other["n"], other["pooled"]) == (2, 2, 6.0)
+
+
 def _holm_by_hand(p: list[float]) -> list[float]:
     order = sorted(range(len(p)), key=lambda i: p[i])
     adjusted, running = [0.0] * len(p), 0.0
@@ -189,8 +211,6 @@ def test_a_summary_names_the_statistics_that_rest_on_too_few_samples():
 
 
 def test_the_data_needs_table_counts_each_group_and_what_it_lacks():
-    import pandas as pd
-
     rng = np.random.default_rng(4)
     frame = pd.DataFrame({"probe": ["a"] * 400 + ["b"] * 20, "rtt_ms": np.r_[rng.normal(10, 1, 400), rng.normal(10, 1, 20)]})
     table = data_needs(frame, "rtt_ms", "probe", halfwidth=0.05)
@@ -202,8 +222,6 @@ def test_the_data_needs_table_counts_each_group_and_what_it_lacks():
 
 
 def test_a_data_needs_table_in_short():
-    import pandas as pd
-
     rng = np.random.default_rng(4)
     frame = pd.DataFrame({"probe": ["a"] * 400 + ["b"] * 20, "rtt_ms": np.r_[rng.normal(10, 1, 400), rng.normal(10, 1, 20)]})
     table = data_needs(frame, "rtt_ms", "probe", halfwidth=0.05)

@@ -47,6 +47,7 @@ _EXPORTS = {
     "median_ci_grid": "upload_report",
     "SampleSize": "inference",
     "adjust": "inference",
+    "between_runs": "inference",
     "block_bootstrap": "inference",
     "block_bootstrap_difference": "inference",
     "block_length": "inference",

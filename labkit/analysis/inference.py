@@ -168,6 +168,27 @@ def runs_bootstrap(runs: Sequence, statistic: Callable = np.median, confidence: 
     return center, float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))
 
 
+def between_runs(frame, value: str, by, run: str = "replicate", statistic: Callable = np.median,
+                 confidence: float = 0.95, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES):
+    """The statistic of each run and of the runs pooled, one row per group of ``by``: a column per run (``run 1``,
+    ...; the values of ``frame[run]`` in order), ``pooled`` with its interval ``lo``/``hi`` from
+    :func:`runs_bootstrap` (NaN with fewer than two runs), ``runs`` (runs with the group) and ``n`` (values)."""
+    import pandas as pd
+
+    keys = [by] if isinstance(by, str) else list(by)
+    numbers = sorted(frame[run].dropna().unique())
+    rows = []
+    for key, group in frame.groupby(keys, sort=True, dropna=False):
+        parts = [_finite(group.loc[group[run] == number, value]) for number in numbers]
+        center, low, high = runs_bootstrap(parts, statistic, confidence, seed, n_resamples)
+        rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))),
+                     **{f"run {number}": float(statistic(part)) if part.size else float("nan")
+                        for number, part in zip(numbers, parts)},
+                     "pooled": center, "lo": low, "hi": high, "runs": sum(part.size > 0 for part in parts),
+                     "n": int(sum(part.size for part in parts))})
+    return pd.DataFrame(rows).set_index(keys)
+
+
 def adjust(pvalues: Sequence[float], method: str = "holm", alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """A family's p-values corrected for its size (``holm``: family-wise error; ``fdr_bh``: false discovery rate,
     statsmodels' ``multipletests``): ``(rejected, adjusted p-values)``; NaN p-values stay NaN and are never
