@@ -414,8 +414,12 @@ else:
 #   same in each of the three runs (*Between runs*). In the knobs sample
 #   (sequential order, every 100 KB call after another one, 3 calls per
 #   size) the median is three.
-# - **The sysctl at 0 removes the step**: every size stays at about one RTT,
-#   while cwnd keeps the size the previous calls gave it.
+# - **The sysctl at 0 removes the step**: every size's median stays at about
+#   one RTT, while cwnd keeps the size the previous calls gave it. The few
+#   calls that took two in the default sample (5 of 300, of 16000–64000 B,
+#   each among the first eleven calls of its cell) came before the calls had
+#   grown the window to their size: `labkit explain` calls them
+#   `cwnd-limited`, not a restart.
 # - **Traffic more often than one RTO.** With calls 0.1 s apart, or a 1-byte
 #   background call every 0.25 s, the connection is never idle for an RTO
 #   (`lastsnd_ms_before` stays below `rto_ms_before`), nothing restarts, and
