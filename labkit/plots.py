@@ -275,6 +275,11 @@ def kde(df: pd.DataFrame, value: str = "rtt_ms", by: str | None = None, *, order
 # --- latency against size, time and TCP state ----------------------------------------------------
 
 
+def legend_below(ax):
+    """The axes' legend below them, off the data (two columns, small type)."""
+    return ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+
+
 def latency_vs_size(
     df: pd.DataFrame,
     size: str = "payload_bytes",
@@ -285,26 +290,34 @@ def latency_vs_size(
     order=None,
     ok: str | None = "ok",
     step_fit=None,
+    dodge: float = 0.04,
+    legend_outside: bool = False,
     ax=None,
 ) -> Drawn:
     """Latency against request size, with fitted models (``labkit.analysis.Fit``) and the predicted steps.
 
     ``fits`` are drawn as lines over the size range; ``step_fit`` (a slow-start
     fit) adds a dashed vertical line at every size where it predicts one more
-    round trip.
+    round trip. With several groups, each group's points are moved apart along
+    x by a factor of ``1 + dodge`` (the same distance on a log axis), so that
+    conditions measured at the same sizes do not hide one another; the sizes
+    themselves are the data's. ``legend_outside`` puts the legend below the axes,
+    off the data.
     """
     from labkit.analysis.fits import step_edges
 
     ax = _ax(ax)
     artists: dict[str, list] = {"points": [], "fits": [], "steps": []}
     with theme():
-        groups = _groups(df, by, order)
+        groups = list(_groups(df, by, order))
         colors = _colors(df, by)
-        for key, frame in groups:
+        for i, (key, frame) in enumerate(groups):
             if ok is not None and ok in frame.columns:
                 frame = frame[frame[ok].fillna(False).astype(bool)]
+            shift = (1 + dodge) ** (i - (len(groups) - 1) / 2) if len(groups) > 1 else 1.0
             artists["points"].append(
-                ax.scatter(frame[size], frame[value], s=12, alpha=0.6, color=colors[key], label=str(key) if key is not None else "calls")
+                ax.scatter(pd.to_numeric(frame[size]) * shift, frame[value], s=12, alpha=0.6, color=colors[key],
+                           label=str(key) if key is not None else "calls")
             )
         if len(df):
             # Models only over the sizes measured: a line beyond them would show what no call did.
@@ -321,7 +334,10 @@ def latency_vs_size(
                     artists["steps"][0].set_label("predicted step")
         ax.set_xlabel(f"{size}")
         ax.set_ylabel(value)
-        ax.legend(fontsize="small")
+        if legend_outside:
+            legend_below(ax)
+        else:
+            ax.legend(fontsize="small")
     return Drawn(ax, artists)
 
 

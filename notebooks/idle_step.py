@@ -229,7 +229,7 @@ reference_ping = float(calls["ping_ms"].median())
 # One panel per congestion control (so each panel's conditions get distinct colours); the model in the reference's.
 panels = list(dict.fromkeys(knobs["cc"]))
 with plots.theme():
-    fig, axes = plots.figure(1, len(panels), figsize=(7.5 * len(panels), 4.8), sharey=True, squeeze=False)
+    fig, axes = plots.figure(1, len(panels), figsize=(7.5 * len(panels), 5.6), sharey=True, squeeze=False)
     for ax, cc in zip(axes[0], panels):
         shown = [c for c in conditions if knobs.at[c, "cc"] == cc]
         model = step_fits[reference].model if reference in shown else None
@@ -243,7 +243,7 @@ with plots.theme():
                        linewidth=1, label=f"change point ({reference})")
         ax.set_title(f"{cc}; dashed: where the model (iw = {step_fits[reference].iw}) predicts one more round trip"
                      if model else cc, fontsize="small")
-        ax.legend(fontsize="x-small", loc="upper left")
+        plots.legend_below(ax)  # off the calls at small sizes; conditions are moved apart along x (dodged)
 export(fig, "latency")
 
 # %% [markdown]

@@ -138,6 +138,20 @@ def test_latency_vs_size_draws_fits_and_predicted_steps(sweep):
     assert len(drawn.artists["points"][0].get_offsets()) == len(sweep)
 
 
+def test_conditions_at_the_same_sizes_are_moved_apart_and_the_legend_can_go_below(sweep):
+    two = pd.concat([sweep.assign(condition="a"), sweep.assign(condition="b")], ignore_index=True)
+    drawn = plots.latency_vs_size(two, by="condition", order=["a", "b"], legend_outside=True)
+    a, b = (points.get_offsets()[:, 0] for points in drawn.artists["points"])
+    # Each group by the same factor either side of the measured sizes (one log-axis distance apart).
+    sizes = sweep.payload_bytes.to_numpy(dtype=float)
+    assert a.tolist() == pytest.approx((sizes / 1.04 ** 0.5).tolist())
+    assert b.tolist() == pytest.approx((sizes * 1.04 ** 0.5).tolist())
+    legend = drawn.ax.get_legend()
+    assert legend.get_bbox_to_anchor().y1 < drawn.ax.bbox.y0  # below the axes, off the data
+    one = plots.latency_vs_size(sweep)
+    assert one.artists["points"][0].get_offsets()[:, 0].tolist() == pytest.approx(sizes.tolist())  # one group: unmoved
+
+
 def test_time_series_marks_lost_samples():
     rows = parse_ping((ROOT / "tests/data/ping/linux_loss_O_D.txt").read_text()).rows
     drawn = plots.time_series(rows, time="seq", window=5)
