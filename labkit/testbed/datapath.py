@@ -30,8 +30,11 @@ DATA_IFNAME = "lkdata"
 CONFIG_FILE = "link.json"
 LOG_FILE = "link.log"
 #: Busy-wait this long before a due time (within a budget of 5 % of a CPU per direction):
-#: a sleeping thread wakes some 20-50 µs late on this kind of machine.
-SPIN_NS = 50_000
+#: a sleeping thread wakes 30-125 µs late (p5-p95) on this kind of machine, whose guest
+#: kernel does not poll before halting an idle CPU (haltpoll.guest_halt_poll_ns=0). 50 µs
+#: left the idle lateness p99 at 68-100 µs; 200 µs gives 25-34 µs, for some 2 % of a CPU
+#: at 50 packets a second each way.
+SPIN_NS = 200_000
 READY_TIMEOUT_S = 10.0
 
 
