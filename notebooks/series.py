@@ -165,6 +165,35 @@ display(Markdown(f"Round trip (ping median): **{this.ping_rtt:.2f} ms**."), this
 display(Markdown(series_probes.split_findings(this) or "This run lacks the probes to split."))
 
 # %% [markdown]
+# ## Between runs
+#
+# The intervals above resample this run's ticks: they say how well its ticks
+# pin down its medians and splits, not how much another run on the same link
+# would differ (fresh servers and connections, the machine's load, the path at
+# another time). With several runs (`labkit series --runs N`), each probe's
+# median and each split per run, pooled or averaged, with a 95 % interval
+# from resampling whole runs. With three runs that interval spans about their
+# range; more runs narrow it, longer ones do not.
+
+# %%
+from labkit.analysis import between_runs
+
+replicates, recorded = notebooks.replicate_samples(run)
+runs_headline = {"runs": 1}
+if len(replicates) > 1:
+    answered = recorded[recorded["ok"] & ~recorded["duplicate"]]
+    display(Markdown(f"Median RTT (ms) per probe in each of the {len(replicates)} runs "
+                     f"({', '.join(f'`{r.run_id}`' for r in replicates)}) and pooled:"),
+            between_runs(answered, "rtt_ms", "probe").reindex(probes))
+    analyses = [this if r.run_id == run.run_id else series_probes.analyse_series(r.samples()) for r in replicates]
+    runs_splits = series_probes.splits_between_runs(analyses)
+    runs_headline = series_probes.runs_headline(runs_splits)
+    display(Markdown("The split (B − A, ms) in each run, its mean and the interval over runs:"), runs_splits)
+else:
+    display(Markdown("This run was made alone (`--runs 1`): nothing in it tells how much another run would "
+                     "differ. `labkit series --runs 3` makes three, and this section then compares them."))
+
+# %% [markdown]
 # ## A second run: the same probes on another link
 #
 # On a long path the round trip dominates and the constant costs (the RPC
@@ -175,9 +204,9 @@ display(Markdown(series_probes.split_findings(this) or "This run lacks the probe
 # multiples of its own run's ping median.
 #
 # Resolution: Linux ping prints `time=` with three significant digits, so a
-# ping over 100 ms is known to 1 ms only (the WAN sample's ping median is
-# exactly 200 ms); differences to ping well below 1 ms on such a link are
-# within that rounding.
+# ping over 100 ms would be known to 1 ms only; labkit's series sends one
+# ping per tick and reads its RTT in µs from the summary line instead (the
+# WAN sample's ping median is 200.15 ms).
 
 # %%
 other = None
@@ -242,7 +271,8 @@ display(data_needs(ok_samples, "rtt_ms", "probe", halfwidth=0.1))
 # the tests check.
 
 # %%
-headline = {"ticks": this.ticks, "interval_s": config["interval_s"], **series_probes.series_headline(this), **explain_numbers}
+headline = {"ticks": this.ticks, "interval_s": config["interval_s"], **series_probes.series_headline(this),
+            **runs_headline, **explain_numbers}
 if other is not None:
     headline.update({"compare.run_id": other.run_id,
                      **series_probes.series_headline(that, series_probes.shared_probes(runs), prefix="compare.")})

@@ -76,7 +76,10 @@ def test_analyse_series_gathers_tally_summary_and_split(wan_and_lan):
     assert list(wan.summary.index) == wan.probes == ["ping", "echo-warm", "echo-cold", "tcp-echo"]
     expected = summarize_with_ci(wan.samples, by="probe").reindex(wan.probes)
     pd.testing.assert_frame_equal(wan.summary, expected)
-    assert wan.ping_rtt == wan.summary.at["ping", "50%"] == 200.0
+    # Ping's RTT in µs (each tick's one-packet summary line), not time='s whole milliseconds above 100 ms.
+    assert wan.ping_rtt == wan.summary.at["ping", "50%"] and 200 < wan.ping_rtt < 201
+    pings = wan.samples.loc[(wan.samples["probe"] == "ping") & wan.samples["ok"], "rtt_ms"]
+    assert (pings % 1 != 0).mean() > 0.9
     assert list(wan.differences.index) == SPLIT_ROWS
     # In round trips: ping's median is one, by definition.
     scaled = wan.in_round_trips()
@@ -129,7 +132,7 @@ def test_two_runs_side_by_side(wan_and_lan):
 def test_headline_of_a_run_and_of_its_comparison(wan_and_lan):
     wan = wan_and_lan["series-wan"]
     headline = probes.series_headline(wan)
-    assert list(headline)[0] == "ping_rtt_ms" and headline["ping_rtt_ms"] == 200.0
+    assert list(headline)[0] == "ping_rtt_ms" and headline["ping_rtt_ms"] == round(wan.ping_rtt, 3)
     assert headline["count.ping"] == 120 and headline["lost.ping"] == 0
     assert headline["cold_minus_warm_rtts"] == round(float(wan.differences.at["echo-cold − echo-warm", "in_rtts"]), 3)
     assert headline["cold_minus_warm_ci_lo_ms"] <= headline["cold_minus_warm_ms"] <= headline["cold_minus_warm_ci_hi_ms"]
@@ -147,3 +150,20 @@ def test_detail_drops_the_tally_for_a_comparison_run(wan_and_lan):
     detail = lan.as_dict(tally=False)
     assert list(detail) == ["probes", "summary", "differences"]
     assert detail["differences"]["echo-warm − tcp-echo"]["meaning"] == "RPC stack"
+
+
+def test_the_splits_of_several_runs_side_by_side_with_an_interval_over_runs(wan_and_lan):
+    """Two runs of different links stand in for runs of one: each column is that run's own split, the mean is
+    theirs, and resampling two runs can only land on either run or their mean."""
+    wan, lan = wan_and_lan["series-wan"], wan_and_lan["series-lan"]
+    table = probes.splits_between_runs([wan, lan])
+    assert list(table.columns) == ["run 1", "run 2", "mean", "lo", "hi"]
+    row = table.loc["echo-cold − echo-warm"]
+    a, b = wan.differences.at["echo-cold − echo-warm", "median_diff_ms"], lan.differences.at["echo-cold − echo-warm", "median_diff_ms"]
+    assert (row["run 1"], row["run 2"]) == (a, b) and row["mean"] == pytest.approx((a + b) / 2)
+    assert row["lo"] == pytest.approx(min(a, b)) and row["hi"] == pytest.approx(max(a, b))
+    alone = probes.splits_between_runs([wan])
+    assert alone["lo"].isna().all() and (alone["mean"] == alone["run 1"]).all()
+    headline = probes.runs_headline(table)
+    assert headline["runs"] == 2 and headline["cold_minus_warm_runs_lo_ms"] == round(min(a, b), 3)
+    assert probes.runs_headline(alone) == {"runs": 1}

@@ -443,7 +443,8 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel
 
 
 def test_series_notebook_on_the_shipped_wan_sample_against_the_lan_one(tmp_path, monkeypatch, labkit_kernel):
-    """run_dir and compare_run_dir empty: series-wan (100 ms one way, 120 ticks) against series-lan (1 ms, 60 ticks)."""
+    """run_dir and compare_run_dir empty: series-wan (100 ms one way, 120 ticks, three runs) against series-lan (1 ms,
+    60 ticks)."""
     import pandas as pd
 
     from labkit.report import execute_notebook
@@ -471,6 +472,10 @@ def test_series_notebook_on_the_shipped_wan_sample_against_the_lan_one(tmp_path,
     assert headline["cold_minus_warm_ms"] > 0.7 * rtt and headline["cold_minus_warm_ci_lo_ms"] > 0.7 * rtt
     assert headline["cold_minus_warm_ms"] == pytest.approx(headline["median_ms.echo-cold"] - headline["median_ms.echo-warm"],
                                                            abs=2e-3)
+    # Three runs (--runs 3): the split's interval over runs also clears two round trips by far, and holds the
+    # run's own split.
+    assert headline["runs"] == 3 and headline["cold_minus_warm_runs_lo_ms"] > 1.9 * rtt
+    assert headline["cold_minus_warm_runs_lo_ms"] <= headline["cold_minus_warm_ms"] <= headline["cold_minus_warm_runs_hi_ms"]
     # A raw TCP echo is the floor: gRPC on a warm channel costs more, a little against the round trip.
     assert headline["median_ms.tcp-echo"] <= headline["median_ms.echo-warm"]
     assert 0 <= headline["warm_minus_tcp_ms"] < 0.05 * rtt

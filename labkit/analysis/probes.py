@@ -177,6 +177,30 @@ def splits_side_by_side(runs: dict[str, SeriesAnalysis]) -> pd.DataFrame:
     return pd.concat({label: series.differences[SPLIT_COLUMNS] for label, series in runs.items()}, axis=1)
 
 
+def splits_between_runs(analyses: list[SeriesAnalysis], seed: int = 0) -> pd.DataFrame:
+    """Several runs' splits side by side (each run's difference of medians, B − A in ms: ``run 1``, ...), their
+    mean and an interval from resampling whole runs (``lo``, ``hi``; NaN with fewer than two runs): a run's own
+    interval says how well its ticks pin its split down, this one how much the split moves between runs."""
+    import numpy as np
+
+    from labkit.analysis.inference import runs_bootstrap
+
+    table = pd.concat({f"run {i}": a.differences["median_diff_ms"] for i, a in enumerate(analyses, 1)}, axis=1)
+    bounds = [runs_bootstrap([[v] for v in row.dropna()], statistic=np.mean, seed=seed) for _, row in table.iterrows()]
+    table["mean"], table["lo"], table["hi"] = (list(column) for column in zip(*bounds))
+    return table
+
+
+def runs_headline(splits: pd.DataFrame) -> dict:
+    """Headline fields of :func:`splits_between_runs`: how many runs, and each split's interval over runs (ms)."""
+    headline: dict = {"runs": int(splits.filter(like="run ").shape[1])}
+    for name, row in splits.iterrows():
+        if pd.notna(row["lo"]):
+            headline[f"{SHORT_NAMES[name]}_runs_lo_ms"] = round(float(row["lo"]), 3)
+            headline[f"{SHORT_NAMES[name]}_runs_hi_ms"] = round(float(row["hi"]), 3)
+    return headline
+
+
 def compare_findings(runs: dict[str, SeriesAnalysis]) -> str:
     """The RPC stack's and a new connection's cost on each of two runs, in ms and round trips, as one Markdown paragraph."""
     (label_a, a), (label_b, b) = runs.items()
