@@ -228,6 +228,12 @@ def replicate_samples(run) -> tuple[list, Any]:
     return replicates, pd.concat(parts, ignore_index=True)
 
 
+def made_alone(command: str) -> str:
+    """What a notebook's *Between runs* section says of a run made without ``--runs``."""
+    return (f"This run was made alone (`--runs 1`): nothing in it tells how much another run would differ. "
+            f"`labkit {command} --runs 3` makes three, and this section then compares them.")
+
+
 def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, Any]:
     """The section every experiment's notebook shows of ``labkit explain``: causes per group of calls, the components
     as stacked bars per group, and the call with the most request rounds in time and sequence when the run has its

@@ -388,8 +388,7 @@ if len(replicates) > 1:
     display(runs_table)
 else:
     runs_table = None
-    display(Markdown("This run was made alone (`--runs 1`): nothing in it tells how much another run would differ. "
-                     "`labkit sweep --runs 3` makes three, and this section then compares them."))
+    display(Markdown(notebooks.made_alone("sweep")))
 
 # %% [markdown]
 # ## What this reproduces, and what it adds

@@ -190,8 +190,7 @@ if len(replicates) > 1:
     runs_headline = series_probes.runs_headline(runs_splits)
     display(Markdown("The split (B − A, ms) in each run, its mean and the interval over runs:"), runs_splits)
 else:
-    display(Markdown("This run was made alone (`--runs 1`): nothing in it tells how much another run would "
-                     "differ. `labkit series --runs 3` makes three, and this section then compares them."))
+    display(Markdown(notebooks.made_alone("series")))
 
 # %% [markdown]
 # ## A second run: the same probes on another link
