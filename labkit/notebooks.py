@@ -340,7 +340,7 @@ RUN_IT_YOURSELF: dict[str, Yourself] = {
     "series": Yourself("series-wan", {"one_way_delay": "100ms"}, "series", {
         **_TWO_HOSTS, "duration_s": 120.0, "interval_s": 1.0, "name": "series"}),
     "upload": Yourself("upload-small", {"one_way_delay": "5ms", "rate": None}, "upload", {
-        **_TWO_HOSTS, "file_size": 4 * 2**20, "chunk_sizes": [64, 1024, 16384, 262144, 1048576], "repeats": 3,
+        **_TWO_HOSTS, "file_size": 4 * 2**20, "chunk_sizes": [64, 1024, 16384, 262144, 1048576], "repeats": 5,
         "tls": "both", "transports": ["grpc", "http2"], "name": "upload"}),
     "load": Yourself("load-small", {"one_way_delay": "5ms", "rate": None}, "load", {
         **_TWO_HOSTS, "transports": ["grpc", "grpc-conns", "http2"], "concurrency": [1, 10, 50], "payload_bytes": [64],

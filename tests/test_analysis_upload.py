@@ -158,3 +158,18 @@ def test_cell_details_one_record_per_cell(uploads):
     assert first["uploads"] == len(cell) and first["mb_per_s"]["50%"] == pytest.approx(cell["mb_per_s"].median())
     assert first["cv"] == pytest.approx(cell["mb_per_s"].std() / cell["mb_per_s"].mean())
     assert first["rtt_share_of_upload"] == pytest.approx(0.01 / cell["seconds"].median())
+
+
+def test_the_interval_over_runs_goes_into_the_headline_at_the_smallest_and_largest_chunk():
+    from labkit import notebooks
+    from labkit.analysis import between_runs
+
+    replicates, recorded = notebooks.replicate_samples(Run.open(SAMPLES / "upload-small"))
+    every_run, _ = upload.label_uploads(recorded)
+    table = between_runs(every_run[every_run["ok"]], "mb_per_s", ["condition", "chunk_bytes"])
+    headline = upload.runs_headline(table, (64, 1048576))
+    assert len(replicates) == 3 and set(table["runs"]) == {3}
+    assert len(headline) == 2 * 4 * 2  # lo and hi, four conditions, two chunk sizes
+    row = table.loc[("grpc", 64)]
+    assert headline["mb_per_s.grpc.64.runs_lo"] == round(row["lo"], 3) <= round(row["pooled"], 3) <= headline["mb_per_s.grpc.64.runs_hi"]
+    assert not any(".1024." in key for key in headline)

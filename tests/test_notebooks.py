@@ -347,7 +347,8 @@ def test_upload_and_load_notebooks_are_registered():
 
 
 def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
-    """run_dir empty: 4 MiB, chunks 64 B … 1 MiB, grpc and http2 with and without TLS, 3 uploads a cell, 5 ms each way."""
+    """run_dir empty: 4 MiB, chunks 64 B … 1 MiB, grpc and http2 with and without TLS, 5 uploads a cell, 5 ms each way;
+    three runs."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
@@ -356,24 +357,28 @@ def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_ker
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
     assert data["run_path"] == str(UPLOAD_SMALL)
-    assert (headline["uploads"], headline["failed"], headline["file_bytes"]) == (60, 0, 4 * 2**20)
+    assert (headline["uploads"], headline["failed"], headline["file_bytes"]) == (100, 0, 4 * 2**20)
+    # Three runs: at both ends of the chunk sizes each condition's interval over runs holds this run's median.
+    assert headline["runs"] == 3
     assert (headline["smallest_chunk_bytes"], headline["largest_chunk_bytes"]) == (64, 2**20)
     conditions = ("grpc", "grpc+TLS", "http2", "http2+TLS")
     for c in conditions:
         # Larger chunks are faster, by far: 64 B chunks are CPU-bound.
         assert headline[f"mb_per_s.{c}.1048576"] > 5 * headline[f"mb_per_s.{c}.64"]
         assert headline[f"mb_per_s.{c}.64_lo"] <= headline[f"mb_per_s.{c}.64"] <= headline[f"mb_per_s.{c}.64_hi"]
+        for size in (64, 1048576):
+            assert headline[f"mb_per_s.{c}.{size}.runs_lo"] <= headline[f"mb_per_s.{c}.{size}"] <= headline[f"mb_per_s.{c}.{size}.runs_hi"]
         # CPU per MB falls with the chunk size, at both ends of the connection.
         assert headline[f"client_cpu_s_per_mb.{c}.64"] > 10 * headline[f"client_cpu_s_per_mb.{c}.1048576"]
         assert headline[f"server_cpu_s_per_mb.{c}.64"] > 10 * headline[f"server_cpu_s_per_mb.{c}.1048576"]
         # At 64 B the client spends a large part of the upload's wall time on CPU.
         assert headline[f"client_cpu_util.{c}.64"] > 0.3
     cells = {(cell["condition"], cell["chunk_bytes"]): cell for cell in data["cells"]}
-    assert len(cells) == 20 and all(cell["uploads"] == 3 for cell in cells.values())
+    assert len(cells) == 20 and all(cell["uploads"] == 5 for cell in cells.values())
     for c in conditions:
         per_mb = [cells[(c, size)]["client_cpu_s_per_mb"] for size in (64, 1024, 16384)]
         assert per_mb == sorted(per_mb, reverse=True)
-        # The headline is the median of the cell's three uploads.
+        # The headline is the median of the cell's five uploads.
         assert cells[(c, 64)]["mb_per_s"]["50%"] == pytest.approx(headline[f"mb_per_s.{c}.64"], abs=1e-3)
     # HTTP/2 vs gRPC at 64 B, both timed to the server's acknowledgement: the POST is faster.
     assert headline["http2_vs_grpc.plain.64"] > 1 and headline["http2_vs_grpc.tls.64"] > 1

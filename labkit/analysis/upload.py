@@ -120,6 +120,17 @@ def upload_headline(conditions: list[str], throughput: pd.DataFrame, cpu: dict[s
     return headline
 
 
+def runs_headline(runs_table: pd.DataFrame, sizes: tuple[int, int]) -> dict[str, float]:
+    """Headline fields of a :func:`labkit.analysis.between_runs` table of MB/s by condition and chunk: the interval
+    over runs at the smallest and largest chunk (``mb_per_s.<condition>.<chunk>.runs_lo`` / ``.runs_hi``)."""
+    headline: dict[str, float] = {}
+    for (condition, size), row in runs_table.iterrows():
+        if size in sizes and pd.notna(row["lo"]):
+            headline[f"mb_per_s.{condition}.{size}.runs_lo"] = round(float(row["lo"]), 3)
+            headline[f"mb_per_s.{condition}.{size}.runs_hi"] = round(float(row["hi"]), 3)
+    return headline
+
+
 def pairs_headline(tls: dict[tuple[str, int], Comparison], transport: dict[tuple[str, int], Comparison],
                    pairs: dict[str, tuple[str, str]], sizes: tuple[int, int]) -> dict[str, float]:
     """At the smallest and largest chunk: TLS on − off in MB/s per transport, and HTTP/2 ÷ gRPC (medians) with TLS and without.
