@@ -234,6 +234,19 @@ def made_alone(command: str) -> str:
             f"`labkit {command} --runs 3` makes three, and this section then compares them.")
 
 
+def tuning_calls(run, cells, bin_s: float) -> dict:
+    """Every call of each ghz cell of ``run`` (:func:`labkit.analysis.tuning.binned_calls` of its raw report), by
+    cell id; a ValueError when a cell's raw calls do not give back its recorded row."""
+    from labkit.analysis import tuning, tuning_report
+
+    per_call = {row["cell_id"]: tuning.binned_calls(run.raw_text(tuning.per_request_file(row["raw_files"], "ghz")), row,
+                                                    bin_s)
+                for _, row in cells.iterrows()}
+    if mismatch := tuning_report.window_mismatches(cells, per_call):
+        raise ValueError(f"{run.run_id}: the raw calls do not match the recorded rows (cell, calls, requests): {mismatch}")
+    return per_call
+
+
 def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, Any]:
     """The section every experiment's notebook shows of ``labkit explain``: causes per group of calls, the components
     as stacked bars per group, and the call with the most request rounds in time and sequence when the run has its

@@ -374,17 +374,18 @@ export(fig, "largest")
 # connections' history, the machine's load and the link move between runs.
 # With several runs (`labkit sweep --runs N`, each on fresh servers and
 # connections, cells and calls in shuffled order) the median latency in ping
-# RTTs is given per run and pooled, with a 95 % interval from resampling whole
-# runs. With three runs that interval spans about the range of the runs; it
-# narrows only with more runs, not with more calls per run.
+# RTTs is given per run and pooled, and the runs' mean with a 95 % Student-t
+# interval, the runs as units (resampling three runs would give about their
+# range, a 75 % interval). It narrows only with more runs, not with more calls
+# per run.
 
 # %%
 from labkit.analysis import between_runs
 
 if len(replicates) > 1:
     runs_table = between_runs(calls, "rtt_multiple", ["condition", "payload_bytes"]).reindex(conditions, level=0)
-    display(Markdown(f"Median latency in ping RTTs, each of the {len(replicates)} runs and pooled, with the interval "
-                     "from resampling whole runs (`lo`, `hi`); `n`: calls:"))
+    display(Markdown(f"Median latency in ping RTTs, each of the {len(replicates)} runs and pooled, the runs' mean and "
+                     "its interval over runs (`lo`, `hi`); `n`: calls:"))
     display(runs_table)
 else:
     runs_table = None
@@ -506,7 +507,7 @@ display(needs)
 # numbers rest on. `step.*` describe the reference condition;
 # `rtt_multiple_at_largest.*` is each condition's median latency at the
 # largest size in ping RTTs (with several runs, `.runs_lo` and `.runs_hi`
-# give its interval from resampling whole runs); `cost_vs.*` the reference's median minus the
+# give the interval over runs); `cost_vs.*` the reference's median minus the
 # condition's at that size, with its bootstrap interval, for the conditions
 # that change one knob of the reference (every comparison is in the JSON's
 # `comparisons`).

@@ -171,9 +171,9 @@ display(Markdown(series_probes.split_findings(this) or "This run lacks the probe
 # pin down its medians and splits, not how much another run on the same link
 # would differ (fresh servers and connections, the machine's load, the path at
 # another time). With several runs (`labkit series --runs N`), each probe's
-# median and each split per run, pooled or averaged, with a 95 % interval
-# from resampling whole runs. With three runs that interval spans about their
-# range; more runs narrow it, longer ones do not.
+# median and each split per run, pooled or averaged, with a 95 % Student-t
+# interval over the runs (the runs as units). More runs narrow it, longer
+# ones do not.
 
 # %%
 from labkit.analysis import between_runs

@@ -95,11 +95,12 @@ display(Markdown(tuning_report.run_description(run.run_id, len(run.samples()), c
 # ## The cells as `labkit load` recorded them
 #
 # One row per cell: req/s, latency percentiles (nearest rank, as ghz computes
-# them) and errors over the measured window, and the echo server's CPU. Each
-# cell ran **once**, one after the other, on a machine shared with other work:
-# the intervals below describe the spread of calls within a cell, not how much
-# a cell would move if run again. A difference between two cells is the knob
-# *plus* whatever else changed between the two runs.
+# them) and errors over the measured window, and the echo server's CPU. In
+# one run each cell runs **once**, one after the other: the intervals below
+# describe the spread of calls within a cell, not how much a cell would move
+# if run again, and a difference between two cells is the knob *plus*
+# whatever else changed between the two. *Between runs* repeats every
+# comparison over the run's `--runs` group (the shipped sample has three).
 
 # %%
 # The claims are about gRPC: h2load (HTTP/2) cells, if the run has any, are left out here (the `load` notebook has them).
@@ -131,10 +132,7 @@ if len(failed_cells):
 # them and req/s counts each.
 
 # %%
-per_call = {row["cell_id"]: tuning.binned_calls(run.raw_text(tuning.per_request_file(row["raw_files"], "ghz")), row, rps_bin_s)
-            for _, row in cells.iterrows()}
-if mismatch := tuning_report.window_mismatches(cells, per_call):
-    raise ValueError(f"the raw calls do not match the recorded rows (cell, calls, requests): {mismatch}")
+per_call = notebooks.tuning_calls(run, cells, rps_bin_s)
 n_bins = int(round(config.get("duration_s", 0) / rps_bin_s))
 all_calls = pd.concat(per_call.values(), ignore_index=True).merge(
     cells[["cell_id", "condition", "setting", "transport", "concurrency", "connections", "ka", "payload_bytes"]], on="cell_id")
@@ -223,6 +221,43 @@ with plots.theme():
             ax.set_title(f"{knob}: {metric}", loc="left", fontsize="small")
             ax.legend(fontsize="x-small", title=None)
 export(fig, "differences")
+
+# %% [markdown]
+# ## Between runs
+#
+# Every interval above is within a cell: how well a cell's calls pin down its
+# median, not how far the cell would move if run again; the A/A control only
+# shows that such moves exist. With several runs of the same cells (`labkit
+# load --runs N`, each on fresh servers and connections, in shuffled order),
+# each comparison is repeated in every run, and its runs are the units: the
+# mean of its on − off over the runs with a Student-t interval, a t-test
+# against 0, and a verdict after Holm's correction over the whole table.
+# With three runs a t-test has two degrees of freedom: only a difference that
+# every run repeats, by about the same amount, is called.
+
+# %%
+replicates = run.replicates()
+runs_headline = {"runs": len(replicates)}
+if len(replicates) > 1:
+    per_run = []
+    for replicate in replicates:
+        if replicate.run_id == run.run_id:
+            per_run.append(diffs)
+            continue
+        run_cells, _ = tuning.ghz_cells(replicate.samples())
+        per_run.append(tuning.compare_knobs(run_cells, notebooks.tuning_calls(replicate, run_cells, rps_bin_s), knobs,
+                                            n_bins=n_bins, bin_s=rps_bin_s, n_resamples=min(n_resamples, 200)))
+    between = tuning.diffs_between_runs(per_run)
+    runs_headline = tuning.runs_verdict_headline(between)
+    display(Markdown(
+        f"{len(replicates)} runs ({', '.join(f'`{r.run_id}`' for r in replicates)}): of {runs_headline['runs.comparisons']} "
+        f"comparisons, {runs_headline['runs.called.p50']} are called in p50, {runs_headline['runs.called.p99']} in p99 "
+        f"and {runs_headline['runs.called.rps']} in req/s over the runs; of the {runs_headline['runs.aa_pairs']} "
+        f"keepalive (A/A) comparisons, {runs_headline['runs.aa_called.p50']}, {runs_headline['runs.aa_called.p99']} "
+        f"and {runs_headline['runs.aa_called.rps']}. p50 (ms) in each run, their mean and interval, and the verdict:"))
+    display(between[["knob", "where", *[c for c in between.columns if c.startswith("p50")]]])
+else:
+    display(Markdown(notebooks.made_alone("load")))
 
 # %% [markdown]
 # The distributions behind the differences: every call of the measured
@@ -357,6 +392,7 @@ headline: dict = {
     "calls": int(len(all_calls)),
     "failed_calls": int((~all_calls["ok"]).sum()),
     **tuning.verdict_headline(diffs),
+    **runs_headline,
     **tuning_report.aa_headline(aa, beyond_table),
     **tuning_report.idle_headline(idle_table, idle_diffs),
     "not_tested": tuning_report.untested_claims(cells, knobs),

@@ -224,8 +224,8 @@ export(fig, "spread")
 # (fresh servers and connections, the machine's load at another time; uploads
 # are CPU-bound on this testbed, whose hosts share the machine's cores). With
 # several runs (`labkit upload --runs N`), each cell's median MB/s per run and
-# pooled, with a 95 % interval from resampling whole runs; with three runs it
-# spans about their range.
+# pooled, and the runs' mean with a 95 % Student-t interval over the runs
+# (the runs as units).
 
 # %%
 from labkit.analysis import between_runs

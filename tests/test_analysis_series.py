@@ -154,16 +154,17 @@ def test_detail_drops_the_tally_for_a_comparison_run(wan_and_lan):
 
 def test_the_splits_of_several_runs_side_by_side_with_an_interval_over_runs(wan_and_lan):
     """Two runs of different links stand in for runs of one: each column is that run's own split, the mean is
-    theirs, and resampling two runs can only land on either run or their mean."""
+    theirs, and the interval is Student's t over the two (12.706 standard errors either side)."""
     wan, lan = wan_and_lan["series-wan"], wan_and_lan["series-lan"]
     table = probes.splits_between_runs([wan, lan])
     assert list(table.columns) == ["run 1", "run 2", "mean", "lo", "hi"]
     row = table.loc["echo-cold − echo-warm"]
     a, b = wan.differences.at["echo-cold − echo-warm", "median_diff_ms"], lan.differences.at["echo-cold − echo-warm", "median_diff_ms"]
     assert (row["run 1"], row["run 2"]) == (a, b) and row["mean"] == pytest.approx((a + b) / 2)
-    assert row["lo"] == pytest.approx(min(a, b)) and row["hi"] == pytest.approx(max(a, b))
+    half = 12.706204736174698 * abs(a - b) / 2  # t(0.975, 1 df) × sd / √2, sd of two values = |a − b| / √2
+    assert (row["lo"], row["hi"]) == pytest.approx(((a + b) / 2 - half, (a + b) / 2 + half))
     alone = probes.splits_between_runs([wan])
     assert alone["lo"].isna().all() and (alone["mean"] == alone["run 1"]).all()
     headline = probes.runs_headline(table)
-    assert headline["runs"] == 2 and headline["cold_minus_warm_runs_lo_ms"] == round(min(a, b), 3)
+    assert headline["runs"] == 2 and headline["cold_minus_warm_runs_lo_ms"] == round(row["lo"], 3)
     assert probes.runs_headline(alone) == {"runs": 1}

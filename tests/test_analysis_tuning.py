@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from labkit.analysis import tuning, tuning_report
 from labkit.store import Run
@@ -310,3 +311,34 @@ def test_on_the_notebooks_sample_at_most_one_aa_comparison_in_twenty_is_called()
     compared = sum(int(null[f"{m}_p"].notna().sum()) for m in tuning.METRICS)
     called = sum(int((null[f"{m}_verdict"] != "unclear").sum()) for m in tuning.METRICS)
     assert compared >= 8 and 20 * called <= compared, (called, compared)
+
+
+def test_comparisons_repeated_over_runs_are_called_only_when_every_run_repeats_them():
+    """Three runs of four comparisons: a pool that lowers p50 by about 10 ms in every run, three keepalive (A/A)
+    pairs whose differences change sign from run to run. Only the first is called, in p50 only; its t-test is
+    computed here by hand."""
+    import math
+
+    def run(pool, aa):
+        rows = [{"knob": "connections", "where": "c=50", "off_cell": "c1", "on_cell": "c4", "p50_diff": pool,
+                 "p99_diff": float("nan"), "rps_diff": 0.0}]
+        rows += [{"knob": "keepalive", "where": f"c={c}", "off_cell": f"k{c}", "on_cell": f"K{c}", "p50_diff": d,
+                  "p99_diff": float("nan"), "rps_diff": -d} for c, d in zip((10, 50, 100), aa)]
+        return pd.DataFrame(rows)
+
+    per_run = [run(-10.2, (0.4, -0.3, 0.2)), run(-9.8, (-0.5, 0.6, -0.1)), run(-10.1, (0.2, 0.1, -0.4))]
+    table = tuning.diffs_between_runs(per_run)
+    pool = table.iloc[0]
+    values = [-10.2, -9.8, -10.1]
+    mean, sd = sum(values) / 3, math.sqrt(sum((v - sum(values) / 3) ** 2 for v in values) / 2)
+    assert pool["p50_mean"] == pytest.approx(mean)
+    assert (pool["p50_lo"], pool["p50_hi"]) == pytest.approx((mean - 4.302653 * sd / math.sqrt(3), mean + 4.302653 * sd / math.sqrt(3)))
+    t = mean / (sd / math.sqrt(3))
+    assert pool["p50_p"] == pytest.approx(2 * stats.t.sf(abs(t), 2))
+    assert [pool[f"p50 run {i}"] for i in (1, 2, 3)] == values
+    assert pool["p50_verdict"] == "lower" and pool["rps_verdict"] == "unclear" and pool["p99_verdict"] == "unclear"
+    assert (table.loc[table["knob"] == "keepalive", ["p50_verdict", "rps_verdict"]] == "unclear").all().all()
+    headline = tuning.runs_verdict_headline(table)
+    assert headline == {"runs": 3, "runs.comparisons": 4, "runs.called.p50": 1, "runs.aa_called.p50": 0,
+                        "runs.called.p99": 0, "runs.aa_called.p99": 0, "runs.called.rps": 0, "runs.aa_called.rps": 0,
+                        "runs.aa_pairs": 3}

@@ -56,6 +56,7 @@ _EXPORTS = {
     "paired_block_difference": "inference",
     "percentile_if_enough": "inference",
     "runs_bootstrap": "inference",
+    "runs_t_interval": "inference",
     "samples_for_median": "inference",
     "samples_for_proportion": "inference",
     "thin_statistics": "inference",

@@ -168,11 +168,27 @@ def runs_bootstrap(runs: Sequence, statistic: Callable = np.median, confidence: 
     return center, float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))
 
 
+def runs_t_interval(statistics, confidence: float = 0.95) -> tuple[float, float, float]:
+    """The mean of one statistic per run and its Student-t interval, the runs as units: ``(mean, low, high)``, NaN
+    interval for fewer than two runs. With few runs this is the interval to use: resampling three runs
+    (:func:`runs_bootstrap`) gives about their range, which covers the truth about 75 % of the time, while t with
+    two degrees of freedom keeps its 95 % when the runs' statistics are about normal."""
+    from scipy import stats
+
+    values = _finite(statistics)
+    mean = float(values.mean()) if values.size else float("nan")
+    if values.size < 2:
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf((1 + confidence) / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
+    return mean, mean - half, mean + half
+
+
 def between_runs(frame, value: str, by, run: str = "replicate", statistic: Callable = np.median,
-                 confidence: float = 0.95, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES):
+                 confidence: float = 0.95):
     """The statistic of each run and of the runs pooled, one row per group of ``by``: a column per run (``run 1``,
-    ...; the values of ``frame[run]`` in order), ``pooled`` with its interval ``lo``/``hi`` from
-    :func:`runs_bootstrap` (NaN with fewer than two runs), ``runs`` (runs with the group) and ``n`` (values)."""
+    ...; the values of ``frame[run]`` in order), ``pooled`` (the statistic of every value), the runs' ``mean`` with
+    its interval ``lo``/``hi`` (:func:`runs_t_interval`, NaN with fewer than two runs), ``runs`` (runs with the
+    group) and ``n`` (values)."""
     import pandas as pd
 
     keys = [by] if isinstance(by, str) else list(by)
@@ -180,12 +196,14 @@ def between_runs(frame, value: str, by, run: str = "replicate", statistic: Calla
     rows = []
     for key, group in frame.groupby(keys, sort=True, dropna=False):
         parts = [_finite(group.loc[group[run] == number, value]) for number in numbers]
-        center, low, high = runs_bootstrap(parts, statistic, confidence, seed, n_resamples)
-        rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))),
-                     **{f"run {number}": float(statistic(part)) if part.size else float("nan")
-                        for number, part in zip(numbers, parts)},
-                     "pooled": center, "lo": low, "hi": high, "runs": sum(part.size > 0 for part in parts),
-                     "n": int(sum(part.size for part in parts))})
+        per_run = {f"run {number}": float(statistic(part)) if part.size else float("nan")
+                   for number, part in zip(numbers, parts)}
+        mean, low, high = runs_t_interval(list(per_run.values()), confidence)
+        pooled = np.concatenate(parts) if parts else np.array([])
+        rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), **per_run,
+                     "pooled": float(statistic(pooled)) if pooled.size else float("nan"), "mean": mean,
+                     "lo": low, "hi": high, "runs": sum(part.size > 0 for part in parts),
+                     "n": int(pooled.size)})
     return pd.DataFrame(rows).set_index(keys)
 
 

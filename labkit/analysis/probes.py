@@ -177,16 +177,15 @@ def splits_side_by_side(runs: dict[str, SeriesAnalysis]) -> pd.DataFrame:
     return pd.concat({label: series.differences[SPLIT_COLUMNS] for label, series in runs.items()}, axis=1)
 
 
-def splits_between_runs(analyses: list[SeriesAnalysis], seed: int = 0) -> pd.DataFrame:
+def splits_between_runs(analyses: list[SeriesAnalysis], confidence: float = 0.95) -> pd.DataFrame:
     """Several runs' splits side by side (each run's difference of medians, B − A in ms: ``run 1``, ...), their
-    mean and an interval from resampling whole runs (``lo``, ``hi``; NaN with fewer than two runs): a run's own
-    interval says how well its ticks pin its split down, this one how much the split moves between runs."""
-    import numpy as np
-
-    from labkit.analysis.inference import runs_bootstrap
+    mean and its interval with the runs as units (``lo``, ``hi``: :func:`labkit.analysis.runs_t_interval`, NaN with
+    fewer than two runs): a run's own interval says how well its ticks pin its split down, this one how much the
+    split moves between runs."""
+    from labkit.analysis.inference import runs_t_interval
 
     table = pd.concat({f"run {i}": a.differences["median_diff_ms"] for i, a in enumerate(analyses, 1)}, axis=1)
-    bounds = [runs_bootstrap([[v] for v in row.dropna()], statistic=np.mean, seed=seed) for _, row in table.iterrows()]
+    bounds = [runs_t_interval(row.to_numpy(dtype=float), confidence) for _, row in table.iterrows()]
     table["mean"], table["lo"], table["hi"] = (list(column) for column in zip(*bounds))
     return table
 

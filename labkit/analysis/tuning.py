@@ -268,6 +268,54 @@ def aa_control(diffs: pd.DataFrame, knobs: dict, cell_s: float) -> dict | None:
     return {"noise": noise, "excluding": excluding, "pairs": len(null)}
 
 
+def diffs_between_runs(per_run: list[pd.DataFrame], confidence: float = 0.95) -> pd.DataFrame:
+    """The comparisons of :func:`compare_knobs` in several runs of the same cells, one row per compared pair (by
+    ``knob``, ``where`` and the two cells): each metric's on − off in every run (``<metric> run 1``, ...), their
+    mean with its Student-t interval over the runs (``_mean``, ``_lo``, ``_hi``: the runs as units, see
+    :func:`labkit.analysis.runs_t_interval`), a one-sample t-test of the runs' differences against 0 (``_p``),
+    and the verdict after Holm's correction over every comparison and metric of the table (``_verdict``). Unlike
+    the within-cell intervals of one run, these include how far a cell moves from one run to the next."""
+    from scipy import stats
+
+    from labkit.analysis.inference import adjust, runs_t_interval
+
+    keys = ["knob", "where", "off_cell", "on_cell"]
+    frames = [d.set_index(keys) for d in per_run]
+    rows = []
+    for key in frames[0].index:
+        row = dict(zip(keys, key))
+        for metric in METRICS:
+            values = np.array([f.at[key, f"{metric}_diff"] if key in f.index else np.nan for f in frames], dtype=float)
+            row.update({f"{metric} run {i}": v for i, v in enumerate(values, 1)})
+            mean, low, high = runs_t_interval(values, confidence)
+            finite = values[np.isfinite(values)]
+            p = float(stats.ttest_1samp(finite, 0).pvalue) if finite.size >= 2 and finite.std() > 0 else np.nan
+            row.update({f"{metric}_mean": mean, f"{metric}_lo": low, f"{metric}_hi": high, f"{metric}_p": p})
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    family = table[[f"{m}_p" for m in METRICS]].to_numpy(dtype=float)
+    rejected, _ = adjust(family.ravel(), "holm")
+    for i, metric in enumerate(METRICS):
+        called = rejected.reshape(family.shape)[:, i]
+        table[f"{metric}_verdict"] = np.where(~called, "unclear", np.where(table[f"{metric}_mean"] > 0, "higher", "lower"))
+    return table
+
+
+def runs_verdict_headline(between: pd.DataFrame) -> dict:
+    """Headline fields of :func:`diffs_between_runs`: the runs, the comparisons, how many were called per metric,
+    and of the keepalive (A/A) comparisons how many were called."""
+    runs = len([c for c in between.columns if c.startswith("p50 run ")])
+    headline: dict = {"runs": runs, "runs.comparisons": int(len(between))}
+    aa = between[between["knob"] == "keepalive"] if len(between) else between
+    for metric in METRICS:
+        headline[f"runs.called.{metric}"] = int((between[f"{metric}_verdict"] != "unclear").sum()) if len(between) else 0
+        headline[f"runs.aa_called.{metric}"] = int((aa[f"{metric}_verdict"] != "unclear").sum()) if len(aa) else 0
+    headline["runs.aa_pairs"] = int(len(aa))
+    return headline
+
+
 def beyond_null(diffs: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
     """Per knob and metric: pairs compared, and those beyond the A/A differences, higher and lower, and where."""
     def beyond(knob, metric, sign=None):
