@@ -6,8 +6,9 @@ bootstrap makes their intervals too narrow. :func:`block_bootstrap` resamples
 blocks of consecutive samples (a circular block bootstrap, with the block
 length chosen from the data by Politis and White's rule as corrected by
 Patton, Politis and White, 2009: arch's ``optimal_block_length``). When a cell was measured in several
-independent runs, the runs are the units: :func:`runs_bootstrap` resamples
-runs, not samples. Probes on one tick schedule (a series) are compared pairwise,
+independent runs, the runs are the units: :func:`runs_t_interval` (Student's t
+over one statistic per run, right for a handful of runs) or, with many runs,
+:func:`runs_bootstrap` (resampling runs, not samples). Probes on one tick schedule (a series) are compared pairwise,
 tick by tick (:func:`paired_block_difference`). Every family of comparisons is
 corrected (:func:`adjust`, Holm or Benjamini–Hochberg, statsmodels'). And no
 percentile is reported from fewer samples than can bound it

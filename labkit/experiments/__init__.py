@@ -65,7 +65,7 @@ def run_replicates(command: str, config, runs: int, *, runs_dir=None, quiet: boo
     config's ``seed`` advanced by its index, so a shuffled order differs between replicates; its manifest's
     ``replicate`` is ``{"group": <the first replicate's run id>, "index": k, "of": runs}``, and
     :meth:`labkit.store.Run.replicates` finds the group again. Between-run variation (a connection's history, the
-    moment on the path) is what one run cannot show and what :func:`labkit.analysis.runs_bootstrap` resamples.
+    moment on the path) is what one run cannot show, and what :func:`labkit.analysis.between_runs` measures.
     """
     import dataclasses
 
