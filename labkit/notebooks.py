@@ -234,6 +234,85 @@ def made_alone(command: str) -> str:
             f"`labkit {command} --runs 3` makes three, and this section then compares them.")
 
 
+def runs_section(command: str, replicates: list, frame, value: str, by, what: str, order=None):
+    """A notebook's *Between runs* table: ``what`` (the statistic and its unit) per group of ``by`` in each run of
+    ``replicates``, pooled, and the runs' mean with its interval over runs (:func:`labkit.analysis.between_runs` of
+    ``frame``, whose ``replicate`` column numbers the runs), shown and returned; for a run made alone, the sentence
+    that says so (:func:`made_alone`) and None."""
+    from IPython.display import Markdown, display
+
+    from labkit.analysis import between_runs
+
+    if len(replicates) < 2:
+        display(Markdown(made_alone(command)))
+        return None
+    table = between_runs(frame, value, by)
+    if order is not None:
+        table = table.reindex(order, level=0) if table.index.nlevels > 1 else table.reindex(order)
+    display(Markdown(f"{what} in each of the {len(replicates)} runs ({', '.join(f'`{r.run_id}`' for r in replicates)}),"
+                     " pooled, and the runs' mean with its interval over runs (`lo`, `hi`); `n`: values:"), table)
+    return table
+
+
+def series_runs_section(run, this, probes: list[str]) -> dict:
+    """The series notebook's *Between runs*: each probe's median per run (:func:`runs_section`) and each split per
+    run with its interval over runs (:func:`labkit.analysis.probes.splits_between_runs`; ``this`` is the run's own
+    analysis), shown; returns the headline fields."""
+    from IPython.display import Markdown, display
+
+    from labkit.analysis import probes as series_probes
+
+    replicates, recorded = replicate_samples(run)
+    answered = recorded[recorded["ok"] & ~recorded["duplicate"]]
+    if runs_section("series", replicates, answered, "rtt_ms", "probe", "Median RTT (ms)", order=probes) is None:
+        return {"runs": 1}
+    splits = series_probes.splits_between_runs(
+        [this if r.run_id == run.run_id else series_probes.analyse_series(r.samples()) for r in replicates])
+    display(Markdown("The split (B − A, ms) in each run, their mean and its interval over runs:"), splits)
+    return series_probes.runs_headline(splits)
+
+
+def upload_runs_section(run, conditions: list[str], sizes: tuple[int, int], drop_first_upload: bool) -> dict:
+    """The upload notebook's *Between runs*: each cell's median MB/s per run (:func:`runs_section`, the uploads the
+    notebook keeps), shown; returns the headline fields (``runs`` and the intervals over runs at ``sizes``)."""
+    from labkit.analysis import upload
+
+    replicates, recorded = replicate_samples(run)
+    kept = upload.label_uploads(recorded)[0].query("ok and (seq > 0 or not @drop_first_upload)")
+    table = runs_section("upload", replicates, kept, "mb_per_s", ["condition", "chunk_bytes"], "Median MB/s",
+                         order=conditions)
+    return {"runs": len(replicates), **upload.runs_headline(table, sizes)}
+
+
+def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n_resamples: int) -> dict:
+    """The tuning notebook's *Between runs*: every comparison of ``diffs`` (this run's
+    :func:`labkit.analysis.tuning.compare_knobs`) made again in each other run of the group, tested over the runs
+    (:func:`labkit.analysis.tuning.diffs_between_runs`), shown; returns the headline fields."""
+    from IPython.display import Markdown, display
+
+    from labkit.analysis import tuning
+
+    replicates = run.replicates()
+    if len(replicates) < 2:
+        display(Markdown(made_alone("load")))
+        return {"runs": 1}
+    per_run = []
+    for replicate in replicates:
+        cells, _ = tuning.ghz_cells(replicate.samples())
+        per_run.append(diffs if replicate.run_id == run.run_id else tuning.compare_knobs(
+            cells, tuning_calls(replicate, cells, bin_s), knobs, n_bins=n_bins, bin_s=bin_s, n_resamples=n_resamples))
+    between = tuning.diffs_between_runs(per_run)
+    h = tuning.runs_verdict_headline(between)
+    display(Markdown(
+        f"{len(replicates)} runs ({', '.join(f'`{r.run_id}`' for r in replicates)}): of {h['runs.comparisons']} "
+        f"comparisons, {h['runs.called.p50']} are called in p50, {h['runs.called.p99']} in p99 and "
+        f"{h['runs.called.rps']} in req/s over the runs; of the {h['runs.aa_pairs']} keepalive (A/A) comparisons, "
+        f"{h['runs.aa_called.p50']}, {h['runs.aa_called.p99']} and {h['runs.aa_called.rps']}. p50 (ms) in each run, "
+        "their mean and interval, and the verdict:"),
+        between[["knob", "where", *[c for c in between.columns if c.startswith("p50")]]])
+    return h
+
+
 def tuning_calls(run, cells, bin_s: float) -> dict:
     """Every call of each ghz cell of ``run`` (:func:`labkit.analysis.tuning.binned_calls` of its raw report), by
     cell id; a ValueError when a cell's raw calls do not give back its recorded row."""

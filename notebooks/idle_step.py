@@ -90,9 +90,8 @@ replicates, recorded = notebooks.replicate_samples(run)
 display(Markdown(
     f"Run `{run.run_id}`: {len(run.samples())} calls recorded, {config.get('repeats')} per size in each cell, "
     f"sizes {', '.join(str(s) for s in config.get('sizes', []))} B, call order {config.get('order')}."
-    + (f" It is one of {len(replicates)} runs made together (`--runs {len(replicates)}`: "
-       f"{', '.join(f'`{r.run_id}`' for r in replicates)}), each on fresh servers and connections; their "
-       f"{len(recorded)} calls are pooled below, and *Between runs* compares the runs." if len(replicates) > 1 else "")
+    + (f" With the other runs of its `--runs {len(replicates)}` group, {len(recorded)} calls, pooled below; *Between "
+       "runs* compares the runs." if len(replicates) > 1 else "")
 ))
 
 # %% [markdown]
@@ -380,16 +379,8 @@ export(fig, "largest")
 # per run.
 
 # %%
-from labkit.analysis import between_runs
-
-if len(replicates) > 1:
-    runs_table = between_runs(calls, "rtt_multiple", ["condition", "payload_bytes"]).reindex(conditions, level=0)
-    display(Markdown(f"Median latency in ping RTTs, each of the {len(replicates)} runs and pooled, the runs' mean and "
-                     "its interval over runs (`lo`, `hi`); `n`: calls:"))
-    display(runs_table)
-else:
-    runs_table = None
-    display(Markdown(notebooks.made_alone("sweep")))
+runs_table = notebooks.runs_section("sweep", replicates, calls, "rtt_multiple", ["condition", "payload_bytes"],
+                                    "Median latency in ping RTTs", order=conditions)
 
 # %% [markdown]
 # ## What this reproduces, and what it adds
@@ -528,9 +519,7 @@ headline.update({"runs": len(replicates), "calls": int(len(calls)), "restart_rul
 for condition in conditions:
     value = medians.at[condition, largest] if largest in medians.columns else np.nan
     headline[f"rtt_multiple_at_largest.{condition}"] = round(float(value), 3)
-    if runs_table is not None and (condition, largest) in runs_table.index:
-        headline[f"rtt_multiple_at_largest.{condition}.runs_lo"] = round(float(runs_table.at[(condition, largest), "lo"]), 3)
-        headline[f"rtt_multiple_at_largest.{condition}.runs_hi"] = round(float(runs_table.at[(condition, largest), "hi"]), 3)
+headline.update(idle.runs_headline(runs_table, largest))
 for condition in conditions:
     result = comparisons.get((condition, largest))
     # In the headline: the conditions that change one knob of the reference (all of them are in the JSON's comparisons).

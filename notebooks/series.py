@@ -176,21 +176,7 @@ display(Markdown(series_probes.split_findings(this) or "This run lacks the probe
 # ones do not.
 
 # %%
-from labkit.analysis import between_runs
-
-replicates, recorded = notebooks.replicate_samples(run)
-runs_headline = {"runs": 1}
-if len(replicates) > 1:
-    answered = recorded[recorded["ok"] & ~recorded["duplicate"]]
-    display(Markdown(f"Median RTT (ms) per probe in each of the {len(replicates)} runs "
-                     f"({', '.join(f'`{r.run_id}`' for r in replicates)}) and pooled:"),
-            between_runs(answered, "rtt_ms", "probe").reindex(probes))
-    analyses = [this if r.run_id == run.run_id else series_probes.analyse_series(r.samples()) for r in replicates]
-    runs_splits = series_probes.splits_between_runs(analyses)
-    runs_headline = series_probes.runs_headline(runs_splits)
-    display(Markdown("The split (B − A, ms) in each run, its mean and the interval over runs:"), runs_splits)
-else:
-    display(Markdown(notebooks.made_alone("series")))
+runs_headline = notebooks.series_runs_section(run, this, probes)
 
 # %% [markdown]
 # ## A second run: the same probes on another link

@@ -236,28 +236,9 @@ export(fig, "differences")
 # every run repeats, by about the same amount, is called.
 
 # %%
-replicates = run.replicates()
-runs_headline = {"runs": len(replicates)}
-if len(replicates) > 1:
-    per_run = []
-    for replicate in replicates:
-        if replicate.run_id == run.run_id:
-            per_run.append(diffs)
-            continue
-        run_cells, _ = tuning.ghz_cells(replicate.samples())
-        per_run.append(tuning.compare_knobs(run_cells, notebooks.tuning_calls(replicate, run_cells, rps_bin_s), knobs,
-                                            n_bins=n_bins, bin_s=rps_bin_s, n_resamples=min(n_resamples, 200)))
-    between = tuning.diffs_between_runs(per_run)
-    runs_headline = tuning.runs_verdict_headline(between)
-    display(Markdown(
-        f"{len(replicates)} runs ({', '.join(f'`{r.run_id}`' for r in replicates)}): of {runs_headline['runs.comparisons']} "
-        f"comparisons, {runs_headline['runs.called.p50']} are called in p50, {runs_headline['runs.called.p99']} in p99 "
-        f"and {runs_headline['runs.called.rps']} in req/s over the runs; of the {runs_headline['runs.aa_pairs']} "
-        f"keepalive (A/A) comparisons, {runs_headline['runs.aa_called.p50']}, {runs_headline['runs.aa_called.p99']} "
-        f"and {runs_headline['runs.aa_called.rps']}. p50 (ms) in each run, their mean and interval, and the verdict:"))
-    display(between[["knob", "where", *[c for c in between.columns if c.startswith("p50")]]])
-else:
-    display(Markdown(notebooks.made_alone("load")))
+# The other runs' comparisons need only their differences, not their intervals: fewer resamples.
+runs_headline = notebooks.tuning_runs_section(run, diffs, knobs, n_bins=n_bins, bin_s=rps_bin_s,
+                                              n_resamples=min(n_resamples, 200))
 
 # %% [markdown]
 # The distributions behind the differences: every call of the measured

@@ -228,20 +228,7 @@ export(fig, "spread")
 # (the runs as units).
 
 # %%
-from labkit.analysis import between_runs
-
-replicates, recorded = notebooks.replicate_samples(run)
-runs_headline = {"runs": len(replicates)}
-if len(replicates) > 1:
-    every_run, _ = upload.label_uploads(recorded)
-    every_run = every_run[every_run["ok"] & ((every_run["seq"] > 0) | (not drop_first_upload))]
-    runs_table = between_runs(every_run, "mb_per_s", ["condition", "chunk_bytes"]).reindex(conditions, level=0)
-    runs_headline.update(upload.runs_headline(runs_table, (smallest, largest)))
-    display(Markdown(f"Median MB/s per cell in each of the {len(replicates)} runs "
-                     f"({', '.join(f'`{r.run_id}`' for r in replicates)}), pooled, and the interval over runs:"),
-            runs_table)
-else:
-    display(Markdown(notebooks.made_alone("upload")))
+runs_headline = notebooks.upload_runs_section(run, conditions, (smallest, largest), drop_first_upload)
 
 # %% [markdown]
 # ## What TLS costs, and gRPC against HTTP/2

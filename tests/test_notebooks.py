@@ -568,6 +568,7 @@ def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch, labkit_
     assert headline["payload.p50.ci_higher"] >= 12
     # Three runs (--runs 3): every comparison repeated in each run and tested over the runs with Holm's correction;
     # none of the A/A (keepalive) comparisons is called, in any metric.
+    assert [headline[f"keepalive.{m}.ci_unclear"] for m in ("p50", "p99", "rps")] == [4, 4, 4]  # within the run too
     assert headline["runs"] == 3 and headline["runs.comparisons"] == 44 and headline["runs.aa_pairs"] == 4
     assert [headline[f"runs.aa_called.{m}"] for m in ("p50", "p99", "rps")] == [0, 0, 0]
     assert headline["runs.called.rps"] > 0

@@ -60,8 +60,10 @@ def kernel_state(lab) -> dict:
 
 def test_sweep_shows_the_idle_step_with_tcp_state_and_restores_the_kernel(lab, inventory, tmp_path):
     before = kernel_state(lab)
+    # Two warm-up calls (one of each size) grow the connection's window first: in shuffled order a 30000 B call
+    # that came before any other large one would otherwise need two round trips with the sysctl at 0 too.
     proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000,30000",
-                      "--gaps", "1s", "--repeats", "3", "--slow-start-after-idle", "1,0", "--cc", "cubic",
+                      "--gaps", "1s", "--repeats", "3", "--warmup", "2", "--slow-start-after-idle", "1,0", "--cc", "cubic",
                       "--name", "step", "--runs-dir", str(tmp_path), "--quiet", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert kernel_state(lab) == before
@@ -267,7 +269,7 @@ def test_go_client_and_server_show_the_step_and_static_windows_leave_it(lab, inv
     """grpc-go #8436's reporter found 32 MiB static windows (stream and connection, both sides) do not remove the
     step: now a sweep reproduces it, against grpc-go's default dynamic windows."""
     proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000,30000",
-                      "--gaps", "1s", "--repeats", "3", "--slow-start-after-idle", "1,0", "--cc", "cubic",
+                      "--gaps", "1s", "--repeats", "3", "--warmup", "2", "--slow-start-after-idle", "1,0", "--cc", "cubic",
                       "--client-impl", "go", "--server-impl", "go",
                       "--grpc-option", "static-stream-window+static-conn-window=default,32MiB",
                       "--name", "gostep", "--runs-dir", str(tmp_path), "--quiet", *QUICK_BASELINES, timeout=300)
@@ -279,8 +281,7 @@ def test_go_client_and_server_show_the_step_and_static_windows_leave_it(lab, inv
     assert set(samples["windows"]) == {"default", static}
     assert samples["cell_id"].nunique() == 4 and samples["ok"].all()
     assert set(samples["mss"]) == {1408} and set(samples["tcp_cc"]) == {"cubic"}
-    # With the sysctl at 0 the first 30000 B call still finds cwnd at 10 (1000 B calls never grew it): the median
-    # of three is the later calls'.
+    # The warm-up's 30000 B call grew the window, so with the sysctl at 0 every 30000 B call fits in one round trip.
     warm = samples[~samples["cold"]]
     medians = warm.groupby(["windows", "slow_start_after_idle", "payload_bytes"])["rtt_ms"].median() / (2 * ONE_WAY_S * 1e3)
     for windows in ("default", static):

@@ -301,3 +301,15 @@ def restart_summary(tcp: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
             "hidden: used": f"{int(hidden['window_at_send'].min())}–{int(hidden['window_at_send'].max())}" if len(hidden) else "",
         })
     return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame()
+
+
+def runs_headline(runs_table: pd.DataFrame | None, largest: int) -> dict[str, float]:
+    """Headline fields of a :func:`labkit.analysis.between_runs` table of RTT multiples by condition and size: each
+    condition's interval over runs at the largest size (``rtt_multiple_at_largest.<condition>.runs_lo`` /
+    ``.runs_hi``); none without a table (a run made alone)."""
+    headline: dict[str, float] = {}
+    for (condition, size), row in (runs_table.iterrows() if runs_table is not None else ()):
+        if size == largest and pd.notna(row["lo"]):
+            headline[f"rtt_multiple_at_largest.{condition}.runs_lo"] = round(float(row["lo"]), 3)
+            headline[f"rtt_multiple_at_largest.{condition}.runs_hi"] = round(float(row["hi"]), 3)
+    return headline

@@ -120,11 +120,12 @@ def upload_headline(conditions: list[str], throughput: pd.DataFrame, cpu: dict[s
     return headline
 
 
-def runs_headline(runs_table: pd.DataFrame, sizes: tuple[int, int]) -> dict[str, float]:
+def runs_headline(runs_table: pd.DataFrame | None, sizes: tuple[int, int]) -> dict[str, float]:
     """Headline fields of a :func:`labkit.analysis.between_runs` table of MB/s by condition and chunk: the interval
-    over runs at the smallest and largest chunk (``mb_per_s.<condition>.<chunk>.runs_lo`` / ``.runs_hi``)."""
+    over runs at the smallest and largest chunk (``mb_per_s.<condition>.<chunk>.runs_lo`` / ``.runs_hi``); none
+    without a table (a run made alone)."""
     headline: dict[str, float] = {}
-    for (condition, size), row in runs_table.iterrows():
+    for (condition, size), row in (runs_table.iterrows() if runs_table is not None else ()):
         if size in sizes and pd.notna(row["lo"]):
             headline[f"mb_per_s.{condition}.{size}.runs_lo"] = round(float(row["lo"]), 3)
             headline[f"mb_per_s.{condition}.{size}.runs_hi"] = round(float(row["hi"]), 3)
