@@ -446,6 +446,7 @@ def lines_with_ci(
     order=None,
     logx: bool = False,
     logy: bool = False,
+    dodge: float = 0.04,
     ax=None,
     xlabel: str | None = None,
     ylabel: str | None = None,
@@ -456,13 +457,15 @@ def lines_with_ci(
     ``y`` is drawn against ``x`` with markers, sorted by ``x``; with ``lo`` and
     ``hi`` (e.g. ``50%_lo``, ``50%_hi``) the interval between them is shaded in
     the group's colour. Rows whose ``y`` is missing are not drawn. A group of fewer than :data:`FEW_FOR_A_LINE`
-    points is drawn unjoined, its intervals as error bars.
+    points is drawn unjoined, its intervals as error bars, and such groups are moved apart along x by a factor of
+    ``1 + dodge`` each, so that error bars at the same ``x`` do not hide one another.
     """
     ax = _ax(ax)
     artists: dict[str, list] = {"lines": [], "bands": []}
     with theme():
         colors = _colors(table, by)
-        for key, frame in _groups(table, by, order):
+        groups = _groups(table, by, order)
+        for i, (key, frame) in enumerate(groups):
             frame = frame[np.isfinite(pd.to_numeric(frame[y], errors="coerce"))].sort_values(x)
             if frame.empty:
                 continue
@@ -470,7 +473,9 @@ def lines_with_ci(
             # Through fewer than FEW_FOR_A_LINE points a line and a band imply a trend nobody measured: points, each
             # with its interval as an error bar, instead.
             joined = len(frame) >= FEW_FOR_A_LINE
-            (line,) = ax.plot(frame[x], frame[y], marker="o", markersize=4, linewidth=1.5 if joined else 0,
+            shift = 1.0 if joined or len(groups) < 2 else (1 + dodge) ** (i - (len(groups) - 1) / 2)
+            xs = pd.to_numeric(frame[x]).to_numpy(dtype=float) * shift
+            (line,) = ax.plot(xs, frame[y], marker="o", markersize=4, linewidth=1.5 if joined else 0,
                               color=colors[key], label=label)
             artists["lines"].append(line)
             if lo is not None and hi is not None and joined:
@@ -481,7 +486,7 @@ def lines_with_ci(
             elif lo is not None and hi is not None:
                 values = frame[y].to_numpy(dtype=float)
                 spans = np.vstack([values - frame[lo].to_numpy(dtype=float), frame[hi].to_numpy(dtype=float) - values])
-                artists["bands"].append(ax.errorbar(frame[x], values, yerr=np.clip(spans, 0, None), fmt="none",
+                artists["bands"].append(ax.errorbar(xs, values, yerr=np.clip(spans, 0, None), fmt="none",
                                                     ecolor=colors[key], elinewidth=1, capsize=3))
         if logx:
             ax.set_xscale("log", base=2)

@@ -235,6 +235,18 @@ def test_three_points_are_not_joined_into_a_trend():
     assert [tuple(segment[:, 1]) for segment in segments] == [(0.5, 1.5), (2.0, 4.0), (1.0, 3.0)]
 
 
+def test_unjoined_groups_at_the_same_x_are_moved_apart():
+    """Two groups of two points each at concurrency 10 and 50: their points and error bars sit either side of the
+    measured x by the same factor, so neither hides the other."""
+    table = pd.DataFrame({"c": [10, 50, 10, 50], "d": [1.0, 2.0, 1.1, 2.1], "lo": [0.0, 1.0, 0.1, 1.1],
+                          "hi": [2.0, 3.0, 2.1, 3.1], "knob": ["a", "a", "b", "b"]})
+    drawn = plots.lines_with_ci(table, "c", "d", "lo", "hi", by="knob", order=["a", "b"])
+    a, b = (list(line.get_xdata()) for line in drawn.artists["lines"])
+    assert a == pytest.approx([10 / 1.04 ** 0.5, 50 / 1.04 ** 0.5]) and b == pytest.approx([10 * 1.04 ** 0.5, 50 * 1.04 ** 0.5])
+    bar_x = [segment[0, 0] for segment in drawn.artists["bands"][1].lines[2][0].get_segments()]
+    assert bar_x == pytest.approx(b)
+
+
 def test_lines_with_ci_draws_a_line_and_a_band_per_group():
     from matplotlib.colors import to_rgb
 
