@@ -263,8 +263,7 @@ def series_runs_section(run, this, probes: list[str]) -> dict:
     from labkit.analysis import probes as series_probes
 
     replicates, recorded = replicate_samples(run)
-    answered = recorded[recorded["ok"] & ~recorded["duplicate"]]
-    if runs_section("series", replicates, answered, "rtt_ms", "probe", "Median RTT (ms)", order=probes) is None:
+    if runs_section("series", replicates, series_probes.answered(recorded), "rtt_ms", "probe", "Median RTT (ms)", order=probes) is None:
         return {"runs": 1}
     splits = series_probes.splits_between_runs(
         [this if r.run_id == run.run_id else series_probes.analyse_series(r.samples()) for r in replicates])
@@ -278,7 +277,7 @@ def upload_runs_section(run, conditions: list[str], sizes: tuple[int, int], drop
     from labkit.analysis import upload
 
     replicates, recorded = replicate_samples(run)
-    kept = upload.label_uploads(recorded)[0].query("ok and (seq > 0 or not @drop_first_upload)")
+    kept = upload.kept_uploads(upload.label_uploads(recorded)[0], drop_first_upload)
     table = runs_section("upload", replicates, kept, "mb_per_s", ["condition", "chunk_bytes"], "Median MB/s",
                          order=conditions)
     return {"runs": len(replicates), **upload.runs_headline(table, sizes)}

@@ -246,7 +246,7 @@ explain_numbers = notebooks.explain_section(nb, by=("probe",))
 # %%
 from labkit.analysis import data_needs
 
-ok_samples = samples[samples["ok"] & ~samples["duplicate"]].sort_values("t_utc_ns")
+ok_samples = series_probes.answered(samples).sort_values("t_utc_ns")
 display(data_needs(ok_samples, "rtt_ms", "probe", halfwidth=0.1))
 
 # %% [markdown]

@@ -109,7 +109,7 @@ display(pd.DataFrame({f"{pair} {key}": {"rtt_avg_ms": v.get("rtt_avg_ms"), "rtt_
                       if key.startswith("ping_")}).T)
 ping_ms = float(run.ping_baseline(config.get("client"), config.get("server"))["rtt_avg_ms"])
 failed = samples[~samples["ok"]]
-uploads = upload.with_cpu_costs(samples[samples["ok"] & ((samples["seq"] > 0) | (not drop_first_upload))], file_bytes)
+uploads = upload.with_cpu_costs(upload.kept_uploads(samples, drop_first_upload), file_bytes)
 chunk_sizes = sorted(int(s) for s in uploads["chunk_bytes"].unique())
 smallest, largest = chunk_sizes[0], chunk_sizes[-1]
 

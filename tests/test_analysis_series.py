@@ -168,3 +168,11 @@ def test_the_splits_of_several_runs_side_by_side_with_an_interval_over_runs(wan_
     headline = probes.runs_headline(table)
     assert headline["runs"] == 2 and headline["cold_minus_warm_runs_lo_ms"] == round(row["lo"], 3)
     assert probes.runs_headline(alone) == {"runs": 1}
+
+
+def test_the_answered_samples_leave_out_failures_and_duplicate_replies(samples):
+    rows = probes.answered(samples)
+    assert rows["ok"].all() and not rows["duplicate"].any()
+    assert len(rows) == int((samples["ok"] & ~samples["duplicate"]).sum())
+    marked = samples.assign(duplicate=samples.index == samples.index[0], ok=True)
+    assert len(probes.answered(marked)) == len(samples) - 1

@@ -173,3 +173,11 @@ def test_the_interval_over_runs_goes_into_the_headline_at_the_smallest_and_large
     row = table.loc[("grpc", 64)]
     assert headline["mb_per_s.grpc.64.runs_lo"] == round(row["lo"], 3) <= round(row["pooled"], 3) <= headline["mb_per_s.grpc.64.runs_hi"]
     assert not any(".1024." in key for key in headline)
+
+
+def test_the_uploads_kept_are_the_acknowledged_ones_and_without_the_first_only_when_asked(uploads):
+    samples, _ = uploads
+    broken = samples.assign(ok=samples["seq"] != 2)  # one upload per cell failed
+    kept, later = upload.kept_uploads(broken), upload.kept_uploads(broken, drop_first_upload=True)
+    assert len(kept) == (broken["seq"] != 2).sum() and set(kept["seq"]) == {0, 1, 3, 4}
+    assert set(later["seq"]) == {1, 3, 4} and len(later) == len(kept) - samples["cell_id"].nunique()

@@ -56,6 +56,11 @@ def failure_reasons(samples: pd.DataFrame) -> pd.DataFrame:
     return failed.groupby(["probe", "error"]).size().rename("rows").to_frame()
 
 
+def answered(samples: pd.DataFrame) -> pd.DataFrame:
+    """The samples that are a probe's answer: ok, and not a duplicate ping reply (which is not a second sample)."""
+    return samples[samples["ok"] & ~samples["duplicate"]]
+
+
 def split_latency(samples: pd.DataFrame, probes: list[str]) -> tuple[float, pd.DataFrame]:
     """The ping median (the round trip), and one row per split of :data:`SPLITS` whose two probes the run has.
 
@@ -68,9 +73,9 @@ def split_latency(samples: pd.DataFrame, probes: list[str]) -> tuple[float, pd.D
     """
     from labkit.analysis.inference import min_samples_for_percentile, paired_block_difference
 
-    answered = samples[samples["ok"] & ~samples["duplicate"]]
-    rtt = answered.loc[answered["probe"] == "ping", "rtt_ms"].median()
-    by_tick = answered.pivot_table(index="seq", columns="probe", values="rtt_ms", aggfunc="first").sort_index()
+    answered_rows = answered(samples)
+    rtt = answered_rows.loc[answered_rows["probe"] == "ping", "rtt_ms"].median()
+    by_tick = answered_rows.pivot_table(index="seq", columns="probe", values="rtt_ms", aggfunc="first").sort_index()
     rows = []
     for a, b, meaning, _ in SPLITS:
         if a in probes and b in probes and a in by_tick and b in by_tick:

@@ -97,6 +97,12 @@ def compare_pairs(uploads: pd.DataFrame, pairs: dict[str, tuple[str, str]],
     return pd.DataFrame(rows), results
 
 
+def kept_uploads(samples: pd.DataFrame, drop_first_upload: bool = False) -> pd.DataFrame:
+    """The uploads a notebook reads: those acknowledged whole (``ok``), without the first of each cell when
+    ``drop_first_upload``."""
+    return samples[samples["ok"] & ((samples["seq"] > 0) | (not drop_first_upload))]
+
+
 def upload_headline(conditions: list[str], throughput: pd.DataFrame, cpu: dict[str, pd.DataFrame],
                     utilisation: pd.DataFrame, sizes: tuple[int, int]) -> dict[str, float]:
     """Per condition at the smallest and largest chunk: median MB/s with its interval, CPU s/MB per side, client CPU use.
