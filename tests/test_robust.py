@@ -250,3 +250,47 @@ def test_hosts_check_of_a_local_host_whose_namespace_is_missing_fails(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ('gone: cannot run commands in network namespace labkit-h15a-never-a: Cannot open network namespace '
             '"labkit-h15a-never-a": No such file or directory') in proc.stdout
+
+
+# --- an interrupted run stops its processes newest first ---------------------------------------------------------
+
+#: A process that says it is ready, and on SIGTERM takes a moment (as an agent finishing its call does) before it
+#: writes its name to the file of stops and exits.
+_STOPS_IN_TURN = (
+    "import pathlib, signal, sys, time\n"
+    "name, stops = sys.argv[1], pathlib.Path(sys.argv[2])\n"
+    "def stop(*_):\n"
+    "    time.sleep(0.1)\n"
+    "    with stops.open('a') as f: f.write(name + '\\n')\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, stop)\n"
+    "pathlib.Path(str(stops) + '.' + name).touch()\n"
+    "while True: time.sleep(1)\n"
+)
+
+
+def test_an_interrupted_session_stops_the_newest_process_first(tmp_path):
+    # The order a run starts things in: the echo server, the tcpdump that follows it, then the client agent. The
+    # agent ends the call it is in when stopped; stopped after tcpdump, that call was kept without its packets.
+    import sys
+
+    from labkit.experiments.base import HostPool, Progress, Session
+    from labkit.hosts.inventory import parse_inventory
+    from labkit.store import Run
+
+    inventory = parse_inventory(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "order", "series", {})
+    pool = HostPool(inventory, accept_new_host_keys=False)
+    session = Session(run, inventory, pool, Progress(total=1, quiet=True))
+    stops = tmp_path / "stops"
+    names = ["server", "tcpdump", "agent", "ping"]
+    try:
+        for name in names:
+            session.start("a", [sys.executable, "-c", _STOPS_IN_TURN, name, str(stops)])
+            wait_for(lambda: Path(f"{stops}.{name}").exists(), timeout=30, what=f"{name} to start")
+        session.stop_everything()
+        assert stops.read_text().split() == names[::-1]
+        assert session.stopping.is_set()
+    finally:
+        session.stop_everything()
+        pool.close()

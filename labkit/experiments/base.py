@@ -325,7 +325,8 @@ class Session:
         self.progress = progress
         self.stopping = threading.Event()
         self.labkit_argv: dict[str, list[str]] = {}
-        self.live_processes: set = set()
+        # In start order: stop_everything ends the newest first (see there).
+        self.live_processes: dict = {}
         self._live_lock = threading.Lock()
         self.captures = None  # labkit.experiments.capture.Captures when the run captures packets
         self.link_at_start = self.link_settings()  # a testbed's link parameters, compared at each cell's end
@@ -381,7 +382,7 @@ class Session:
         # Known as live and recorded at once: reading its start time is another round trip to the host, and an
         # interrupt during it must still find the process to stop.
         with self._live_lock:
-            self.live_processes.add(proc)
+            self.live_processes[proc] = None
         self.run.register_process(host_name, proc.pid, argv)
         started = process_start_ticks(host, proc.pid)
         if started is not None:
@@ -438,15 +439,17 @@ class Session:
             self.run.unregister_process(host_name, proc.pid)
         finally:
             with self._live_lock:
-                self.live_processes.discard(proc)
+                self.live_processes.pop(proc, None)
             if self.captures is not None:  # the captures that follow this process (a server) end after it
                 self.captures.stop(proc)
 
     def stop_everything(self) -> None:
-        """End every process still running, so worker threads blocked on them return."""
+        """End every process still running, so worker threads blocked on them return: the newest first, as a stack
+        unwinds. A client agent finishes the call it is in before it exits; stopped after the tcpdump that follows
+        its server, that call's row would be kept without the packets of its last round trips."""
         self.stopping.set()
         with self._live_lock:
-            live = list(self.live_processes)
+            live = list(reversed(self.live_processes))
         for proc in live:
             try:
                 proc.stop(grace_s=1.0)
