@@ -5,8 +5,9 @@ One testbed (hosts a and b, cubic) is brought to each link in turn, live, and me
 
 1. the kernel's own path first: two namespaces joined by a veth pair (no emulator), one
    iperf3 stream, as the yardstick of this machine at this moment;
-2. no rate, 1 ms one way: ping's mean RTT / the configured 2 ms (target within 3 %), the
-   emulator's lateness p99 while only ping crosses it (target <= 50 µs), then one iperf3
+2. no rate, 1 ms one way: ping's mean RTT / the configured 2 ms (target within 3 %), beside
+   the same pings between two stacks over a veth (what the hosts' kernels take of a round trip
+   at that pace, so that the emulator's own share is known), the emulator's lateness p99 while only ping crosses it (target <= 50 µs), then one iperf3
    stream (target >= 5 Gbit/s, i.e. within 2.5x of the veth path);
 3. 1 Gbit/s x 100 ms RTT, a BDP queue: one cubic stream for 20 s, its rate / the set rate
    (target >= 0.95) and the emulator's lateness p99 under that load (target <= 200 µs);
@@ -137,6 +138,10 @@ def measure_links(lab: Testbed, args) -> dict:
     rtts = ping_rtts(client, b.data_address, args.pings)
     figures["ping"] = {"n": len(rtts), "mean_ms": statistics.fmean(rtts), "median_ms": statistics.median(rtts),
                        "configured_ms": 2.0}
+    # The same pings between two stacks over a veth (the root namespace and a's management link): what the hosts'
+    # kernels take of a round trip at this pace on this machine, with no emulator and no delay.
+    stacks = ping_rtts(LocalHost("root"), a.mgmt_address, args.pings)
+    figures["ping"].update(stacks_n=len(stacks), stacks_mean_ms=statistics.fmean(stacks))
     figures["idle"] = lateness(state, start, time.time_ns())
     figures["unlimited"] = _iperf(client, server, b.data_address, args.unlimited_seconds)
     for key, delay_s, rate_bps in (("gbit", 0.050, 1e9), ("cloud", 0.100, 100e6)):
@@ -177,6 +182,10 @@ def _rows(f: dict) -> list[tuple[str, str]]:
         ("  veth / emulator (target <= 2.5)", f"{veth / unl:.2f}"),
         (f"ping mean RTT at 1 ms one way (n {ping['n']}), median", f"{ping['mean_ms']:.3f} ms, {ping['median_ms']:.3f} ms"),
         ("  ping mean / configured 2 ms (target within 3 %)", f"{ping['mean_ms'] / ping['configured_ms']:.4f}"),
+        (f"  the same pings over a veth, no emulator (n {ping['stacks_n']}): the hosts' stacks",
+         f"{ping['stacks_mean_ms']:.3f} ms"),
+        ("  (ping mean - that) / configured: the emulator's own share",
+         f"{(ping['mean_ms'] - ping['stacks_mean_ms']) / ping['configured_ms']:.4f}"),
         ("emulator lateness p99 / max, idle (ping only; target <= 50 µs)",
          f"{f['idle']['p99_us']:.0f} / {f['idle']['max_us']:.0f} µs over {f['idle']['packets']} packets"),
         ("1 Gbit/s x 100 ms RTT, BDP queue, cubic, 20 s after slow start",

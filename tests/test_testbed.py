@@ -122,6 +122,11 @@ def test_status_shows_each_direction_and_a_live_change_of_its_loss():
         info = json.loads(labkit("testbed", "status", "--name", name, "--json", "--no-ping", check=True).stdout)
         assert set(info["links"]) == {"a>b", "b>a"} and info["links"]["a>b"]["totals"]["in"] >= 5
         assert info["links"]["a>b"]["lateness_us"]["n"] >= 5
+        # Each ping's delay counted from when its host sent it: the request's on a, the reply's on b.
+        stamps = info["send_stamps"]
+        assert stamps["a"]["tap"] and stamps["b"]["tap"], stamps
+        assert stamps["a"]["stamped"] >= 5 and stamps["b"]["stamped"] >= 5, stamps
+        assert "a: delays count from the send" in labkit("testbed", "status", "--name", name, "--no-ping").stdout
         changed = labkit("testbed", "up", "--name", name, "--one-way-delay", "5ms", "--rate", "none", "--loss", "100%",
                          check=True)
         assert "loss 100%" in changed.stderr

@@ -210,6 +210,7 @@ def _print_status(info: dict) -> None:
     if login["sudo"] is not None:
         console.print(f"login user: {login['user']} ({'passwordless sudo' if login['sudo'] else 'no sudo'})")
     _print_links(console, info["links"])
+    _print_send_stamps(console, info.get("send_stamps") or {})
     if info["schedule"]["changes"]:
         console.print(f"schedule: {len(info['schedule']['changes'])} change(s), times from "
                       f"{_utc(info['schedule']['origin_utc_ns'])}")
@@ -242,6 +243,17 @@ def _print_parts_and_hosts(console, info: dict) -> None:
     for host in info["hosts"].values():
         hosts.add_row(host.name, host.ssh_alias, host.mgmt_address, host.data_address, host.netns)
     console.print(hosts)
+
+
+def _print_send_stamps(console, stamps: dict) -> None:
+    """Whether delays count from when a host sent a packet (its tap saw it) or from when the emulator read it."""
+    for host, stamp in stamps.items():
+        wait = stamp.get("read_wait_us") or {}
+        if not stamp.get("tap"):
+            console.print(f"[yellow]{host}: no tap; delays count from when the emulator reads a packet[/yellow]")
+        elif stamp.get("stamped"):
+            console.print(f"{host}: delays count from the send ({stamp['stamped']} small packets stamped; they waited "
+                          f"p50 {wait.get('p50')} µs, p99 {wait.get('p99')} µs, max {wait.get('max', 0):.0f} µs to be read)")
 
 
 def _print_links(console, links: dict) -> None:

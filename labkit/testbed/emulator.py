@@ -6,7 +6,9 @@ The emulator writes, in the testbed's state directory:
   packets in and out, drops by cause (partition, loss, queue, aqm, write), duplicates,
   reorders, the queue's peak and a histogram of how late packets left (µs buckets, 1 µs
   wide below 100 µs), and the schedule's changes applied in that second;
-- ``link-status.json``: the parameters in effect, totals since start, lateness since start.
+- ``link-status.json``: the parameters in effect, totals since start, lateness since start,
+  and per host whether its tap stamps packets at their send (``send_stamps``: how many, and
+  how long they waited to be read).
 
 Every experiment run on a testbed records :func:`window_summary` over its own time window in
 its manifest (``emulator``), and ``labkit report`` flags a run during which the emulator was
@@ -167,5 +169,7 @@ def run_window(testbed: dict | None, start_ns: int, end_ns: int) -> dict | None:
     summary = window_summary(testbed["link_stats"], start_ns, end_ns, delays)
     status = read_status(state_dir) or {}
     summary.update(testbed=testbed.get("name"), links=testbed.get("links"), seed=status.get("seed"),
-                   covered_until_utc_ns=status.get("t_utc_ns"), realtime=status.get("realtime"))
+                   covered_until_utc_ns=status.get("t_utc_ns"), realtime=status.get("realtime"),
+                   # whether a host's delays count from its send (its tap) or from the emulator's read
+                   send_stamps={host: bool(s.get("tap")) for host, s in (status.get("send_stamps") or {}).items()})
     return summary

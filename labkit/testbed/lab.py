@@ -594,6 +594,7 @@ class Testbed:
             "inventory": str(state.inventory),
             "login": {"user": state.login_user or "root", "sudo": state.login_sudo if state.login_user else None},
             "links": self._links_status(state),
+            "send_stamps": (emulator.read_status(state.dir) or {}).get("send_stamps") or {},
             "schedule": {"origin_utc_ns": state.schedule_origin_utc_ns, "changes": state.schedule},
             "topology": state.topology.source,
         }

@@ -90,6 +90,8 @@ type Direction[T any] struct {
 	tlNext   int
 	applied  []Applied
 
+	at int64 // the latest time the model has advanced to
+
 	C         Counters
 	peakBytes int64
 	peakSegs  int
@@ -99,7 +101,7 @@ type Direction[T any] struct {
 func NewDirection[T any](p Params, seed uint64, now int64) *Direction[T] {
 	d := &Direction[T]{rnd: newStreams(seed)}
 	d.p = p
-	d.traceOrigin, d.delayOrigin = now, now
+	d.traceOrigin, d.delayOrigin, d.at = now, now, now
 	return d
 }
 
@@ -259,8 +261,12 @@ func (d *Direction[T]) Backlog() (int64, int) { return d.queuedBytes, d.queuedSe
 // InFlight is how many items are propagating (released later).
 func (d *Direction[T]) InFlight() int { return d.line.len() + d.express.len() }
 
+// At is the latest time the model has advanced to: an item may arrive no earlier.
+func (d *Direction[T]) At() int64 { return d.at }
+
 // advance applies the timeline entries due by now, serving the queue up to each, then up to now.
 func (d *Direction[T]) advance(now int64) {
+	d.at = max(d.at, now)
 	for d.tlNext < len(d.timeline) {
 		entry := d.timeline[d.tlNext]
 		at := d.tlOrigin + entry.AtNs

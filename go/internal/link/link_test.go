@@ -287,3 +287,21 @@ func TestJitterNeverReordersUnlessAsked(t *testing.T) {
 		}
 	}
 }
+
+// The data path starts a packet's delay at its send, which may be before the model's last
+// step: At tells it how far back it may go, so that the model's clock never runs backwards.
+func TestAtIsTheLatestTimeTheModelAdvancedTo(t *testing.T) {
+	d := NewDirection[int](Params{DelayNs: 10 * ms}, 1, 3*ms)
+	if d.At() != 3*ms {
+		t.Fatalf("at %d after start at 3 ms", d.At())
+	}
+	d.Enqueue(5*ms, item(1, 100))
+	drain(d, 8*ms)
+	d.Enqueue(7*ms, item(2, 100)) // sent before the release at 8 ms, read after it
+	if d.At() != 8*ms {
+		t.Fatalf("at %d, want 8 ms: an earlier arrival moved the clock back", d.At())
+	}
+	if out := drain(d, msAt(100)); len(out) != 2 || out[0].Due != 15*ms || out[1].Due != 17*ms {
+		t.Fatalf("released %+v; want the second due 10 ms after its send", out)
+	}
+}

@@ -3,7 +3,8 @@
 // destination's TUN device when the model says it is due. One thread reads each device;
 // one thread per direction sleeps until its next due time, spins the last few microseconds,
 // and writes. Both run SCHED_FIFO where allowed, like the softirq netem runs in (see
-// becomeRealtime), and make their system calls raw (see rawRead).
+// becomeRealtime), and make their system calls raw (see rawRead). A packet's delay counts from
+// when its host sent it, as its tap saw (tap_linux.go), not from when the reader woke up.
 package linkpath
 
 import (
@@ -61,8 +62,12 @@ type Emulator struct {
 type host struct {
 	cfg        HostConfig
 	fd         int
+	tap        *tap                  // nil: delays count from when the reader reads a packet
 	routes     map[uint32]*direction // destination address -> direction
 	unroutable atomic.Int64
+
+	waitMu   spinLock // guards readWait
+	readWait *Hist    // how long stamped packets waited in the TUN device for the reader
 }
 
 type direction struct {
@@ -103,7 +108,10 @@ func Start(cfg *Config) (*Emulator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("host %s: %w", hc.Name, err)
 		}
-		h := &host{cfg: hc, fd: fd, routes: map[uint32]*direction{}}
+		h := &host{cfg: hc, fd: fd, routes: map[uint32]*direction{}, readWait: NewHist()}
+		if h.tap, err = openTap(hc.Netns, hc.Ifname); err != nil {
+			fmt.Fprintf(os.Stderr, "labkit-go link: %v; delays count from when packets are read\n", err)
+		}
 		e.hosts = append(e.hosts, h)
 		byName[hc.Name] = h
 	}
@@ -168,7 +176,8 @@ func (e *Emulator) read(h *host) {
 			fmt.Fprintf(os.Stderr, "labkit-go link: reading host %s: %v\n", h.cfg.Name, err)
 			return
 		}
-		now := e.Now()
+		t := time.Now()
+		now := int64(t.Sub(e.start))
 		if n < VnetHdrLen+20 || buf[VnetHdrLen]>>4 != 4 {
 			h.unroutable.Add(1)
 			continue
@@ -178,35 +187,53 @@ func (e *Emulator) read(h *host) {
 			h.unroutable.Add(1)
 			continue
 		}
-		buf = d.admit(now, buf[:n])
+		buf = d.admit(h.sentAt(t, now, buf[VnetHdrLen:n]), buf[:n])
 		buf = buf[:cap(buf)]
 	}
 }
 
-// admit hands the packet in b (virtio header first) to the model, cut into chunks where the
-// model decides per packet; it returns a buffer for the next read.
-func (d *direction) admit(now int64, b []byte) []byte {
+// sentAt is when host h handed ip to its device, on the model's clock, as its tap saw it;
+// else now (t on the wall clock), when the reader read it.
+func (h *host) sentAt(t time.Time, now int64, ip []byte) int64 {
+	if h.tap == nil {
+		return now
+	}
+	wall, ok := h.tap.sentAt(ip)
+	if !ok {
+		return now
+	}
+	wait := min(max(t.UnixNano()-wall, 0), tapMaxAge)
+	h.waitMu.Lock()
+	h.readWait.Add(wait)
+	h.waitMu.Unlock()
+	return now - wait
+}
+
+// admit hands the packet in b (virtio header first), sent at sent, to the model, cut into
+// chunks where the model decides per packet; it returns a buffer for the next read.
+func (d *direction) admit(sent int64, b []byte) []byte {
 	hdr, ip := decodeVnet(b), b[VnetHdrLen:]
 	if limit := int(d.maxSegs.Load()); limit > 0 {
 		if l, super, err := tcp4Super(hdr, ip); err == nil && super && len(ip)-l.hdrLen > limit*l.gsoSize {
-			splitTCP4(l, ip, limit, getBuf, func(chunk []byte) { d.enqueue(now, chunk) })
+			splitTCP4(l, ip, limit, getBuf, func(chunk []byte) { d.enqueue(sent, chunk) })
 			return b
 		}
 	}
 	if len(b) <= smallLimit {
 		small := getBuf(len(b))
 		copy(small, b)
-		d.enqueue(now, small)
+		d.enqueue(sent, small)
 		return b
 	}
-	d.enqueue(now, b)
+	d.enqueue(sent, b)
 	return getBuf(maxPacket)
 }
 
-func (d *direction) enqueue(now int64, b []byte) {
+func (d *direction) enqueue(sent int64, b []byte) {
 	segs, bytes := wireSize(decodeVnet(b), b[VnetHdrLen:])
 	d.mu.Lock()
-	cause := d.model.Enqueue(now, link.Item[[]byte]{V: b, Bytes: bytes, Segs: segs})
+	// The model's clock only goes forward: a packet sent before what it last did arrives then.
+	cause := d.model.Enqueue(max(sent, d.model.At()), link.Item[[]byte]{V: b, Bytes: bytes, Segs: segs})
 	next := d.model.NextWake()
 	signal := next < d.planned
 	if signal {

@@ -127,7 +127,14 @@ func (x *exporter) flush() {
 		status[d.key] = dirStatus
 	}
 	unroutable := map[string]int64{}
+	stamps := map[string]any{}
 	for _, h := range e.hosts {
+		h.waitMu.Lock()
+		wait := h.readWait
+		stamps[h.cfg.Name] = map[string]any{"tap": h.tap != nil, "stamped": wait.N,
+			"read_wait_us": map[string]any{"p50": wait.QuantileUs(0.5), "p99": wait.QuantileUs(0.99),
+				"max": float64(wait.MaxNs) / 1e3}}
+		h.waitMu.Unlock()
 		n := h.unroutable.Load()
 		unroutable[h.cfg.Name] = n
 		if delta := n - x.prevUnr[h.cfg.Name]; delta > 0 {
@@ -138,7 +145,7 @@ func (x *exporter) flush() {
 	if x.stats != nil && (len(rec.Directions) > 0 || len(rec.Events) > 0 || len(rec.Unroutable) > 0) {
 		_ = encodeLine(x.stats, rec)
 	}
-	x.writeStatus(status, unroutable)
+	x.writeStatus(status, unroutable, stamps)
 }
 
 func (x *exporter) collect(d *direction) (*dirSecond, map[string]any, []eventRecord) {
@@ -192,7 +199,7 @@ func countersMap(c link.Counters, writeDrops int64) map[string]int64 {
 		"drop_write": writeDrops, "duplicated": c.Duplicated, "reordered": c.Reordered}
 }
 
-func (x *exporter) writeStatus(dirs map[string]any, unroutable map[string]int64) {
+func (x *exporter) writeStatus(dirs map[string]any, unroutable map[string]int64, stamps map[string]any) {
 	path := x.e.cfg.StatusPath
 	if path == "" {
 		return
@@ -205,7 +212,7 @@ func (x *exporter) writeStatus(dirs map[string]any, unroutable map[string]int64)
 		"pid": os.Getpid(), "generation": x.generation, "reload_error": x.reloadErr,
 		"started_utc_ns": x.e.start.UnixNano(), "t_utc_ns": x.e.UTC(x.e.Now()),
 		"realtime": x.e.realtime.Load(), "offload": x.e.cfg.Offload, "spin_ns": x.e.cfg.SpinNs, "seed": x.e.cfg.Seed,
-		"directions": dirs, "unroutable": unroutable,
+		"directions": dirs, "unroutable": unroutable, "send_stamps": stamps,
 	})
 	tmp := path + ".tmp"
 	if os.WriteFile(tmp, buf.Bytes(), 0o644) == nil {
