@@ -32,7 +32,7 @@ type tapCopy struct {
 	wallNs int64
 }
 
-// tap is one host's; only that host's reader (or a thread holding its read lock) uses it.
+// tap is one host's; only that host's reader thread uses it.
 type tap struct {
 	fd    int
 	buf   [tapIDLen]byte
