@@ -50,10 +50,10 @@ from labkit.testbed import netns as ns
 from labkit.testbed.lab import LinkConfig, Testbed, netns_name
 
 REPO = Path(__file__).resolve().parents[1]
-#: A host tuned for a long fat path: 64 MiB maxima; the receive buffer starts at 32 MiB. Started at 128 KiB, the
-#: receiver's autotuning held the window near 1.2 BDP after the slow-start loss in 5 of 15 runs at 1 Gbit/s x 100 ms
-#: (cwnd stuck at 15.1 MB, the stream no longer cwnd-limited, 0.941-0.948 of the rate; 0.962-0.966 in five runs
-#: from 32 MiB).
+#: A host tuned for a long fat path: 64 MiB maxima; the receive buffer starts at 32 MiB. Started at 128 KiB, 5 of 14
+#: runs at 1 Gbit/s x 100 ms gave 0.941-0.948 of the rate; one watched per second had cwnd stuck at 15.1 MB (1.2 BDP)
+#: after the slow-start loss, no longer cwnd-limited: the receiver's window autotuning held it. From 32 MiB, five
+#: runs gave 0.962-0.966.
 BUFFERS = {"net.ipv4.tcp_rmem": "4096 33554432 67108864", "net.ipv4.tcp_wmem": "4096 131072 67108864"}
 VETH_ADDRESSES = ("198.18.255.1", "198.18.255.2")  # inside the bench's own two namespaces only
 
