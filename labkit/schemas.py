@@ -80,7 +80,7 @@ SWEEP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("payload_bytes", pa.int64(), False, "Bytes of the request's payload."),
     ("gap_s", pa.float64(), False, "Idle time from the end of the previous call to the start of this one."),
     ("seq", pa.int64(), False, "0-based number of the recorded call within its cell (warm-up calls are not recorded)."),
-    ("t_start_utc_ns", pa.int64(), False, "UTC time just before the call started, integer ns since the epoch."),
+    ("t_start_utc_ns", pa.int64(), False, "UTC time the call's timer started (read with it), integer ns since the epoch."),
     ("rtt_ns", pa.int64(), False, "The call's latency: perf_counter_ns around the blocking call alone."),
     ("rtt_ms", pa.float64(), False, "rtt_ns in milliseconds."),
     ("server_ns", pa.int64(), True, "The echo server's own time on the call, from its labkit-server-ns trailer: its handler "

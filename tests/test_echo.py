@@ -463,3 +463,26 @@ def test_streams_that_never_send_leave_unary_calls_served_and_are_cancelled_when
         never.set()
         channel.close()
         srv.stop()
+
+
+def test_a_calls_wall_clock_start_is_read_where_its_timer_starts():
+    # Packets are matched to a call by [t_start_utc_ns, + rtt_ns]: the wall reading must be the timer's instant,
+    # inside the span of the readings around it on both clocks, also with another thread busy on the GIL (as the
+    # series agent's probes and ping readers are).
+    import threading
+    import time
+
+    from labkit.echo.client import clock_pair
+
+    stop = threading.Event()
+    busy = threading.Thread(target=lambda: [sum(range(1000)) for _ in iter(stop.is_set, True)], daemon=True)
+    busy.start()
+    try:
+        for _ in range(200):
+            wall_before, perf_before = time.time_ns(), time.perf_counter_ns()
+            wall, perf = clock_pair()
+            perf_after, wall_after = time.perf_counter_ns(), time.time_ns()
+            assert wall_before <= wall <= wall_after and perf_before <= perf <= perf_after
+    finally:
+        stop.set()
+        busy.join()

@@ -10,8 +10,9 @@ What is timed, and why:
 
 * ``rtt_ns`` is ``time.perf_counter_ns`` around the blocking stub call only:
   payload generation, hooks and JSON output all happen outside that window.
-  ``t_start_utc_ns`` (``time.time_ns``) is taken just before, to line calls
-  up with packet captures and ``ss`` samples from other tools.
+  ``t_start_utc_ns`` (``time.time_ns``) is read at the same instant as the
+  timer's start (:func:`clock_pair`), to line calls up with packet captures
+  and ``ss`` samples from other tools.
 * The gap is idle time measured from the *end* of one call to the *start* of
   the next, since the effect under study (cwnd restart after idle) depends on
   how long the connection was silent, not on the call rate.
@@ -199,6 +200,7 @@ class EchoOutcome:
     grpc_code: str
     details: str = ""  # why it failed: the gRPC details, or a length mismatch; "" when ok
     server_ns: int | None = None  # the server's own time on the call, from its trailer (None: it sent none)
+    started_utc_ns: int | None = None  # the wall clock when rtt_ns began (clock_pair): the call's window on it
 
     def error_text(self) -> str:
         """``CODE: details`` (or the code alone) for a failed call; "" when ok."""
@@ -215,20 +217,39 @@ def timed_echo(stub, request, timeout_s: float | None) -> EchoOutcome:
     happen outside this window. A failed call is an outcome, not an exception.
     """
     size = len(request.payload)
-    started_ns = time.perf_counter_ns()
+    started_utc_ns, started_ns = clock_pair()
     try:
         response, call = stub.Echo.with_call(request, timeout=timeout_s)
     except grpc.RpcError as exc:
         rtt_ns = time.perf_counter_ns() - started_ns
         code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
         details = exc.details() if hasattr(exc, "details") else str(exc)
-        return EchoOutcome(rtt_ns, False, code.name, details or "", server_time_ns(exc))
+        return EchoOutcome(rtt_ns, False, code.name, details or "", server_time_ns(exc), started_utc_ns)
     rtt_ns = time.perf_counter_ns() - started_ns
     if response.payload_length != size:
         return EchoOutcome(rtt_ns, False, grpc.StatusCode.OK.name,
                            f"server reported payload_length {response.payload_length}, sent {size} bytes",
-                           server_time_ns(call))
-    return EchoOutcome(rtt_ns, True, grpc.StatusCode.OK.name, server_ns=server_time_ns(call))
+                           server_time_ns(call), started_utc_ns)
+    return EchoOutcome(rtt_ns, True, grpc.StatusCode.OK.name, server_ns=server_time_ns(call),
+                       started_utc_ns=started_utc_ns)
+
+
+def clock_pair(tries: int = 3) -> tuple[int, int]:
+    """``(time.time_ns(), time.perf_counter_ns())`` as one instant. A call's packets are matched to it by its
+    window on the wall clock, ``[start, start + rtt_ns]``, so the wall clock must be read where the timer starts:
+    read apart, another thread or a busy CPU can come in between (a cold call's channel set-up did, by a
+    millisecond under load, and its response fell outside the window). The perf reading is bracketed by two wall
+    readings and the tightest of ``tries`` brackets kept, its midpoint taken."""
+    best = None
+    for _ in range(tries):
+        before = time.time_ns()
+        perf = time.perf_counter_ns()
+        after = time.time_ns()
+        if best is None or after - before < best[0]:
+            best = (after - before, (before + after) // 2, perf)
+        if after - before < 20_000:
+            break
+    return best[1], best[2]
 
 
 def server_time_ns(call) -> int | None:
@@ -373,11 +394,11 @@ def run_calls(
                 _sleep_until(previous_end_ns + gap_ns)
             for hook in hooks if recorded else ():
                 hook.before_call(row)
-            row["t_start_utc_ns"] = time.time_ns()
             outcome = timed_echo(stub, request, timeout_s)
             previous_end_ns = time.perf_counter_ns()
             connection.after_call()
-            row.update(rtt_ns=outcome.rtt_ns, ok=outcome.ok, grpc_code=outcome.grpc_code, server_ns=outcome.server_ns)
+            row.update(t_start_utc_ns=outcome.started_utc_ns, rtt_ns=outcome.rtt_ns, ok=outcome.ok,
+                       grpc_code=outcome.grpc_code, server_ns=outcome.server_ns)
             if not outcome.ok:
                 row["error"] = outcome.details or outcome.grpc_code
             summary.count(recorded, outcome.ok)

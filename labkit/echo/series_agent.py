@@ -183,6 +183,7 @@ class ProbeResult(NamedTuple):
     error: str
     cold: bool
     server_ns: int | None = None
+    started_utc_ns: int | None = None  # when rtt_ns began on the wall clock, where the probe knows it
 
 
 class _WarmEcho:
@@ -241,7 +242,7 @@ def _echo_call(stub, request, timeout_s: float, cold: bool) -> ProbeResult:
     from labkit.echo.client import timed_echo
 
     outcome = timed_echo(stub, request, timeout_s)
-    return ProbeResult(outcome.rtt_ns, outcome.ok, outcome.error_text(), cold, outcome.server_ns)
+    return ProbeResult(outcome.rtt_ns, outcome.ok, outcome.error_text(), cold, outcome.server_ns, outcome.started_utc_ns)
 
 
 class _TcpEcho:
@@ -304,6 +305,8 @@ def _probe_loop(name: str, probe: Callable, plan: AgentPlan, schedule: _Schedule
         except Exception as exc:  # a probe bug must still leave a row, and the others go on
             result = ProbeResult(None, False, f"{type(exc).__name__}: {exc}", False)
         ended = time.perf_counter_ns()
+        # A gRPC probe's time starts after it set up its channel: its window on the wall clock starts there too.
+        t_utc_ns = result.started_utc_ns or t_utc_ns
         out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index, "t_utc_ns": t_utc_ns,
                   "rtt_ns": result.rtt_ns, "ok": result.ok, "error": result.error, "cold": result.cold,
                   "payload_bytes": payload_bytes, "server_ns": result.server_ns})
