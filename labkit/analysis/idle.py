@@ -307,9 +307,6 @@ def runs_headline(runs_table: pd.DataFrame | None, largest: int) -> dict[str, fl
     """Headline fields of a :func:`labkit.analysis.between_runs` table of RTT multiples by condition and size: each
     condition's interval over runs at the largest size (``rtt_multiple_at_largest.<condition>.runs_lo`` /
     ``.runs_hi``); none without a table (a run made alone)."""
-    headline: dict[str, float] = {}
-    for (condition, size), row in (runs_table.iterrows() if runs_table is not None else ()):
-        if size == largest and pd.notna(row["lo"]):
-            headline[f"rtt_multiple_at_largest.{condition}.runs_lo"] = round(float(row["lo"]), 3)
-            headline[f"rtt_multiple_at_largest.{condition}.runs_hi"] = round(float(row["hi"]), 3)
-    return headline
+    from labkit.analysis.inference import runs_interval_fields
+
+    return runs_interval_fields(runs_table, lambda key: f"rtt_multiple_at_largest.{key[0]}" if key[1] == largest else None)

@@ -208,6 +208,20 @@ def between_runs(frame, value: str, by, run: str = "replicate", statistic: Calla
     return pd.DataFrame(rows).set_index(keys)
 
 
+def runs_interval_fields(runs_table, name: Callable) -> dict[str, float]:
+    """Headline fields of a :func:`between_runs` table: ``<name>.runs_lo`` and ``.runs_hi`` for each row whose
+    ``name(key)`` is not None and whose interval exists; none without a table (a run made alone)."""
+    import pandas as pd
+
+    fields: dict[str, float] = {}
+    for key, row in (runs_table.iterrows() if runs_table is not None else ()):
+        prefix = name(key)
+        if prefix is not None and pd.notna(row["lo"]):
+            fields[f"{prefix}.runs_lo"] = round(float(row["lo"]), 3)
+            fields[f"{prefix}.runs_hi"] = round(float(row["hi"]), 3)
+    return fields
+
+
 def adjust(pvalues: Sequence[float], method: str = "holm", alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """A family's p-values corrected for its size (``holm``: family-wise error; ``fdr_bh``: false discovery rate,
     statsmodels' ``multipletests``): ``(rejected, adjusted p-values)``; NaN p-values stay NaN and are never

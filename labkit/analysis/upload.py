@@ -130,12 +130,9 @@ def runs_headline(runs_table: pd.DataFrame | None, sizes: tuple[int, int]) -> di
     """Headline fields of a :func:`labkit.analysis.between_runs` table of MB/s by condition and chunk: the interval
     over runs at the smallest and largest chunk (``mb_per_s.<condition>.<chunk>.runs_lo`` / ``.runs_hi``); none
     without a table (a run made alone)."""
-    headline: dict[str, float] = {}
-    for (condition, size), row in (runs_table.iterrows() if runs_table is not None else ()):
-        if size in sizes and pd.notna(row["lo"]):
-            headline[f"mb_per_s.{condition}.{size}.runs_lo"] = round(float(row["lo"]), 3)
-            headline[f"mb_per_s.{condition}.{size}.runs_hi"] = round(float(row["hi"]), 3)
-    return headline
+    from labkit.analysis.inference import runs_interval_fields
+
+    return runs_interval_fields(runs_table, lambda key: f"mb_per_s.{key[0]}.{key[1]}" if key[1] in sizes else None)
 
 
 def pairs_headline(tls: dict[tuple[str, int], Comparison], transport: dict[tuple[str, int], Comparison],

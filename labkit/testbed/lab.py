@@ -582,6 +582,7 @@ class Testbed:
                                   "as root, who brought it up")
             return {"name": self.name, "up": False, "leftovers": leftovers}
         health = self.health(state)
+        exported = emulator.read_status(state.dir) or {}
         result = {
             "name": self.name,
             "up": not health["problems"],
@@ -593,8 +594,8 @@ class Testbed:
             "ssh_config": str(state.ssh_config),
             "inventory": str(state.inventory),
             "login": {"user": state.login_user or "root", "sudo": state.login_sudo if state.login_user else None},
-            "links": self._links_status(state),
-            "send_stamps": (emulator.read_status(state.dir) or {}).get("send_stamps") or {},
+            "links": self._links_status(state, exported),
+            "send_stamps": exported.get("send_stamps") or {},
             "schedule": {"origin_utc_ns": state.schedule_origin_utc_ns, "changes": state.schedule},
             "topology": state.topology.source,
         }
@@ -605,12 +606,12 @@ class Testbed:
         return result
 
     @staticmethod
-    def _links_status(state: TestbedState) -> dict:
-        """Each direction: its parameters as given, and what the emulator reports (counters, lateness, queue)."""
-        exported = (emulator.read_status(state.dir) or {}).get("directions", {})
+    def _links_status(state: TestbedState, exported: dict) -> dict:
+        """Each direction: its parameters as given, and what the emulator reports in ``exported`` (its status file:
+        counters, lateness, queue)."""
         links = {}
         for key, spec in state.direction_specs().items():
-            now = exported.get(key, {})
+            now = exported.get("directions", {}).get(key, {})
             links[key] = {"describe": spec.describe(), "totals": now.get("totals"),
                           "lateness_us": now.get("lateness_us"), "backlog_packets": now.get("backlog_packets"),
                           "partition": (now.get("params") or {}).get("partition")}
