@@ -187,13 +187,15 @@ display(medians.style.format("{:.2f}×"))
 # down to iw at the lowest (next sections). Calls up to about 30 KB leave a
 # pre-idle cwnd small enough that two halvings reach iw; after large calls
 # cwnd has grown (to 94 segments in the default sample), and one idle second
-# halves it only two or three times, to 12–24 segments rather than 10. Beyond
+# halves it only two or three times, often not down to 10 (up to 40 segments
+# at the first send: the table of round trips by window, below). Beyond
 # the first step the round trips therefore depend on the calls before: in the
 # default sample (calls in shuffled order), 100000 B took four round trips,
 # as the pure model predicts, when the window at the first send was back at
 # 10 segments (19 of 30 calls), and three in 11 (the brief's "3 RTT at around
-# 100 KB"): eight of them with 12–21 segments left by larger calls, three at
-# 10 segments, which the restart rule below does not predict.
+# 100 KB"): eight of them with more than 10 segments (up to 21) left by
+# earlier calls, three at 10 segments, which the restart rule below does not
+# predict.
 #
 # The change point needs no model: it is the split between two adjacent tested
 # sizes that best separates two latency levels, with a bootstrap interval.
@@ -315,6 +317,15 @@ display(misses[["condition", "payload_bytes", "replicate", "seq", "rtt_ms", "rtt
                 "srtt_ms_before", "window_at_send", "predicted_rounds"]])
 
 # %% [markdown]
+# How many calls of each size took each number of round trips, and the window
+# at their first send behind each count (segments: lowest, highest, and how
+# many were back at the initial window); `latest_seq` is the latest such call
+# in its cell's order.
+
+# %%
+display(idle.rounds_by_window(tcp, in_tcp, initial_window))
+
+# %% [markdown]
 # The calls the rule misses had a send **shortly before the call**: the
 # client sends small HTTP/2 frames on its own between calls. A packet capture on the testbed, taken while this sample was prepared
 # (not part of the run), showed HTTP/2 PING frames sent by the grpc client at
@@ -397,13 +408,15 @@ runs_table = notebooks.runs_section("sweep", replicates, calls, "rtt_multiple", 
 #   10 segments.
 # - **Two to four round trips at 64–100 KB, by the calls before.** One idle
 #   second is two to three RTOs, so the restart halves cwnd two or three
-#   times: back to 10 segments after small calls, to 12–24 after large ones.
+#   times: back to 10 segments after small calls, to as many as 40 after
+#   large ones.
 #   In the default sample (cubic, sysctl 1, 1 s gap; 3 runs × 10 calls per
-#   size, cells and calls in shuffled order) 64000 B took three round trips
+#   size, cells and calls in shuffled order; the table of round trips by
+#   window above) 64000 B took three round trips
 #   in 27 of 30 calls and two in 3; 100000 B took four in 19 of 30 (window
-#   at the first send: 10 segments) and three in 11 (eight with 12–21
-#   segments after larger calls, three with 10 that the restart rule does
-#   not predict). 64000 B took two only with 20–23 segments. The medians,
+#   at the first send: 10 segments) and three in 11 (eight with more than
+#   10 segments, up to 21, left by earlier calls; three with 10, which the
+#   restart rule does not predict). 64000 B took two only with 20–23 segments. The medians,
 #   3 RTT at 64000 B and 4 at 100000 B, are the
 #   same in each of the three runs (*Between runs*). In the knobs sample
 #   (sequential order, every 100 KB call after another one, 3 calls per
@@ -411,7 +424,7 @@ runs_table = notebooks.runs_section("sweep", replicates, calls, "rtt_multiple", 
 # - **The sysctl at 0 removes the step**: every size's median stays at about
 #   one RTT, while cwnd keeps the size the previous calls gave it. The few
 #   calls that took two in the default sample (5 of 300, of 16000–64000 B,
-#   each among the first eleven calls of its cell) came before the calls had
+#   each among the first eleven calls of its cell: the same table) came before the calls had
 #   grown the window to their size: `labkit explain` calls them
 #   `cwnd-limited`, not a restart.
 # - **Traffic more often than one RTO.** With calls 0.1 s apart, or a 1-byte

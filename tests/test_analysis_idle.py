@@ -136,3 +136,35 @@ def test_a_run_of_several_stacks_names_each_in_its_conditions():
     assert idle.knobs_changed(knobs, "python→python cubic ssai=1 gap=1s",
                               "go→go static-stream-window=32MiB cubic ssai=1 gap=1s") == ["stack"]
     assert labelled.groupby("condition").size().tolist() == [len(samples) // 2] * 4
+
+
+def test_round_trips_by_window_give_the_notebooks_counts_over_the_three_runs_of_the_sample():
+    # The idle_step notebook's sentences about the default sample (3 runs x 10 calls per size, shuffled) rest on
+    # this table: each count of round trips, with the window at the first send behind it.
+    from labkit.notebooks import replicate_samples
+
+    _, recorded = replicate_samples(Run.open(SAMPLES / "idle-step-cubic"))
+    samples, knobs = idle.label_conditions(recorded)
+    samples["rtt_multiple"] = samples["rtt_ms"] / samples["ping_ms"]
+    calls = samples[samples["ok"] & ~samples["cold"]]
+    tcp = idle.predict_round_trips(calls, 10, idle.request_framing(calls).overhead_bytes)
+    table = idle.rounds_by_window(tcp, list(knobs.index), 10)
+    assert list(dict.fromkeys(table.index.get_level_values("condition"))) == list(knobs.index)
+    assert int(table["calls"].sum()) == len(tcp) == 600
+    table = table.sort_index()  # looked up by label below
+
+    largest = table.loc[(REFERENCE, 100000)]
+    assert largest["calls"].to_dict() == {3: 11, 4: 19}
+    assert largest.loc[4, ["window_min", "window_max", "at_initial_window"]].tolist() == [10, 10, 19]
+    assert largest.loc[3, "at_initial_window"] == 3 and largest.loc[3, "window_max"] == 21
+    three_above_iw = tcp[(tcp["condition"] == REFERENCE) & (tcp["payload_bytes"] == 100000) & (tcp["observed_rounds"] == 3)
+                         & (tcp["window_at_send"] > 10)]["window_at_send"]
+    assert (len(three_above_iw), three_above_iw.min()) == (8, 12)
+    mid = table.loc[(REFERENCE, 64000)]
+    assert mid["calls"].to_dict() == {2: 3, 3: 27}
+    assert mid.loc[2, ["window_min", "window_max"]].tolist() == [20, 23]
+
+    # With the sysctl at 0: 5 of 300 calls took two round trips, the latest the eleventh call of its cell.
+    off = table.loc["cubic ssai=0 gap=1s"]
+    two = off.xs(2, level="observed_rounds")
+    assert (int(two["calls"].sum()), int(off["calls"].sum()), int(two["latest_seq"].max())) == (5, 300, 10)

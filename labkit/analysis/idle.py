@@ -303,6 +303,19 @@ def restart_summary(tcp: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame()
 
 
+def rounds_by_window(tcp: pd.DataFrame, conditions: list[str], initial_window: int) -> pd.DataFrame:
+    """How many calls of each size took each number of round trips, per condition (of :func:`predict_round_trips`'
+    calls), and the window at their first send: ``calls``, ``window_min`` / ``window_max`` (segments),
+    ``at_initial_window`` (calls whose window was back at ``initial_window``, where a restart ends) and
+    ``latest_seq`` (the latest of them in its cell's order: how early in a cell such calls came)."""
+    order = {condition: i for i, condition in enumerate(conditions)}
+    table = tcp.groupby(["condition", "payload_bytes", "observed_rounds"]).agg(
+        calls=("window_at_send", "size"), window_min=("window_at_send", "min"), window_max=("window_at_send", "max"),
+        at_initial_window=("window_at_send", lambda window: int((window == initial_window).sum())),
+        latest_seq=("seq", "max"))
+    return table.sort_index(level=0, key=lambda level: level.map(order), sort_remaining=True)
+
+
 def runs_headline(runs_table: pd.DataFrame | None, largest: int) -> dict[str, float]:
     """Headline fields of a :func:`labkit.analysis.between_runs` table of RTT multiples by condition and size: each
     condition's interval over runs at the largest size (``rtt_multiple_at_largest.<condition>.runs_lo`` /
