@@ -104,9 +104,12 @@ def test_the_agent_reports_every_tick_of_every_probe_on_loopback():
     assert sorted((e["probe"], e["tick"]) for e in samples) == sorted(
         (probe, tick) for probe in PROBES if probe != "ping" for tick in (20, 21, 22))
     assert all(e["ok"] and e["rtt_ns"] > 0 and e["error"] == "" for e in samples)
-    for e in samples:  # each probe sends at its offset after its tick
+    for e in samples:  # each probe sends at its offset after its tick, within its tick's interval
         due = start["t0_utc_ns"] + (e["tick"] - 20) * 100_000_000 + round(start["offsets_s"][e["probe"]] * 1e9)
-        assert 0 <= e["t_utc_ns"] - due < 50_000_000, e
+        # Both stamps are clock_pair midpoints, each within half its bracket of the true instant (tens of µs on a
+        # busy machine): 1 ms covers them. Late is bounded by the interval only: a busy machine may wake the agent
+        # late, and a call later than that would have been a skipped row, not a sample.
+        assert -1_000_000 <= e["t_utc_ns"] - due < 100_000_000, e
     pings = [e for e in events if e["event"] == "ping"]
     assert [e["tick"] for e in sorted(pings, key=lambda e: e["tick"])] == [20, 21, 22]
     assert all(ping_rows(e)[0]["ok"] for e in pings)

@@ -160,8 +160,13 @@ class _Schedule:
     def __init__(self, plan: AgentPlan):
         self.plan = plan
         self.interval_ns = round(plan.interval_s * 1e9)
-        self.t0_perf_ns = time.perf_counter_ns() + round(LEAD_S * 1e9)
-        self.t0_utc_ns = time.time_ns() + round(LEAD_S * 1e9)
+        # One instant on both clocks, as each sample's start is read (clock_pair): read one after the other, a
+        # preempted agent put t0 on the wall clock late, and its samples' stamps before their ticks' (by 54 µs).
+        from labkit.echo.client import clock_pair
+
+        utc_ns, perf_ns = clock_pair()
+        self.t0_perf_ns = perf_ns + round(LEAD_S * 1e9)
+        self.t0_utc_ns = utc_ns + round(LEAD_S * 1e9)
 
     def due_perf(self, index: int, offset_s: float = 0.0) -> int:
         return self.t0_perf_ns + index * self.interval_ns + round(offset_s * 1e9)
