@@ -32,6 +32,7 @@ import socket
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -621,11 +622,13 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
     started = time.monotonic()
     try:
         current.labkit_argv = {name: labkit_argv(inventory, name, pool.get(name)) for name in host_names}
-        for name in host_names:
+
+        def facts(name: str) -> dict:
             peers = [inventory.peer_address(other) for other in host_names if other != name]
-            run.manifest["hosts"][name] = collect_facts(
-                pool.get(name), peers[0] if peers else None, current.labkit_argv[name][:1]
-            )
+            return collect_facts(pool.get(name), peers[0] if peers else None, current.labkit_argv[name][:1])
+
+        with ThreadPoolExecutor(max(1, len(host_names))) as hosts:  # each host's answers take round trips: at once
+            run.manifest["hosts"].update(zip(host_names, hosts.map(facts, host_names)))
         run.save_manifest()
         yield current
     except KeyboardInterrupt:

@@ -61,6 +61,22 @@ def read_text(host, path: str) -> str | None:
         return None
 
 
+#: How many of a host's fact commands run at once: each is a round trip to the host (an SSH channel and a process
+#: started there, ~0.2 s), and one after another they were most of a short run's fixed cost. sshd allows 10
+#: sessions per connection (MaxSessions), and the run may hold others open meanwhile.
+PARALLEL_COMMANDS = 6
+
+PYTHON_VERSIONS_CODE = (
+    "import json, platform\n"
+    "from importlib.metadata import version, PackageNotFoundError\n"
+    "def v(p):\n"
+    "    try: return version(p)\n"
+    "    except PackageNotFoundError: return None\n"
+    "print(json.dumps({'python': platform.python_version(), "
+    "'grpcio': v('grpcio'), 'protobuf': v('protobuf'), 'labkit': v('labkit')}))"
+)
+
+
 def collect_facts(host, peer_address: str | None = None, python_argv: list[str] | None = None) -> dict[str, Any]:
     """Everything a reader needs to trust and repeat a measurement made on ``host``.
 
@@ -68,42 +84,52 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
     its MTU and congestion control are recorded for it); ``python_argv`` runs
     the Python that labkit uses on the host, for library versions.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
+    # -e: a key this kernel (or namespace) lacks is skipped, not fatal to the others.
+    commands = {"uname": (["uname", "-srvm"], False), "user": (["id", "-un"], False),
+                "sysctl": (["sysctl", "-e", *TCP_SYSCTLS], True),
+                **{f"tool:{tool}": (argv, False) for tool, argv in TOOL_VERSION_ARGV.items()}}
+    if peer_address:
+        commands["route"] = (["ip", "-o", "route", "get", peer_address], False)
+    if python_argv:
+        commands["python"] = ([*python_argv, "-c", PYTHON_VERSIONS_CODE], False)
+    with ThreadPoolExecutor(PARALLEL_COMMANDS) as pool:
+        clocksource = pool.submit(read_text, host, "/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        futures = {key: pool.submit(_output, host, argv, partial_ok=partial) for key, (argv, partial) in commands.items()}
+        out = {key: future.result() for key, future in futures.items()}
+        route = parse_route_get(out.get("route") or "")
+        if route.get("dev"):  # these two need the route's device
+            link = pool.submit(_output, host, ["ip", "-o", "link", "show", "dev", route["dev"]])
+            qdisc = pool.submit(_output, host, ["tc", "qdisc", "show", "dev", route["dev"]])
+            out["link"], out["qdisc"] = link.result(), qdisc.result()
+        out["clocksource"] = clocksource.result()
+    return _facts_from(host, out, peer_address, route)
+
+
+def _facts_from(host, out: dict[str, str | None], peer_address: str | None, route: dict[str, Any]) -> dict[str, Any]:
+    """The facts, from each fact command's output (None where it failed)."""
+    import json
+
     facts: dict[str, Any] = {"host": host.name}
-    uname = _output(host, ["uname", "-srvm"])
-    facts["uname"] = first_line(uname) if uname else None
+    facts["uname"] = first_line(out["uname"]) if out["uname"] else None
     facts["kernel"] = facts["uname"].split()[1] if facts["uname"] else None
     # Who ran the commands, and whether kernel settings went through `sudo -n` (labkit.hosts.privilege).
-    facts["login"] = {"user": first_line(_output(host, ["id", "-un"]) or ""), "become": getattr(host, "become", None)}
-    # -e: a key this kernel (or namespace) lacks is skipped, not fatal to the others.
-    sysctls = _output(host, ["sysctl", "-e", *TCP_SYSCTLS], partial_ok=True) or ""
-    facts["sysctl"] = parse_sysctl_output(sysctls)
-    facts["clocksource"] = first_line(read_text(host, "/sys/devices/system/clocksource/clocksource0/current_clocksource") or "")
+    facts["login"] = {"user": first_line(out["user"] or ""), "become": getattr(host, "become", None)}
+    facts["sysctl"] = parse_sysctl_output(out["sysctl"] or "")
+    facts["clocksource"] = first_line(out["clocksource"] or "")
     if peer_address:
-        line = _output(host, ["ip", "-o", "route", "get", peer_address]) or ""
-        route = parse_route_get(line)
+        line = out["route"] or ""
         facts["route_to_peer"] = {"peer": peer_address, "line": " ".join(line.split()) or None, **route}
         if route.get("dev"):
-            facts["interface_mtu"] = parse_link_mtu(_output(host, ["ip", "-o", "link", "show", "dev", route["dev"]]) or "")
-            facts["qdisc"] = parse_qdisc(_output(host, ["tc", "qdisc", "show", "dev", route["dev"]]) or "")
-    facts["tools"] = tool_versions(host)
-    if python_argv:
-        code = (
-            "import json, platform\n"
-            "from importlib.metadata import version, PackageNotFoundError\n"
-            "def v(p):\n"
-            "    try: return version(p)\n"
-            "    except PackageNotFoundError: return None\n"
-            "print(json.dumps({'python': platform.python_version(), "
-            "'grpcio': v('grpcio'), 'protobuf': v('protobuf'), 'labkit': v('labkit')}))"
-        )
-        out = _output(host, [*python_argv, "-c", code])
-        if out:
-            import json
-
-            try:
-                facts["python"] = json.loads(first_line(out) or "{}")
-            except ValueError:
-                facts["python"] = None
+            facts["interface_mtu"] = parse_link_mtu(out["link"] or "")
+            facts["qdisc"] = parse_qdisc(out["qdisc"] or "")
+    facts["tools"] = {tool: first_line(out[f"tool:{tool}"] or "") for tool in TOOL_VERSION_ARGV}
+    if out.get("python"):
+        try:
+            facts["python"] = json.loads(first_line(out["python"]) or "{}")
+        except ValueError:
+            facts["python"] = None
     return facts
 
 
