@@ -24,6 +24,29 @@ DATA = Path(__file__).resolve().parent / "data"
 
 # Testbeds made by tests keep their state apart from a user's testbeds.
 os.environ.setdefault("LABKIT_STATE_HOME", f"/tmp/labkit-test-state-{os.getuid()}")
+# Where this test run deploys labkit for every module's hosts (deployed_inventory). Set here, in the process that
+# loads this file first (xdist's controller), so its workers inherit one directory; removed when the run ends.
+SHARED_DEPLOY_ENV = "LABKIT_TEST_DEPLOY_DIR"
+os.environ.setdefault(SHARED_DEPLOY_ENV, f"/tmp/labkit-test-deploy-{os.getpid()}")
+
+
+# The modules that take longest (`pytest --durations`), collected first: xdist's loadfile hands modules to its
+# workers in collection order, and a long module handed out last ran on alone while the other workers idled.
+LONGEST_FIRST = ("test_faults.py", "test_sweep.py", "test_notebooks.py", "test_load.py", "test_hop.py",
+                 "test_jupyterlab.py", "test_upload.py", "test_series.py", "test_explain.py", "test_go_echo.py",
+                 "test_privilege.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module keeps its own order
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist): after every worker
+        import shutil
+
+        shutil.rmtree(os.environ[SHARED_DEPLOY_ENV], ignore_errors=True)
 
 
 def labkit(*args: str, check: bool = False, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
@@ -86,17 +109,26 @@ def own_testbed(name: str, one_way_delay_s: float, login=None, **link):
 
 
 def deployed_inventory(state, base: Path, *deploy_args: str) -> Path:
-    """The testbed's inventory with labkit deployed (offline) into directories under ``base``.
+    """The testbed's inventory (written under ``base``) with labkit deployed (offline) on its hosts.
 
-    Each test module deploys into its own directories, so no module depends on
-    what another left on the hosts.
+    Every module's hosts share one deployment per host name for the test run: a testbed's namespaces see this
+    machine's files, and deploying the same build again took each module ~30 s of the run's two cores. The first
+    module to get here deploys, under a lock that other xdist workers wait on; the others find the build there and
+    deploy skips it (as it would on any host), so every module still runs ``labkit deploy`` against its own testbed.
+    Nothing a run does writes into a labkit_dir, so no module depends on what another did there.
     """
+    import fcntl
+
+    shared = Path(os.environ[SHARED_DEPLOY_ENV])
+    shared.mkdir(parents=True, exist_ok=True)
     data = tomllib.loads(state.inventory.read_text())
     for name, table in data["hosts"].items():
-        table["labkit_dir"] = str(base / "hosts" / name)
+        table["labkit_dir"] = str(shared / name)
     path = base / "inventory.toml"
     path.write_text(tomli_w.dumps(data))
-    labkit("deploy", str(path), "--offline", *deploy_args, check=True, timeout=600)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        labkit("deploy", str(path), "--offline", *deploy_args, check=True, timeout=600)
     return path
 
 
@@ -146,6 +178,19 @@ def running_labkit(*args: str):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def wait_for_rows(run_path: Path, count: int, timeout: float = 120, **columns) -> list[dict]:
+    """The rows of a running run's journal once ``count`` of them have ``columns`` (e.g. ``probe="echo-cold"``): an
+    event the run itself writes, where a sleep would guess how far a busy machine got."""
+    from labkit.store import Run
+
+    def matching():
+        rows = [row for row in Run.open(run_path).journal_rows()
+                if all(row.get(key) == value for key, value in columns.items())]
+        return rows if len(rows) >= count else None
+
+    return wait_for(matching, timeout, f"{count} journal rows with {columns}")
 
 
 def wait_for(predicate, timeout: float = 60, what: str = "condition"):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from conftest import deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed, running_labkit, \
-    wait_for_cell_start
+    wait_for_cell_start, wait_for_rows
 from labkit.analysis.explain import CAUSES, COMPONENTS, explain_headline, remainder_share, showcase_call
 from labkit.explain import explain_run, group_labels, run_packets
 from labkit.store import Run
@@ -128,7 +127,7 @@ def test_an_interrupted_capturing_series_keeps_its_packets_and_explains_its_cold
             "--quiet")
     with running_labkit(*args) as proc:
         run_path = wait_for_cell_start(tmp_path, "capser")
-        time.sleep(4)
+        wait_for_rows(run_path, 3, probe="echo-cold")  # a few cold calls, with their packets, before the stop
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=120)
     assert proc.returncode != 0
