@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -206,18 +207,20 @@ def test_runs_cleanup_leaves_alone_a_process_that_took_a_recorded_pid(tmp_path):
     inventory = tmp_path / "inventory.toml"
     inventory.write_text(LOCAL_PAIR)
     run = Run.create(tmp_path / "runs", "killed", "series", {"inventory": str(inventory)})
-    ours = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    stranger = subprocess.Popen(["sleep", "301"], start_new_session=True)
+    # Two of what a run starts (cleanup refuses a recorded command labkit does not start), on ports of their own.
+    serve = [sys.executable, "-m", "labkit", "echo", "serve", "--bind", "127.0.0.1:0"]
+    ours = subprocess.Popen(serve, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stranger = subprocess.Popen(serve, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        run.register_process("a", ours.pid, ["sleep", "300"], start_ticks_of(ours.pid))
+        run.register_process("a", ours.pid, serve, start_ticks_of(ours.pid))
         # What a reused pid looks like: the pid recorded, but the process under it started at another time.
-        run.register_process("b", stranger.pid, ["sleep", "301"], start_ticks_of(stranger.pid) - 1)
+        run.register_process("b", stranger.pid, serve, start_ticks_of(stranger.pid) - 1)
         proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
         assert proc.returncode == 0, proc.stderr
-        assert ours.wait(timeout=10) == -signal.SIGTERM
+        ours.wait(timeout=10)  # stopped
         assert stranger.poll() is None, "a process labkit did not start was signalled"
-        assert f"left process group {stranger.pid} on b (sleep 301) alone: pid {stranger.pid} is now another " \
-               "process" in proc.stdout
+        assert f"left process group {stranger.pid} on b ({' '.join(serve[-6:])}) alone: pid {stranger.pid} is now " \
+               "another process" in proc.stdout
         assert Run.open(run.path).processes() == [] and Run.open(run.path).status == "interrupted"
     finally:
         for process in (ours, stranger):
