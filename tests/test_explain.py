@@ -152,6 +152,13 @@ def test_an_interrupted_capturing_series_keeps_its_packets_and_explains_its_cold
     warm = explained[(explained["probe"] == "echo-warm") & (explained["evidence"] == "capture")]
     assert len(warm) >= 2 and (warm["cause"] == "none").all()
 
+    # Issue 23, item 7: a capture file damaged after the run is named in explain's one line, exit 2.
+    junk = run.raw_dir / captures[0]["file"]
+    junk.write_bytes(b"this is no pcap\n" * 4)
+    proc = run_labkit("explain", str(run.path))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"labkit: error: {run.run_id}: capture {junk}: not a pcap file"), lines
 
 
 def tcpdump_dirs(run_path: Path) -> list[tuple[str, str]]:
