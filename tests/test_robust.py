@@ -246,6 +246,50 @@ def test_runs_cleanup_of_an_older_run_checks_the_command_line(tmp_path):
         stranger.wait()
 
 
+def test_runs_cleanup_leaves_alone_a_recorded_pid_whose_command_is_not_the_recorded_one(tmp_path):
+    """Issue 23, item 4: a processes.json entry with labkit's command and the real start time of another process
+    (anyone can read it from /proc) still needs that process's command line to be the recorded one."""
+    from labkit.echo.cputime import start_ticks_of
+    from labkit.store import Run
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "crafted", "series", {"inventory": str(inventory)})
+    stranger = subprocess.Popen(["sleep", "303"], start_new_session=True)
+    try:
+        run.register_process("a", stranger.pid, ["labkit", "echo", "serve"], start_ticks_of(stranger.pid))
+        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
+        assert proc.returncode == 0 and stranger.poll() is None, proc.stdout + proc.stderr
+        assert f"pid {stranger.pid} now runs 'sleep 303'" in proc.stdout
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_runs_cleanup_leaves_alone_a_group_whose_leader_is_gone_and_whose_members_are_not_labkits(tmp_path):
+    """A recorded pid with no process left may still name a process group: cleanup signals it only when what is left
+    in it looks like labkit's."""
+    from labkit.store import Run
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "leaderless", "series", {"inventory": str(inventory)})
+    # The leader starts a member of its group, says so, and exits: the group outlives it.
+    leader = subprocess.Popen(["sh", "-c", "sleep 304 & echo $!"], start_new_session=True, stdout=subprocess.PIPE,
+                              text=True)
+    member = int(leader.stdout.readline())
+    leader.wait()
+    try:
+        run.register_process("a", leader.pid, [sys.executable, "-m", "labkit", "echo", "serve"])
+        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        state = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state in "RSD", f"a process labkit did not start was signalled (state {state})"
+        assert f"process group {leader.pid} now holds pid {member} running 'sleep 304'" in proc.stdout
+    finally:
+        os.kill(member, signal.SIGKILL)
+
+
 def test_hosts_check_of_a_local_host_whose_namespace_is_missing_fails(tmp_path):
     inventory = tmp_path / "inventory.toml"
     inventory.write_text('[hosts.gone]\nssh = "local"\nnetns = "labkit-h15a-never-a"\n')
