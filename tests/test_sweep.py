@@ -373,6 +373,8 @@ CRAFTED = {
     "default-route": (lambda m, p: side(m, "b").update(route_to_peer="default dev lkdata", slow_start_after_idle="0"),
                       r"kernel_originals\['b->[0-9.]+'\]\.route_to_peer: 'default dev lkdata' is not a route to "),
     "foreign-device": (_to_peer("{peer} dev lo scope link"), r"route_to_peer: device 'lo' is not the one b reaches "),
+    "foreign-source": (_to_peer("{peer} dev lkdata src 198.18.99.98"),
+                       r"route_to_peer: src 198.18.99.98 is not the source address b reaches [0-9.]+ with \([0-9.]+\)"),
     "words-labkit-never-writes": (_to_peer("{peer} dev lkdata nexthop via 198.18.9.9"),
                                   r"route_to_peer: 'nexthop' is not part of a route labkit records"),
     "unknown-congestion-control": (_to_peer("{peer} dev lkdata scope link src {src} congctl nosuchcc"),

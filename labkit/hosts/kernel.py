@@ -235,18 +235,23 @@ def check_originals(key: str, originals: dict, peers: dict[str, str]) -> None:
 
 
 def check_route_on_host(host, originals: dict, field: str) -> None:
-    """The host's side of a recorded route: its device is the one the host reaches the peer through now (a sweep
-    changes only a route's congestion control, never its device), its algorithm one the host's kernel has."""
+    """The host's side of a recorded route: its device, gateway and source address are the ones the host reaches the
+    peer with now (a sweep changes only a route's congestion control, never those), its algorithm one the host's
+    kernel has."""
     route = originals.get("route_to_peer")
     if not route:
         return
     parts = parse_route(route, str(originals["peer"]), field)
     now = host.run(["ip", "-o", "route", "get", str(originals["peer"])])
     words = now.stdout.split() if now.returncode == 0 else []
-    device = words[words.index("dev") + 1] if "dev" in words[:-1] else None
-    if parts["dev"] != device:
+    current = {key: words[words.index(key) + 1] for key in ("dev", "via", "src") if key in words[:-1]}
+    if parts["dev"] != current.get("dev"):
         raise ManifestRefused(field, f"device {parts['dev']!r} is not the one {host.name} reaches "
-                                     f"{originals['peer']} through ({device or 'none'})")
+                                     f"{originals['peer']} through ({current.get('dev') or 'none'})")
+    for key, what in (("via", "gateway"), ("src", "source address")):
+        if key in parts and parts[key] != current.get(key):
+            raise ManifestRefused(field, f"{key} {parts[key]} is not the {what} {host.name} reaches "
+                                         f"{originals['peer']} with ({current.get(key) or 'none'})")
     if "congctl" in parts:
         allowed = host.read_sysctl("net.ipv4.tcp_available_congestion_control").split()
         if parts["congctl"] not in allowed:
