@@ -47,6 +47,8 @@ def unrestored(run) -> dict:
     """The kernel settings a run changed and did not put back: all of them for a run that never ended (killed), those
     its end could not restore (a host that had gone away) for one that failed or was interrupted."""
     originals = run.manifest.get("kernel_originals") or {}
+    if not isinstance(originals, dict):
+        return {"": originals}  # not what labkit writes: check_run refuses it
     if run.status == "running":
         return {key: value for key, value in originals.items() if not isinstance(value, dict)
                 or value.get("restored") is not True}
@@ -83,6 +85,11 @@ def check_run(run, inventory, force: bool = False) -> None:
                                          f" (machine id {made.get('machine_id')}), not on this one; clean it up where "
                                          "it was made, or give --force if its hosts are yours to change from here")
     hosts = inventory.hosts
+    for field, kind in (("kernel_originals", dict), ("knob_locks", dict), ("capture_dirs", list)):
+        if not isinstance(run.manifest.get(field) or kind(), kind):
+            raise ManifestRefused(field, f"is not {'an object' if kind is dict else 'a list'}")
+    if not isinstance(run.processes(), list):
+        raise ManifestRefused("processes.json", "is not a list")
     for key, originals in unrestored(run).items():
         check_originals(key, originals, run_peers(inventory))
     for index, entry in enumerate(run.processes()):
