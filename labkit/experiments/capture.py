@@ -183,13 +183,18 @@ def collect_leftovers(run, host_of, say) -> None:
     in ``captures`` as ``partial`` (cut short where the run was killed), its directory removed. ``host_of(name)`` opens
     a host; ``say`` reports a line. Entries are checked with :func:`check_leftover` beforehand."""
     for entry in list(run.manifest.get("capture_dirs", [])):
-        host = host_of(entry["host"])
         captures = run.manifest.setdefault("captures", [])
         name = f"capture-{entry['host']}-{entry['role']}-{len(captures)}.pcap"
         local = run.raw_dir / name
-        if host.exists(f"{entry['dir']}/capture.pcap"):
-            host.get(f"{entry['dir']}/capture.pcap", local)
-        host.remove(entry["dir"])
+        try:
+            host = host_of(entry["host"])
+            if host.exists(f"{entry['dir']}/capture.pcap"):
+                host.get(f"{entry['dir']}/capture.pcap", local)
+            host.remove(entry["dir"])
+        except LabkitError as exc:  # the host went away: the entry stays for the next cleanup
+            local.unlink(missing_ok=True)
+            say(f"{run.run_id}: capture on {entry['host']} not kept yet: {exc.message}")
+            continue
         size = local.stat().st_size if local.exists() else 0
         captures.append({"host": entry["host"], "role": entry["role"], "peer": entry["peer"], "ports": entry["ports"],
                          "file": name, "started_utc": entry.get("started_utc"), "stopped_utc": None, "bytes": size,
