@@ -78,6 +78,7 @@ def packets_table(run, calls: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every captured packet of the run, with ``host``, ``role`` and the call it belongs to (``cell_id``, ``probe``
     and ``call``, the call's ``seq``; null for packets of no call). Only a client's captures are attributed: they
     share the clock of its calls' start times."""
+    from labkit.parsers.base import ParseError
     from labkit.parsers.pcap import parse_pcap
 
     if calls is None:
@@ -90,7 +91,10 @@ def packets_table(run, calls: pd.DataFrame | None = None) -> pd.DataFrame:
         path = run.raw_dir / capture["file"]
         if not path.exists() or not path.stat().st_size:
             continue
-        packets = parse_pcap(path.read_bytes(), set(capture["ports"].values())).rows
+        try:
+            packets = parse_pcap(path.read_bytes(), set(capture["ports"].values())).rows
+        except ParseError as exc:  # a file damaged or replaced after the run: which one, or nothing to go on
+            raise LabkitError(f"{run.run_id}: capture {path}: {exc.message}") from None
         packets = packets.assign(host=capture["host"], role=capture["role"], cell_id=None, probe=None,
                                  call=pd.Series(pd.NA, index=packets.index, dtype="Int64"))
         if capture["role"] == "client" and calls is not None:

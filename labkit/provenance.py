@@ -56,3 +56,16 @@ def labkit_provenance() -> dict:
         "platform": platform.platform(),
         "libraries": libraries,
     }
+
+
+def this_machine() -> dict:
+    """Which machine this is: its systemd machine id (/etc/machine-id, stable across reboots and distinct between
+    installs) and host name. A run records the machine that made it, so `labkit runs cleanup` can tell a run
+    directory copied from elsewhere, whose hosts and kernel values are not this machine's to act on."""
+    import socket
+
+    try:
+        machine_id = Path("/etc/machine-id").read_text().strip() or None
+    except OSError:
+        machine_id = None
+    return {"machine_id": machine_id, "hostname": socket.gethostname()}

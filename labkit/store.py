@@ -3,7 +3,7 @@
 Layout of a run directory ``<runs>/<UTC-timestamp>-<name>/``::
 
     manifest.json     format version, resolved config, host facts, provenance,
-                      UTC start/end, status (running|complete|interrupted|failed),
+                      the machine that made it, UTC start/end, status (running|complete|interrupted|failed),
                       baselines per host pair ("a-b": ping before/after each
                       attempt, iperf3)
     samples.jsonl     the journal: one JSON object per measured sample, appended
@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 from labkit.errors import LabkitError
 from labkit.files import read_errors
-from labkit.provenance import labkit_provenance, utc_now, utc_stamp
+from labkit.provenance import labkit_provenance, this_machine, utc_now, utc_stamp
 
 #: Format 2 (2026-11): baselines are always nested per host pair (format 1 load runs kept them flat).
 FORMAT_VERSION = 2
@@ -88,6 +88,7 @@ class Run:
             "experiment": experiment,
             "config": config,
             "provenance": labkit_provenance(),
+            "machine": this_machine(),  # where it was made: `labkit runs cleanup` acts only on this machine's runs
             "hosts": {},
             "started_utc": utc_now(),
             "ended_utc": None,
@@ -147,7 +148,12 @@ class Run:
             fields["ended_utc"] = utc_now()
         self.update(**fields)
 
+    def made_here(self) -> bool:
+        """Whether this machine made the run (its manifest's ``machine``); a run that does not say was not."""
+        return self.manifest.get("machine") == this_machine()
+
     def mark_resumed(self) -> None:
+        self.manifest.setdefault("machine", this_machine())  # a run made before runs recorded it: resumed here
         self.manifest["resumed_utc"].append(utc_now())
         self.update(status="running", ended_utc=None)
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed, running_labkit, \
-    wait_for_cell_start, wait_for_rows
+    wait_for, wait_for_cell_start, wait_for_rows
 from labkit.analysis.explain import CAUSES, COMPONENTS, explain_headline, remainder_share, showcase_call
 from labkit.explain import explain_run, group_labels, run_packets
 from labkit.store import Run
@@ -150,3 +150,57 @@ def test_an_interrupted_capturing_series_keeps_its_packets_and_explains_its_cold
         assert result.rounds == 1 and abs(parts["remainder"]) <= 0.05 * result.rtt_ms, parts
     warm = explained[(explained["probe"] == "echo-warm") & (explained["evidence"] == "capture")]
     assert len(warm) >= 2 and (warm["cause"] == "none").all()
+
+    # Issue 23, item 7: a capture file damaged after the run is named in explain's one line, exit 2.
+    junk = run.raw_dir / captures[0]["file"]
+    junk.write_bytes(b"this is no pcap\n" * 4)
+    proc = run_labkit("explain", str(run.path))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"labkit: error: {run.run_id}: capture {junk}: not a pcap file"), lines
+
+
+def tcpdump_dirs(run_path: Path) -> list[tuple[str, str]]:
+    """(host, directory) of each tcpdump the run registered, from its `-w DIR/capture.pcap`."""
+    found = []
+    for entry in Run.open(run_path).processes():
+        argv = entry["argv"]
+        if any(word.endswith("/tcpdump") for word in argv) and "-w" in argv:
+            found.append((entry["host"], str(Path(argv[argv.index("-w") + 1]).parent)))
+    return found
+
+
+@pytest.mark.testbed
+def test_cleanup_after_a_sigkill_keeps_the_partial_captures_and_removes_their_directories(lab, inventory, tmp_path):
+    """Issue 23, item 6: a capturing run killed with SIGKILL leaves tcpdump and its files on each host; cleanup stops
+    tcpdump, keeps each file in raw/ marked partial (explain reads it), and removes the directories."""
+    from labkit.hosts.inventory import load_inventory
+
+    args = ("series", str(inventory), "--client", "a", "--server", "b", "--duration", "120s", "--interval", "1s",
+            "--probes", "echo-warm", "--capture", "--name", "capkill", "--runs-dir", str(tmp_path), "--quiet")
+    with running_labkit(*args) as proc:
+        run_path = wait_for_cell_start(tmp_path, "capkill")
+        # Both tcpdumps were listening before the cell started; two rows measured are packets in their files.
+        dirs = wait_for(lambda: len(tcpdump_dirs(run_path)) == 2 and tcpdump_dirs(run_path), what="two tcpdumps")
+        wait_for(lambda: len(Run.open(run_path).journal_rows()) >= 2, what="two rows")
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert sorted(host for host, _ in dirs) == ["a", "b"]
+
+    cleaned = run_labkit("runs", "cleanup", run_path.name, "--runs-dir", str(tmp_path), timeout=120)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert captures_running(lab) == []
+    hosts = load_inventory(inventory)
+    for host_name, directory in dirs:
+        with hosts.open(host_name) as host:
+            assert not host.exists(directory), f"{directory} left on {host_name}"
+    run = Run.open(run_path)
+    captures = run.manifest["captures"]
+    assert sorted((c["host"], c["role"]) for c in captures) == [("a", "client"), ("b", "server")]
+    for capture in captures:
+        assert capture["partial"] is True and capture["bytes"] > 0
+        assert (run.raw_dir / capture["file"]).stat().st_size == capture["bytes"]
+        assert f"kept the partial capture on {capture['host']} ({capture['bytes']} bytes) as raw/{capture['file']}" \
+            in cleaned.stdout
+    packets = run_packets(run)
+    assert len(packets) > 0 and set(packets["role"]) == {"client", "server"}

@@ -54,6 +54,9 @@ def test_local_kind():
         ('[hosts.a]\nssh = "x"\nsssh = "y"\n', "unknown key(s) sssh in [hosts.a]"),
         ('[hosts.a]\nport = "22"\n', "hosts.a.port must be an integer"),
         ("[hosts]\na = 1\n", "hosts.a must be a table"),
+        ('[hosts.a]\ndata_address = "b.example.org"\n', "hosts.a.data_address must be an IP address"),
+        ('[hosts.a]\ndata_address = "198.18.0.300"\n', "hosts.a.data_address must be an IP address"),
+        ('[hosts.a]\ndata_address = "198.18.0.2 -f"\n', "not '198.18.0.2 -f'"),
     ],
 )
 def test_bad_inventory_is_one_clear_line(text, message):
@@ -81,3 +84,15 @@ def test_jump_specs():
     assert _parse_jump("gw") == ("gw", None, None)
     assert _parse_jump("me@gw:2222") == ("gw", "me", 2222)
     assert _parse_jump("ssh://me@[2001:db8::1]:22") == ("2001:db8::1", "me", 22)
+
+
+def test_a_data_address_that_is_no_address_is_refused_by_a_command_in_one_line(tmp_path):
+    """Issue 23: a non-IP data_address was taken and failed later, in whichever tool used it first."""
+    from conftest import labkit
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text('[hosts.here]\nssh = "local"\n[hosts.peer]\nssh = "local"\ndata_address = "peer.lan"\n')
+    proc = labkit("hosts", "check", str(inventory), timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"labkit: error: inventory {inventory}: hosts.peer.data_address must be an IP address (such as 10.0.0.2), not 'peer.lan'"]

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -206,18 +207,20 @@ def test_runs_cleanup_leaves_alone_a_process_that_took_a_recorded_pid(tmp_path):
     inventory = tmp_path / "inventory.toml"
     inventory.write_text(LOCAL_PAIR)
     run = Run.create(tmp_path / "runs", "killed", "series", {"inventory": str(inventory)})
-    ours = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    stranger = subprocess.Popen(["sleep", "301"], start_new_session=True)
+    # Two of what a run starts (cleanup refuses a recorded command labkit does not start), on ports of their own.
+    serve = [sys.executable, "-m", "labkit", "echo", "serve", "--bind", "127.0.0.1:0"]
+    ours = subprocess.Popen(serve, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stranger = subprocess.Popen(serve, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        run.register_process("a", ours.pid, ["sleep", "300"], start_ticks_of(ours.pid))
+        run.register_process("a", ours.pid, serve, start_ticks_of(ours.pid))
         # What a reused pid looks like: the pid recorded, but the process under it started at another time.
-        run.register_process("b", stranger.pid, ["sleep", "301"], start_ticks_of(stranger.pid) - 1)
+        run.register_process("b", stranger.pid, serve, start_ticks_of(stranger.pid) - 1)
         proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
         assert proc.returncode == 0, proc.stderr
-        assert ours.wait(timeout=10) == -signal.SIGTERM
+        ours.wait(timeout=10)  # stopped
         assert stranger.poll() is None, "a process labkit did not start was signalled"
-        assert f"left process group {stranger.pid} on b (sleep 301) alone: pid {stranger.pid} is now another " \
-               "process" in proc.stdout
+        assert f"left process group {stranger.pid} on b ({' '.join(serve[-6:])}) alone: pid {stranger.pid} is now " \
+               "another process" in proc.stdout
         assert Run.open(run.path).processes() == [] and Run.open(run.path).status == "interrupted"
     finally:
         for process in (ours, stranger):
@@ -241,6 +244,50 @@ def test_runs_cleanup_of_an_older_run_checks_the_command_line(tmp_path):
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_runs_cleanup_leaves_alone_a_recorded_pid_whose_command_is_not_the_recorded_one(tmp_path):
+    """Issue 23, item 4: a processes.json entry with labkit's command and the real start time of another process
+    (anyone can read it from /proc) still needs that process's command line to be the recorded one."""
+    from labkit.echo.cputime import start_ticks_of
+    from labkit.store import Run
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "crafted", "series", {"inventory": str(inventory)})
+    stranger = subprocess.Popen(["sleep", "303"], start_new_session=True)
+    try:
+        run.register_process("a", stranger.pid, ["labkit", "echo", "serve"], start_ticks_of(stranger.pid))
+        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
+        assert proc.returncode == 0 and stranger.poll() is None, proc.stdout + proc.stderr
+        assert f"pid {stranger.pid} now runs 'sleep 303'" in proc.stdout
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_runs_cleanup_leaves_alone_a_group_whose_leader_is_gone_and_whose_members_are_not_labkits(tmp_path):
+    """A recorded pid with no process left may still name a process group: cleanup signals it only when what is left
+    in it looks like labkit's."""
+    from labkit.store import Run
+
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "leaderless", "series", {"inventory": str(inventory)})
+    # The leader starts a member of its group, says so, and exits: the group outlives it.
+    leader = subprocess.Popen(["sh", "-c", "sleep 304 & echo $!"], start_new_session=True, stdout=subprocess.PIPE,
+                              text=True)
+    member = int(leader.stdout.readline())
+    leader.wait()
+    try:
+        run.register_process("a", leader.pid, [sys.executable, "-m", "labkit", "echo", "serve"])
+        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        state = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state in "RSD", f"a process labkit did not start was signalled (state {state})"
+        assert f"process group {leader.pid} now holds pid {member} running 'sleep 304'" in proc.stdout
+    finally:
+        os.kill(member, signal.SIGKILL)
 
 
 def test_hosts_check_of_a_local_host_whose_namespace_is_missing_fails(tmp_path):

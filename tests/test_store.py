@@ -206,3 +206,22 @@ def test_runs_created_at_once_with_one_name_never_collide(tmp_path):
     assert len({run.path for run in runs}) == 40 and all((run.path / "manifest.json").exists() for run in runs)
     # Each directory is the run that made it.
     assert sorted(Run.open(run.path).manifest["config"]["i"] for run in runs) == list(range(40))
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("kernel_originals", ["b->198.18.0.1"], "refused kernel_originals: is not an object"),
+    ("kernel_originals", {"b->198.18.0.1": "0"}, "refused kernel_originals['b->198.18.0.1']: is not an object"),
+    ("capture_dirs", {"dir": "/"}, "refused capture_dirs: is not a list"),
+])
+def test_cleanup_refuses_manifest_fields_of_shapes_labkit_never_writes(tmp_path, field, value, message):
+    """Issue 23, item 4: a run directory's manifest is read as data, not trusted: a field of another shape is one line,
+    exit 2, not a traceback."""
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text('[hosts.a]\nssh = "local"\n[hosts.b]\nssh = "local"\n')
+    run = Run.create(tmp_path / "runs", "crafted", "idle-step", {"inventory": str(inventory)})
+    run.update(**{field: value})
+    proc = labkit("runs", "cleanup", "--runs-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"labkit: error: {run.run_id}: {message}; nothing of this run was changed"]
+    assert Run.open(run.path).status == "running"

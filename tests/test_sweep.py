@@ -321,3 +321,124 @@ def test_a_cold_call_is_counted_in_round_trips(lab, inventory, tmp_path, impl):
     assert cold["rtt_ms"] >= (2 + cold["rounds"]) * 0.98 * cold["base_rtt_ms"]  # nothing arrives before its time
     # Right after it the window has grown and nothing restarted (no gap): one round trip.
     assert warm["rounds"] == 1, warm
+
+
+# -- issue 23, item 4: `runs cleanup` acts only on what labkit itself recorded -------------------------------------
+
+@pytest.fixture(scope="module")
+def knob_run(lab, inventory, tmp_path_factory) -> Path:
+    """A real sweep that changed both knobs on both hosts, and put them back: the run the tests below copy as a
+    SIGKILL would have left it, and tamper with."""
+    runs = tmp_path_factory.mktemp("knob-run")
+    proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "100", "--gaps", "0s",
+                      "--repeats", "1", "--slow-start-after-idle", "0", "--cc", "reno", "--name", "knobs",
+                      "--runs-dir", str(runs), "--quiet", *QUICK_BASELINES, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return next(runs.glob("*-knobs"))
+
+
+def host_kernel(lab) -> dict:
+    """Every route (all tables) and the sysctls cleanup could change, in each host's namespace, read back with ip."""
+    state = {}
+    for name, host in lab.hosts.items():
+        routes = subprocess.run(["ip", "netns", "exec", host.netns, "ip", "-o", "route", "show", "table", "all"],
+                                capture_output=True, text=True, check=True).stdout
+        state[name] = (routes, netns_read(lab, name, SSAI),
+                       netns_read(lab, name, "/proc/sys/net/ipv4/tcp_congestion_control"))
+    return state
+
+
+def killed_copy(knob_run: Path, runs: Path, edit=lambda manifest, processes: None) -> Path:
+    """``knob_run`` copied into ``runs`` as a SIGKILL leaves a run (running, nothing restored), then ``edit``ed."""
+    import shutil
+
+    copy = runs / knob_run.name
+    shutil.copytree(knob_run, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest.update(status="running", ended_utc=None)
+    for entry in manifest["kernel_originals"].values():
+        entry.pop("restored")
+    processes: list = []
+    edit(manifest, processes)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    (copy / "processes.json").write_text(json.dumps(processes))
+    return copy
+
+
+def side(manifest: dict, host: str) -> dict:
+    """The kernel originals ``host`` recorded."""
+    return next(entry for entry in manifest["kernel_originals"].values() if entry["host"] == host)
+
+
+def _set(who: str, **values):
+    return lambda manifest, processes: side(manifest, who).update(values)
+
+
+def _to_peer(route: str):
+    """A route to b's peer (a's data address), ``{peer}`` filled in."""
+    return lambda manifest, processes: side(manifest, "b").update(
+        route_to_peer=route.format(peer=side(manifest, "b")["peer"], src=side(manifest, "a")["peer"]))
+
+
+CRAFTED = {
+    # The issue's case: a default route through the data device, and the sysctl at 0, "restored" through sudo.
+    "default-route": (lambda m, p: side(m, "b").update(route_to_peer="default dev lkdata", slow_start_after_idle="0"),
+                      r"kernel_originals\['b->[0-9.]+'\]\.route_to_peer: 'default dev lkdata' is not a route to "),
+    "foreign-device": (_to_peer("{peer} dev lo scope link"), r"route_to_peer: device 'lo' is not the one b reaches "),
+    "foreign-source": (_to_peer("{peer} dev lkdata src 198.18.99.98"),
+                       r"route_to_peer: src 198.18.99.98 is not the source address b reaches [0-9.]+ with \([0-9.]+\)"),
+    "words-labkit-never-writes": (_to_peer("{peer} dev lkdata nexthop via 198.18.9.9"),
+                                  r"route_to_peer: 'nexthop' is not part of a route labkit records"),
+    "unknown-congestion-control": (_to_peer("{peer} dev lkdata scope link src {src} congctl nosuchcc"),
+                                   r"route_to_peer: congestion control 'nosuchcc' is not one b has"),
+    "sysctl-out-of-domain": (_set("b", slow_start_after_idle="2"), r"slow_start_after_idle: '2' is neither 0 nor 1"),
+    "host-not-in-inventory": (_set("b", host="gateway"), r"\.host: 'gateway' is not a host of the run's inventory"),
+    "peer-not-a-host": (_set("b", peer="198.18.99.99"), r"\.peer: '198.18.99.99' is not the data address of "),
+    "process-labkit-never-starts": (lambda m, p: p.append({"host": "b", "pid": 4242, "argv": ["/usr/sbin/sshd", "-D"],
+                                                           "start_ticks": None}),
+                                    r"processes\.json\[0\]\.argv: \['/usr/sbin/sshd', '-D'\] is not a command labkit "),
+    "lock-not-labkits": (lambda m, p: m.update(knob_locks={"b": "/etc"}), r"knob_locks\['b'\]: '/etc' on b is not a "),
+    "capture-dir-not-labkits": (lambda m, p: m.update(capture_dirs=[{"host": "b", "role": "client", "peer": "198.18.0.1",
+                                                                     "ports": {"grpc": 1}, "dir": "/root"}]),
+                                r"capture_dirs\[0\]\.dir: '/root' is not a directory labkit captures into"),
+}
+
+
+@pytest.mark.parametrize("crafted", CRAFTED)
+def test_cleanup_refuses_a_crafted_manifest_in_one_line_and_changes_nothing(lab, knob_run, tmp_path, crafted):
+    """A run directory dropped into the runs directory, each with one value labkit would not have recorded: cleanup
+    with no argument (every run that needs it) refuses it in one line naming the run and the field, exit 2, and the
+    hosts' route tables and sysctls are as they were."""
+    import re
+
+    edit, message = CRAFTED[crafted]
+    copy = killed_copy(knob_run, tmp_path / "runs", edit)
+    before = host_kernel(lab)
+    proc = run_labkit("runs", "cleanup", "--runs-dir", str(tmp_path / "runs"), timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"labkit: error: {copy.name}: refused "), proc.stderr
+    assert re.search(message, lines[0]) and lines[0].endswith("nothing of this run was changed"), lines[0]
+    assert host_kernel(lab) == before
+    assert Run.open(copy).status == "running"
+
+
+def test_cleanup_of_a_run_made_on_another_machine_needs_force(lab, knob_run, tmp_path):
+    """The same run, sound but for its machine: refused without --force; with it, restored (the route rebuilt from
+    its recorded parts) and marked interrupted."""
+    other = {"machine_id": "0" * 32, "hostname": "elsewhere"}
+    copy = killed_copy(knob_run, tmp_path / "runs", lambda manifest, processes: manifest.update(machine=other))
+    before = host_kernel(lab)
+    refused = run_labkit("runs", "cleanup", copy.name, "--runs-dir", str(tmp_path / "runs"), timeout=120)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"labkit: error: {copy.name}: refused machine: the run was made on elsewhere (machine id {'0' * 32}), not on "
+        "this one; clean it up where it was made, or give --force if its hosts are yours to change from here; nothing "
+        "of this run was changed"]
+    assert Run.open(copy).status == "running"
+
+    forced = run_labkit("runs", "cleanup", copy.name, "--force", "--runs-dir", str(tmp_path / "runs"), timeout=120)
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.count("restored kernel settings on") == 2 and "could not" not in forced.stdout, forced.stdout
+    assert host_kernel(lab) == before
+    assert Run.open(copy).status == "interrupted"

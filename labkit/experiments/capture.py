@@ -9,11 +9,14 @@ the host needs it) once the server is ready and so before its first cell.
 (the session stops every registered process), copies each file into the
 run's ``raw/`` and records it in the manifest's ``captures``: host, role, peer,
 ports, file and its size. :func:`labkit.explain.packets_table` turns them into
-packets attributed to calls.
+packets attributed to calls. Each capture's directory on its host is in the
+manifest's ``capture_dirs`` until its file is kept, so that after a SIGKILL
+`labkit runs cleanup` keeps what it holds (``partial``) and removes it.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -67,6 +70,7 @@ class Captures:
                     (c, "client", session.address(server_host)) for c in clients]:
                 host = session.host(host_name)
                 workdir = host.make_temp_dir("labkit-capture.")
+                self._record_dir(host_name, role, peer, ports, workdir)
                 argv = tcpdump_argv(_tcpdump(host), f"{workdir}/capture.pcap", peer, sorted(ports.values()))
                 proc = session.start(host_name, host.privileged_argv(argv))
                 started.append(_Running(host_name, role, peer, ports, proc, workdir, utc_now()))
@@ -76,6 +80,17 @@ class Captures:
             raise
         with self._lock:
             self._by_server[id(server)] = started
+
+    def _record_dir(self, host: str, role: str, peer: str, ports: dict[str, int], workdir: str) -> None:
+        """Note a capture's directory on its host in the manifest until its file is kept: after a SIGKILL,
+        `labkit runs cleanup` collects what it holds (:func:`collect_leftovers`)."""
+        from labkit.provenance import utc_now
+
+        run = self.session.run
+        with self._lock:
+            run.manifest.setdefault("capture_dirs", []).append(
+                {"host": host, "role": role, "peer": peer, "ports": ports, "dir": workdir, "started_utc": utc_now()})
+            run.save_manifest()
 
     def _wait_until_listening(self, proc, host_name: str, timeout_s: float = 15) -> None:
         """tcpdump says ``listening on`` (on stderr) once its filter is in place; packets before that would be missed."""
@@ -129,7 +144,65 @@ class Captures:
         host.remove(capture.workdir)
         with self._lock:
             run.manifest["captures"][index]["bytes"] = local.stat().st_size if local.exists() else 0
+            _forget_dir(run, capture.host, capture.workdir)
             run.save_manifest()
+
+
+def _forget_dir(run, host: str, workdir: str) -> None:
+    run.manifest["capture_dirs"] = [entry for entry in run.manifest.get("capture_dirs", [])
+                                    if (entry.get("host"), entry.get("dir")) != (host, workdir)]
+
+
+#: A capture's directory as Host.make_temp_dir("labkit-capture.") names it (in /tmp, or a local host's $TMPDIR).
+_CAPTURE_DIR = re.compile(r"^(/[A-Za-z0-9_.-]+)*/labkit-capture\.[A-Za-z0-9_]{1,32}$")
+
+
+def check_leftover(entry: object, index: int, hosts) -> None:
+    """Refuse (ManifestRefused, naming the field) a ``capture_dirs`` entry labkit would not have written: a host not
+    in the run's inventory (``hosts``), a directory not named as a capture's, a role, peer or port out of place."""
+    from labkit.hosts.kernel import ManifestRefused, _is_ip
+
+    field = f"capture_dirs[{index}]"
+    if not isinstance(entry, dict):
+        raise ManifestRefused(field, "is not an object")
+    if entry.get("host") not in hosts:
+        raise ManifestRefused(f"{field}.host", f"{str(entry.get('host'))[:40]!r} is not a host of the run's inventory")
+    workdir = entry.get("dir")
+    if not isinstance(workdir, str) or not _CAPTURE_DIR.match(workdir) or "/../" in f"{workdir}/":
+        raise ManifestRefused(f"{field}.dir", f"{str(workdir)[:60]!r} is not a directory labkit captures into")
+    if entry.get("role") not in ("client", "server") or not _is_ip(entry.get("peer")):
+        raise ManifestRefused(field, "its role or peer is not one a capture has")
+    ports = entry.get("ports")
+    if not isinstance(ports, dict) or not all(isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536
+                                              for port in ports.values()):
+        raise ManifestRefused(f"{field}.ports", "are not port numbers")
+
+
+def collect_leftovers(run, host_of, say) -> None:
+    """The captures a killed run left on its hosts (their tcpdump already stopped): each file into ``raw/``, recorded
+    in ``captures`` as ``partial`` (cut short where the run was killed), its directory removed. ``host_of(name)`` opens
+    a host; ``say`` reports a line. Entries are checked with :func:`check_leftover` beforehand."""
+    for entry in list(run.manifest.get("capture_dirs", [])):
+        captures = run.manifest.setdefault("captures", [])
+        name = f"capture-{entry['host']}-{entry['role']}-{len(captures)}.pcap"
+        local = run.raw_dir / name
+        try:
+            host = host_of(entry["host"])
+            if host.exists(f"{entry['dir']}/capture.pcap"):
+                host.get(f"{entry['dir']}/capture.pcap", local)
+            host.remove(entry["dir"])
+        except LabkitError as exc:  # the host went away: the entry stays for the next cleanup
+            local.unlink(missing_ok=True)
+            say(f"{run.run_id}: capture on {entry['host']} not kept yet: {exc.message}")
+            continue
+        size = local.stat().st_size if local.exists() else 0
+        captures.append({"host": entry["host"], "role": entry["role"], "peer": entry["peer"], "ports": entry["ports"],
+                         "file": name, "started_utc": entry.get("started_utc"), "stopped_utc": None, "bytes": size,
+                         "partial": True})
+        _forget_dir(run, entry["host"], entry["dir"])
+        run.save_manifest()
+        say(f"{run.run_id}: kept the partial capture on {entry['host']} ({size} bytes) as raw/{name}; removed "
+            f"{entry['dir']}")
 
 
 def _tcpdump(host) -> str:

@@ -143,23 +143,53 @@ def process_start_ticks(host, pid: int) -> int | None:
         return None
 
 
+#: The programs labkit starts in the background on a host (Session.start): its own agents and servers, labkit-go,
+#: and the tools its experiments run. A process a run recorded under any other name was not started by labkit.
+LABKIT_PROGRAMS = frozenset({"labkit", "labkit-go", "iperf3", "tcpdump", "ping", "nats-server", "ghz", "h2load", "wrk",
+                             "vegeta"})
+
+
+def looks_like_labkits(argv: object) -> bool:
+    """Whether ``argv`` is a command line of the kind labkit starts: one of :data:`LABKIT_PROGRAMS` or a Python
+    running ``-m labkit``, also behind the ``sudo -n --`` that :meth:`Host.privileged_argv` puts before a tool."""
+    if not isinstance(argv, list) or not argv or not all(isinstance(word, str) for word in argv):
+        return False
+    if argv[:3] == ["sudo", "-n", "--"]:
+        argv = argv[3:]
+    if not argv:
+        return False
+    program = argv[0].rsplit("/", 1)[-1]
+    if program in LABKIT_PROGRAMS:
+        return True
+    return program.startswith("python") and argv[1:3] == ["-m", "labkit"]
+
+
 def not_the_process(host, entry: dict[str, Any]) -> str | None:
     """Why the process a run recorded (``pid``, ``start_ticks``, ``argv``) is not the one now running under its
     pid, or None when it still is: a pid freed when labkit's process ended may have gone to another process.
 
-    Entries written before start times were recorded are checked by their command line instead. With no
-    process of that pid left, its group may still hold the leader's children, and Linux gives no new process
-    a pid still in use as a group id: the group is still labkit's.
+    The process must have its recorded start time (when one was recorded) and its recorded command line. With no
+    process of that pid left, its group may still hold the leader's children (Linux gives no new process a pid
+    still in use as a group id): each of them must look like labkit's.
     """
     pid = entry["pid"]
     started = process_start_ticks(host, pid)
     if started is None:
-        return None
-    if entry.get("start_ticks") is not None:
-        return None if started == entry["start_ticks"] else f"pid {pid} is now another process (another start time)"
+        return _not_labkits_group(host, pid)
+    if entry.get("start_ticks") is not None and started != entry["start_ticks"]:
+        return f"pid {pid} is now another process (another start time)"
     try:
         argv = host.read_bytes(f"/proc/{pid}/cmdline").decode(errors="replace").split("\0")[:-1]
     except LabkitError:  # the process ended in between
-        return None
+        return _not_labkits_group(host, pid)
     return None if argv == list(entry["argv"]) else f"pid {pid} now runs {' '.join(argv)[:60]!r}"
 
+
+def _not_labkits_group(host, pgid: int) -> str | None:
+    """Why the processes left in group ``pgid`` (its leader gone) are not labkit's, or None when they all are."""
+    found = host.run(["pgrep", "-a", "-g", str(pgid)])
+    for line in found.stdout.splitlines():
+        member, _, command = line.partition(" ")
+        if not looks_like_labkits(command.split()):
+            return f"process group {pgid} now holds pid {member} running {command[:60]!r}"
+    return None

@@ -166,6 +166,7 @@ def parse_inventory(text: str, path: Path | None = None) -> Inventory:
         if become not in BECOME_VALUES:
             raise LabkitError(f"{where}: hosts.{name}.become must be {' or '.join(map(repr, BECOME_VALUES))}, "
                               f"not {become!r}")
+        _check_data_address(where, name, table.get("data_address"))
         identity = table.get("identity_file")
         hosts[name] = HostEntry(
             name=name,
@@ -190,6 +191,20 @@ def parse_inventory(text: str, path: Path | None = None) -> Inventory:
         files[key] = _resolve(value, base) if value else None
     testbed = data.get("testbed") if isinstance(data.get("testbed"), dict) else None
     return Inventory(hosts=hosts, path=path, testbed=testbed, raw=data, **files)
+
+
+def _check_data_address(where: str, name: str, value: str | None) -> None:
+    """A data address is what peers connect to, ping and filter captures by: an IP address, not a name or junk that
+    would fail later, in some tool, far from the inventory line that caused it."""
+    import ipaddress
+
+    if value is None:
+        return
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise LabkitError(f"{where}: hosts.{name}.data_address must be an IP address (such as 10.0.0.2), "
+                          f"not {value!r}") from None
 
 
 def load_inventory(path: str | Path) -> Inventory:

@@ -23,6 +23,8 @@ may set them (:func:`labkit.hosts.privilege.knob_blockers`).
 
 from __future__ import annotations
 
+import re
+
 from labkit.errors import LabkitError
 
 SSAI = "net.ipv4.tcp_slow_start_after_idle"
@@ -133,11 +135,142 @@ class KernelConditions:
         return problems
 
 
+class ManifestRefused(LabkitError):
+    """A value a run directory asks `labkit runs cleanup` to put on a host that labkit would never have recorded: the
+    manifest was edited, or copied from somewhere else. ``field`` names where it is."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+
+
+#: The words of a route that `ip -o route show` prints and `ip route replace` takes back, each with a check of its
+#: value: what `testbed up` writes (dev, src, congctl) and what a host's own route to a peer may carry besides.
+#: Anything else (a `default` route, `table`, `nexthop`, `encap`, ...) was not recorded by labkit.
+_ROUTE_KEYS = ("via", "dev", "proto", "scope", "src", "metric", "mtu", "advmss", "initcwnd", "initrwnd", "congctl")
+_IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,14}$")
+
+
+def _int_in(low: int, high: int):
+    return lambda word: word.isdigit() and low <= int(word) <= high
+
+
+_ROUTE_VALUE = {
+    "via": lambda word: _is_ip(word),
+    "dev": lambda word: bool(_DEVICE.match(word)),
+    "proto": lambda word: word in ("kernel", "boot", "static", "dhcp", "ra", "redirect"),
+    "scope": lambda word: word in ("global", "link", "host", "site"),
+    "src": lambda word: _is_ip(word),
+    "metric": _int_in(0, 2**32 - 1),
+    "mtu": _int_in(68, 65535),
+    "advmss": _int_in(1, 65535),
+    "initcwnd": _int_in(1, 1024),  # a window in segments; the kernel's own default is 10
+    "initrwnd": _int_in(1, 1024),
+    "congctl": lambda word: bool(_IDENTIFIER.match(word)),
+}
+
+
+def _is_ip(text: object) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(str(text))
+    except ValueError:
+        return False
+    return True
+
+
+def parse_route(line: str, peer: str, field: str) -> dict[str, str]:
+    """A recorded route to ``peer`` (its `ip -o route show PEER/32` line) as its parts, ``{"dev": ..., ...}``;
+    :class:`ManifestRefused` naming ``field`` for anything but a /32 route to the peer of the words above."""
+    words = line.split()
+    if not words or words[0] not in (peer, f"{peer}/32"):
+        raise ManifestRefused(field, f"{line[:60]!r} is not a route to {peer}/32")
+    parts: dict[str, str] = {}
+    rest = words[1:]
+    while rest:
+        key = rest.pop(0)
+        if key not in _ROUTE_VALUE or key in parts or not rest:
+            raise ManifestRefused(field, f"{key[:30]!r} is not part of a route labkit records")
+        value = rest.pop(0)
+        if key == "mtu" and value == "lock" and rest:  # `mtu lock 1400`: the path MTU is not to be lowered
+            value = f"lock {rest.pop(0)}"
+        if not _ROUTE_VALUE[key](value.removeprefix("lock ")):
+            raise ManifestRefused(field, f"{key} {value[:30]!r} is not a valid {key}")
+        parts[key] = value
+    if "dev" not in parts:
+        raise ManifestRefused(field, "a route labkit records names its device")
+    return parts
+
+
+def route_words(peer: str, parts: dict[str, str]) -> list[str]:
+    """The arguments of `ip route replace` that make the route ``parts`` (from :func:`parse_route`) to ``peer``
+    again, rebuilt from its checked parts in one order, never from the recorded text."""
+    return [f"{peer}/32", *(word for key in _ROUTE_KEYS if key in parts for word in (key, *parts[key].split()))]
+
+
+def check_originals(key: str, originals: dict, peers: dict[str, str]) -> None:
+    """Refuse (:class:`ManifestRefused`) kernel originals a sweep would not have recorded: ``originals`` is
+    ``kernel_originals[key]`` of a run, ``peers`` the data address of each host of the run's inventory."""
+    field = f"kernel_originals[{key!r}]"
+    if not isinstance(originals, dict):
+        raise ManifestRefused(field, "is not an object")
+    host, peer = originals.get("host"), originals.get("peer")
+    if host not in peers:
+        raise ManifestRefused(f"{field}.host", f"{str(host)[:40]!r} is not a host of the run's inventory")
+    if not _is_ip(peer) or peer not in (address for name, address in peers.items() if name != host):
+        raise ManifestRefused(f"{field}.peer", f"{str(peer)[:40]!r} is not the data address of another host of the "
+                                               "run's inventory")
+    if key != f"{host}->{peer}":
+        raise ManifestRefused(field, f"its key is not its host and peer ({host}->{peer})")
+    ssai = originals.get("slow_start_after_idle")
+    if ssai is not None and str(ssai) not in ("0", "1"):
+        raise ManifestRefused(f"{field}.slow_start_after_idle", f"{str(ssai)[:20]!r} is neither 0 nor 1")
+    route = originals.get("route_to_peer")
+    if route is not None and not isinstance(route, str):
+        raise ManifestRefused(f"{field}.route_to_peer", "is not a route")
+    if route:
+        parse_route(route, str(peer), f"{field}.route_to_peer")
+
+
+def check_route_on_host(host, originals: dict, field: str) -> None:
+    """The host's side of a recorded route: its device, gateway and source address are the ones the host reaches the
+    peer with now (a sweep changes only a route's congestion control, never those), its algorithm one the host's
+    kernel has."""
+    route = originals.get("route_to_peer")
+    if not route:
+        return
+    parts = parse_route(route, str(originals["peer"]), field)
+    now = host.run(["ip", "-o", "route", "get", str(originals["peer"])])
+    words = now.stdout.split() if now.returncode == 0 else []
+    current = {key: words[words.index(key) + 1] for key in ("dev", "via", "src") if key in words[:-1]}
+    if parts["dev"] != current.get("dev"):
+        raise ManifestRefused(field, f"device {parts['dev']!r} is not the one {host.name} reaches "
+                                     f"{originals['peer']} through ({current.get('dev') or 'none'})")
+    for key, what in (("via", "gateway"), ("src", "source address")):
+        if key in parts and parts[key] != current.get(key):
+            raise ManifestRefused(field, f"{key} {parts[key]} is not the {what} {host.name} reaches "
+                                         f"{originals['peer']} with ({current.get(key) or 'none'})")
+    if "congctl" in parts:
+        allowed = host.read_sysctl("net.ipv4.tcp_available_congestion_control").split()
+        if parts["congctl"] not in allowed:
+            raise ManifestRefused(field, f"congestion control {parts['congctl']!r} is not one {host.name} has "
+                                         f"({' '.join(allowed)})")
+
+
 def restore_from_manifest(host, originals: dict[str, object]) -> list[str]:
-    """Restore what a crashed run recorded as original (used by `labkit runs cleanup`)."""
-    conditions = KernelConditions(host, str(originals["peer"]))
-    conditions.original_ssai = originals.get("slow_start_after_idle")  # type: ignore[assignment]
-    conditions.original_route = originals.get("route_to_peer")  # type: ignore[assignment]
+    """Restore what a crashed run recorded as original (used by `labkit runs cleanup`, after
+    :func:`check_originals` and :func:`check_route_on_host`): the route rebuilt from its checked parts."""
+    peer = str(originals["peer"])
+    conditions = KernelConditions(host, peer)
+    ssai = originals.get("slow_start_after_idle")
+    conditions.original_ssai = None if ssai is None else str(int(str(ssai)))
+    route = originals.get("route_to_peer")
+    if route:
+        conditions.original_route = " ".join(route_words(peer, parse_route(str(route), peer, "route_to_peer")))
+    else:
+        conditions.original_route = route  # type: ignore[assignment]  # "" (none: delete it) or None (untouched)
     return conditions.restore()
 
 

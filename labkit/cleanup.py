@@ -1,0 +1,170 @@
+"""`labkit runs cleanup`: finish what a killed run left on its hosts, and nothing a run directory merely asks for.
+
+A run killed by SIGKILL (or power loss) leaves processes on its hosts, kernel settings changed, its hosts' knob
+locks held and, with ``--capture``, tcpdump's files in a directory on each host. Its manifest and
+``processes.json`` say what, and :func:`cleanup_run` puts it right.
+
+A run directory is only a directory: one copied into the runs directory, or edited, would have cleanup run its
+values through sudo on its hosts. So before anything is changed, :func:`check_run` refuses
+(:class:`labkit.hosts.kernel.ManifestRefused`, one line naming the run and the field) whatever labkit itself would
+not have recorded: a run made on another machine (unless ``force``), a host not in the run's inventory, a kernel
+value outside its knob's domain, a route not of the form the testbed and the sweep write, a process whose command
+line is not of a kind labkit starts, a lock or capture directory not named as labkit names them. Then, host by host,
+:func:`check_on_hosts` checks what only the host can tell (a route's device, its congestion control).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Callable
+
+from labkit.errors import LabkitError
+from labkit.hosts.kernel import ManifestRefused
+
+#: A knob lock's directory as labkit.hosts.kernel.KnobLock names it: its prefix and the network namespace's inode.
+_KNOB_LOCK = re.compile(r"^/tmp/labkit-knobs-[0-9]{1,20}$")
+
+
+def controller_alive(manifest: dict) -> bool:
+    """Whether the process measuring the run is still at it (on this machine)."""
+    import socket
+
+    from labkit.echo.cputime import start_ticks_of
+
+    controller = manifest.get("controller") or {}
+    if controller.get("host") != socket.gethostname() or not controller.get("pid"):
+        return False
+    started = start_ticks_of(controller["pid"])
+    if started is None:
+        return False
+    # A run recorded before start times were: any process with the pid counts (the old, cautious answer).
+    return controller.get("start_ticks") in (None, started)
+
+
+def unrestored(run) -> dict:
+    """The kernel settings a run changed and did not put back: all of them for a run that never ended (killed), those
+    its end could not restore (a host that had gone away) for one that failed or was interrupted."""
+    originals = run.manifest.get("kernel_originals") or {}
+    if not isinstance(originals, dict):
+        return {"": originals}  # not what labkit writes: check_run refuses it
+    if run.status == "running":
+        return {key: value for key, value in originals.items() if not isinstance(value, dict)
+                or value.get("restored") is not True}
+    return {key: value for key, value in originals.items() if isinstance(value, dict) and value.get("restored") is False}
+
+
+def needs_cleanup(run) -> bool:
+    return (run.status == "running" or bool(run.processes()) or bool(unrestored(run))
+            or bool(run.manifest.get("knob_locks")) or bool(run.manifest.get("capture_dirs")))
+
+
+def run_peers(inventory) -> dict[str, str | None]:
+    """Each host of the inventory -> the address its peers use, as a run's session asks for it (None where the
+    inventory cannot say)."""
+    peers: dict[str, str | None] = {}
+    for name in inventory.hosts:
+        try:
+            peers[name] = inventory.peer_address(name)
+        except LabkitError:
+            peers[name] = None
+    return peers
+
+
+def check_run(run, inventory, force: bool = False) -> None:
+    """Refuse (ManifestRefused) a run whose cleanup would act on what labkit did not record; nothing on a host is
+    read or changed here."""
+    from labkit.experiments.capture import check_leftover
+    from labkit.hosts.facts import looks_like_labkits
+    from labkit.hosts.kernel import check_originals
+
+    if not force and not run.made_here():
+        made = run.manifest.get("machine") or {}
+        raise ManifestRefused("machine", f"the run was made on {made.get('hostname') or 'a machine it does not name'}"
+                                         f" (machine id {made.get('machine_id')}), not on this one; clean it up where "
+                                         "it was made, or give --force if its hosts are yours to change from here")
+    hosts = inventory.hosts
+    for field, kind in (("kernel_originals", dict), ("knob_locks", dict), ("capture_dirs", list)):
+        if not isinstance(run.manifest.get(field) or kind(), kind):
+            raise ManifestRefused(field, f"is not {'an object' if kind is dict else 'a list'}")
+    if not isinstance(run.processes(), list):
+        raise ManifestRefused("processes.json", "is not a list")
+    for key, originals in unrestored(run).items():
+        check_originals(key, originals, run_peers(inventory))
+    for index, entry in enumerate(run.processes()):
+        field = f"processes.json[{index}]"
+        if not isinstance(entry, dict) or entry.get("host") not in hosts:
+            raise ManifestRefused(f"{field}.host", "is not a host of the run's inventory")
+        if not isinstance(entry.get("pid"), int) or isinstance(entry["pid"], bool) or entry["pid"] <= 1:
+            raise ManifestRefused(f"{field}.pid", f"{str(entry.get('pid'))[:20]!r} is not a process id")
+        if not looks_like_labkits(entry.get("argv")):
+            raise ManifestRefused(f"{field}.argv", f"{str(entry.get('argv'))[:60]} is not a command labkit starts")
+    for name, path in (run.manifest.get("knob_locks") or {}).items():
+        if name not in hosts or not isinstance(path, str) or not _KNOB_LOCK.match(path):
+            raise ManifestRefused(f"knob_locks[{name[:40]!r}]", f"{str(path)[:60]!r} on {name[:40]} is not a lock "
+                                                                "labkit takes")
+    for index, entry in enumerate(run.manifest.get("capture_dirs") or []):
+        check_leftover(entry, index, hosts)
+
+
+def check_on_hosts(run, host_of: Callable) -> None:
+    """What only the hosts can tell: a recorded route's device and congestion control (ManifestRefused)."""
+    from labkit.hosts.kernel import check_route_on_host
+
+    for key, originals in unrestored(run).items():
+        check_route_on_host(host_of(originals["host"]), originals, f"kernel_originals[{key!r}].route_to_peer")
+
+
+def cleanup_run(run, host_of: Callable, say: Callable[[str], None]) -> None:
+    """Stop the run's processes, keep its captures, restore its kernel settings, release its locks, mark it
+    interrupted; ``run`` passed :func:`check_run` and :func:`check_on_hosts`."""
+    from labkit.experiments.capture import collect_leftovers
+
+    _stop_processes(run, host_of, say)
+    collect_leftovers(run, host_of, say)  # after its tcpdump stopped: the file is closed
+    _restore_kernel(run, host_of, say)
+    for name, path in list((run.manifest.get("knob_locks") or {}).items()):
+        if not unrestored(run) and _release_knob_lock(host_of(name), path, run.run_id):
+            run.manifest["knob_locks"].pop(name)
+            run.save_manifest()
+
+
+def _stop_processes(run, host_of: Callable, say: Callable[[str], None]) -> None:
+    from labkit.hosts.facts import not_the_process
+
+    for entry in run.processes():
+        target = host_of(entry["host"])
+        what = f"process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})"
+        if reason := not_the_process(target, entry):
+            run.unregister_process(entry["host"], entry["pid"])
+            say(f"{run.run_id}: left {what} alone: {reason}")
+            continue
+        # The recorded pid leads its own process group (a session started for it).
+        target.run(["kill", "-TERM", "--", f"-{entry['pid']}"])
+        time.sleep(1)  # the grace period a clean stop would have given it
+        target.run(["kill", "-KILL", "--", f"-{entry['pid']}"])
+        run.unregister_process(entry["host"], entry["pid"])
+        say(f"{run.run_id}: stopped {what}")
+
+
+def _restore_kernel(run, host_of: Callable, say: Callable[[str], None]) -> None:
+    from labkit.hosts.kernel import restore_from_manifest
+
+    for key, originals in unrestored(run).items():
+        problems = restore_from_manifest(host_of(originals["host"]), originals)
+        originals["restored"] = not problems
+        run.save_manifest()
+        say(f"{run.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
+
+
+def _release_knob_lock(host, path: str, run_id: str) -> bool:
+    """Remove a run's lock on a host's kernel knobs (labkit.hosts.kernel.KnobLock) if the run still holds it."""
+    try:
+        owner = json.loads(host.read_bytes(f"{path}/owner.json"))
+    except (LabkitError, ValueError):
+        return True  # gone already
+    if not isinstance(owner, dict) or owner.get("run_id") != run_id:
+        return True  # another run's now
+    host.remove(path)
+    return True
