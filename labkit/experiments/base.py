@@ -621,14 +621,17 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
     current = Session(run, inventory, pool, progress)
     started = time.monotonic()
     try:
-        current.labkit_argv = {name: labkit_argv(inventory, name, pool.get(name)) for name in host_names}
 
-        def facts(name: str) -> dict:
+        def argv_and_facts(name: str) -> tuple[list[str], dict]:
+            host = pool.get(name)
+            argv = labkit_argv(inventory, name, host)
             peers = [inventory.peer_address(other) for other in host_names if other != name]
-            return collect_facts(pool.get(name), peers[0] if peers else None, current.labkit_argv[name][:1])
+            return argv, collect_facts(host, peers[0] if peers else None, argv[:1])
 
         with ThreadPoolExecutor(max(1, len(host_names))) as hosts:  # each host's answers take round trips: at once
-            run.manifest["hosts"].update(zip(host_names, hosts.map(facts, host_names)))
+            found = dict(zip(host_names, hosts.map(argv_and_facts, host_names)))
+        current.labkit_argv = {name: argv for name, (argv, _) in found.items()}
+        run.manifest["hosts"].update({name: facts for name, (_, facts) in found.items()})
         run.save_manifest()
         yield current
     except KeyboardInterrupt:
