@@ -97,6 +97,7 @@ class AgentPlan:
 
     def check(self) -> None:
         from labkit.errors import LabkitError
+        from labkit.limits import MAX_TICKS
 
         unknown = [p for p in self.probes if p not in PROBES]
         if unknown or not self.probes:
@@ -105,8 +106,8 @@ class AgentPlan:
             raise LabkitError("the echo probes need the gRPC port (--grpc-port)")
         if {"tcp-echo", "tcp-connect"} & set(self.probes) and not self.tcp_echo_port:
             raise LabkitError("the tcp probes need the TCP echo port (--tcp-echo-port)")
-        if self.ticks < 1 or self.first_tick < 0:
-            raise LabkitError("ticks must be at least 1 and the first tick not negative")
+        if not 1 <= self.ticks <= MAX_TICKS or not 0 <= self.first_tick <= MAX_TICKS:
+            raise LabkitError(f"ticks must be between 1 and {MAX_TICKS} and the first tick between 0 and {MAX_TICKS}")
         if not 0 < self.interval_s <= 3600 or not 0 < self.timeout_s <= 3600:
             raise LabkitError("interval and timeout must be between 0 and 3600 s")
 

@@ -48,12 +48,12 @@ from typing import Any, Callable
 from labkit.echo.options import OPTIONS
 from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
 from labkit.errors import LabkitError
+from labkit.limits import MAX_TICKS
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
 from labkit.experiments.stacks import Stack, StackChoice, knob_keys, option_values, plan_stacks
 
 EXPERIMENT = "series"
 MAX_PAYLOAD_BYTES = 1 << 20
-MAX_TICKS = 10_000_000
 
 
 @dataclass

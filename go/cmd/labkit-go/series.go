@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/limits"
 	"labkit/go/internal/pyrandom"
 	"labkit/go/internal/units"
 )
@@ -74,8 +75,8 @@ func seriesAgentCommand(args []string) error {
 	flags.IntVar(&a.grpcPort, "grpc-port", 0, "port of the gRPC echo service")
 	flags.IntVar(&a.tcpEchoPort, "tcp-echo-port", 0, "port of the raw TCP echo")
 	flags.StringVar(&a.probesText, "probes", "", "comma-separated: "+strings.Join(seriesProbes, ","))
-	flags.IntVar(&a.firstTick, "first-tick", 0, "number of the first tick")
-	flags.IntVar(&a.ticks, "ticks", 0, "how many ticks to run")
+	flags.IntVar(&a.firstTick, "first-tick", 0, fmt.Sprintf("number of the first tick (at most %d)", limits.MaxTicks))
+	flags.IntVar(&a.ticks, "ticks", 0, fmt.Sprintf("how many ticks to run (at most %d)", limits.MaxTicks))
 	flags.StringVar(&a.intervalText, "interval", "", "time between ticks")
 	flags.IntVar(&a.payloadBytes, "payload-bytes", 50, "payload of the echo probes")
 	flags.StringVar(&a.timeoutText, "timeout", "5s", "deadline of each call and ping")
@@ -112,8 +113,8 @@ func (a *seriesAgent) check() error {
 		return usagef("the echo probes need the gRPC port (--grpc-port)")
 	case (contains(a.probes, "tcp-echo") || contains(a.probes, "tcp-connect")) && a.tcpEchoPort == 0:
 		return usagef("the tcp probes need the TCP echo port (--tcp-echo-port)")
-	case a.ticks < 1 || a.firstTick < 0:
-		return usagef("ticks must be at least 1 and the first tick not negative")
+	case a.ticks < 1 || a.firstTick < 0 || a.ticks > limits.MaxTicks || a.firstTick > limits.MaxTicks:
+		return usagef("--ticks must be between 1 and %d and --first-tick between 0 and %d", limits.MaxTicks, limits.MaxTicks)
 	}
 	return nil
 }
@@ -132,8 +133,8 @@ func (a *seriesAgent) checkNumbers() error {
 			return usagef("--%s %d is out of range [1, 65535]", name, port)
 		}
 	}
-	if a.payloadBytes < 0 || a.payloadBytes > maxRequestBytes {
-		return usagef("--payload-bytes %d is out of range [0, %d]", a.payloadBytes, maxRequestBytes)
+	if a.payloadBytes < 0 || a.payloadBytes > limits.MaxRequestBytes {
+		return usagef("--payload-bytes %d is out of range [0, %d]", a.payloadBytes, limits.MaxRequestBytes)
 	}
 	return nil
 }
@@ -277,7 +278,7 @@ func (a *seriesAgent) openProbes(payload []byte) (map[string]probe, map[string]s
 }
 
 func (a *seriesAgent) echo(stub echopb.EchoServiceClient, payload []byte, cold bool) probeResult {
-	outcome := timedEcho(stub, payload, a.timeout)
+	outcome := timedEcho(context.Background(), stub, payload, a.timeout)
 	detail := outcome.detail
 	if detail != "" && outcome.code != "OK" && detail != outcome.code {
 		detail = outcome.code + ": " + detail

@@ -1,0 +1,184 @@
+"""Issue 23, item 1: every count, duration and size has an upper bound, and the agents stay small and stoppable.
+
+A typo such as ``--repeats 9223372036854775807`` once made labkit-go grow to 23 GB while ignoring SIGTERM. Here,
+through the real console script and the real labkit-go: each value above its bound (labkit/limits.py, stated again
+in go/internal/limits) is one line on stderr and exit status 2, before anything runs; a large but allowed run
+streams its rows with bounded memory and ends on SIGTERM, also while a call waits on a server that never answers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import LABKIT, REPO
+from labkit import limits
+from labkit.errors import LabkitError
+
+# A call that fails at once (nothing listens on port 1) and then waits an hour: a value that is not refused makes
+# the command run on instead of exiting 2, which the hang guard of subprocess.run reports.
+CALL = ("echo", "call", "--target", "127.0.0.1:1", "--sizes", "10", "--gap", "1h")
+ABOVE = {
+    "--repeats": str(limits.MAX_REPEATS + 1),
+    "--warmup": str(limits.MAX_WARMUP + 1),
+    "--gap": f"{limits.MAX_DURATION_S + 1}s",
+    "--timeout": f"{limits.MAX_DURATION_S + 1}s",
+    "--background-gap": f"{limits.MAX_DURATION_S + 1}s",
+    "--keepalive-ms": str(limits.MAX_KEEPALIVE_MS + 1),
+}
+
+
+def _go_constants() -> dict[str, float]:
+    """go/internal/limits's constants, durations in seconds."""
+    text = (REPO / "go" / "internal" / "limits" / "limits.go").read_text()
+    found = re.findall(r"^\s*(Max\w+)\s*=\s*([0-9_ <*]+(?:\*\s*time\.Hour)?)\s*$", text, re.MULTILINE)
+    return {name: eval(value.replace("time.Hour", "3600"), {}) for name, value in found}  # noqa: S307 (our file)
+
+
+def test_labkit_go_states_the_bounds_of_labkit():
+    go = _go_constants()
+    assert go == {
+        "MaxRequestBytes": limits.MAX_REQUEST_BYTES, "MaxFileBytes": limits.MAX_FILE_BYTES,
+        "MaxRepeats": limits.MAX_REPEATS, "MaxCalls": limits.MAX_CALLS, "MaxWarmup": limits.MAX_WARMUP,
+        "MaxDuration": limits.MAX_DURATION_S, "MaxKeepaliveMs": limits.MAX_KEEPALIVE_MS, "MaxTicks": limits.MAX_TICKS,
+    }
+
+
+def _refused_in_one_line(*args: str) -> str:
+    proc = subprocess.run([LABKIT, *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+    return proc.stderr
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+@pytest.mark.parametrize("flag", sorted(ABOVE))
+def test_echo_call_refuses_a_value_above_its_bound_in_one_line(impl, flag):
+    stderr = _refused_in_one_line(*CALL, "--impl", impl, flag, ABOVE[flag])
+    assert flag.removeprefix("--") in stderr
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_echo_call_refuses_more_calls_than_its_bound_and_a_huge_count_at_once(impl):
+    sizes = ",".join(str(size) for size in range(limits.MAX_CALLS // limits.MAX_REPEATS + 1))
+    assert "calls" in _refused_in_one_line("echo", "call", "--target", "127.0.0.1:1", "--impl", impl, "--sizes", sizes,
+                                           "--repeats", str(limits.MAX_REPEATS), "--gap", "1h")
+    # The count of the report: refused before any plan of calls exists, so at once and in no memory.
+    _refused_in_one_line(*CALL, "--impl", impl, "--repeats", "9223372036854775807")
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+@pytest.mark.parametrize("flag, value", [("--repeats", limits.MAX_REPEATS + 1), ("--warmup", limits.MAX_WARMUP + 1),
+                                         ("--chunk-size", limits.MAX_REQUEST_BYTES + 1),
+                                         ("--timeout", f"{limits.MAX_DURATION_S + 1}s")])
+def test_the_upload_agent_refuses_a_value_above_its_bound(impl, flag, value, tmp_path):
+    upload = tmp_path / "upload.bin"
+    upload.write_bytes(b"x" * 100)
+    args = {"--repeats": "1", "--warmup": "0", "--chunk-size": "10", "--timeout": "10s", flag: str(value)}
+    _refused_in_one_line("echo", "upload-agent", "--impl", impl, "--transport", "grpc", "--target", "127.0.0.1:1",
+                         "--file", str(upload), *[item for pair in args.items() for item in pair])
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_the_series_agent_refuses_more_ticks_than_its_bound(impl):
+    _refused_in_one_line("echo", "series-agent", "--impl", impl, "--address", "127.0.0.1", "--probes", "ping",
+                         "--interval", "1h", "--ticks", str(limits.MAX_TICKS + 1))
+
+
+@pytest.mark.parametrize("fields", [{"repeats": limits.MAX_REPEATS + 1}, {"warmup": limits.MAX_WARMUP + 1},
+                                    {"gaps_s": [limits.MAX_DURATION_S * 2]},
+                                    {"background_gaps_s": [limits.MAX_DURATION_S * 2]},
+                                    {"call_timeout_s": limits.MAX_DURATION_S * 2},
+                                    {"keepalive_ms": [limits.MAX_KEEPALIVE_MS + 1]}])
+def test_a_sweep_config_from_python_refuses_a_value_above_its_bound(fields):
+    """labkit.sweep(...) and a TOML file fill SweepConfig, whose validate() runs before any host is contacted."""
+    from labkit.experiments.sweep import SweepConfig
+
+    with pytest.raises(LabkitError):
+        SweepConfig(inventory="unused.toml", client="a", server="b", **fields).validate()
+
+
+@pytest.mark.parametrize("fields", [{"repeats": limits.MAX_REPEATS + 1}, {"upload_timeout_s": 1e9},
+                                    {"chunk_sizes": [limits.MAX_REQUEST_BYTES + 1]}])
+def test_an_upload_config_from_python_refuses_a_value_above_its_bound(fields):
+    from labkit.experiments.upload import UploadConfig
+
+    with pytest.raises(LabkitError):
+        UploadConfig(inventory="unused.toml", client="a", server="b", **fields).validate()
+
+
+def test_an_experiment_file_with_a_gap_above_the_bound_is_refused_in_one_line(tmp_path):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text('[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n')
+    experiment = tmp_path / "sweep.toml"
+    experiment.write_text(f'[sweep]\ninventory = "{inventory}"\nclient = "a"\nserver = "b"\ngaps = "1000h"\n')
+    stderr = _refused_in_one_line("sweep", "--config", str(experiment), "--runs-dir", str(tmp_path / "runs"))
+    assert "gaps" in stderr and "168h" in stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_help_states_the_bounds():
+    python = subprocess.run([LABKIT, "echo", "call", "--help"], capture_output=True, text=True, timeout=60).stdout
+    go = subprocess.run([LABKIT, "echo", "call", "--impl", "go", "-help"], capture_output=True, text=True, timeout=60)
+    for text in (python, go.stderr):
+        flat = " ".join(text.split())
+        assert str(limits.MAX_REPEATS) in flat and "at most 168h" in flat, text
+
+
+def _rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE).group(1))
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_a_large_run_against_a_closed_port_streams_in_bounded_memory_and_stops_on_sigterm(impl):
+    """Ten sizes × a million repeats: ten million calls, each failing at once. The rows come as the calls are made
+    and the process holds no plan of them (it once held a list of every call before the first one)."""
+    sizes = ",".join(str(size) for size in range(10))
+    proc = subprocess.Popen([LABKIT, "echo", "call", "--impl", impl, "--target", "127.0.0.1:1", "--sizes", sizes,
+                             "--repeats", str(limits.MAX_REPEATS), "--gap", "0s", "--timeout", "5s"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        rows = [json.loads(proc.stdout.readline()) for _ in range(20)]
+        assert [row["seq"] for row in rows] == list(range(20)) and not rows[0]["ok"]
+        rss_mib = _rss_kib(proc.pid) / 1024
+        proc.send_signal(signal.SIGTERM)
+        proc.stdout.close()  # rows still coming must not block it on a full pipe
+        stderr = proc.stderr.read()
+        assert proc.wait(timeout=60) == 143, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # grpcio and its interpreter take about 60 MiB, grpc-go some 15; a list of ten million calls took 700.
+    assert rss_mib < 200, f"{rss_mib:.0f} MiB after the first rows"
+    assert "interrupted after" in stderr
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_sigterm_stops_a_call_waiting_on_a_server_that_never_answers(impl):
+    """The connection opens (the kernel accepts it) but no HTTP/2 byte ever comes back: the call would wait out its
+    hour-long deadline. SIGTERM must end it now, with the shell's status for it."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        proc = subprocess.Popen([LABKIT, "echo", "call", "--impl", impl, "--target", f"127.0.0.1:{port}", "--sizes",
+                                 "10", "--repeats", str(limits.MAX_REPEATS), "--timeout", "1h"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            silent.settimeout(60)
+            connection, _ = silent.accept()  # the client has connected: its first call is waiting
+            with connection:
+                proc.send_signal(signal.SIGTERM)
+                _, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 143, stderr
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
