@@ -56,13 +56,18 @@ def test_link_values_are_read_as_a_person_types_them():
 def test_an_interrupt_during_teardown_is_raised_when_the_teardown_is_done():
     from labkit.testbed.context import interrupts_deferred
 
-    before, finished = signal.getsignal(signal.SIGINT), []
-    with pytest.raises(KeyboardInterrupt):
-        with interrupts_deferred():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # Python runs the handler here: without the deferral, KeyboardInterrupt would be raised
-            finished.append(True)
-    assert finished == [True] and signal.getsignal(signal.SIGINT) is before
+    # Python's own handler, also when pytest was started in the background with SIGINT ignored (as labkit's CLI does).
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before, finished = signal.getsignal(signal.SIGINT), []
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # Python runs the handler here: without the deferral, KeyboardInterrupt would be raised
+                finished.append(True)
+        assert finished == [True] and signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, ignored)
 
 
 @pytest.mark.testbed

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LABKIT, labkit, wait_for
+from conftest import LABKIT, STARTED, labkit, wait_for
 from test_echo import ServerProcess
 
 LOCAL_PAIR = '[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n'
@@ -35,14 +35,18 @@ def _signal_and_collect(proc: subprocess.Popen, stop_signal, timeout: float) -> 
 # --- item 10: a signal's exit status is 128 + the signal -------------------------------------------------------
 
 
+@pytest.mark.parametrize("started", sorted(STARTED))
 @pytest.mark.parametrize("stop_signal, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, stop_signal, status):
+def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, stop_signal, status, started):
+    """Also when started as a shell's background job, with SIGINT ignored (issue 23, item 3): it stops as in the
+    foreground, interrupted and resumable, where it once ran to its end and exited 0."""
     inventory = tmp_path / "inventory.toml"
     inventory.write_text(LOCAL_PAIR)
     runs = tmp_path / "runs"
     proc = subprocess.Popen([LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "60s",
                              "--interval", "200ms", "--probes", "echo-warm", "--name", "sig", "--runs-dir", str(runs),
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=STARTED[started])
     journal = wait_for(lambda: next(iter(runs.glob("*-sig/samples.jsonl")), None), 60, "the first sample")
     stderr = _signal_and_collect(proc, stop_signal, 60)
     assert proc.returncode == status, stderr
@@ -50,14 +54,16 @@ def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, s
     assert json.loads((journal.parent / "manifest.json").read_text())["status"] == "interrupted"
 
 
+@pytest.mark.parametrize("started", sorted(STARTED))
 @pytest.mark.parametrize("impl", ["python", "go"])
 @pytest.mark.parametrize("stop_signal, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_echo_call_stopped_by_a_signal_prints_its_summary_and_exits_128_plus_the_signal(impl, stop_signal, status):
+def test_echo_call_stopped_by_a_signal_prints_its_summary_and_exits_128_plus_the_signal(impl, stop_signal, status,
+                                                                                        started):
     server = ServerProcess()
     try:
         proc = subprocess.Popen([LABKIT, "echo", "call", "--target", server.target, "--impl", impl, "--sizes", "10",
                                  "--repeats", "1000", "--gap", "200ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, preexec_fn=STARTED[started])
         assert json.loads(proc.stdout.readline())["ok"]
         stderr = _signal_and_collect(proc, stop_signal, 30)
     finally:
@@ -294,3 +300,4 @@ def test_an_interrupted_session_stops_the_newest_process_first(tmp_path):
     finally:
         session.stop_everything()
         pool.close()
+
