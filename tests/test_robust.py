@@ -301,3 +301,54 @@ def test_an_interrupted_session_stops_the_newest_process_first(tmp_path):
         session.stop_everything()
         pool.close()
 
+
+#: A process that says it is ready and, on SIGTERM, says so and goes on: stopping it takes the whole grace period.
+_SLOW_TO_STOP = (
+    "import pathlib, signal, sys, time\n"
+    "ready = pathlib.Path(sys.argv[1])\n"
+    "signal.signal(signal.SIGTERM, lambda *_: pathlib.Path(str(ready) + '.term').touch())\n"
+    "ready.touch()\n"
+    "while True: time.sleep(1)\n"
+)
+
+
+def test_an_interrupt_while_a_process_is_being_stopped_leaves_it_neither_running_nor_registered(tmp_path):
+    """Issue 23, item 7: a clean SIGINT left a stale iperf3 entry in processes.json. The interrupt came while the
+    session was stopping the baseline's iperf3 server: the stop was cut short, the process was forgotten by the
+    session, and no one stopped or unregistered it. Here the interrupt comes exactly there (once the process got
+    its SIGTERM), and the interrupt's stop_everything must stop it and leave processes.json empty."""
+    import sys
+    import threading
+
+    from labkit.experiments.base import HostPool, Progress, Session
+    from labkit.hosts.inventory import parse_inventory
+    from labkit.store import Run
+
+    inventory = parse_inventory(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "stale", "sweep", {})
+    pool = HostPool(inventory, accept_new_host_keys=False)
+    session = Session(run, inventory, pool, Progress(total=1, quiet=True))
+    ready = tmp_path / "ready"
+    # Python's own SIGINT handler, also when pytest itself was started in the background with SIGINT ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = session.start("b", [sys.executable, "-c", _SLOW_TO_STOP, str(ready)])
+        wait_for(ready.exists, timeout=30, what="the process to start")
+        assert [entry["pid"] for entry in run.processes()] == [proc.pid]
+
+        def interrupt_once_it_got_sigterm():
+            wait_for(Path(f"{ready}.term").exists, timeout=60, what="the SIGTERM to arrive")
+            os.kill(os.getpid(), signal.SIGINT)
+
+        interrupter = threading.Thread(target=interrupt_once_it_got_sigterm, daemon=True)
+        interrupter.start()
+        with pytest.raises(KeyboardInterrupt):
+            session.stop("b", proc)  # waits its 3 s grace: the SIGINT lands in it
+        interrupter.join()
+        session.stop_everything()  # what session() does on KeyboardInterrupt
+        assert proc.poll() is not None
+        assert run.processes() == []
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        session.stop_everything()
+        pool.close()
