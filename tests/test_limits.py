@@ -162,19 +162,41 @@ def test_a_large_run_against_a_closed_port_streams_in_bounded_memory_and_stops_o
     assert "interrupted after" in stderr
 
 
+#: An HTTP/2 SETTINGS frame with no settings: all a client waits for before its connection is ready.
+_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_HEADERS = 0x1
+
+
+def _wait_for_a_call(connection: socket.socket) -> None:
+    """Play a server that accepts the connection (its SETTINGS) and then never answers; return once the client's
+    first call has arrived (its HEADERS frame): the call is in flight, and would wait out its deadline."""
+    connection.settimeout(60)
+    stream = connection.makefile("rb")
+    assert stream.read(24).startswith(b"PRI * HTTP/2.0")
+    connection.sendall(_EMPTY_SETTINGS)
+    while True:
+        header = stream.read(9)
+        assert len(header) == 9, "the client closed the connection before its call"
+        length, kind = int.from_bytes(header[:3], "big"), header[3]
+        stream.read(length)
+        if kind == _HEADERS:
+            return
+
+
 @pytest.mark.parametrize("impl", ["python", "go"])
 def test_sigterm_stops_a_call_waiting_on_a_server_that_never_answers(impl):
-    """The connection opens (the kernel accepts it) but no HTTP/2 byte ever comes back: the call would wait out its
-    hour-long deadline. SIGTERM must end it now, with the shell's status for it."""
+    """The connection is ready but the server never answers: the call would wait out its hour-long deadline.
+    SIGTERM must end it now, with the shell's status for it (labkit-go once noticed the signal only between calls)."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
-        port = silent.getsockname()[1]
-        proc = subprocess.Popen([LABKIT, "echo", "call", "--impl", impl, "--target", f"127.0.0.1:{port}", "--sizes",
-                                 "10", "--repeats", str(limits.MAX_REPEATS), "--timeout", "1h"],
+        silent.settimeout(60)
+        proc = subprocess.Popen([LABKIT, "echo", "call", "--impl", impl, "--target",
+                                 f"127.0.0.1:{silent.getsockname()[1]}", "--sizes", "10", "--repeats",
+                                 str(limits.MAX_REPEATS), "--timeout", "1h"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            silent.settimeout(60)
-            connection, _ = silent.accept()  # the client has connected: its first call is waiting
+            connection, _ = silent.accept()
             with connection:
+                _wait_for_a_call(connection)
                 proc.send_signal(signal.SIGTERM)
                 _, stderr = proc.communicate(timeout=60)
             assert proc.returncode == 143, stderr
