@@ -121,7 +121,7 @@ def test_resume_auto_finds_the_newest_unfinished_run_of_the_same_settings(tmp_pa
     assert find_resumable("idle-step", {**settings, "repeats": 4}, tmp_path) is None
     assert _resumable(spec("sweep"), config, tmp_path, quiet=False) == str(runs[1].path)
     assert capsys.readouterr().out == f"resuming {runs[1].run_id} (failed, 0 cells complete)\n"
-    with pytest.raises(LabkitError, match="repeats must be at least 1"):  # checked as a new run's would be
+    with pytest.raises(LabkitError, match="repeats must be between 1 and"):  # checked as a new run's would be
         _resumable(spec("sweep"), dataclasses.replace(config, repeats=0), tmp_path, quiet=True)
 
 
