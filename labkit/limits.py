@@ -48,9 +48,15 @@ AT_MOST = f"at most {duration_text(MAX_DURATION_S)}"
 
 
 def check_within(what: str, value, low, high, unit: str = "") -> None:
-    """Refuse ``value`` outside ``[low, high]`` with one line naming ``what`` (a config's validate(), an agent)."""
+    """Refuse ``value`` outside ``[low, high]`` with one line naming ``what`` (a config's validate(), an agent).
+
+    ``low=None``: any value above zero (a duration or deadline that must not be 0)."""
     from labkit.errors import LabkitError
 
-    if not low <= value <= high:
-        shown = duration_text(high) if unit == "s" else f"{high}{unit}"
-        raise LabkitError(f"{what} must be between {low:g}{unit} and {shown}, not {value:g}{unit}")
+    def shown(bound) -> str:
+        return duration_text(bound) if unit == "s" else f"{bound:g}{unit}"
+
+    if low is None and not 0 < value <= high:
+        raise LabkitError(f"{what} must be above 0{unit} and at most {shown(high)}, not {value:g}{unit}")
+    if low is not None and not low <= value <= high:
+        raise LabkitError(f"{what} must be between {low:g}{unit} and {shown(high)}, not {value:g}{unit}")

@@ -114,6 +114,16 @@ def test_an_upload_config_from_python_refuses_a_value_above_its_bound(fields):
         UploadConfig(inventory="unused.toml", client="a", server="b", **fields).validate()
 
 
+@pytest.mark.parametrize("experiment, fields", [("load", {"call_timeout_s": limits.MAX_DURATION_S * 2}),
+                                                ("load", {"ping_count": limits.MAX_PING_COUNT + 1}),
+                                                ("series", {"cell_s": limits.MAX_DURATION_S * 2})])
+def test_the_other_experiment_configs_refuse_a_value_above_its_bound(experiment, fields):
+    from labkit.experiments import spec
+
+    with pytest.raises(LabkitError, match=r"at most (168h|10000)|and (168h|10000)"):
+        spec(experiment).config_type(inventory="unused.toml", client="a", server="b", **fields).validate()
+
+
 def test_an_experiment_file_with_a_gap_above_the_bound_is_refused_in_one_line(tmp_path):
     inventory = tmp_path / "inventory.toml"
     inventory.write_text('[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n')

@@ -307,7 +307,7 @@ def run_uploads(
     check_within("the chunk size", chunk_bytes, 1, MAX_REQUEST_BYTES, " bytes")
     check_within("repeats", repeats, 1, MAX_REPEATS)
     check_within("warmup", warmup, 0, MAX_WARMUP)
-    check_within("the timeout", timeout_s, 1e-9, MAX_DURATION_S, "s")
+    check_within("the timeout", timeout_s, None, MAX_DURATION_S, "s")
     sha256 = sha256 or hashlib.sha256(data).hexdigest()
     if transport == "http2" and channel_options:
         raise LabkitError("gRPC channel options do not apply to an HTTP/2 upload")

@@ -82,11 +82,11 @@ class SweepConfig(StackChoice):
             check_within("gaps", gap, 0, MAX_DURATION_S, "s")
         for gap in self.background_gaps_s:
             if gap is not None:
-                check_within("background gaps", gap, 1e-9, MAX_DURATION_S, "s")
+                check_within("background gaps", gap, None, MAX_DURATION_S, "s")
         for interval in self.keepalive_ms:
             if interval is not None:
                 check_within("keepalive intervals", interval, 1, MAX_KEEPALIVE_MS, " ms")
-        check_within("the call timeout", self.call_timeout_s, 1e-9, MAX_DURATION_S, "s")
+        check_within("the call timeout", self.call_timeout_s, None, MAX_DURATION_S, "s")
         check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
         check_within("iperf seconds", self.iperf_seconds, 1, MAX_IPERF_SECONDS)
 

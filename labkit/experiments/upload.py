@@ -91,7 +91,7 @@ class UploadConfig(StackChoice):
         check_within("warmup", self.warmup, 0, MAX_WARMUP)
         for chunk in self.chunk_sizes:
             check_within("chunk sizes", chunk, 1, MAX_REQUEST_BYTES, " bytes")
-        check_within("the upload timeout", self.upload_timeout_s, 1e-9, MAX_DURATION_S, "s")
+        check_within("the upload timeout", self.upload_timeout_s, None, MAX_DURATION_S, "s")
         check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
         plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
         if self.max_message_bytes < 1:
