@@ -214,3 +214,27 @@ def test_sigterm_stops_a_call_waiting_on_a_server_that_never_answers(impl):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_sigterm_stops_the_series_agent_while_a_call_waits_on_a_server_that_never_answers(impl):
+    """The series agent's cold echo probe calls a server that never answers, with the longest timeout it takes: the
+    agent must end on SIGTERM now, not when the call gives up."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(60)
+        proc = subprocess.Popen([LABKIT, "echo", "series-agent", "--impl", impl, "--address", "127.0.0.1",
+                                 "--grpc-port", str(silent.getsockname()[1]), "--probes", "echo-cold", "--ticks", "1000",
+                                 "--interval", "1s", "--timeout", "1h"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            connection, _ = silent.accept()
+            with connection:
+                _wait_for_a_call(connection)
+                proc.send_signal(signal.SIGTERM)
+                stdout, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 143, stderr
+            assert [json.loads(line)["event"] for line in stdout.splitlines()] == ["start"]  # no row for the cut call
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -306,6 +306,8 @@ def _probe_loop(name: str, probe: Callable, plan: AgentPlan, schedule: _Schedule
         except Exception as exc:  # a probe bug must still leave a row, and the others go on
             result = ProbeResult(None, False, f"{type(exc).__name__}: {exc}", False)
         ended = time.perf_counter_ns()
+        if stop.is_set():  # the agent was stopped during the call (and may have cancelled it): it measured nothing
+            return
         # A gRPC probe's time starts after it set up its channel: its window on the wall clock starts there too.
         t_utc_ns = result.started_utc_ns or t_utc_ns
         out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index, "t_utc_ns": t_utc_ns,
@@ -385,8 +387,10 @@ def run_agent(plan: AgentPlan, out=None, stop: threading.Event | None = None) ->
         for thread in threads:
             thread.start()
         for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)  # short joins keep the main thread responsive to signals
+            # Short joins keep the main thread responsive to signals; once asked to stop it does not wait for a call in
+            # flight (up to its timeout): closing the probes below cancels it.
+            while thread.is_alive() and not stop.is_set():
+                thread.join(0.2)
         if stop.is_set():
             return 1
         output.emit({"event": "end", "samples": output.samples, "pings": output.pings})

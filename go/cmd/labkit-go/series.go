@@ -46,6 +46,8 @@ type seriesAgent struct {
 	out                                            *lineWriter
 	t0                                             time.Time
 	stop                                           chan struct{}
+	calls                                          context.Context // cancelled with stop: a gRPC call in flight ends at once
+	cancelCalls                                    context.CancelFunc
 	given                                          map[string]bool // flags set on the command line
 }
 
@@ -70,6 +72,7 @@ func (w *lineWriter) emit(event map[string]any) {
 
 func seriesAgentCommand(args []string) error {
 	a := &seriesAgent{out: &lineWriter{}, stop: make(chan struct{})}
+	a.calls, a.cancelCalls = context.WithCancel(context.Background())
 	flags := newFlags("series-agent")
 	flags.StringVar(&a.address, "address", "", "the server's data address (ping, gRPC and TCP echo go there)")
 	flags.IntVar(&a.grpcPort, "grpc-port", 0, "port of the gRPC echo service")
@@ -227,6 +230,7 @@ func (a *seriesAgent) run() error {
 		return nil
 	case <-signals:
 		close(a.stop)
+		a.cancelCalls()
 		<-done
 		os.Exit(143)
 	}
@@ -278,7 +282,7 @@ func (a *seriesAgent) openProbes(payload []byte) (map[string]probe, map[string]s
 }
 
 func (a *seriesAgent) echo(stub echopb.EchoServiceClient, payload []byte, cold bool) probeResult {
-	outcome := timedEcho(context.Background(), stub, payload, a.timeout)
+	outcome := timedEcho(a.calls, stub, payload, a.timeout)
 	detail := outcome.detail
 	if detail != "" && outcome.code != "OK" && detail != outcome.code {
 		detail = outcome.code + ": " + detail
@@ -298,6 +302,9 @@ func (a *seriesAgent) probeLoop(name string, p probe) {
 		sent := time.Now()
 		result := p()
 		ended := time.Now()
+		if a.calls.Err() != nil { // a signal cut the call short: it measured nothing (the Python agent writes no row)
+			return
+		}
 		sample := map[string]any{"event": "sample", "probe": name, "tick": a.firstTick + index, "t_utc_ns": sent.UnixNano(),
 			"rtt_ns": nil, "ok": result.ok, "error": result.detail, "cold": result.cold, "payload_bytes": payloadBytes,
 			"server_ns": nil}
