@@ -14,6 +14,8 @@ from __future__ import annotations
 MAX_REQUEST_BYTES = 1 << 30
 #: Bytes of one request of a sweep: its calls are timed in a cell of a matrix, where 64 MiB is already extreme.
 MAX_SWEEP_REQUEST_BYTES = 64 * 2**20
+#: The largest gRPC message a server may be told to accept: gRPC's own limit (a signed 32-bit length).
+MAX_MESSAGE_BYTES = 2**31 - 1
 #: Bytes of the file of ``labkit upload`` (the agent holds it in memory).
 MAX_FILE_BYTES = 1 << 30
 #: Recorded calls per size (echo call, a sweep's cell) and uploads per cell: a million calls are days of measuring.

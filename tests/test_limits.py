@@ -37,7 +37,7 @@ ABOVE = {
 def _go_constants() -> dict[str, float]:
     """go/internal/limits's constants, durations in seconds."""
     text = (REPO / "go" / "internal" / "limits" / "limits.go").read_text()
-    found = re.findall(r"^\s*(Max\w+)\s*=\s*([0-9_ <*]+(?:\*\s*time\.Hour)?)\s*$", text, re.MULTILINE)
+    found = re.findall(r"^\s*(Max\w+)\s*=\s*([0-9_ <*-]+(?:\*\s*time\.Hour)?)\s*(?://.*)?$", text, re.MULTILINE)
     return {name: eval(value.replace("time.Hour", "3600"), {}) for name, value in found}  # noqa: S307 (our file)
 
 
@@ -45,6 +45,7 @@ def test_labkit_go_states_the_bounds_of_labkit():
     go = _go_constants()
     assert go == {
         "MaxRequestBytes": limits.MAX_REQUEST_BYTES, "MaxFileBytes": limits.MAX_FILE_BYTES,
+        "MaxMessageBytes": limits.MAX_MESSAGE_BYTES,
         "MaxRepeats": limits.MAX_REPEATS, "MaxCalls": limits.MAX_CALLS, "MaxWarmup": limits.MAX_WARMUP,
         "MaxDuration": limits.MAX_DURATION_S, "MaxKeepaliveMs": limits.MAX_KEEPALIVE_MS, "MaxTicks": limits.MAX_TICKS,
     }
@@ -84,6 +85,15 @@ def test_the_upload_agent_refuses_a_value_above_its_bound(impl, flag, value, tmp
     args = {"--repeats": "1", "--warmup": "0", "--chunk-size": "10", "--timeout": "10s", flag: str(value)}
     _refused_in_one_line("echo", "upload-agent", "--impl", impl, "--transport", "grpc", "--target", "127.0.0.1:1",
                          "--file", str(upload), *[item for pair in args.items() for item in pair])
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+@pytest.mark.parametrize("flag, value", [("--max-message-bytes", limits.MAX_MESSAGE_BYTES + 1),
+                                         ("--grace", f"{limits.MAX_DURATION_S + 1}s"),
+                                         ("--permit-keepalive-ms", limits.MAX_KEEPALIVE_MS + 1),
+                                         ("--max-upload-bytes", limits.MAX_FILE_BYTES + 1)])
+def test_the_server_refuses_a_value_above_its_bound_before_it_listens(impl, flag, value):
+    _refused_in_one_line("echo", "serve", "--impl", impl, "--bind", "127.0.0.1:0", "--http2-port", "0", flag, str(value))
 
 
 @pytest.mark.parametrize("impl", ["python", "go"])

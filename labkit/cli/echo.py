@@ -13,7 +13,7 @@ import click
 
 from labkit.cli.options import stop_cleanly_on_sigterm
 from labkit.cli.params import BIND_ADDRESS, BOUNDED_DURATION, DURATION, TARGET_ADDRESS, size_list
-from labkit.limits import AT_MOST, MAX_FILE_BYTES, MAX_KEEPALIVE_MS, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_TICKS, MAX_WARMUP
+from labkit.limits import AT_MOST, MAX_FILE_BYTES, MAX_KEEPALIVE_MS, MAX_MESSAGE_BYTES, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_TICKS, MAX_WARMUP
 
 
 #: The subcommands that have a Go twin in ``labkit-go`` (same flags, same output). ``upload-file`` needs
@@ -81,7 +81,7 @@ def echo():
 @click.option("--bind", required=True, type=BIND_ADDRESS, help="HOST:PORT to listen on; port 0 picks a free port.")
 @click.option(
     "--max-message-bytes",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_MESSAGE_BYTES),
     default=None,
     help="Largest message accepted; larger ones get RESOURCE_EXHAUSTED. [default: 4194304]",
 )
@@ -97,7 +97,7 @@ def echo():
               help=f"Time in-flight calls get to finish on stop ({AT_MOST}).")
 @click.option(
     "--permit-keepalive-ms",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_KEEPALIVE_MS),
     default=None,
     help="Accept client keepalive pings this often, even between calls. By default gRPC's "
     "policy applies (pings without calls refused, at most one per 5 min), as on most real servers.",
@@ -119,7 +119,7 @@ def echo():
 )
 @click.option(
     "--max-upload-bytes",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_FILE_BYTES),
     default=None,
     help="Largest HTTP/2 upload body accepted; larger ones get 413. [default: 1073741824]",
 )

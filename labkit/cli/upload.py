@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
-from labkit.limits import AT_MOST, MAX_PING_COUNT, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP
+from labkit.limits import AT_MOST, MAX_MESSAGE_BYTES, MAX_PING_COUNT, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP
 from labkit.cli.params import BOUNDED_DURATION, SIZE, choice_list, size_list
 
 # option (and experiment-file key) -> UploadConfig field, where the names differ
@@ -26,7 +26,7 @@ RENAMED = {"timeout": "upload_timeout_s"}
 @click.option("--tls", type=click.Choice(["both", "on", "off"]), help="With TLS, without, or both. [default: both]")
 @click.option("--transports", type=choice_list(("grpc", "http2")),
               help="grpc, http2 or both (comma-separated). [default: grpc,http2]")
-@click.option("--max-message-bytes", type=click.IntRange(1), help="The server's gRPC message bound; larger chunks are "
+@click.option("--max-message-bytes", type=click.IntRange(1, MAX_MESSAGE_BYTES), help="The server's gRPC message bound; larger chunks are "
               "refused before the run starts. [default: 4194304]")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: upload]")
 @click.option("--seed", type=int, help="Seed of the generated file's bytes. [default: 1]")

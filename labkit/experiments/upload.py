@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
-from labkit.limits import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_PING_COUNT, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP,
-                           check_within)
+from labkit.limits import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_MESSAGE_BYTES, MAX_PING_COUNT, MAX_REPEATS,
+                           MAX_REQUEST_BYTES, MAX_WARMUP, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 
@@ -94,8 +94,7 @@ class UploadConfig(StackChoice):
         check_within("the upload timeout", self.upload_timeout_s, None, MAX_DURATION_S, "s")
         check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
         plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
-        if self.max_message_bytes < 1:
-            raise LabkitError("max message bytes must be at least 1")
+        check_within("max message bytes", self.max_message_bytes, 1, MAX_MESSAGE_BYTES)
         if not self.chunk_sizes or any(size < 1 for size in self.chunk_sizes):
             raise LabkitError("chunk sizes must be at least 1 byte")
         if "grpc" in self.transports:

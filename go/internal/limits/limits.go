@@ -8,6 +8,8 @@ import "time"
 const (
 	// MaxRequestBytes bounds one echo request.
 	MaxRequestBytes = 1 << 30
+	// MaxMessageBytes bounds the message size a server accepts: gRPC's own limit (a signed 32-bit length).
+	MaxMessageBytes = 2_147_483_647 // 1<<31 - 1, written out: Go and Python read 1<<31 - 1 differently
 	// MaxFileBytes bounds the file of upload-agent and upload-file (the agent holds it in memory).
 	MaxFileBytes = 1 << 30
 	// MaxRepeats bounds the recorded calls per size of call and the uploads of upload-agent.
