@@ -250,3 +250,33 @@ def test_sigterm_stops_the_series_agent_while_a_call_waits_on_a_server_that_neve
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.mark.parametrize("command", [["labkit", "echo", "upload-agent", "--impl", "python"],
+                                     ["labkit-go", "upload-agent"]])
+def test_sigint_stops_the_upload_agent_started_in_the_background_while_an_upload_waits(command, tmp_path):
+    """Started as a shell's background job (SIGINT ignored), against a server that takes the upload and never
+    answers: SIGINT must end the agent at once with status 130 (labkit-go's upload-agent had no handler, so an
+    ignored SIGINT stayed ignored)."""
+    from conftest import as_a_background_job
+
+    upload = tmp_path / "upload.bin"
+    upload.write_bytes(b"x" * 100)
+    program = str(Path(LABKIT).with_name(command[0]))
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(60)
+        proc = subprocess.Popen([program, *command[1:], "--transport", "grpc", "--target",
+                                 f"127.0.0.1:{silent.getsockname()[1]}", "--file", str(upload), "--chunk-size", "10",
+                                 "--timeout", "1h"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=as_a_background_job)
+        try:
+            connection, _ = silent.accept()
+            with connection:
+                _wait_for_a_call(connection)  # the warm-up upload
+                proc.send_signal(signal.SIGINT)
+                _, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 130, stderr
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
