@@ -96,6 +96,15 @@ def test_the_server_refuses_a_value_above_its_bound_before_it_listens(impl, flag
     _refused_in_one_line("echo", "serve", "--impl", impl, "--bind", "127.0.0.1:0", "--http2-port", "0", flag, str(value))
 
 
+@pytest.mark.parametrize("args", [["back", "--grace", "1000h"],
+                                  ["front", "--back-grpc", "127.0.0.1:1", "--timeout", "1000h"],
+                                  ["front", "--back-grpc", "127.0.0.1:1", "--grace", "1000h"]])
+def test_the_hop_services_refuse_a_duration_above_the_bound_before_they_listen(args):
+    proc = subprocess.run([str(Path(LABKIT).with_name("labkit-go")), *args, "--bind", "127.0.0.1:0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and "168h" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("impl", ["python", "go"])
 def test_the_series_agent_refuses_more_ticks_than_its_bound(impl):
     _refused_in_one_line("echo", "series-agent", "--impl", impl, "--address", "127.0.0.1", "--probes", "ping",
