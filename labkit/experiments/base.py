@@ -465,9 +465,9 @@ class Session:
         for proc, host_name in live:
             try:
                 proc.stop(grace_s=1.0)
-                if proc.poll() is not None:  # surely ended: `labkit runs cleanup` has nothing left to stop
-                    self.run.unregister_process(host_name, proc.pid)
-                    self._forget(proc)
+                # Stopped as Session.stop stops it (its group TERMed, then KILLed): nothing for `runs cleanup` to do.
+                self.run.unregister_process(host_name, proc.pid)
+                self._forget(proc)
             except Exception:
                 pass
 
