@@ -193,6 +193,18 @@ def wait_for_rows(run_path: Path, count: int, timeout: float = 120, **columns) -
     return wait_for(matching, timeout, f"{count} journal rows with {columns}")
 
 
+def as_a_background_job() -> None:
+    """A Popen ``preexec_fn``: start the child as a shell starts `cmd &`, with SIGINT ignored. A program that does
+    not install its own handler then never sees Ctrl-C or `kill -INT` (issue 23, item 3)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: How a test starts a command that it will interrupt: as a shell's foreground command, or as its background job.
+STARTED = {"foreground": None, "background": as_a_background_job}
+
+
 def wait_for(predicate, timeout: float = 60, what: str = "condition"):
     """Poll ``predicate`` every 0.1 s until it returns something true, and return that; fail naming ``what``."""
     deadline = time.monotonic() + timeout

@@ -56,13 +56,18 @@ def test_link_values_are_read_as_a_person_types_them():
 def test_an_interrupt_during_teardown_is_raised_when_the_teardown_is_done():
     from labkit.testbed.context import interrupts_deferred
 
-    before, finished = signal.getsignal(signal.SIGINT), []
-    with pytest.raises(KeyboardInterrupt):
-        with interrupts_deferred():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # Python runs the handler here: without the deferral, KeyboardInterrupt would be raised
-            finished.append(True)
-    assert finished == [True] and signal.getsignal(signal.SIGINT) is before
+    # Python's own handler, also when pytest was started in the background with SIGINT ignored (as labkit's CLI does).
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before, finished = signal.getsignal(signal.SIGINT), []
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # Python runs the handler here: without the deferral, KeyboardInterrupt would be raised
+                finished.append(True)
+        assert finished == [True] and signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, ignored)
 
 
 @pytest.mark.testbed
@@ -116,7 +121,7 @@ def test_resume_auto_finds_the_newest_unfinished_run_of_the_same_settings(tmp_pa
     assert find_resumable("idle-step", {**settings, "repeats": 4}, tmp_path) is None
     assert _resumable(spec("sweep"), config, tmp_path, quiet=False) == str(runs[1].path)
     assert capsys.readouterr().out == f"resuming {runs[1].run_id} (failed, 0 cells complete)\n"
-    with pytest.raises(LabkitError, match="repeats must be at least 1"):  # checked as a new run's would be
+    with pytest.raises(LabkitError, match="repeats must be between 1 and"):  # checked as a new run's would be
         _resumable(spec("sweep"), dataclasses.replace(config, repeats=0), tmp_path, quiet=True)
 
 

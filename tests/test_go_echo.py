@@ -283,7 +283,7 @@ def test_grpc_options_reach_the_go_server_and_client(start_server, python_server
     (["call", "--target", "127.0.0.1:0", "--sizes", "10"], "out of range [1, 65535]"),
     (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--grpc-option", "keepalive-time=1s"], "client minimum of 10s"),
     (["serve", "--bind", "127.0.0.1:0", "--grpc-option", "initial-window=1000"], "which grpc-go ignores"),
-    (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--keepalive-ms", "0"], "at least 1"),
+    (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--keepalive-ms", "0"], "must be between 1 and 3600000"),
     (["call", "--target", "127.0.0.1:1", "--sizes", "10", "--timeout", "9999999999999h"], "too long"),
     (["series-agent", "--address", "127.0.0.1", "--probes", "tcp-echo", "--tcp-echo-port", "1", "--ticks", "1",
       "--interval", "1s", "--payload-bytes", "-1"], "--payload-bytes -1 is out of range"),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LABKIT, labkit, wait_for
+from conftest import LABKIT, STARTED, labkit, wait_for
 from test_echo import ServerProcess
 
 LOCAL_PAIR = '[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n'
@@ -36,14 +36,18 @@ def _signal_and_collect(proc: subprocess.Popen, stop_signal, timeout: float) -> 
 # --- item 10: a signal's exit status is 128 + the signal -------------------------------------------------------
 
 
+@pytest.mark.parametrize("started", sorted(STARTED))
 @pytest.mark.parametrize("stop_signal, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, stop_signal, status):
+def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, stop_signal, status, started):
+    """Also when started as a shell's background job, with SIGINT ignored (issue 23, item 3): it stops as in the
+    foreground, interrupted and resumable, where it once ran to its end and exited 0."""
     inventory = tmp_path / "inventory.toml"
     inventory.write_text(LOCAL_PAIR)
     runs = tmp_path / "runs"
     proc = subprocess.Popen([LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "60s",
                              "--interval", "200ms", "--probes", "echo-warm", "--name", "sig", "--runs-dir", str(runs),
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=STARTED[started])
     journal = wait_for(lambda: next(iter(runs.glob("*-sig/samples.jsonl")), None), 60, "the first sample")
     stderr = _signal_and_collect(proc, stop_signal, 60)
     assert proc.returncode == status, stderr
@@ -51,14 +55,16 @@ def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, s
     assert json.loads((journal.parent / "manifest.json").read_text())["status"] == "interrupted"
 
 
+@pytest.mark.parametrize("started", sorted(STARTED))
 @pytest.mark.parametrize("impl", ["python", "go"])
 @pytest.mark.parametrize("stop_signal, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_echo_call_stopped_by_a_signal_prints_its_summary_and_exits_128_plus_the_signal(impl, stop_signal, status):
+def test_echo_call_stopped_by_a_signal_prints_its_summary_and_exits_128_plus_the_signal(impl, stop_signal, status,
+                                                                                        started):
     server = ServerProcess()
     try:
         proc = subprocess.Popen([LABKIT, "echo", "call", "--target", server.target, "--impl", impl, "--sizes", "10",
                                  "--repeats", "1000", "--gap", "200ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, preexec_fn=STARTED[started])
         assert json.loads(proc.stdout.readline())["ok"]
         stderr = _signal_and_collect(proc, stop_signal, 30)
     finally:
@@ -339,5 +345,57 @@ def test_an_interrupted_session_stops_the_newest_process_first(tmp_path):
         assert stops.read_text().split() == names[::-1]
         assert session.stopping.is_set()
     finally:
+        session.stop_everything()
+        pool.close()
+
+
+#: A process that says it is ready and, on SIGTERM, says so and goes on: stopping it takes the whole grace period.
+_SLOW_TO_STOP = (
+    "import pathlib, signal, sys, time\n"
+    "ready = pathlib.Path(sys.argv[1])\n"
+    "signal.signal(signal.SIGTERM, lambda *_: pathlib.Path(str(ready) + '.term').touch())\n"
+    "ready.touch()\n"
+    "while True: time.sleep(1)\n"
+)
+
+
+def test_an_interrupt_while_a_process_is_being_stopped_leaves_it_neither_running_nor_registered(tmp_path):
+    """Issue 23, item 7: a clean SIGINT left a stale iperf3 entry in processes.json. The interrupt came while the
+    session was stopping the baseline's iperf3 server: the stop was cut short, the process was forgotten by the
+    session, and no one stopped or unregistered it. Here the interrupt comes exactly there (once the process got
+    its SIGTERM), and the interrupt's stop_everything must stop it and leave processes.json empty."""
+    import sys
+    import threading
+
+    from labkit.experiments.base import HostPool, Progress, Session
+    from labkit.hosts.inventory import parse_inventory
+    from labkit.store import Run
+
+    inventory = parse_inventory(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "stale", "sweep", {})
+    pool = HostPool(inventory, accept_new_host_keys=False)
+    session = Session(run, inventory, pool, Progress(total=1, quiet=True))
+    ready = tmp_path / "ready"
+    # Python's own SIGINT handler, also when pytest itself was started in the background with SIGINT ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = session.start("b", [sys.executable, "-c", _SLOW_TO_STOP, str(ready)])
+        wait_for(ready.exists, timeout=30, what="the process to start")
+        assert [entry["pid"] for entry in run.processes()] == [proc.pid]
+
+        def interrupt_once_it_got_sigterm():
+            wait_for(Path(f"{ready}.term").exists, timeout=60, what="the SIGTERM to arrive")
+            os.kill(os.getpid(), signal.SIGINT)
+
+        interrupter = threading.Thread(target=interrupt_once_it_got_sigterm, daemon=True)
+        interrupter.start()
+        with pytest.raises(KeyboardInterrupt):
+            session.stop("b", proc)  # waits its 3 s grace: the SIGINT lands in it
+        interrupter.join()
+        session.stop_everything()  # what session() does on KeyboardInterrupt
+        assert proc.poll() is not None
+        assert run.processes() == []
+    finally:
+        signal.signal(signal.SIGINT, previous)
         session.stop_everything()
         pool.close()

@@ -14,7 +14,7 @@ import tomli_w
 import tomllib
 
 import labkit
-from conftest import LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
+from conftest import LABKIT, STARTED, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes
 from labkit.schemas import SWEEP_SCHEMA
 from labkit.explain import explain_run
 from labkit.store import Run
@@ -104,12 +104,12 @@ def test_sweep_shows_the_idle_step_with_tcp_state_and_restores_the_kernel(lab, i
     assert manifest["baselines"]["a-b"]["ping_before_0"]["received"] == 10
 
 
-def _start_sweep(inventory, runs_dir, name: str, *extra: str) -> subprocess.Popen:
+def _start_sweep(inventory, runs_dir, name: str, *extra: str, preexec_fn=None) -> subprocess.Popen:
     return subprocess.Popen(
         [LABKIT, "sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000",
          "--gaps", "0.3s", "--repeats", "8", "--name", name, "--runs-dir", str(runs_dir), "--quiet",
          *QUICK_BASELINES, *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn,
     )
 
 
@@ -130,9 +130,11 @@ def _assert_every_cell_once(run_path: Path, cells: int, calls: int) -> None:
     assert (per_cell["rows"] == calls).all() and (per_cell["attempts"] == 1).all() and (per_cell["seqs"] == calls).all()
 
 
-def test_sigint_stops_everything_keeps_the_journal_and_resume_completes(lab, inventory, tmp_path):
+@pytest.mark.parametrize("started", sorted(STARTED))
+def test_sigint_stops_everything_keeps_the_journal_and_resume_completes(lab, inventory, tmp_path, started):
+    """Also as a shell's background job, started with SIGINT ignored (issue 23, item 3), where it ran to its end."""
     before = kernel_state(lab)
-    sweep = _start_sweep(inventory, tmp_path, "sigint", "--slow-start-after-idle", "0,1")
+    sweep = _start_sweep(inventory, tmp_path, "sigint", "--slow-start-after-idle", "0,1", preexec_fn=STARTED[started])
     run_path = _wait_for_journal_rows(tmp_path, "sigint", 3)
     sweep.send_signal(signal.SIGINT)
     _, stderr = sweep.communicate(timeout=60)
@@ -141,6 +143,7 @@ def test_sigint_stops_everything_keeps_the_journal_and_resume_completes(lab, inv
     assert kernel_state(lab) == before
     run = Run.open(run_path)
     assert run.status == "interrupted" and len(run.journal_rows()) >= 3
+    assert run.processes() == []  # everything it started is stopped: nothing for `labkit runs cleanup` to do
 
     resumed = run_labkit("sweep", "--resume", run.run_id, "--runs-dir", str(tmp_path), "--quiet", timeout=300)
     assert resumed.returncode == 0, resumed.stderr

@@ -88,6 +88,7 @@ def cli():
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: one-line errors, exit status 2 on bad input."""
+    take_sigint_back()
     try:
         cli.main(args=argv, prog_name="labkit", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -111,6 +112,20 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"labkit: error: {os_error_line(exc)}", err=True)
         sys.exit(2)
     sys.exit(0)
+
+
+def take_sigint_back() -> None:
+    """Let SIGINT interrupt labkit even when it was started with SIGINT ignored.
+
+    A shell starts `labkit sweep ... &` with SIGINT ignored, and Python installs
+    its KeyboardInterrupt handler only where SIGINT is not ignored: such a run
+    would go on to the end on Ctrl-C or `kill -INT`. ping and iperf3 install
+    their handlers explicitly; so does labkit. Every process it starts then gets
+    SIGINT's default too (an exec resets a handled signal, not an ignored one).
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def os_error_line(exc: OSError) -> str:

@@ -6,7 +6,8 @@ import os
 
 import click
 
-from labkit.cli.params import DURATION, size_list
+from labkit.cli.params import BOUNDED_DURATION, DURATION, size_list
+from labkit.limits import AT_MOST
 from labkit.experiments.demo import DEFAULT_SIZES
 
 
@@ -16,8 +17,8 @@ from labkit.experiments.demo import DEFAULT_SIZES
 @click.option("--sizes", type=size_list(1, 4 * 2**20), default=",".join(map(str, DEFAULT_SIZES)), show_default=True,
               help="Request sizes in bytes; the step is expected just above 10 segments × MSS ≈ 14 KB.")
 @click.option("--repeats", type=click.IntRange(1, 1000), default=3, show_default=True, help="Calls per size and condition.")
-@click.option("--gap", type=DURATION, default="1s", show_default=True,
-              help="Idle time between calls; longer than one RTO (≈ RTT + 200 ms) triggers the cwnd reset.")
+@click.option("--gap", type=BOUNDED_DURATION, default="1s", show_default=True,
+              help=f"Idle time between calls; longer than one RTO (≈ RTT + 200 ms) triggers the cwnd reset ({AT_MOST}).")
 @click.option("--runs-dir", type=click.Path(file_okay=False),
               default=lambda: os.environ.get("LABKIT_RUNS", "data/runs"), show_default="data/runs or $LABKIT_RUNS",
               help="Where the run directory is written.")

@@ -12,11 +12,8 @@ from contextlib import closing
 import click
 
 from labkit.cli.options import stop_cleanly_on_sigterm
-from labkit.cli.params import BIND_ADDRESS, DURATION, TARGET_ADDRESS, size_list
-
-# Big enough for any experiment in the brief, small enough that a typo
-# (16000000000) fails at once instead of exhausting memory.
-MAX_REQUEST_BYTES = 1 << 30
+from labkit.cli.params import BIND_ADDRESS, BOUNDED_DURATION, DURATION, TARGET_ADDRESS, size_list
+from labkit.limits import AT_MOST, MAX_FILE_BYTES, MAX_KEEPALIVE_MS, MAX_MESSAGE_BYTES, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_TICKS, MAX_WARMUP
 
 
 #: The subcommands that have a Go twin in ``labkit-go`` (same flags, same output). ``upload-file`` needs
@@ -84,7 +81,7 @@ def echo():
 @click.option("--bind", required=True, type=BIND_ADDRESS, help="HOST:PORT to listen on; port 0 picks a free port.")
 @click.option(
     "--max-message-bytes",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_MESSAGE_BYTES),
     default=None,
     help="Largest message accepted; larger ones get RESOURCE_EXHAUSTED. [default: 4194304]",
 )
@@ -96,10 +93,11 @@ def echo():
     show_default=True,
     help="Serve gRPC reflection so grpcurl and ghz work without the .proto.",
 )
-@click.option("--grace", type=DURATION, default="2s", show_default=True, help="Time in-flight calls get to finish on stop.")
+@click.option("--grace", type=BOUNDED_DURATION, default="2s", show_default=True,
+              help=f"Time in-flight calls get to finish on stop ({AT_MOST}).")
 @click.option(
     "--permit-keepalive-ms",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_KEEPALIVE_MS),
     default=None,
     help="Accept client keepalive pings this often, even between calls. By default gRPC's "
     "policy applies (pings without calls refused, at most one per 5 min), as on most real servers.",
@@ -121,16 +119,16 @@ def echo():
 )
 @click.option(
     "--max-upload-bytes",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_FILE_BYTES),
     default=None,
     help="Largest HTTP/2 upload body accepted; larger ones get 413. [default: 1073741824]",
 )
 @click.option(
     "--stream-idle-timeout",
-    type=DURATION,
+    type=BOUNDED_DURATION,
     default=None,
     help="A stream (EchoStream, Upload) that sends nothing this long is cancelled (grpcio only: its streams hold "
-    "pool threads, at most all but 8 of them, so a unary call is always served). [default: 60s]",
+    f"pool threads, at most all but 8 of them, so a unary call is always served; {AT_MOST}). [default: 60s]",
 )
 @GRPC_OPTION
 @IMPL
@@ -177,24 +175,24 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
     "--sizes",
     required=True,
     type=size_list(minimum=0, maximum=MAX_REQUEST_BYTES),
-    help="Comma-separated request sizes in bytes, e.g. 1000,14000,16k.",
+    help=f"Comma-separated request sizes in bytes, e.g. 1000,14000,16k (each at most {MAX_REQUEST_BYTES}).",
 )
-@click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True, help="Calls per size.")
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), default=10, show_default=True, help="Calls per size.")
 @click.option(
     "--gap",
-    type=DURATION,
+    type=BOUNDED_DURATION,
     default="1s",
     show_default=True,
-    help="Idle time between the end of one call and the start of the next (e.g. 1s, 100ms).",
+    help=f"Idle time between the end of one call and the start of the next (e.g. 1s, 100ms; {AT_MOST}).",
 )
 @click.option(
     "--background-gap",
-    type=DURATION,
+    type=BOUNDED_DURATION,
     default=None,
-    help="Also send a 1-byte call on the same channel this often (not recorded).",
+    help=f"Also send a 1-byte call on the same channel this often (not recorded; {AT_MOST}).",
 )
 @click.option("--cold", is_flag=True, help="Open a new channel (connection) for every call.")
-@click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True, help="Unrecorded calls first.")
+@click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), default=0, show_default=True, help="Unrecorded calls first.")
 @click.option("--seed", type=int, default=None, help="Seed for reproducible payload bytes (and --order shuffled).")
 @click.option(
     "--order",
@@ -205,7 +203,7 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
 )
 @click.option(
     "--keepalive-ms",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_KEEPALIVE_MS),
     default=None,
     help="Send HTTP/2 keepalive pings this often, also between calls (the server must permit them).",
 )
@@ -214,7 +212,8 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
     is_flag=True,
     help="Add the connection's TCP state (ss -tin: cwnd, ssthresh, rto, srtt, mss, retrans) before and after each call.",
 )
-@click.option("--timeout", type=DURATION, default="30s", show_default=True, help="Deadline of each call.")
+@click.option("--timeout", type=BOUNDED_DURATION, default="30s", show_default=True,
+              help=f"Deadline of each call ({AT_MOST}).")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), help="PEM root certificate; use TLS.")
 @click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
 @GRPC_OPTION
@@ -291,8 +290,9 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
 @click.option("--grpc-port", type=click.IntRange(1, 65535), default=None, help="Port of the gRPC echo service.")
 @click.option("--tcp-echo-port", type=click.IntRange(1, 65535), default=None, help="Port of the raw TCP echo.")
 @click.option("--probes", required=True, help="Comma-separated: ping,echo-warm,echo-cold,tcp-echo,tcp-connect.")
-@click.option("--first-tick", type=click.IntRange(min=0), default=0, show_default=True, help="Number of the first tick.")
-@click.option("--ticks", type=click.IntRange(min=1), required=True, help="How many ticks to run.")
+@click.option("--first-tick", type=click.IntRange(0, MAX_TICKS), default=0, show_default=True,
+              help="Number of the first tick.")
+@click.option("--ticks", type=click.IntRange(1, MAX_TICKS), required=True, help="How many ticks to run.")
 @click.option("--interval", type=DURATION, required=True, help="Time between ticks.")
 @click.option("--payload-bytes", type=click.IntRange(0, MAX_REQUEST_BYTES), default=50, show_default=True)
 @click.option("--timeout", type=DURATION, default="5s", show_default=True, help="Deadline of each call and ping.")
@@ -317,7 +317,8 @@ def series_agent(address, grpc_port, tcp_echo_port, probes, first_tick, ticks, i
 
 @echo.command("upload-file", hidden=True)
 @click.option("--path", "path", required=True, help="The file on this host.")
-@click.option("--size", type=click.IntRange(min=1), default=None, help="Generate it with this many bytes unless it is there.")
+@click.option("--size", type=click.IntRange(1, MAX_FILE_BYTES), default=None,
+              help="Generate it with this many bytes unless it is there.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generated bytes.")
 def upload_file(path, size, seed):
     """The file of `labkit upload` on this host: generate it (seeded) or hash it; one JSON line."""
@@ -332,10 +333,12 @@ def upload_file(path, size, seed):
 @click.option("--target", required=True, type=TARGET_ADDRESS, help="HOST:PORT of the gRPC or HTTP/2 endpoint.")
 @click.option("--file", "path", required=True, type=click.Path(dir_okay=False), help="The file to upload.")
 @click.option("--sha256", default=None, help="The file's SHA-256; the agent refuses a file that differs.")
-@click.option("--chunk-size", type=click.IntRange(min=1), required=True, help="Bytes per chunk.")
-@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True, help="Uploads to make.")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Untimed 1-byte uploads first.")
-@click.option("--timeout", type=DURATION, default="600s", show_default=True, help="Deadline of each upload.")
+@click.option("--chunk-size", type=click.IntRange(1, MAX_REQUEST_BYTES), required=True, help="Bytes per chunk.")
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), default=1, show_default=True, help="Uploads to make.")
+@click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), default=1, show_default=True,
+              help="Untimed 1-byte uploads first.")
+@click.option("--timeout", type=BOUNDED_DURATION, default="600s", show_default=True,
+              help=f"Deadline of each upload ({AT_MOST}).")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), help="PEM root certificate; use TLS.")
 @click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
 @click.option("--declare-length", type=click.IntRange(min=0), default=None,

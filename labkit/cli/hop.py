@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags
+from labkit.limits import MAX_PING_COUNT
 from labkit.cli.params import DURATION, choice_list, int_list
 from labkit.experiments.hop import TOOLS, VIAS
 
@@ -36,7 +37,7 @@ RENAMED = {"duration": "duration_s", "call_timeout": "call_timeout_s"}
 @click.option("--call-timeout", type=DURATION, help="Deadline of each relayed call (then 502). [default: 5s]")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: hop]")
 @click.option("--seed", type=int, help="Seed of the shuffled cell order. [default: 1]")
-@click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in the baselines before and after. [default: 10]")
+@click.option("--ping-count", type=click.IntRange(1, MAX_PING_COUNT), help="Pings in the baselines before and after. [default: 10]")
 @click.option("--wrk", help="wrk on the load host. [default: wrk on its PATH]")
 @click.option("--ghz", help="ghz on the load host. [default: the one `labkit deploy` copied there, else PATH]")
 @click.option("--vegeta", help="vegeta on the load host. [default: the one `labkit deploy` copied there, else PATH]")

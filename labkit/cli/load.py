@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
+from labkit.limits import MAX_PING_COUNT
 from labkit.cli.params import DURATION, choice_list, int_list, size_list
 from labkit.experiments.load import COMPRESSIONS, DESIGNS, MAX_PAYLOAD_BYTES, RPCS, TRANSPORTS
 
@@ -39,7 +40,7 @@ RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call
 @click.option("--call-timeout", type=DURATION, help="Deadline of each gRPC call. [default: 20s]")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: load]")
 @click.option("--seed", type=int, help="Seed of the payload bytes. [default: 1]")
-@click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in the baselines before and after. [default: 10]")
+@click.option("--ping-count", type=click.IntRange(1, MAX_PING_COUNT), help="Pings in the baselines before and after. [default: 10]")
 @click.option("--ghz", help="ghz on the client host. [default: the one `labkit deploy` copied there, else PATH]")
 @click.option("--h2load", help="h2load on the client host. [default: h2load on its PATH]")
 @stack_options(clients=())

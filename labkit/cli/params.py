@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from labkit.echo.address import parse_host_port
+from labkit.limits import MAX_DURATION_S
 from labkit.units import NONE_WORDS, choice, int_in, parse_duration, parse_list, parse_rate, parse_size, parse_size_list
 
 
@@ -28,6 +29,28 @@ class ParsingParam(click.ParamType):
 
 
 DURATION = ParsingParam("duration", parse_duration)
+
+
+def _at_most(parser, maximum_s: float):
+    """``parser`` refusing a duration longer than ``maximum_s`` (labkit.limits)."""
+    from labkit.limits import duration_text
+
+    def parse(text: str) -> float:
+        seconds = parser(text)
+        if seconds > maximum_s:
+            raise ValueError(f"{text!r} is longer than {duration_text(maximum_s)}")
+        return seconds
+
+    return parse
+
+
+def duration_at_most(maximum_s: float) -> click.ParamType:
+    """A click type for one duration of at most ``maximum_s`` seconds (state the bound in the option's help)."""
+    return ParsingParam("duration", _at_most(parse_duration, maximum_s))
+
+
+#: Any gap, interval or deadline a user gives: at most labkit.limits.MAX_DURATION_S.
+BOUNDED_DURATION = duration_at_most(MAX_DURATION_S)
 RATE = ParsingParam("rate", parse_rate)
 SIZE = ParsingParam("size", parse_size)
 
@@ -46,10 +69,11 @@ def size_list(minimum: int = 0, maximum: int | None = None) -> click.ParamType:
     return ParsingParam("sizes", lambda text: parse_size_list(text, minimum=minimum, maximum=maximum))
 
 
-def duration_list(allow_none: bool = False) -> click.ParamType:
-    """A click type for ``1s,100ms`` (and ``none`` when allowed) → seconds."""
+def duration_list(allow_none: bool = False, maximum_s: float = MAX_DURATION_S) -> click.ParamType:
+    """A click type for ``1s,100ms`` (and ``none`` when allowed) → seconds, each at most ``maximum_s``."""
     words = NONE_WORDS if allow_none else frozenset()
-    return ParsingParam("durations", lambda text: parse_list(text, parse_duration, none_words=words))
+    item = _at_most(parse_duration, maximum_s)
+    return ParsingParam("durations", lambda text: parse_list(text, item, none_words=words))
 
 
 def int_list(low: int, high: int, allow_none: bool = False) -> click.ParamType:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
+from labkit.limits import (AT_MOST, MAX_IPERF_SECONDS, MAX_KEEPALIVE_MS, MAX_PING_COUNT, MAX_REPEATS,
+                           MAX_SWEEP_REQUEST_BYTES, MAX_WARMUP)
 from labkit.cli.params import IPERF3_RATE, choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
@@ -15,12 +17,13 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
 @click.command()
 @click.option("--client", help="Inventory host that runs the echo client.")
 @click.option("--server", help="Inventory host that runs the echo server.")
-@click.option("--sizes", type=size_list(0, 64 * 2**20), help="Request sizes in bytes, e.g. 1000,14000,16k,32000.")
-@click.option("--gaps", type=duration_list(), help="Idle gaps between calls, e.g. 1s,100ms.")
-@click.option("--repeats", type=click.IntRange(1, 100000), help="Calls per size in each cell. [default: 5]")
+@click.option("--sizes", type=size_list(0, MAX_SWEEP_REQUEST_BYTES),
+              help=f"Request sizes in bytes, e.g. 1000,14000,16k,32000 (each at most {MAX_SWEEP_REQUEST_BYTES}).")
+@click.option("--gaps", type=duration_list(), help=f"Idle gaps between calls, e.g. 1s,100ms ({AT_MOST}).")
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), help="Calls per size in each cell. [default: 5]")
 @click.option("--background-gap", type=duration_list(allow_none=True),
-              help="Background 1-byte calls on the same channel every ..., e.g. none,250ms.")
-@click.option("--keepalive-ms", type=int_list(1, 3_600_000, allow_none=True),
+              help=f"Background 1-byte calls on the same channel every ..., e.g. none,250ms ({AT_MOST}).")
+@click.option("--keepalive-ms", type=int_list(1, MAX_KEEPALIVE_MS, allow_none=True),
               help="gRPC keepalive ping interval on the client channel, e.g. none,1000.")
 @click.option("--slow-start-after-idle", type=int_list(0, 1, allow_none=True),
               help="net.ipv4.tcp_slow_start_after_idle on both hosts, e.g. 1,0 ('keep' leaves it). Needs root there.")
@@ -31,11 +34,11 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
                    "that drift over time and a connection's history fall on no one condition. [default: shuffled]")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: sweep]")
 @click.option("--seed", type=int, help="Seed for payloads and shuffling. [default: 1]")
-@click.option("--warmup", type=click.IntRange(0, 1000), help="Unrecorded calls before each cell's first recorded one. [default: 1]")
+@click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), help="Unrecorded calls before each cell's first recorded one. [default: 1]")
 @click.option("--mesh", is_flag=True, default=None, help="Run every ordered pair of inventory hosts, disjoint pairs in parallel.")
 @click.option("--hosts", help="With --mesh: only these inventory hosts (comma-separated).")
-@click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in each baseline before and after. [default: 10]")
-@click.option("--iperf-seconds", type=click.IntRange(1, 3600), help="Length of the iperf3 baseline. [default: 3]")
+@click.option("--ping-count", type=click.IntRange(1, MAX_PING_COUNT), help="Pings in each baseline before and after. [default: 10]")
+@click.option("--iperf-seconds", type=click.IntRange(1, MAX_IPERF_SECONDS), help="Length of the iperf3 baseline. [default: 3]")
 @click.option("--iperf-rate", type=IPERF3_RATE,
               help="iperf3 -b rate limit of the baseline, bits/s (always limited: 0 is refused). [default: 50M]")
 @click.option("--iperf-port", type=click.IntRange(1, 65535), help="Port of the iperf3 baseline's server. [default: a free one, picked per run]")

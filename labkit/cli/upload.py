@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
-from labkit.cli.params import DURATION, SIZE, choice_list, size_list
+from labkit.limits import AT_MOST, MAX_MESSAGE_BYTES, MAX_PING_COUNT, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP
+from labkit.cli.params import BOUNDED_DURATION, SIZE, choice_list, size_list
 
 # option (and experiment-file key) -> UploadConfig field, where the names differ
 RENAMED = {"timeout": "upload_timeout_s"}
@@ -19,19 +20,19 @@ RENAMED = {"timeout": "upload_timeout_s"}
 @click.option("--file-size", type=SIZE, help="Bytes of the seeded file generated on the client host, e.g. 16MiB. [default: 16MiB]")
 @click.option("--file", "file", type=click.Path(exists=True, dir_okay=False),
               help="Upload this file (from this machine; copied to the client host once) instead.")
-@click.option("--chunk-sizes", type=size_list(1),
+@click.option("--chunk-sizes", type=size_list(1, MAX_REQUEST_BYTES),
               help="Chunk sizes, e.g. 16,1KiB,32KiB,2MiB. [default: 2^4 … 2^21, 16 B to 2 MiB]")
-@click.option("--repeats", type=click.IntRange(1, 100000), help="Uploads of the whole file per cell. [default: 3]")
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), help="Uploads of the whole file per cell. [default: 3]")
 @click.option("--tls", type=click.Choice(["both", "on", "off"]), help="With TLS, without, or both. [default: both]")
 @click.option("--transports", type=choice_list(("grpc", "http2")),
               help="grpc, http2 or both (comma-separated). [default: grpc,http2]")
-@click.option("--max-message-bytes", type=click.IntRange(1), help="The server's gRPC message bound; larger chunks are "
+@click.option("--max-message-bytes", type=click.IntRange(1, MAX_MESSAGE_BYTES), help="The server's gRPC message bound; larger chunks are "
               "refused before the run starts. [default: 4194304]")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: upload]")
 @click.option("--seed", type=int, help="Seed of the generated file's bytes. [default: 1]")
-@click.option("--warmup", type=click.IntRange(0, 1000), help="Untimed 1-byte uploads on each cell's connection first. [default: 1]")
-@click.option("--ping-count", type=click.IntRange(1, 10000), help="Pings in each baseline before and after. [default: 10]")
-@click.option("--timeout", type=DURATION, help="Deadline of each upload. [default: 600s]")
+@click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), help="Untimed 1-byte uploads on each cell's connection first. [default: 1]")
+@click.option("--ping-count", type=click.IntRange(1, MAX_PING_COUNT), help="Pings in each baseline before and after. [default: 10]")
+@click.option("--timeout", type=BOUNDED_DURATION, help=f"Deadline of each upload ({AT_MOST}). [default: 600s]")
 @stack_options()
 @CAPTURE
 @experiment_options

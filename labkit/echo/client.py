@@ -23,6 +23,7 @@ What is timed, and why:
 
 from __future__ import annotations
 
+import array
 import os
 import random
 import threading
@@ -35,6 +36,7 @@ import grpc
 
 from labkit.echo import SERVER_TIME_KEY
 from labkit.errors import LabkitError
+from labkit.limits import MAX_CALLS, MAX_DURATION_S, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP, duration_text
 from labkit.proto import echo_pb2, echo_pb2_grpc
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -265,18 +267,22 @@ def server_time_ns(call) -> int | None:
 
 
 def check_call_plan(sizes: Sequence[int], repeats: int, gap_s: float, warmup: int, cold: bool,
-                    background_gap_s: float | None) -> None:
-    """Refuse, with one clear line, a plan of calls that cannot run."""
+                    background_gap_s: float | None, timeout_s: float | None = None) -> None:
+    """Refuse, with one clear line, a plan of calls that cannot run or would not end (the bounds of labkit.limits)."""
     if not sizes:
         raise LabkitError("no request sizes given")
-    if any(size < 0 for size in sizes):
-        raise LabkitError(f"request sizes must not be negative: {list(sizes)}")
-    if repeats < 1:
-        raise LabkitError(f"repeats must be at least 1, not {repeats}")
-    if gap_s < 0:
-        raise LabkitError(f"gap must not be negative, not {gap_s}")
-    if warmup < 0:
-        raise LabkitError(f"warmup must not be negative, not {warmup}")
+    if any(not 0 <= size <= MAX_REQUEST_BYTES for size in sizes):
+        raise LabkitError(f"request sizes must be between 0 and {MAX_REQUEST_BYTES} bytes: {list(sizes)}")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise LabkitError(f"repeats must be between 1 and {MAX_REPEATS}, not {repeats}")
+    if len(sizes) * repeats > MAX_CALLS:
+        raise LabkitError(f"{len(sizes)} sizes × {repeats} repeats is more than {MAX_CALLS} calls")
+    if not 0 <= warmup <= MAX_WARMUP:
+        raise LabkitError(f"warmup must be between 0 and {MAX_WARMUP}, not {warmup}")
+    longest = duration_text(MAX_DURATION_S)
+    for name, seconds in (("gap", gap_s), ("background gap", background_gap_s), ("timeout", timeout_s)):
+        if seconds is not None and not 0 <= seconds <= MAX_DURATION_S:
+            raise LabkitError(f"{name} must be between 0 and {longest}, not {seconds} s")
     if cold and background_gap_s is not None:
         # The background sender keeps one connection busy; with a new channel
         # per call there is no such connection.
@@ -284,15 +290,34 @@ def check_call_plan(sizes: Sequence[int], repeats: int, gap_s: float, warmup: in
 
 
 def call_schedule(sizes: Sequence[int], repeats: int, warmup: int = 0, *, shuffle: bool = False,
-                  seed: int | None = None) -> list[tuple[bool, int]]:
+                  seed: int | None = None) -> Iterator[tuple[bool, int]]:
     """The calls to make, in order, as (recorded, size): ``warmup`` unrecorded calls (sizes in turn), then
     ``repeats`` of each size, size by size or (``shuffle``) in a seeded random order, so that a drift over
-    time does not masquerade as a size effect."""
-    schedule = [(False, sizes[i % len(sizes)]) for i in range(warmup)]
-    recorded_calls = [(True, size) for size in sizes for _ in range(repeats)]
-    if shuffle:
-        random.Random(seed).shuffle(recorded_calls)
-    return schedule + recorded_calls
+    time does not masquerade as a size effect.
+
+    Generated lazily: in order, nothing is held per call; shuffled, one byte-sized index per call (the order
+    must exist whole to be shuffled), never a row or a tuple, so a large ``repeats`` costs little memory."""
+    for i in range(warmup):
+        yield False, sizes[i % len(sizes)]
+    if not shuffle:
+        for size in sizes:
+            for _ in range(repeats):
+                yield True, size
+        return
+    # random.shuffle only swaps elements, so shuffling indices gives the order it gives the (recorded, size)
+    # tuples, the order labkit-go's call draws with the same seed.
+    typecode = _index_type(len(sizes))
+    order = array.array(typecode)
+    for index in range(len(sizes)):
+        order.extend(array.array(typecode, [index]) * repeats)
+    random.Random(seed).shuffle(order)
+    for index in order:
+        yield True, sizes[index]
+
+
+def _index_type(count: int) -> str:
+    """The smallest array typecode that holds the indices ``0 .. count - 1``."""
+    return "B" if count <= 1 << 8 else "H" if count <= 1 << 16 else "I"
 
 
 class _Connection:
@@ -375,7 +400,7 @@ def run_calls(
     KeyboardInterrupt) stops the background sender and closes the channel.
     """
     sizes = list(sizes)
-    check_call_plan(sizes, repeats, gap_s, warmup, cold, background_gap_s)
+    check_call_plan(sizes, repeats, gap_s, warmup, cold, background_gap_s, timeout_s)
     summary = summary if summary is not None else CallSummary()
     rng = random.Random(seed) if seed is not None else None
     connection = _Connection(target, cold=cold, background_gap_s=background_gap_s, timeout_s=timeout_s,

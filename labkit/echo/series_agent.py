@@ -97,6 +97,7 @@ class AgentPlan:
 
     def check(self) -> None:
         from labkit.errors import LabkitError
+        from labkit.limits import MAX_TICKS
 
         unknown = [p for p in self.probes if p not in PROBES]
         if unknown or not self.probes:
@@ -105,8 +106,8 @@ class AgentPlan:
             raise LabkitError("the echo probes need the gRPC port (--grpc-port)")
         if {"tcp-echo", "tcp-connect"} & set(self.probes) and not self.tcp_echo_port:
             raise LabkitError("the tcp probes need the TCP echo port (--tcp-echo-port)")
-        if self.ticks < 1 or self.first_tick < 0:
-            raise LabkitError("ticks must be at least 1 and the first tick not negative")
+        if not 1 <= self.ticks <= MAX_TICKS or not 0 <= self.first_tick <= MAX_TICKS:
+            raise LabkitError(f"ticks must be between 1 and {MAX_TICKS} and the first tick between 0 and {MAX_TICKS}")
         if not 0 < self.interval_s <= 3600 or not 0 < self.timeout_s <= 3600:
             raise LabkitError("interval and timeout must be between 0 and 3600 s")
 
@@ -310,6 +311,8 @@ def _probe_loop(name: str, probe: Callable, plan: AgentPlan, schedule: _Schedule
         except Exception as exc:  # a probe bug must still leave a row, and the others go on
             result = ProbeResult(None, False, f"{type(exc).__name__}: {exc}", False)
         ended = time.perf_counter_ns()
+        if stop.is_set():  # the agent was stopped during the call (and may have cancelled it): it measured nothing
+            return
         # A gRPC probe's time starts after it set up its channel: its window on the wall clock starts there too.
         t_utc_ns = result.started_utc_ns or t_utc_ns
         out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index, "t_utc_ns": t_utc_ns,
@@ -389,8 +392,10 @@ def run_agent(plan: AgentPlan, out=None, stop: threading.Event | None = None) ->
         for thread in threads:
             thread.start()
         for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)  # short joins keep the main thread responsive to signals
+            # Short joins keep the main thread responsive to signals; once asked to stop it does not wait for a call in
+            # flight (up to its timeout): closing the probes below cancels it.
+            while thread.is_alive() and not stop.is_set():
+                thread.join(0.2)
         if stop.is_set():
             return 1
         output.emit({"event": "end", "samples": output.samples, "pings": output.pings})

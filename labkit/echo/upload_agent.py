@@ -45,6 +45,7 @@ from typing import Any
 
 from labkit.echo.cputime import cpu_now
 from labkit.errors import LabkitError
+from labkit.limits import MAX_DURATION_S, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP, check_within
 
 TRANSPORTS = ("grpc", "http2")
 
@@ -303,10 +304,10 @@ def run_uploads(
     """
     if transport not in TRANSPORTS:
         raise LabkitError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
-    if chunk_bytes < 1:
-        raise LabkitError(f"chunk size must be at least 1 byte, not {chunk_bytes}")
-    if repeats < 1:
-        raise LabkitError(f"repeats must be at least 1, not {repeats}")
+    check_within("the chunk size", chunk_bytes, 1, MAX_REQUEST_BYTES, " bytes")
+    check_within("repeats", repeats, 1, MAX_REPEATS)
+    check_within("warmup", warmup, 0, MAX_WARMUP)
+    check_within("the timeout", timeout_s, None, MAX_DURATION_S, "s")
     sha256 = sha256 or hashlib.sha256(data).hexdigest()
     if transport == "http2" and channel_options:
         raise LabkitError("gRPC channel options do not apply to an HTTP/2 upload")

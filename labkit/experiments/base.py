@@ -383,7 +383,7 @@ class Session:
         # Known as live and recorded at once: reading its start time is another round trip to the host, and an
         # interrupt during it must still find the process to stop.
         with self._live_lock:
-            self.live_processes[proc] = None
+            self.live_processes[proc] = host_name
         self.run.register_process(host_name, proc.pid, argv)
         started = process_start_ticks(host, proc.pid)
         if started is not None:
@@ -438,11 +438,23 @@ class Session:
         try:
             proc.stop()
             self.run.unregister_process(host_name, proc.pid)
+        except KeyboardInterrupt:
+            # Interrupted while stopping it: it may still run and is still registered. It stays live, so that the
+            # stop_everything the interrupt leads to stops it and unregisters it (once, a clean Ctrl-C during the
+            # iperf3 baseline's stop left its server in processes.json).
+            raise
+        except BaseException:
+            self._forget(proc)
+            raise
+        else:
+            self._forget(proc)
         finally:
-            with self._live_lock:
-                self.live_processes.pop(proc, None)
             if self.captures is not None:  # the captures that follow this process (a server) end after it
                 self.captures.stop(proc)
+
+    def _forget(self, proc) -> None:
+        with self._live_lock:
+            self.live_processes.pop(proc, None)
 
     def stop_everything(self) -> None:
         """End every process still running, so worker threads blocked on them return: the newest first, as a stack
@@ -450,10 +462,13 @@ class Session:
         its server, that call's row would be kept without the packets of its last round trips."""
         self.stopping.set()
         with self._live_lock:
-            live = list(reversed(self.live_processes))
-        for proc in live:
+            live = list(reversed(self.live_processes.items()))
+        for proc, host_name in live:
             try:
                 proc.stop(grace_s=1.0)
+                # Stopped as Session.stop stops it (its group TERMed, then KILLed): nothing for `runs cleanup` to do.
+                self.run.unregister_process(host_name, proc.pid)
+                self._forget(proc)
             except Exception:
                 pass
 

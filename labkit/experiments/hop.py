@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.limits import MAX_PING_COUNT, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 
 EXPERIMENT = "hop"
@@ -126,6 +127,7 @@ class HopConfig:
             raise LabkitError("--rate values must be between 1 and 1000000 requests per second")
         if not 1 <= self.grpc_channels <= 256 or not 1 <= self.nats_workers <= 1024:
             raise LabkitError("--grpc-channels must be 1-256 and --nats-workers 1-1024")
+        check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
         if not 0.1 <= self.call_timeout_s <= 600:
             raise LabkitError("--call-timeout must be between 100 ms and 10 min")
         if self.body_file is not None:

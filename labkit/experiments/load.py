@@ -74,6 +74,7 @@ from typing import Any
 
 from labkit.analysis.windows import h2load_errors, measured_window, window_stats
 from labkit.errors import LabkitError
+from labkit.limits import MAX_DURATION_S, MAX_PING_COUNT, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 from labkit.experiments.stacks import Stack, plan_stacks
 from labkit.parsers.ghz import ghz_argv
@@ -150,6 +151,8 @@ class LoadConfig:
         if self.design not in DESIGNS:
             raise LabkitError(f"--design is {' or '.join(DESIGNS)}, not {self.design!r}")
         plan_stacks(None, self.server_impl, self.grpc_option)
+        check_within("the call timeout", self.call_timeout_s, None, MAX_DURATION_S, "s")
+        check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
 
 
 @dataclass(frozen=True)

@@ -48,12 +48,12 @@ from typing import Any, Callable
 from labkit.echo.options import OPTIONS
 from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
 from labkit.errors import LabkitError
+from labkit.limits import MAX_DURATION_S, MAX_TICKS, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
 from labkit.experiments.stacks import Stack, StackChoice, knob_keys, option_values, plan_stacks
 
 EXPERIMENT = "series"
 MAX_PAYLOAD_BYTES = 1 << 20
-MAX_TICKS = 10_000_000
 
 
 @dataclass
@@ -90,6 +90,7 @@ class SeriesConfig(StackChoice):
             raise LabkitError(f"--payload-bytes must be between 0 and {MAX_PAYLOAD_BYTES}")
         if self.cell_s < self.interval_s:
             raise LabkitError("--cell must be at least one --interval")
+        check_within("--cell", self.cell_s, self.interval_s, MAX_DURATION_S, "s")
         if not 0 < self.timeout_s <= 3600:
             raise LabkitError("--timeout must be between 0 and 1h")
         self.stack()

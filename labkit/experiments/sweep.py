@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.limits import (MAX_CALLS, MAX_DURATION_S, MAX_IPERF_SECONDS, MAX_KEEPALIVE_MS, MAX_PING_COUNT, MAX_REPEATS,
+                           MAX_SWEEP_REQUEST_BYTES, MAX_WARMUP, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 from labkit.parsers.iperf3 import iperf3_rate
@@ -71,6 +73,23 @@ class SweepConfig(StackChoice):
     iperf_port: int | None = None  # None: one of its own, picked at random (runs at once never share one)
     call_timeout_s: float = 30.0
 
+    def _check_bounds(self) -> None:
+        """The counts and durations within labkit.limits, as the flags' click types hold them."""
+        check_within("repeats", self.repeats, 1, MAX_REPEATS)
+        check_within("sizes × repeats", len(self.sizes) * self.repeats, 1, MAX_CALLS)
+        check_within("warmup", self.warmup, 0, MAX_WARMUP)
+        for gap in self.gaps_s:
+            check_within("gaps", gap, 0, MAX_DURATION_S, "s")
+        for gap in self.background_gaps_s:
+            if gap is not None:
+                check_within("background gaps", gap, None, MAX_DURATION_S, "s")
+        for interval in self.keepalive_ms:
+            if interval is not None:
+                check_within("keepalive intervals", interval, 1, MAX_KEEPALIVE_MS, " ms")
+        check_within("the call timeout", self.call_timeout_s, None, MAX_DURATION_S, "s")
+        check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
+        check_within("iperf seconds", self.iperf_seconds, 1, MAX_IPERF_SECONDS)
+
     def validate(self) -> None:
         if self.mesh == bool(self.client and self.server):
             if self.mesh:
@@ -78,12 +97,9 @@ class SweepConfig(StackChoice):
             raise LabkitError("give --client and --server (host names from the inventory), or --mesh")
         if not self.mesh and self.client == self.server:
             raise LabkitError("client and server must be different hosts")
-        if not self.sizes or any(s < 0 or s > 64 * 2**20 for s in self.sizes):
+        if not self.sizes or any(s < 0 or s > MAX_SWEEP_REQUEST_BYTES for s in self.sizes):
             raise LabkitError("sizes must be between 0 and 64 MiB")
-        if self.repeats < 1:
-            raise LabkitError("repeats must be at least 1")
-        if any(g < 0 for g in self.gaps_s):
-            raise LabkitError("gaps must not be negative")
+        self._check_bounds()
         if any(v not in (None, 0, 1) for v in self.slow_start_after_idle):
             raise LabkitError("--slow-start-after-idle takes 1, 0 (or 'keep')")
         if self.order not in ("sequential", "shuffled"):

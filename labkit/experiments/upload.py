@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.limits import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_MESSAGE_BYTES, MAX_PING_COUNT, MAX_REPEATS,
+                           MAX_REQUEST_BYTES, MAX_WARMUP, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 
@@ -42,7 +44,6 @@ TRANSPORTS = ("grpc", "http2")
 TLS_MODES = ("both", "on", "off")
 DEFAULT_CHUNK_SIZES = [2**n for n in range(4, 22)]  # 16 B … 2 MiB, as in the original
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's default receive limit, the echo server's default
-MAX_FILE_BYTES = 1 << 30  # the agent holds the file in memory
 
 
 @dataclass
@@ -86,13 +87,14 @@ class UploadConfig(StackChoice):
         unknown = [t for t in self.transports if t not in TRANSPORTS]
         if not self.transports or unknown:
             raise LabkitError(f"--transports takes {' and/or '.join(TRANSPORTS)}, not {', '.join(unknown) or 'nothing'}")
-        if self.repeats < 1:
-            raise LabkitError("repeats must be at least 1")
-        if self.warmup < 0:
-            raise LabkitError("warmup must not be negative")
+        check_within("repeats", self.repeats, 1, MAX_REPEATS)
+        check_within("warmup", self.warmup, 0, MAX_WARMUP)
+        for chunk in self.chunk_sizes:
+            check_within("chunk sizes", chunk, 1, MAX_REQUEST_BYTES, " bytes")
+        check_within("the upload timeout", self.upload_timeout_s, None, MAX_DURATION_S, "s")
+        check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
         plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
-        if self.max_message_bytes < 1:
-            raise LabkitError("max message bytes must be at least 1")
+        check_within("max message bytes", self.max_message_bytes, 1, MAX_MESSAGE_BYTES)
         if not self.chunk_sizes or any(size < 1 for size in self.chunk_sizes):
             raise LabkitError("chunk sizes must be at least 1 byte")
         if "grpc" in self.transports:

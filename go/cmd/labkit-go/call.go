@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"google.golang.org/grpc/metadata"
+	"iter"
 	mathrand "math/rand/v2"
 	"os"
 	"os/signal"
@@ -27,12 +28,11 @@ import (
 	"labkit/go/echopb"
 	"labkit/go/internal/address"
 	"labkit/go/internal/echo"
+	"labkit/go/internal/limits"
 	"labkit/go/internal/options"
 	"labkit/go/internal/pyrandom"
 	"labkit/go/internal/units"
 )
-
-const maxRequestBytes = 1 << 30
 
 type callFlags struct {
 	target, sizes, gap, backgroundGap, order, timeout, tlsCA, tlsServerName string
@@ -55,21 +55,21 @@ func call(args []string) error {
 	var f callFlags
 	flags := newFlags("call")
 	flags.StringVar(&f.target, "target", "", "HOST:PORT of an echo server")
-	flags.StringVar(&f.sizes, "sizes", "", "comma-separated request sizes in bytes, e.g. 1000,14000,16k")
-	flags.IntVar(&f.repeats, "repeats", 10, "calls per size")
-	flags.StringVar(&f.gap, "gap", "1s", "idle time between the end of one call and the start of the next")
-	flags.StringVar(&f.backgroundGap, "background-gap", "", "also send a 1-byte call on the same channel this often (not recorded)")
+	flags.StringVar(&f.sizes, "sizes", "", fmt.Sprintf("comma-separated request sizes in bytes, e.g. 1000,14000,16k (each at most %d)", limits.MaxRequestBytes))
+	flags.IntVar(&f.repeats, "repeats", 10, fmt.Sprintf("calls per size (at most %d)", limits.MaxRepeats))
+	flags.StringVar(&f.gap, "gap", "1s", "idle time between the end of one call and the start of the next"+atMost)
+	flags.StringVar(&f.backgroundGap, "background-gap", "", "also send a 1-byte call on the same channel this often (not recorded)"+atMost)
 	flags.BoolVar(&f.cold, "cold", false, "open a new channel (connection) for every call")
-	flags.IntVar(&f.warmup, "warmup", 0, "unrecorded calls first")
+	flags.IntVar(&f.warmup, "warmup", 0, fmt.Sprintf("unrecorded calls first (at most %d)", limits.MaxWarmup))
 	flags.Func("seed", "seed of the payload bytes and of --order shuffled", func(v string) error {
 		_, err := fmt.Sscan(v, &f.seed)
 		f.seedGiven = true
 		return err
 	})
 	flags.StringVar(&f.order, "order", "sequential", "sequential or shuffled")
-	flags.IntVar(&f.keepaliveMs, "keepalive-ms", 0, "send HTTP/2 keepalive pings this often, also between calls")
+	flags.IntVar(&f.keepaliveMs, "keepalive-ms", 0, fmt.Sprintf("send HTTP/2 keepalive pings this often, also between calls (at most %d)", limits.MaxKeepaliveMs))
 	flags.BoolVar(&f.tcpInfo, "tcp-info", false, "add the connection's TCP state (TCP_INFO) before and after each call")
-	flags.StringVar(&f.timeout, "timeout", "30s", "deadline of each call")
+	flags.StringVar(&f.timeout, "timeout", "30s", "deadline of each call"+atMost)
 	flags.StringVar(&f.tlsCA, "tls-ca", "", "PEM root certificate; use TLS")
 	flags.StringVar(&f.tlsServerName, "tls-server-name", "", "name to verify in the server certificate instead of HOST")
 	flags.Var(&f.grpcOptions, "grpc-option", "a gRPC knob by its grpc-go name, KEY=VALUE (repeatable)")
@@ -93,26 +93,32 @@ func (f *callFlags) plan() (*callPlan, error) {
 	if _, _, err = address.Parse(f.target, false); err != nil {
 		return nil, usagef("--target: %v", err)
 	}
-	if p.sizes, err = units.ParseSizeList(f.sizes, 0, maxRequestBytes); err != nil {
+	if p.sizes, err = units.ParseSizeList(f.sizes, 0, limits.MaxRequestBytes); err != nil {
 		return nil, usagef("--sizes: %v", err)
 	}
-	if f.repeats < 1 || f.warmup < 0 {
-		return nil, usagef("--repeats must be at least 1 and --warmup not negative")
+	if f.repeats < 1 || f.repeats > limits.MaxRepeats || f.warmup < 0 || f.warmup > limits.MaxWarmup {
+		return nil, usagef("--repeats must be between 1 and %d and --warmup between 0 and %d", limits.MaxRepeats, limits.MaxWarmup)
 	}
-	if f.keepaliveMs < 0 || (f.keepaliveMs == 0 && f.given["keepalive-ms"]) {
-		return nil, usagef("--keepalive-ms must be at least 1")
+	if len(p.sizes)*f.repeats > limits.MaxCalls {
+		return nil, usagef("%d sizes × %d repeats is more than %d calls", len(p.sizes), f.repeats, limits.MaxCalls)
+	}
+	if f.keepaliveMs < 0 || f.keepaliveMs > limits.MaxKeepaliveMs || (f.keepaliveMs == 0 && f.given["keepalive-ms"]) {
+		return nil, usagef("--keepalive-ms must be between 1 and %d", limits.MaxKeepaliveMs)
 	}
 	if f.order != "sequential" && f.order != "shuffled" {
 		return nil, usagef("--order is sequential or shuffled, not %q", f.order)
 	}
-	if p.gap, err = units.ParseDuration(f.gap); err != nil {
-		return nil, usagef("--gap: %v", err)
+	if p.gap, err = boundedDuration("gap", f.gap); err != nil {
+		return nil, err
 	}
-	if p.timeout, err = units.ParseDuration(f.timeout); err != nil {
-		return nil, usagef("--timeout: %v", err)
+	if p.timeout, err = boundedDuration("timeout", f.timeout); err != nil {
+		return nil, err
 	}
 	if f.backgroundGap != "" {
-		if p.background, err = units.ParseDuration(f.backgroundGap); err != nil || p.background <= 0 {
+		if p.background, err = boundedDuration("background-gap", f.backgroundGap); err != nil {
+			return nil, err
+		}
+		if p.background <= 0 {
 			return nil, usagef("--background-gap must be a positive duration")
 		}
 		if f.cold {
@@ -171,28 +177,68 @@ func rootsConfig(pem []byte, serverName string) (*tls.Config, error) {
 
 // schedule is the calls to make as (recorded, size): warm-up first (sizes in turn), then repeats
 // of each size, in order or shuffled, as Python's call_schedule: with a seed, shuffled by CPython's
-// generator, so both implementations make the same calls in the same order.
-func (f *callFlags) schedule(sizes []int64) [][2]int64 {
-	var calls [][2]int64
-	for i := 0; i < f.warmup; i++ {
-		calls = append(calls, [2]int64{0, sizes[i%len(sizes)]})
-	}
-	var recorded [][2]int64
-	for _, size := range sizes {
-		for range f.repeats {
-			recorded = append(recorded, [2]int64{1, size})
+// generator, so both implementations make the same calls in the same order. It is generated as the
+// calls are made: in order nothing is held per call, shuffled one index per call (the order must exist
+// whole to be shuffled; at most limits.MaxCalls), never a call's row.
+func (f *callFlags) schedule(sizes []int64) iter.Seq2[bool, int64] {
+	return func(yield func(bool, int64) bool) {
+		for i := 0; i < f.warmup; i++ {
+			if !yield(false, sizes[i%len(sizes)]) {
+				return
+			}
+		}
+		if f.order != "shuffled" {
+			for _, size := range sizes {
+				for range f.repeats {
+					if !yield(true, size) {
+						return
+					}
+				}
+			}
+			return
+		}
+		for _, index := range f.shuffledOrder(len(sizes)) {
+			if !yield(true, sizes[index]) {
+				return
+			}
 		}
 	}
-	if f.order == "shuffled" {
-		swap := func(i, j int) { recorded[i], recorded[j] = recorded[j], recorded[i] }
-		if f.seedGiven {
-			pyrandom.New(f.seed).Shuffle(len(recorded), swap)
-		} else {
-			mathrand.Shuffle(len(recorded), swap)
-		}
-	}
-	return append(calls, recorded...)
 }
+
+// shuffledOrder is the index into sizes of every recorded call, shuffled: f.repeats of each index.
+func (f *callFlags) shuffledOrder(sizeCount int) []uint32 {
+	order := make([]uint32, 0, sizeCount*f.repeats)
+	for index := range sizeCount {
+		for range f.repeats {
+			order = append(order, uint32(index))
+		}
+	}
+	swap := func(i, j int) { order[i], order[j] = order[j], order[i] }
+	if f.seedGiven {
+		pyrandom.New(f.seed).Shuffle(len(order), swap)
+	} else {
+		mathrand.Shuffle(len(order), swap)
+	}
+	return order
+}
+
+// boundedDuration parses a duration flag of at most limits.MaxDuration, the bound of Python's twin.
+func boundedDuration(name, text string) (time.Duration, error) {
+	duration, err := units.ParseDuration(text)
+	if err != nil {
+		return 0, usagef("--%s: %v", name, err)
+	}
+	if duration > limits.MaxDuration {
+		return 0, usagef("--%s: %q is longer than %s", name, text, hours(limits.MaxDuration))
+	}
+	return duration, nil
+}
+
+// hours is a bound as --help states it: 168h.
+func hours(d time.Duration) string { return fmt.Sprintf("%dh", int64(d/time.Hour)) }
+
+// atMost is the bound every duration flag's help states.
+var atMost = fmt.Sprintf(" (at most %s)", hours(limits.MaxDuration))
 
 // summary counts every call, the unrecorded ones included, for the line on stderr.
 type summary struct {
@@ -207,8 +253,7 @@ func (s *summary) describe() string {
 }
 
 func (f *callFlags) run(p *callPlan) error {
-	interrupted := make(chan os.Signal, 1)
-	signal.Notify(interrupted, syscall.SIGINT, syscall.SIGTERM)
+	ctx, stoppedBy := stopOnSignal()
 	var payloads *pyrandom.Rand // nil: unseeded, from crypto/rand
 	if f.seedGiven {
 		payloads = pyrandom.New(f.seed)
@@ -219,8 +264,7 @@ func (f *callFlags) run(p *callPlan) error {
 	out := json.NewEncoder(os.Stdout)
 	seq := 0
 	var previousEnd time.Time
-	for _, planned := range f.schedule(p.sizes) {
-		recorded, size := planned[0] == 1, planned[1]
+	for recorded, size := range f.schedule(p.sizes) {
 		payload := make([]byte, size)
 		fillRandom(payload, payloads)
 		channel, err := pool.next()
@@ -228,13 +272,14 @@ func (f *callFlags) run(p *callPlan) error {
 			return err
 		}
 		// The gap runs from the end of one call to the start of the next: the connection's idle time.
-		if !previousEnd.IsZero() {
-			if sig := sleepUntil(previousEnd.Add(p.gap), interrupted); sig != nil {
-				return interruptedAfter(&counts, sig)
-			}
+		if !previousEnd.IsZero() && !sleepUntil(ctx, previousEnd.Add(p.gap)) {
+			return interruptedAfter(&counts, stoppedBy())
 		}
 		var row map[string]any
-		row, previousEnd = f.timedCall(channel, p, recorded, seq, payload)
+		row, previousEnd = f.timedCall(ctx, channel, p, recorded, seq, payload)
+		if ctx.Err() != nil { // the signal cut this call short: it measured nothing
+			return interruptedAfter(&counts, stoppedBy())
+		}
 		pool.afterCall(channel, p, &counts)
 		counts.count(recorded, row["ok"] == true)
 		if recorded {
@@ -242,9 +287,6 @@ func (f *callFlags) run(p *callPlan) error {
 				return fmt.Errorf("cannot write a row: %v", err)
 			}
 			seq++
-		}
-		if len(interrupted) > 0 {
-			return interruptedAfter(&counts, <-interrupted)
 		}
 	}
 	pool.close()
@@ -255,30 +297,47 @@ func (f *callFlags) run(p *callPlan) error {
 	return nil
 }
 
-// sleepUntil waits until t; the signal that came first, else nil.
-func sleepUntil(t time.Time, interrupted <-chan os.Signal) os.Signal {
+// stopOnSignal is a context cancelled by the first SIGINT or SIGTERM, and the signal that cancelled it. Notify
+// also takes SIGINT back from a shell that started labkit-go in the background with it ignored. A call in
+// flight is cancelled too, so a signal stops the run at once, not when a call against a silent target times out.
+func stopOnSignal() (context.Context, func() os.Signal) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	var received atomic.Value
+	go func() {
+		received.Store(<-signals)
+		cancel()
+	}()
+	return ctx, func() os.Signal { sig, _ := received.Load().(os.Signal); return sig }
+}
+
+// sleepUntil waits until t; false when ctx was cancelled first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
 	wait := time.Until(t)
 	if wait <= 0 {
-		return nil
+		return ctx.Err() == nil
 	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
-	case <-time.After(wait):
-		return nil
-	case sig := <-interrupted:
-		return sig
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
 // timedCall makes one Echo on ch, with the TCP state around it for a recorded call when asked;
 // its row and the moment it ended (the start of the next gap).
-func (f *callFlags) timedCall(ch *channel, p *callPlan, recorded bool, seq int, payload []byte) (map[string]any, time.Time) {
+func (f *callFlags) timedCall(ctx context.Context, ch *channel, p *callPlan, recorded bool, seq int, payload []byte) (map[string]any, time.Time) {
 	row := map[string]any{"seq": seq, "payload_bytes": len(payload), "cold": ch.calls == 0, "background": backgroundSeconds(p)}
 	sampled := recorded && f.tcpInfo
 	if sampled {
 		echo.RecordTCP(row, ch.holder.Get(), "before")
 	}
 	row["t_start_utc_ns"] = time.Now().UnixNano()
-	outcome := timedEcho(ch.stub, payload, p.timeout)
+	outcome := timedEcho(ctx, ch.stub, payload, p.timeout)
 	ended := time.Now()
 	if sampled { // before a cold call's channel closes
 		echo.RecordTCP(row, ch.holder.Get(), "after")
@@ -343,8 +402,8 @@ type echoOutcome struct {
 }
 
 // timedEcho calls Echo once, timed around the blocking call alone; a failure is an outcome, not an error.
-func timedEcho(stub echopb.EchoServiceClient, payload []byte, timeout time.Duration) echoOutcome {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func timedEcho(parent context.Context, stub echopb.EchoServiceClient, payload []byte, timeout time.Duration) echoOutcome {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	request := &echopb.EchoRequest{Payload: payload}
 	var trailer metadata.MD

@@ -109,7 +109,7 @@ func startBackground(stub echopb.EchoServiceClient, interval, timeout time.Durat
 			case <-b.done:
 				return
 			case <-ticker.C:
-				if timedEcho(stub, []byte{0}, timeout).detail == "" {
+				if timedEcho(context.Background(), stub, []byte{0}, timeout).detail == "" {
 					counts.backgroundOK.Add(1)
 				} else {
 					counts.backgroundFailed.Add(1)

@@ -25,7 +25,7 @@ import (
 
 	"labkit/go/internal/address"
 	"labkit/go/internal/hop"
-	"labkit/go/internal/units"
+	"labkit/go/internal/limits"
 )
 
 type backFlags struct {
@@ -46,7 +46,7 @@ func backCommand(args []string) error {
 	flags.StringVar(&f.natsURL, "nats-url", "", "also answer NATS requests, from the server at nats://HOST:PORT")
 	flags.StringVar(&f.natsSubject, "nats-subject", hop.DefaultSubject, "the subject to answer on")
 	flags.IntVar(&f.natsWorkers, "nats-workers", 1, "NATS subscriptions answering at once (one queue group)")
-	flags.StringVar(&f.grace, "grace", "2s", "time requests in flight get to finish on stop")
+	flags.StringVar(&f.grace, "grace", "2s", "time requests in flight get to finish on stop"+atMost)
 	if err := parse(flags, args); err != nil {
 		return err
 	}
@@ -72,8 +72,8 @@ func (f *backFlags) check() (host string, grace time.Duration, body []byte, err 
 	if f.given["nats-subject"] && f.natsURL == "" {
 		return "", 0, nil, usagef("--nats-subject needs --nats-url")
 	}
-	if grace, err = units.ParseDuration(f.grace); err != nil {
-		return "", 0, nil, usagef("--grace: %v", err)
+	if grace, err = boundedDuration("grace", f.grace); err != nil {
+		return "", 0, nil, err
 	}
 	body, err = readBody(f.bodyFile)
 	return host, grace, body, err
@@ -135,8 +135,8 @@ func frontCommand(args []string) error {
 	flags.StringVar(&f.backCA, "back-ca", "", "PEM CA certificate that signed the back's TLS certificate")
 	flags.StringVar(&f.natsURL, "nats-url", "", "relay /via/nats as requests through the NATS server at nats://HOST:PORT")
 	flags.StringVar(&f.natsSubject, "nats-subject", hop.DefaultSubject, "the subject the back answers on")
-	flags.StringVar(&f.timeout, "timeout", "5s", "deadline of each relayed call (then 502)")
-	flags.StringVar(&f.grace, "grace", "2s", "time requests in flight get to finish on stop")
+	flags.StringVar(&f.timeout, "timeout", "5s", "deadline of each relayed call (then 502)"+atMost)
+	flags.StringVar(&f.grace, "grace", "2s", "time requests in flight get to finish on stop"+atMost)
 	if err := parse(flags, args); err != nil {
 		return err
 	}
@@ -157,11 +157,11 @@ func (f *frontFlags) check() (host string, timeout, grace time.Duration, front *
 	if (f.backHTTP2TLS == "") != (f.backCA == "") {
 		return "", 0, 0, nil, usagef("--back-http2-tls and --back-ca go together")
 	}
-	if timeout, err = units.ParseDuration(f.timeout); err != nil || timeout <= 0 {
-		return "", 0, 0, nil, usagef("--timeout must be a positive duration, not %q", f.timeout)
+	if timeout, err = boundedDuration("timeout", f.timeout); err != nil || timeout <= 0 {
+		return "", 0, 0, nil, usagef("--timeout must be a positive duration of at most %s, not %q", hours(limits.MaxDuration), f.timeout)
 	}
-	if grace, err = units.ParseDuration(f.grace); err != nil {
-		return "", 0, 0, nil, usagef("--grace: %v", err)
+	if grace, err = boundedDuration("grace", f.grace); err != nil {
+		return "", 0, 0, nil, err
 	}
 	front, err = f.relays(timeout)
 	return host, timeout, grace, front, err

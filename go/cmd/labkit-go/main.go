@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 // version is labkit's version, set at build time (-ldflags "-X main.version=...").
@@ -106,6 +108,19 @@ func givenFlags(flags *flag.FlagSet) map[string]bool {
 	given := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	return given
+}
+
+// exitOnSignal makes SIGINT and SIGTERM end the process at once with the shell's status for them, 128 + the
+// signal, for the commands that hold nothing to clean up. Notify also takes SIGINT back from a shell that
+// started labkit-go in the background with it ignored (Go leaves an ignored SIGINT ignored until then).
+func exitOnSignal(command string) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := (<-signals).(syscall.Signal)
+		fmt.Fprintf(os.Stderr, "labkit-go %s: interrupted (%v)\n", command, sig)
+		os.Exit(128 + int(sig))
+	}()
 }
 
 // repeated collects a repeatable flag (--grpc-option KEY=VALUE ...).

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/limits"
 	"labkit/go/internal/pyrandom"
 	"labkit/go/internal/units"
 )
@@ -45,6 +46,8 @@ type seriesAgent struct {
 	out                                            *lineWriter
 	t0                                             time.Time
 	stop                                           chan struct{}
+	calls                                          context.Context // cancelled with stop: a gRPC call in flight ends at once
+	cancelCalls                                    context.CancelFunc
 	given                                          map[string]bool // flags set on the command line
 }
 
@@ -69,13 +72,14 @@ func (w *lineWriter) emit(event map[string]any) {
 
 func seriesAgentCommand(args []string) error {
 	a := &seriesAgent{out: &lineWriter{}, stop: make(chan struct{})}
+	a.calls, a.cancelCalls = context.WithCancel(context.Background())
 	flags := newFlags("series-agent")
 	flags.StringVar(&a.address, "address", "", "the server's data address (ping, gRPC and TCP echo go there)")
 	flags.IntVar(&a.grpcPort, "grpc-port", 0, "port of the gRPC echo service")
 	flags.IntVar(&a.tcpEchoPort, "tcp-echo-port", 0, "port of the raw TCP echo")
 	flags.StringVar(&a.probesText, "probes", "", "comma-separated: "+strings.Join(seriesProbes, ","))
-	flags.IntVar(&a.firstTick, "first-tick", 0, "number of the first tick")
-	flags.IntVar(&a.ticks, "ticks", 0, "how many ticks to run")
+	flags.IntVar(&a.firstTick, "first-tick", 0, fmt.Sprintf("number of the first tick (at most %d)", limits.MaxTicks))
+	flags.IntVar(&a.ticks, "ticks", 0, fmt.Sprintf("how many ticks to run (at most %d)", limits.MaxTicks))
 	flags.StringVar(&a.intervalText, "interval", "", "time between ticks")
 	flags.IntVar(&a.payloadBytes, "payload-bytes", 50, "payload of the echo probes")
 	flags.StringVar(&a.timeoutText, "timeout", "5s", "deadline of each call and ping")
@@ -112,8 +116,8 @@ func (a *seriesAgent) check() error {
 		return usagef("the echo probes need the gRPC port (--grpc-port)")
 	case (contains(a.probes, "tcp-echo") || contains(a.probes, "tcp-connect")) && a.tcpEchoPort == 0:
 		return usagef("the tcp probes need the TCP echo port (--tcp-echo-port)")
-	case a.ticks < 1 || a.firstTick < 0:
-		return usagef("ticks must be at least 1 and the first tick not negative")
+	case a.ticks < 1 || a.firstTick < 0 || a.ticks > limits.MaxTicks || a.firstTick > limits.MaxTicks:
+		return usagef("--ticks must be between 1 and %d and --first-tick between 0 and %d", limits.MaxTicks, limits.MaxTicks)
 	}
 	return nil
 }
@@ -132,8 +136,8 @@ func (a *seriesAgent) checkNumbers() error {
 			return usagef("--%s %d is out of range [1, 65535]", name, port)
 		}
 	}
-	if a.payloadBytes < 0 || a.payloadBytes > maxRequestBytes {
-		return usagef("--payload-bytes %d is out of range [0, %d]", a.payloadBytes, maxRequestBytes)
+	if a.payloadBytes < 0 || a.payloadBytes > limits.MaxRequestBytes {
+		return usagef("--payload-bytes %d is out of range [0, %d]", a.payloadBytes, limits.MaxRequestBytes)
 	}
 	return nil
 }
@@ -226,6 +230,7 @@ func (a *seriesAgent) run() error {
 		return nil
 	case <-signals:
 		close(a.stop)
+		a.cancelCalls()
 		<-done
 		os.Exit(143)
 	}
@@ -277,7 +282,7 @@ func (a *seriesAgent) openProbes(payload []byte) (map[string]probe, map[string]s
 }
 
 func (a *seriesAgent) echo(stub echopb.EchoServiceClient, payload []byte, cold bool) probeResult {
-	outcome := timedEcho(stub, payload, a.timeout)
+	outcome := timedEcho(a.calls, stub, payload, a.timeout)
 	detail := outcome.detail
 	if detail != "" && outcome.code != "OK" && detail != outcome.code {
 		detail = outcome.code + ": " + detail
@@ -297,6 +302,9 @@ func (a *seriesAgent) probeLoop(name string, p probe) {
 		sent := time.Now()
 		result := p()
 		ended := time.Now()
+		if a.calls.Err() != nil { // a signal cut the call short: it measured nothing (the Python agent writes no row)
+			return
+		}
 		sample := map[string]any{"event": "sample", "probe": name, "tick": a.firstTick + index, "t_utc_ns": sent.UnixNano(),
 			"rtt_ns": nil, "ok": result.ok, "error": result.detail, "cold": result.cold, "payload_bytes": payloadBytes,
 			"server_ns": nil}

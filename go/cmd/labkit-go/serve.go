@@ -22,8 +22,8 @@ import (
 	"labkit/go/echopb"
 	"labkit/go/internal/address"
 	"labkit/go/internal/echo"
+	"labkit/go/internal/limits"
 	"labkit/go/internal/options"
-	"labkit/go/internal/units"
 )
 
 const (
@@ -45,17 +45,17 @@ func serve(args []string) error {
 	var f serveFlags
 	flags := newFlags("serve")
 	flags.StringVar(&f.bind, "bind", "", "HOST:PORT to listen on; port 0 picks a free port")
-	flags.Int64Var(&f.maxMessage, "max-message-bytes", defaultMaxMessageBytes, "largest message accepted; larger ones get RESOURCE_EXHAUSTED")
+	flags.Int64Var(&f.maxMessage, "max-message-bytes", defaultMaxMessageBytes, fmt.Sprintf("largest message accepted; larger ones get RESOURCE_EXHAUSTED (at most %d)", limits.MaxMessageBytes))
 	flags.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate chain; serve TLS only")
 	flags.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	flags.BoolVar(&f.reflection, "reflection", true, "serve gRPC reflection (grpcurl, ghz)")
 	flags.BoolVar(&f.noReflection, "no-reflection", false, "do not serve gRPC reflection")
-	flags.StringVar(&f.grace, "grace", "2s", "time in-flight calls get to finish on stop")
-	flags.IntVar(&f.permitKeepaliveMs, "permit-keepalive-ms", 0, "accept client keepalive pings this often, also between calls")
+	flags.StringVar(&f.grace, "grace", "2s", "time in-flight calls get to finish on stop"+atMost)
+	flags.IntVar(&f.permitKeepaliveMs, "permit-keepalive-ms", 0, fmt.Sprintf("accept client keepalive pings this often, also between calls (at most %d)", limits.MaxKeepaliveMs))
 	// The side endpoints are served when their flag is given (see f.given): port 0 picks a free one.
 	flags.IntVar(&f.tcpEchoPort, "tcp-echo-port", 0, "also serve the raw TCP echo on this port of the --bind host (0: a free one)")
 	flags.IntVar(&f.http2Port, "http2-port", 0, "also serve POST /echo and /upload over HTTP/2 on this port (0: a free one)")
-	flags.Int64Var(&f.maxUpload, "max-upload-bytes", defaultMaxUploadBytes, "largest HTTP/2 upload body accepted; larger ones get 413")
+	flags.Int64Var(&f.maxUpload, "max-upload-bytes", defaultMaxUploadBytes, fmt.Sprintf("largest HTTP/2 upload body accepted; larger ones get 413 (at most %d)", limits.MaxFileBytes))
 	flags.Var(&f.grpcOptions, "grpc-option", "a gRPC knob by its grpc-go name, KEY=VALUE (repeatable)")
 	if err := parse(flags, args); err != nil {
 		return err
@@ -75,14 +75,14 @@ func (f *serveFlags) check() (host string, grace time.Duration, err error) {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return "", 0, usagef("--tls-cert and --tls-key go together")
 	}
-	if f.maxMessage < 1 {
-		return "", 0, usagef("max message size must be at least 1 byte, not %d", f.maxMessage)
+	if f.maxMessage < 1 || f.maxMessage > limits.MaxMessageBytes {
+		return "", 0, usagef("max message size must be between 1 byte and %d, not %d", limits.MaxMessageBytes, f.maxMessage)
 	}
 	if err := f.checkSideFlags(); err != nil {
 		return "", 0, err
 	}
-	if grace, err = units.ParseDuration(f.grace); err != nil {
-		return "", 0, usagef("--grace: %v", err)
+	if grace, err = boundedDuration("grace", f.grace); err != nil {
+		return "", 0, err
 	}
 	return host, grace, nil
 }
@@ -97,11 +97,11 @@ func (f *serveFlags) checkSideFlags() error {
 			return usagef("--%s %d is out of range [0, 65535]", side.name, side.port)
 		}
 	}
-	if f.given["permit-keepalive-ms"] && f.permitKeepaliveMs < 1 {
-		return usagef("--permit-keepalive-ms must be at least 1, not %d", f.permitKeepaliveMs)
+	if f.given["permit-keepalive-ms"] && (f.permitKeepaliveMs < 1 || f.permitKeepaliveMs > limits.MaxKeepaliveMs) {
+		return usagef("--permit-keepalive-ms must be between 1 and %d, not %d", limits.MaxKeepaliveMs, f.permitKeepaliveMs)
 	}
-	if f.maxUpload < 0 {
-		return usagef("--max-upload-bytes must not be negative, not %d", f.maxUpload)
+	if f.maxUpload < 0 || f.maxUpload > limits.MaxFileBytes {
+		return usagef("--max-upload-bytes must be between 0 and %d, not %d", limits.MaxFileBytes, f.maxUpload)
 	}
 	if f.given["max-upload-bytes"] && !f.given["http2-port"] {
 		return usagef("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")

@@ -24,8 +24,8 @@ import (
 	"labkit/go/echopb"
 	"labkit/go/internal/address"
 	"labkit/go/internal/echo"
+	"labkit/go/internal/limits"
 	"labkit/go/internal/options"
-	"labkit/go/internal/units"
 )
 
 // uploadAgent is the client side of `labkit upload` (labkit/echo/upload_agent.py): one cell's uploads of
@@ -49,10 +49,10 @@ func uploadAgentCommand(args []string) error {
 	flags.StringVar(&a.target, "target", "", "HOST:PORT of the gRPC or HTTP/2 endpoint")
 	flags.StringVar(&a.path, "file", "", "the file to upload")
 	flags.StringVar(&a.sha, "sha256", "", "the file's SHA-256; a file that differs is refused")
-	flags.Int64Var(&a.chunk, "chunk-size", 0, "bytes per chunk")
-	flags.IntVar(&a.repeats, "repeats", 1, "uploads to make")
-	flags.IntVar(&a.warmup, "warmup", 1, "untimed 1-byte uploads first")
-	flags.StringVar(&a.timeoutText, "timeout", "600s", "deadline of each upload")
+	flags.Int64Var(&a.chunk, "chunk-size", 0, fmt.Sprintf("bytes per chunk (at most %d)", limits.MaxRequestBytes))
+	flags.IntVar(&a.repeats, "repeats", 1, fmt.Sprintf("uploads to make (at most %d)", limits.MaxRepeats))
+	flags.IntVar(&a.warmup, "warmup", 1, fmt.Sprintf("untimed 1-byte uploads first (at most %d)", limits.MaxWarmup))
+	flags.StringVar(&a.timeoutText, "timeout", "600s", "deadline of each upload"+atMost)
 	flags.StringVar(&a.tlsCA, "tls-ca", "", "PEM root certificate; use TLS")
 	flags.StringVar(&a.tlsServerName, "tls-server-name", "", "name to verify in the server certificate instead of HOST")
 	flags.Int64Var(&a.declared, "declare-length", -1, "declare this length to the server instead of the file's")
@@ -63,6 +63,7 @@ func uploadAgentCommand(args []string) error {
 	if err := a.check(); err != nil {
 		return err
 	}
+	exitOnSignal("upload-agent") // its rows are written as each upload ends: nothing is left to flush
 	if a.transport == "grpc" {
 		return a.runGRPC()
 	}
@@ -79,8 +80,10 @@ func (a *uploadAgent) check() error {
 	if _, _, err := address.Parse(a.target, false); err != nil {
 		return usagef("--target: %v", err)
 	}
-	if a.chunk < 1 || a.repeats < 1 || a.warmup < 0 {
-		return usagef("--chunk-size and --repeats must be at least 1, --warmup not negative")
+	if a.chunk < 1 || a.chunk > limits.MaxRequestBytes || a.repeats < 1 || a.repeats > limits.MaxRepeats ||
+		a.warmup < 0 || a.warmup > limits.MaxWarmup {
+		return usagef("--chunk-size must be between 1 and %d, --repeats between 1 and %d, --warmup between 0 and %d",
+			limits.MaxRequestBytes, limits.MaxRepeats, limits.MaxWarmup)
 	}
 	var err error
 	if a.values, err = options.Parse(a.grpcOptions, "client"); err != nil {
@@ -89,8 +92,8 @@ func (a *uploadAgent) check() error {
 	if len(a.values) > 0 && a.transport != "grpc" {
 		return usagef("--grpc-option applies to --transport grpc only")
 	}
-	if a.timeout, err = units.ParseDuration(a.timeoutText); err != nil {
-		return usagef("--timeout: %v", err)
+	if a.timeout, err = boundedDuration("timeout", a.timeoutText); err != nil {
+		return err
 	}
 	if a.data, err = os.ReadFile(a.path); err != nil {
 		return usagef("cannot read %s: %v", a.path, unwrapPath(err))

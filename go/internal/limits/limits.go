@@ -1,0 +1,27 @@
+// Package limits holds the largest count, duration and size labkit-go accepts from a user: the same numbers
+// as Python's labkit/limits.py (tests/test_limits.py compares the two), so a flag refused by `labkit echo`
+// is refused by its labkit-go twin.
+package limits
+
+import "time"
+
+const (
+	// MaxRequestBytes bounds one echo request.
+	MaxRequestBytes = 1 << 30
+	// MaxMessageBytes bounds the message size a server accepts: gRPC's own limit (a signed 32-bit length).
+	MaxMessageBytes = 2_147_483_647 // 1<<31 - 1, written out: Go and Python read 1<<31 - 1 differently
+	// MaxFileBytes bounds the file of upload-agent and upload-file (the agent holds it in memory).
+	MaxFileBytes = 1 << 30
+	// MaxRepeats bounds the recorded calls per size of call and the uploads of upload-agent.
+	MaxRepeats = 1_000_000
+	// MaxCalls bounds the recorded calls of one call (sizes × repeats): a shuffled order keeps an index per call.
+	MaxCalls = 10_000_000
+	// MaxWarmup bounds the unrecorded calls (or uploads) before the first recorded one.
+	MaxWarmup = 10_000
+	// MaxDuration bounds any gap, interval or per-call deadline: one week.
+	MaxDuration = 7 * 24 * time.Hour
+	// MaxKeepaliveMs bounds a keepalive ping interval: one hour.
+	MaxKeepaliveMs = 3_600_000
+	// MaxTicks bounds the ticks of one series agent run.
+	MaxTicks = 10_000_000
+)
