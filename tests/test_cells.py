@@ -54,7 +54,7 @@ def test_link_values_are_read_as_a_person_types_them():
 
 
 def test_an_interrupt_during_teardown_is_raised_when_the_teardown_is_done():
-    from labkit.testbed.context import interrupts_deferred
+    from labkit.interrupts import interrupts_deferred
 
     # Python's own handler, also when pytest was started in the background with SIGINT ignored (as labkit's CLI does).
     ignored = signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -399,3 +399,47 @@ def test_an_interrupt_while_a_process_is_being_stopped_leaves_it_neither_running
         signal.signal(signal.SIGINT, previous)
         session.stop_everything()
         pool.close()
+
+
+def test_an_interrupt_as_a_process_is_started_leaves_it_recorded_and_then_stopped(tmp_path):
+    """A SIGINT that came after a host started a process and before the session recorded it left the process
+    running and unknown to the run (a ghz on host a, once, after a background SIGINT). Here it comes exactly there:
+    as the host's start returns. The process must be recorded, and the interrupt's stop_everything stop it."""
+    import sys
+
+    from labkit.experiments.base import HostPool, Progress, Session
+    from labkit.hosts.inventory import parse_inventory
+    from labkit.hosts.local import LocalHost
+    from labkit.store import Run
+
+    inventory = parse_inventory(LOCAL_PAIR)
+    run = Run.create(tmp_path / "runs", "racing", "sweep", {})
+    pool = HostPool(inventory, accept_new_host_keys=False)
+    session = Session(run, inventory, pool, Progress(total=1, quiet=True))
+    ready = tmp_path / "ready"
+
+    def on_the_hosts_start(frame, event, arg):  # a trace function: SIGINT sent as LocalHost.start returns
+        if event == "call" and frame.f_code is LocalHost.start.__code__:
+            def at_its_return(frame, event, arg):
+                if event == "return":
+                    os.kill(os.getpid(), signal.SIGINT)
+                return at_its_return
+            return at_its_return
+        return None
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # also in a suite started in the background
+    try:
+        sys.settrace(on_the_hosts_start)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                session.start("b", [sys.executable, "-c", _SLOW_TO_STOP, str(ready)])
+        finally:
+            sys.settrace(None)
+        started = list(session.live_processes)
+        assert len(started) == 1 and [entry["pid"] for entry in run.processes()] == [started[0].pid]
+        session.stop_everything()  # what session() does on KeyboardInterrupt
+        assert run.processes() == [] and started[0].poll() is not None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        session.stop_everything()
+        pool.close()

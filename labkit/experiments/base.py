@@ -378,13 +378,18 @@ class Session:
         """Start ``argv`` on a host, registered in the run until :meth:`stop`."""
         from labkit.hosts.facts import process_start_ticks
 
+        from labkit.interrupts import interrupts_deferred
+
         host = self.pool.get(host_name)
-        proc = host.start(argv)
-        # Known as live and recorded at once: reading its start time is another round trip to the host, and an
-        # interrupt during it must still find the process to stop.
-        with self._live_lock:
-            self.live_processes[proc] = host_name
-        self.run.register_process(host_name, proc.pid, argv)
+        # Started, known as live and recorded as one step: an interrupt between the host's start and the record left
+        # a process no one would stop (a ghz on a, after a SIGINT). It is taken once the process is recorded; a host
+        # slow to say the pid delays it, by at most the host's start timeout.
+        with interrupts_deferred():
+            proc = host.start(argv)
+            with self._live_lock:
+                self.live_processes[proc] = host_name
+            self.run.register_process(host_name, proc.pid, argv)
+        # Reading its start time is another round trip to the host: an interrupt during it still finds the process.
         started = process_start_ticks(host, proc.pid)
         if started is not None:
             self.run.register_process(host_name, proc.pid, argv, started)

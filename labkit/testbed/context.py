@@ -22,32 +22,11 @@ from __future__ import annotations
 
 import atexit
 import html
-import signal
-import threading
 from contextlib import contextmanager
 from typing import Callable
 
 from labkit.errors import LabkitError
-
-
-@contextmanager
-def interrupts_deferred():
-    """A block that a SIGINT (Ctrl-C, a kernel interrupt) does not cut short: it is raised when the block ends.
-
-    Teardown must finish once started, or it leaves namespaces and processes behind. Outside the main thread
-    (where Python cannot take signals) the block runs as it is.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if pending:
-        raise KeyboardInterrupt
+from labkit.interrupts import interrupts_deferred
 
 
 def link_config(one_way_delay, rate, mtu: int, cc: str, emulator: str):
