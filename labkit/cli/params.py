@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from labkit.echo.address import parse_host_port
-from labkit.units import NONE_WORDS, choice, int_in, parse_duration, parse_list, parse_rate, parse_size, parse_size_list
+from labkit.units import NONE_WORDS, choice, int_in, parse_duration, parse_duration_with_unit, parse_list, parse_rate, parse_size, parse_size_list
 
 
 class ParsingParam(click.ParamType):
@@ -28,6 +28,8 @@ class ParsingParam(click.ParamType):
 
 
 DURATION = ParsingParam("duration", parse_duration)
+#: A duration whose unit must be written (a link's delay: tc reads a bare number as µs, labkit as s).
+DURATION_WITH_UNIT = ParsingParam("duration", parse_duration_with_unit)
 RATE = ParsingParam("rate", parse_rate)
 SIZE = ParsingParam("size", parse_size)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.params import DURATION, RATE
+from labkit.cli.params import DURATION_WITH_UNIT, RATE
 
 NAME_OPTION = click.option(
     "--name", default="labkit", show_default=True,
@@ -26,7 +26,7 @@ def testbed():
 def _link_options(function):
     """The link flags of `testbed up`; each applies to each direction of every link, netem's meanings."""
     options = [
-        click.option("--one-way-delay", "delay", type=DURATION, default="100ms", show_default=True,
+        click.option("--one-way-delay", "delay", type=DURATION_WITH_UNIT, default="100ms", show_default=True,
                      help="Delay added in each direction (RTT is twice this), e.g. 100ms, 50ms."),
         click.option("--rate", type=RATE, default="100mbit", show_default=True,
                      help="Link rate in each direction (tc units: 100mbit, 1gbit), or 'none'."),
