@@ -104,6 +104,20 @@ def test_an_inventory_that_is_a_device_is_refused_by_name():
     assert "inventory /dev/zero is not a regular file" in _one_line(proc)
 
 
+def test_an_identity_file_that_is_a_device_is_refused_before_ssh_reads_it(tmp_path):
+    # paramiko reads a key file whole: /dev/zero would never end. hosts check names the host and the file, exit 1
+    # (a host it cannot use), as for a broken known_hosts line.
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(f'known_hosts = "{known}"\n[hosts.gw]\nssh = "127.0.0.1"\nport = 1\n'
+                         'identity_file = "/dev/zero"\n')
+    proc = labkit("hosts", "check", str(inventory), "--timeout", "2", timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert any(line.startswith("gw: ") and "identity_file /dev/zero is not a regular file" in line
+               for line in proc.stdout.splitlines()), proc.stdout
+
+
 def test_import_refuses_a_fifo_before_waiting_on_it(fifo, tmp_path):
     proc = labkit("import", "ping", str(fifo), "--out", "fifo", "--runs-dir", str(tmp_path / "runs"), timeout=60)
     assert proc.returncode == 2, proc.stderr
