@@ -1,8 +1,10 @@
-"""The small text files a user hands labkit (inventory, experiment file, known_hosts), read with one-line errors.
+"""Every file a user names to labkit (inventory, experiment file, known_hosts, ssh config, topology, schedule,
+traces, TLS files, a hop body, an identity file, a log to import), read with one-line errors.
 
-Whatever the path holds (nothing, a directory, a file this user may not read, binary data, gigabytes) the
-problem is one :class:`LabkitError` naming the file, never a traceback; a file far larger than any such file
-can be is refused before it is read.
+Whatever the path holds (nothing, a directory, a device such as /dev/zero, a FIFO, a file this user may not read,
+binary data, gigabytes) the problem is one :class:`LabkitError` naming the file, never a traceback or a read
+without end: a file is opened without blocking, checked to be a regular file, refused above its kind's cap
+(``MAX_*_BYTES`` below) before it is read, read no further than the cap, and, when it is text, decoded strictly.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def read_pem_certificates(path: str | os.PathLike, what: str) -> bytes:
 
     data = read_file(path, what, max_bytes=MAX_PEM_BYTES)
     try:
-        ssl.create_default_context(cadata=data.decode("ascii"))
+        ssl.create_default_context(cadata=data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, ssl.SSLError):
         raise LabkitError(f"{what} {Path(path).expanduser()} is not a valid PEM certificate") from None
     return data
