@@ -1,38 +1,147 @@
-"""The small text files a user hands labkit (inventory, experiment file, known_hosts), read with one-line errors.
+"""Every file a user names to labkit (inventory, experiment file, known_hosts, ssh config, topology, schedule,
+traces, TLS files, a hop body, an identity file, a log to import), read with one-line errors.
 
-Whatever the path holds (nothing, a directory, a file this user may not read, binary data, gigabytes) the
-problem is one :class:`LabkitError` naming the file, never a traceback; a file far larger than any such file
-can be is refused before it is read.
+Whatever the path holds (nothing, a directory, a device such as /dev/zero, a FIFO, a file this user may not read,
+binary data, gigabytes) the problem is one :class:`LabkitError` naming the file, never a traceback or a read
+without end: a file is opened without blocking, checked to be a regular file, refused above its kind's cap
+(``MAX_*_BYTES`` below) before it is read, read no further than the cap, and, when it is text, decoded strictly.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from labkit.errors import LabkitError
 
-#: No inventory, experiment file or known_hosts file comes near this; a larger one is the wrong file.
+#: The most labkit reads of each kind of file a user names (a larger one is the wrong file), stated per kind:
+#: no inventory, experiment file, known_hosts or ssh config comes near 16 MiB;
 MAX_TEXT_BYTES = 16 * 2**20
+#: a topology has at most 16 hosts (240 directions), a schedule at most 5000 changes;
+MAX_TOPOLOGY_BYTES = 2**20
+MAX_SCHEDULE_BYTES = 4 * 2**20
+#: a delay or rate trace, or a jitter table, is held whole by the emulator (a day of ping at 1/s is ~7 MB;
+#: Mahimahi's cellular traces are ~2 MB); the cap holds for a gzip'd trace's text too;
+MAX_TRACE_BYTES = 64 * 2**20
+#: a PEM certificate, key or CA bundle (the system's whole CA bundle is ~200 KB).
+MAX_PEM_BYTES = 2**20
 
 
-def read_text_file(path: str | os.PathLike, what: str, *, max_bytes: int = MAX_TEXT_BYTES) -> str:
-    """The UTF-8 text of ``path``, ``what`` naming it in errors ("inventory", "experiment file", ...)."""
+def read_file(path: str | os.PathLike, what: str, *, max_bytes: int) -> bytes:
+    """The bytes of ``path``, checked first to be a regular file of at most ``max_bytes`` (``what`` names it in
+    errors: "inventory", "--delay-trace", ...).
+
+    A device (/dev/zero), a FIFO or a directory is refused before a byte is read, and at most ``max_bytes`` + 1
+    bytes are read, so a file that grows after the check is refused too, never read whole.
+    """
+    path = Path(path).expanduser()
+    with open_regular(path, what) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > max_bytes:
+            raise LabkitError(_too_large(what, path, size, max_bytes))
+        with read_errors(f"{what} {path}", missing=f"{what} {path} does not exist"):
+            data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise LabkitError(_too_large(what, path, len(data), max_bytes))
+    return data
+
+
+def open_regular(path: str | os.PathLike, what: str) -> BinaryIO:
+    """``path`` opened for reading in binary, once it is known to be a regular file: a device (/dev/zero), FIFO,
+    socket or directory is one :class:`LabkitError` naming it (``what``: "inventory", "--delay-trace", ...),
+    before a byte is read. A file streamed in blocks (``labkit import``) is opened here too."""
     path = Path(path).expanduser()
     with read_errors(f"{what} {path}", missing=f"{what} {path} does not exist"):
-        size = path.stat().st_size
-        if path.is_dir():
-            raise LabkitError(f"{what} {path} is a directory, not a file")
-        if size > max_bytes:
-            raise LabkitError(f"{what} {path} is {_size(size)}, not a {what} (at most {_size(max_bytes)})")
-        data = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO with no writer would wait for one; a regular file ignores the flag.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    handle = os.fdopen(fd, "rb")
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return handle
+    handle.close()
+    if stat.S_ISDIR(mode):
+        raise LabkitError(f"{what} {path} is a directory, not a file")
+    raise LabkitError(f"{what} {path} is not a regular file (a device, FIFO or socket), so it has no end to read to")
+
+
+def read_text_file(path: str | os.PathLike, what: str, *, max_bytes: int = MAX_TEXT_BYTES,
+                   gunzip: bool = False) -> str:
+    """The UTF-8 text of ``path`` (see :func:`read_file`); binary data is one error naming the file and line.
+
+    ``gunzip``: a gzip file (whatever its name) is read as its content, itself at most ``max_bytes``.
+    """
+    data = read_file(path, what, max_bytes=max_bytes)
+    path = Path(path).expanduser()
+    if gunzip and data[:2] == b"\x1f\x8b":
+        data = _gunzip(data, what, path, max_bytes)
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise LabkitError(f"{what} {path} holds binary data (line {line}), not text: is it the right file?") from None
+        text, bad = None, exc.start
+    else:
+        bad = text.find("\0")  # valid UTF-8, but no text file holds NUL bytes
+    if bad >= 0:
+        line = data[:bad].count(b"\n") + 1
+        raise LabkitError(f"{what} {path} holds binary data (line {line}), not text: is it the right file?")
+    return text
+
+
+def _gunzip(data: bytes, what: str, path: Path, max_bytes: int) -> bytes:
+    """gzip data gunzipped (members one after another are one text, as gzip(1) reads them), at most
+    ``max_bytes`` of it: a small file may hold gigabytes of zeros."""
+    import zlib
+
+    out = b""
+    try:
+        while data:
+            inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += inflate.decompress(data, max_bytes + 1 - len(out))
+            if len(out) > max_bytes:
+                raise LabkitError(f"{what} {path} holds more than {_size(max_bytes)} once gunzipped")
+            if not inflate.eof:
+                raise LabkitError(f"{what} {path}: damaged gzip file (it ends before its data does)")
+            data = inflate.unused_data
+    except zlib.error as exc:
+        raise LabkitError(f"{what} {path}: damaged gzip file ({exc})") from None
+    return out
+
+
+def _too_large(what: str, path: Path, size: int, max_bytes: int) -> str:
+    return f"{what} {path} is {_size(size)}, more than any {what} (at most {_size(max_bytes)})"
+
+
+def read_pem_certificates(path: str | os.PathLike, what: str) -> bytes:
+    """The PEM bytes of a certificate file (``--tls-ca``, ``--tls-cert``): bounded, and refused in one line naming
+    the file when it holds no certificate ssl can load."""
+    import ssl
+
+    data = read_file(path, what, max_bytes=MAX_PEM_BYTES)
+    try:
+        ssl.create_default_context(cadata=data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, ssl.SSLError):
+        raise LabkitError(f"{what} {Path(path).expanduser()} is not a valid PEM certificate") from None
+    return data
+
+
+def read_tls_pair(cert_path: str | os.PathLike, key_path: str | os.PathLike) -> tuple[bytes, bytes]:
+    """The PEM bytes of ``--tls-cert`` and ``--tls-key``, each checked, so that a bad file is named (gRPC only
+    says it "failed to bind to address")."""
+    import ssl
+
+    cert = read_pem_certificates(cert_path, "--tls-cert")
+    key = read_file(key_path, "--tls-key", max_bytes=MAX_PEM_BYTES)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:  # both files were just read as regular and bounded; ssl reads them by name
+        context.load_cert_chain(Path(cert_path).expanduser(), Path(key_path).expanduser(), password=lambda: b"")
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or ""
+        why = f" ({reason})" if reason and "PEM" not in reason else ""  # "PEM lib" says no more than the message
+        raise LabkitError(f"--tls-key {Path(key_path).expanduser()} is not a valid PEM private key for --tls-cert "
+                          f"{Path(cert_path).expanduser()}{why}") from None
+    return cert, key
 
 
 @contextmanager

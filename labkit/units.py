@@ -25,6 +25,15 @@ def parse_duration(text: str, default_unit: str = "s") -> float:
     return float(number) * _DURATION_UNITS[unit or default_unit]
 
 
+def parse_duration_with_unit(text: str) -> float:
+    """Seconds for a duration that names its unit (``5ms``); a bare number is refused, since tools disagree on
+    what it means (tc reads ``delay 5`` as 5 µs, labkit's other flags as 5 s)."""
+    seconds = parse_duration(text)
+    if _DURATION_RE.match(str(text)).group(2) is None:
+        raise ValueError(f"{str(text).strip()!r} has no unit (examples: 5ms, 1.5s, 250us)")
+    return seconds
+
+
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmg]?(?:bit|bps))\s*$", re.IGNORECASE)
 

@@ -281,9 +281,13 @@ def test_killing_the_nats_server_mid_run_gives_error_rows_and_a_summary_line(lab
         time.sleep(1.5)  # half of the first cell
         subprocess.run(["kill", "-9", str(nats_pid)], check=True)
         stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
     rows = Run.open(run_path).samples().sort_values("order").reset_index(drop=True)
     killed, after = rows.iloc[0], rows.iloc[1]
+    # Exit status 1 and a warning when more than half of the killed cell's requests failed (where in the cell the
+    # kill fell decides that; the next test makes it certain).
+    mostly_failed = killed["errors"] > killed["requests"] / 2
+    assert proc.returncode == (1 if mostly_failed else 0), stderr
+    assert ("requests failed" in stderr) == mostly_failed, stderr
     assert killed["errors"] > 0 and killed["ok"] > 0 and not killed["services_alive_after"]
     assert f"the NATS server (pid {nats_pid} on b) died during the cell" in killed["error"]
     assert json.loads(killed["error_kinds"]).get("status", 0) > 0  # the front's 502s
@@ -292,6 +296,24 @@ def test_killing_the_nats_server_mid_run_gives_error_rows_and_a_summary_line(lab
     assert len(Run.open(run_path).manifest["services"]) == 2
     summary_line = [line for line in stdout.splitlines() if line.startswith("nats:")]
     assert summary_line and "requests failed; the NATS server" in summary_line[0], stdout
+    assert lab_processes(lab) == []
+
+
+def test_a_hop_cell_whose_nats_server_died_at_its_start_warns_with_its_counts_and_exits_1(lab, inventory, tmp_path):
+    # nats-server killed as the cell starts: every request after fails, so more than half of the cell's do.
+    with running_labkit("hop", str(inventory), "--load-host", "a", "--front", "a", "--back", "b", "--via", "nats",
+                        "--duration", "3s", "--repeats", "1", "--ping-count", "1", "--name", "dead",
+                        "--runs-dir", str(tmp_path), "--quiet") as proc:
+        run_path = wait_for_cell_start(tmp_path, "dead")
+        nats_pid = json.loads((run_path / "manifest.json").read_text())["services"][0]["nats"]["pid"]
+        subprocess.run(["kill", "-9", str(nats_pid)], check=True)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    run = Run.open(run_path)
+    row = run.samples().iloc[0]
+    assert row["errors"] > row["requests"] / 2
+    assert (f"labkit: warning: run {run.run_id} cell {row['cell_id']}: {int(row['errors']):,} of "
+            f"{int(row['requests']):,} requests failed") in stderr
     assert lab_processes(lab) == []
 
 

@@ -78,6 +78,29 @@ def summarize_series(samples: pd.DataFrame) -> pd.DataFrame:
     return table.set_index("probe")
 
 
+#: A cell in which more than this share of the requests failed measured failures, not the path: the command that
+#: ran it warns and exits 1, as `labkit echo call` exits 1 when every call failed.
+MOSTLY_FAILED_SHARE = 0.5
+
+
+def failures_by_cell(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: ``requests`` and ``failed`` ones, and ``mostly_failed`` (more than :data:`MOSTLY_FAILED_SHARE`).
+
+    A row is one request when ``ok`` is a flag (a call, a probe's sample); rows that count requests (hop, load:
+    ``requests`` and ``errors``) are summed.
+    """
+    if not len(samples):
+        return pd.DataFrame(columns=["cell_id", "requests", "failed", "mostly_failed"])
+    if "errors" in samples and "requests" in samples:
+        counts = samples.assign(_failed=samples["errors"], _requests=samples["requests"])
+    else:
+        counts = samples.assign(_failed=~samples["ok"].astype(bool), _requests=1)
+    table = counts.groupby("cell_id", sort=False).agg(requests=("_requests", "sum"), failed=("_failed", "sum"))
+    table = table.astype(int).reset_index()
+    table["mostly_failed"] = table["failed"] > MOSTLY_FAILED_SHARE * table["requests"]
+    return table
+
+
 def summarize_upload(samples: pd.DataFrame) -> pd.DataFrame:
     """Per transport × TLS × chunk size: uploads, failures, median MB/s and median CPU seconds."""
     keys = ["transport", "tls", "chunk_bytes"]

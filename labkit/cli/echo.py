@@ -145,8 +145,10 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
         raise click.UsageError("--tls-cert and --tls-key go together")
     options = {}
     if tls_cert is not None:
-        with open(tls_cert, "rb") as cert_file, open(tls_key, "rb") as key_file:
-            options.update(tls_cert_pem=cert_file.read(), tls_key_pem=key_file.read())
+        from labkit.files import read_tls_pair
+
+        cert_pem, key_pem = read_tls_pair(tls_cert, tls_key)
+        options.update(tls_cert_pem=cert_pem, tls_key_pem=key_pem)
     if max_message_bytes is not None:
         options["max_message_bytes"] = max_message_bytes
     if permit_keepalive_ms is not None:
@@ -237,8 +239,9 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
         raise click.UsageError("--tls-server-name needs --tls-ca")
     tls_root_pem = None
     if tls_ca:
-        with open(tls_ca, "rb") as ca_file:
-            tls_root_pem = ca_file.read()
+        from labkit.files import read_pem_certificates
+
+        tls_root_pem = read_pem_certificates(tls_ca, "--tls-ca")
 
     channel_options = client.keepalive_options(keepalive_ms) if keepalive_ms else []
     if grpc_option:
@@ -361,8 +364,9 @@ def upload_agent_command(transport, target, path, sha256, chunk_size, repeats, w
     data = upload_agent.load_file(path, sha256)
     tls_root_pem = None
     if tls_ca:
-        with open(tls_ca, "rb") as ca_file:
-            tls_root_pem = ca_file.read()
+        from labkit.files import read_pem_certificates
+
+        tls_root_pem = read_pem_certificates(tls_ca, "--tls-ca")
 
     def emit(row):
         # Flush every line: the controller appends each upload to the run as it arrives.

@@ -67,7 +67,8 @@ def hop(**flags):
     \b
       labkit hop INVENTORY --load-host a --front a --back b --rate 1000,3000
     """
-    run_from_flags("hop", flags, print_summary, renamed=RENAMED, path_keys=("inventory", "body_file"))
+    run_from_flags("hop", flags, print_summary, renamed=RENAMED, path_keys=("inventory", "body_file"),
+                   check_failures=True)
 
 
 def print_summary(run) -> None:

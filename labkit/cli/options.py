@@ -14,6 +14,7 @@ command line override the file; paths in the file are relative to the file.
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -56,8 +57,12 @@ CAPTURE = click.option(
 
 
 def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[str, str] | None = None,
-                   path_keys: tuple[str, ...] = ("inventory",), adjust: Callable[[dict, dict], None] | None = None):
+                   path_keys: tuple[str, ...] = ("inventory",), adjust: Callable[[dict, dict], None] | None = None,
+                   check_failures: bool = False):
     """Run (or resume) experiment ``command`` from its command line, and ``show`` each run it makes (--runs).
+
+    ``check_failures``: a cell in which most requests failed is a warning on stderr and exit status 1
+    (:func:`warn_of_failed_cells`).
 
     ``flags`` are the click callback's keyword arguments; ``renamed`` maps an
     option (or experiment-file key) to its config field where the names
@@ -74,7 +79,10 @@ def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[s
     if common["resume"]:
         refuse_options_with_resume(common["inventory"], common["config_file"], {**options, "runs": common["runs"]}
                                    if common["runs"] != 1 else options)
-        show(run_command(command, resume=common["resume"], **run_options))
+        run = run_command(command, resume=common["resume"], **run_options)
+        show(run)
+        if check_failures and warn_of_failed_cells(run):
+            sys.exit(1)
         return
     fields = {option: (renamed or {}).get(option, option) for option in options}
     fields["inventory"] = "inventory"
@@ -84,8 +92,25 @@ def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[s
         adjust(values, options)
     config = spec(command).config_type(**values)
     config.validate()  # bad values fail here, before any host is contacted
+    mostly_failed = False
     for run in run_replicates(command, config, common["runs"], **run_options):
         show(run)
+        mostly_failed |= check_failures and warn_of_failed_cells(run)
+    if mostly_failed:
+        sys.exit(1)
+
+
+def warn_of_failed_cells(run) -> bool:
+    """One warning line on stderr for each cell of ``run`` in which most requests failed (a server killed, a path
+    down): the rows record it, but a summary on stdout is easy to miss and exit status 0 says all went well.
+    True when there was one, and the command then exits 1 (see labkit.analysis.tables.MOSTLY_FAILED_SHARE)."""
+    from labkit.analysis.tables import failures_by_cell
+
+    table = failures_by_cell(run.samples())
+    for row in table[table["mostly_failed"]].itertuples():
+        click.echo(f"labkit: warning: run {run.run_id} cell {row.cell_id}: {row.failed:,} of {row.requests:,} "
+                   "requests failed", err=True)
+    return bool(table["mostly_failed"].any())
 
 
 def _given(value) -> bool:

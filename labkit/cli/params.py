@@ -9,7 +9,7 @@ import click
 
 from labkit.echo.address import parse_host_port
 from labkit.limits import MAX_DURATION_S
-from labkit.units import NONE_WORDS, choice, int_in, parse_duration, parse_list, parse_rate, parse_size, parse_size_list
+from labkit.units import NONE_WORDS, choice, int_in, parse_duration, parse_duration_with_unit, parse_list, parse_rate, parse_size, parse_size_list
 
 
 class ParsingParam(click.ParamType):
@@ -51,6 +51,8 @@ def duration_at_most(maximum_s: float) -> click.ParamType:
 
 #: Any gap, interval or deadline a user gives: at most labkit.limits.MAX_DURATION_S.
 BOUNDED_DURATION = duration_at_most(MAX_DURATION_S)
+#: A duration whose unit must be written (a link's delay: tc reads a bare number as µs, labkit as s).
+DURATION_WITH_UNIT = ParsingParam("duration", parse_duration_with_unit)
 RATE = ParsingParam("rate", parse_rate)
 SIZE = ParsingParam("size", parse_size)
 

@@ -42,7 +42,7 @@ def series(**flags):
       labkit series ~/.local/state/labkit/testbeds/labkit/inventory.toml \\
           --client a --server b --duration 1h --interval 1s
     """
-    run_from_flags("series", flags, print_summary, renamed=RENAMED)
+    run_from_flags("series", flags, print_summary, renamed=RENAMED, check_failures=True)
 
 
 def print_summary(run) -> None:

@@ -61,7 +61,7 @@ def sweep(**flags):
           --client a --server b --sizes 1000,14000,16000,32000 --gaps 1s \\
           --repeats 5 --slow-start-after-idle 1,0
     """
-    run_from_flags("sweep", flags, print_summary, renamed=RENAMED, adjust=_host_list)
+    run_from_flags("sweep", flags, print_summary, renamed=RENAMED, adjust=_host_list, check_failures=True)
 
 
 def _host_list(values: dict, options: dict) -> None:

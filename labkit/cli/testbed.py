@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labkit.cli.params import DURATION, RATE
+from labkit.cli.params import DURATION_WITH_UNIT, RATE
 
 NAME_OPTION = click.option(
     "--name", default="labkit", show_default=True,
@@ -26,8 +26,8 @@ def testbed():
 def _link_options(function):
     """The link flags of `testbed up`; each applies to each direction of every link, netem's meanings."""
     options = [
-        click.option("--one-way-delay", "delay", type=DURATION, default="100ms", show_default=True,
-                     help="Delay added in each direction (RTT is twice this), e.g. 100ms, 50ms."),
+        click.option("--one-way-delay", "delay", type=DURATION_WITH_UNIT, default="100ms", show_default=True,
+                     help="Delay added in each direction (RTT is twice this), with its unit: 100ms, 50ms."),
         click.option("--rate", type=RATE, default="100mbit", show_default=True,
                      help="Link rate in each direction (tc units: 100mbit, 1gbit), or 'none'."),
         click.option("--jitter", default="0ms", show_default=True, metavar="'TIME [CORR%]'",
@@ -54,20 +54,20 @@ def _link_options(function):
                      help="How the queue drops: at its tail when full, or CoDel (RFC 8289)."),
         click.option("--delay-trace", type=click.Path(dir_okay=False), metavar="FILE",
                      help="One-way delay over time: 'SECONDS DELAY_MS' lines, or a ping log (half its RTTs); "
-                          "loops; replaces --one-way-delay."),
+                          "loops; replaces --one-way-delay. A regular file of at most 64 MiB (gzip'd too)."),
         click.option("--delay-trace-step", metavar="TIME",
                      help="With a ping log: the time between its probes (default its -D timestamps, else 1s); "
                           "a shorter step replays it faster."),
         click.option("--rate-trace", type=click.Path(dir_okay=False), metavar="FILE",
                      help="Mahimahi trace: a delivery of 1504 bytes at each listed millisecond; loops; "
-                          "replaces --rate."),
+                          "replaces --rate. A regular file of at most 64 MiB."),
         click.option("--topology", type=click.Path(dir_okay=False), metavar="FILE",
                      help="TOML of [hosts.NAME] (2-16 hosts; default a and b) and [links.A-B] / [links.\"A->B\"] "
                           "tables with these flags' names as keys (one_way_delay = \"40ms\"); a pair without a "
-                          "table gets the flags' values."),
+                          "table gets the flags' values. At most 1 MiB."),
         click.option("--schedule", "schedules", multiple=True, metavar="FILE|'at=30s,for=5s,partition'",
                      help="Changes the emulator applies at given times from now: a TOML file of [[change]] tables "
-                          "or one change inline; repeatable (see labkit/testbed/schedule.py)."),
+                          "(at most 4 MiB) or one change inline; repeatable (see labkit/testbed/schedule.py)."),
     ]
     for option in reversed(options):
         function = option(function)

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.files import read_file
 from labkit.limits import MAX_PING_COUNT, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 
@@ -131,9 +132,7 @@ class HopConfig:
         if not 0.1 <= self.call_timeout_s <= 600:
             raise LabkitError("--call-timeout must be between 100 ms and 10 min")
         if self.body_file is not None:
-            path = Path(self.body_file).expanduser()
-            if not path.is_file() or path.stat().st_size > MAX_BODY_BYTES:
-                raise LabkitError(f"--body-file {self.body_file} is not a file of at most {MAX_BODY_BYTES} bytes")
+            read_file(self.body_file, "--body-file", max_bytes=MAX_BODY_BYTES)  # a regular file, bounded
 
     @property
     def nats_on(self) -> str:
@@ -421,7 +420,7 @@ class _Hopper(ExperimentRunner):
         config, session = self.config, self.session
         back_dir = session.host(config.back).make_temp_dir("labkit-hop.")
         self.back_dir = back_dir
-        files = {"body": Path(config.body_file).expanduser().read_bytes()} if config.body_file else {}
+        files = {"body": read_file(config.body_file, "--body-file", max_bytes=MAX_BODY_BYTES)} if config.body_file else {}
         if "http2-tls" in config.via:
             address = session.address(config.back)
             pki = existing_pki(self.run.path / "tls", address) or write_throwaway_pki(self.run.path / "tls", address)

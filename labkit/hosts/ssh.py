@@ -350,6 +350,7 @@ class SSHHost(Becomes):
         client.get_host_keys().update(known.host_keys(name))
         policy = _RecordNewKey(self, known) if self.accept_new_host_keys else _RefuseUnknownKey(self, known)
         client.set_missing_host_key_policy(policy)
+        self._check_identity_files()
         sock = self._open_socket()
         target = f"{self.user}@{self.hostname}:{self.port}"
         try:
@@ -377,6 +378,17 @@ class SSHHost(Becomes):
         self._client = client
         self.connects += 1
         log.debug("%s: connected to %s", self.name, self.describe())
+
+    def _check_identity_files(self) -> None:
+        """paramiko reads a key file whole: one that is a device (/dev/zero) or far too large is refused first."""
+        from labkit.files import MAX_PEM_BYTES, read_file
+
+        for path in self.identity_files:
+            if os.path.lexists(path):  # a missing one is skipped, as ssh(1) and paramiko skip it
+                try:
+                    read_file(path, "identity_file", max_bytes=MAX_PEM_BYTES)
+                except LabkitError as exc:
+                    raise AuthenticationFailed(f"{self.name}: {exc.message}") from None
 
     def _connect_error(self, exc: BaseException, target: str) -> BaseException:
         if isinstance(exc, LabkitError):

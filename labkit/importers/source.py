@@ -15,13 +15,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import stat
 import tempfile
 import zlib
 from pathlib import Path
 from typing import Callable, Iterator
 
 from labkit.errors import LabkitError
-from labkit.files import read_errors
+from labkit.files import open_regular, read_errors
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 4 * 2**20
@@ -43,9 +44,10 @@ class LogSource:
 
     def _open(self):
         with read_errors(str(self.path), missing=f"no such file: {self.path}"):
-            if self.path.is_dir():
+            if stat.S_ISDIR(os.stat(self.path).st_mode):
                 raise LabkitError(f"{self.path} is a directory, not a log file")
-            return open(self.path, "rb")
+        # A device or FIFO (/dev/zero, /dev/stdin) never ends: refused before it is read, not imported forever.
+        return open_regular(self.path, "log file")
 
     def blocks(self) -> Iterator[bytes]:
         """The file's bytes as stored, block by block, hashed on the way."""

@@ -32,10 +32,10 @@ from labkit.interrupts import interrupts_deferred
 def link_config(one_way_delay, rate, mtu: int, cc: str, emulator: str):
     """A :class:`labkit.testbed.lab.LinkConfig` from the values a person types ("100ms", "100mbit", None), checked."""
     from labkit.testbed.lab import LinkConfig
-    from labkit.units import parse_duration, parse_rate
+    from labkit.units import parse_duration_with_unit, parse_rate
 
     try:
-        delay = float(one_way_delay) if isinstance(one_way_delay, (int, float)) else parse_duration(one_way_delay)
+        delay = float(one_way_delay) if isinstance(one_way_delay, (int, float)) else parse_duration_with_unit(one_way_delay)
         rate_bps = None if rate is None else float(rate) if isinstance(rate, (int, float)) else parse_rate(rate)
     except ValueError as exc:
         raise LabkitError(str(exc)) from None

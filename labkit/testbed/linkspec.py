@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.errors import LabkitError
-from labkit.units import parse_duration, parse_rate, parse_size
+from labkit.units import parse_duration, parse_duration_with_unit, parse_rate, parse_size
 
 DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
 LOSS_MODELS = ("random", "gemodel")
@@ -93,7 +93,7 @@ def _nonzero(value: str, idle: str) -> bool:
 
 #: Topology-file (and schedule) keys -> LinkSpec fields, and how each value is read.
 KEYS = {
-    "one_way_delay": ("one_way_delay_s", lambda v: parse_duration(v)),
+    "one_way_delay": ("one_way_delay_s", parse_duration_with_unit),
     "rate": ("rate_bps", lambda v: parse_rate(v)),
     "jitter": ("jitter", str),
     "jitter_distribution": ("jitter_distribution", str),
@@ -260,7 +260,7 @@ def _jitter_params(spec: LinkSpec) -> dict:
     params = {"jitter_ns": round(jitter * 1e9), "jitter_correlation": corr, "jitter_distribution": dist,
               "jitter_table": None}
     if dist not in DISTRIBUTIONS:
-        if not Path(dist).is_file():
+        if not Path(dist).exists():  # a file that is not a regular one is refused by its reader, by name
             raise LabkitError(f"--jitter-distribution must be one of {', '.join(DISTRIBUTIONS)} or a file, "
                               f"not {dist!r}")
         from labkit.testbed.traces import read_jitter_table

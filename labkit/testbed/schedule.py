@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.errors import LabkitError
-from labkit.files import parse_toml
+from labkit.files import MAX_SCHEDULE_BYTES, parse_toml, read_text_file
 from labkit.testbed.linkspec import KEYS, overrides
 from labkit.units import parse_duration
 
@@ -88,6 +88,8 @@ def parse_change(table: dict, where: str, base_dir: Path | None = None) -> Chang
         raise LabkitError(f"{where}: every must be positive")
     if change.until_s is not None and change.every_s is None:
         raise LabkitError(f"{where}: until goes with every")
+    if change.until_s is not None and change.until_s <= change.at_s:
+        raise LabkitError(f"{where}: until ({change.until_s:g} s) must come after at ({change.at_s:g} s)")
     if change.for_s is not None and change.every_s is not None and change.for_s > change.every_s:
         raise LabkitError(f"{where}: for is longer than every, so the repeats would overlap")
     return change
@@ -123,10 +125,7 @@ def read_schedule(values: list[str] | tuple[str, ...]) -> list[Change]:
             changes.append(parse_inline(value))
             continue
         path = Path(value)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise LabkitError(f"cannot read schedule {path}: {exc.strerror}") from None
+        text = read_text_file(path, "schedule", max_bytes=MAX_SCHEDULE_BYTES)
         data = parse_toml(text, f"schedule {path}")
         if set(data) - {"change"} or not isinstance(data.get("change"), list):
             raise LabkitError(f"schedule {path}: holds [[change]] tables and nothing else")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.errors import LabkitError
-from labkit.files import parse_toml
+from labkit.files import MAX_TOPOLOGY_BYTES, parse_toml, read_text_file
 from labkit.testbed.linkspec import LinkSpec, overrides
 
 HOST_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
@@ -112,8 +112,5 @@ def parse_topology(text: str, path: Path | None = None) -> Topology:
 
 def read_topology(path: str | Path) -> Topology:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise LabkitError(f"cannot read topology {path}: {exc.strerror}") from None
+    text = read_text_file(path, "topology", max_bytes=MAX_TOPOLOGY_BYTES)
     return parse_topology(text, path.resolve())

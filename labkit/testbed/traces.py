@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 
 from labkit.errors import LabkitError
+from labkit.files import MAX_TRACE_BYTES, read_text_file
 from labkit.units import parse_duration
 
 #: A table longer than this is reduced to this many quantiles.
@@ -38,12 +39,8 @@ _COMMENT = re.compile(r"#.*$")
 
 
 def _read(path: str | Path, what: str) -> str:
-    from labkit.importers.core import read_source
-
-    try:
-        return read_source(path)[1]
-    except LabkitError as exc:
-        raise LabkitError(f"{what}: {exc.message}") from None
+    """A trace's text (gunzipped when it is gzip): a regular file of at most MAX_TRACE_BYTES, strict UTF-8."""
+    return read_text_file(path, what, max_bytes=MAX_TRACE_BYTES, gunzip=True)
 
 
 def parse_two_columns(text: str) -> list[tuple[float, float]] | None:
@@ -90,10 +87,19 @@ def read_delay_trace(path: str, step: str | None = None) -> dict:
         step_s = parse_duration(step) if step else None
     except ValueError as exc:
         raise LabkitError(f"--delay-trace-step: {exc}") from None
-    rows = parse_two_columns(text) or delay_trace_from_ping(text, step_s)
+    if step_s is not None and step_s <= 0:
+        raise LabkitError(f"--delay-trace-step: {step!r} must be longer than 0 (the time between two probes)")
+    rows = parse_two_columns(text)
+    if rows:
+        # A step function is read in order: a time that goes back (or repeats) is a mistake in the file, refused
+        # as the rate trace refuses one, not sorted into some other trace.
+        for (before, _), (after, _) in zip(rows, rows[1:]):
+            if after <= before:
+                raise LabkitError(f"--delay-trace {path}: the times must increase ({after:g} s comes after {before:g} s)")
+    else:
+        rows = sorted(delay_trace_from_ping(text, step_s))
     if not rows:
         raise LabkitError(f"--delay-trace {path}: neither TIME DELAY lines nor ping replies")
-    rows.sort()
     t0 = rows[0][0]
     times = [round((t - t0) * 1e9) for t, _ in rows]
     delays = [round(d * 1e9) for _, d in rows]

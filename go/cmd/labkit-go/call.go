@@ -140,11 +140,11 @@ func (f *callFlags) plan() (*callPlan, error) {
 func (f *callFlags) dialOptions(values options.Values) ([]grpc.DialOption, error) {
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
+		pem, err := readRegular(f.tlsCA, "tls-ca", maxPEMBytes)
 		if err != nil {
-			return nil, usagef("--tls-ca: %v", err)
+			return nil, err
 		}
-		config, err := rootsConfig(pem, f.tlsServerName)
+		config, err := rootsConfig(pem, f.tlsCA, f.tlsServerName)
 		if err != nil {
 			return nil, err
 		}
@@ -167,10 +167,10 @@ func (f *callFlags) dialOptions(values options.Values) ([]grpc.DialOption, error
 }
 
 // rootsConfig is a TLS client config trusting the PEM roots, checking serverName instead of the host when given.
-func rootsConfig(pem []byte, serverName string) (*tls.Config, error) {
+func rootsConfig(pem []byte, path, serverName string) (*tls.Config, error) {
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(pem) {
-		return nil, usagef("--tls-ca holds no PEM certificate")
+		return nil, usagef("--tls-ca %s is not a PEM certificate (no BEGIN CERTIFICATE block)", path)
 	}
 	return &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12}, nil
 }

@@ -100,9 +100,9 @@ func (f *backFlags) run() error {
 		return fmt.Errorf("cannot serve gRPC on %s port %d: %v", host, f.grpcPort, unwrapSyscall(err))
 	}
 	if f.tlsCert != "" {
-		pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		pair, err := loadKeyPair(f.tlsCert, f.tlsKey)
 		if err != nil {
-			return usagef("cannot read the TLS certificate and key: %v", err)
+			return err
 		}
 		config := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 		if ready["tls_port"], err = back.ServeTLS(net.JoinHostPort(host, fmt.Sprint(f.tlsPort)), config); err != nil {
@@ -275,24 +275,13 @@ func readBody(path string) ([]byte, error) {
 	if path == "" {
 		return hop.DefaultBody(), nil
 	}
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, usagef("--body-file: %v", err)
-	}
-	if info.Size() > hop.MaxBodyBytes {
-		return nil, usagef("--body-file %s is %d bytes; the bound is %d (one NATS message)", path, info.Size(), hop.MaxBodyBytes)
-	}
-	body, err := os.ReadFile(path)
-	if err != nil {
-		return nil, usagef("--body-file: %v", err)
-	}
-	return body, nil
+	return readRegular(path, "body-file", hop.MaxBodyBytes) // the bound of one NATS message
 }
 
 func caConfig(path string) (*tls.Config, error) {
-	pem, err := os.ReadFile(path)
+	pem, err := readRegular(path, "back-ca", maxPEMBytes)
 	if err != nil {
-		return nil, usagef("--back-ca: %v", err)
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {

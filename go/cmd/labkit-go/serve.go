@@ -127,9 +127,9 @@ func (f *serveFlags) run() error {
 	}
 	var tlsConfig *tls.Config
 	if f.tlsCert != "" {
-		pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		pair, err := loadKeyPair(f.tlsCert, f.tlsKey)
 		if err != nil {
-			return usagef("cannot read the TLS certificate and key: %v", err)
+			return err
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 		serverOptions = append(serverOptions, grpc.Creds(credentials.NewTLS(tlsConfig)))

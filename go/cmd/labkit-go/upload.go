@@ -300,11 +300,11 @@ func (a *uploadAgent) newH2Conn() (*h2Conn, error) {
 	if a.tlsCA == "" {
 		return c, nil
 	}
-	pem, err := os.ReadFile(a.tlsCA)
+	pem, err := readRegular(a.tlsCA, "tls-ca", maxPEMBytes)
 	if err != nil {
-		return nil, usagef("--tls-ca: %v", unwrapPath(err))
+		return nil, err
 	}
-	if c.tls, err = rootsConfig(pem, a.tlsServerName); err != nil {
+	if c.tls, err = rootsConfig(pem, a.tlsCA, a.tlsServerName); err != nil {
 		return nil, err
 	}
 	if c.tls.ServerName == "" { // the host itself, an IP address checked against IP SANs

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -30,6 +31,12 @@ const (
 	// maxFrameBytes is the largest DATA frame accepted: HTTP/2's default and gRPC's, so that both
 	// transports cut a chunk into the same frames (x/net would otherwise announce 1 MiB).
 	maxFrameBytes = 16384
+	// MaxHTTP2Connections and HTTP2IdleTimeout bound idle connections as the Python endpoint does
+	// (DEFAULT_MAX_CONNECTIONS, DEFAULT_IDLE_S): at most this many at once, a connection beyond them
+	// closed as it is accepted, and one without a stream for this long closed (300 idle ones were
+	// all kept before).
+	MaxHTTP2Connections = 128
+	HTTP2IdleTimeout    = 60 * time.Second
 )
 
 // http1Refusal is the Python endpoint's words to an HTTP/1.x client.
@@ -44,15 +51,22 @@ type HTTP2 struct {
 
 // ListenHTTP2 listens on address; with a TLS config it serves TLS (ALPN h2) only.
 func ListenHTTP2(address string, maxUploadBytes int64, tlsConfig *tls.Config) (*HTTP2, error) {
-	listener, err := net.Listen("tcp", address)
+	return listenHTTP2(address, maxUploadBytes, tlsConfig, MaxHTTP2Connections, HTTP2IdleTimeout)
+}
+
+// listenHTTP2 is ListenHTTP2 with its bounds on connections given (tests use small ones).
+func listenHTTP2(address string, maxUploadBytes int64, tlsConfig *tls.Config, maxConnections int, idle time.Duration) (*HTTP2, error) {
+	tcp, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, err
 	}
-	h := &HTTP2{listener: listener, maxUpload: maxUploadBytes}
+	var listener net.Listener = &boundedListener{Listener: tcp, slots: make(chan struct{}, maxConnections)}
+	h := &HTTP2{listener: tcp, maxUpload: maxUploadBytes}
 	// The settings of the Python endpoint: its windows, frame size, streams and header list bound.
 	h2 := &http2.Server{MaxUploadBufferPerStream: WindowBytes, MaxUploadBufferPerConnection: WindowBytes,
-		MaxReadFrameSize: maxFrameBytes, MaxConcurrentStreams: 100}
-	h.server = &http.Server{Handler: http.HandlerFunc(h.route), ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 65536}
+		MaxReadFrameSize: maxFrameBytes, MaxConcurrentStreams: 100, IdleTimeout: idle}
+	h.server = &http.Server{Handler: http.HandlerFunc(h.route), ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 65536,
+		IdleTimeout: idle}
 	if tlsConfig != nil {
 		h.server.TLSConfig = tlsConfig.Clone()
 		if err := http2.ConfigureServer(h.server, h2); err != nil {
@@ -67,6 +81,41 @@ func ListenHTTP2(address string, maxUploadBytes int64, tlsConfig *tls.Config) (*
 	}
 	go func() { _ = h.server.Serve(listener) }()
 	return h, nil
+}
+
+// boundedListener accepts at most cap(slots) connections at once; one beyond them is closed as it
+// is accepted (the client reads end of file), as the Python endpoint closes it, and the ones being
+// served go on. A connection gives its slot back when it is closed.
+type boundedListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *boundedListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: conn, release: func() { <-l.slots }}, nil
+		default:
+			conn.Close()
+		}
+	}
+}
+
+// slotConn is a connection that holds one of a boundedListener's slots until it is closed.
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
 }
 
 // refuseHTTP1 answers HTTP/1.x requests with 505 before h2c could upgrade them: the Python endpoint
