@@ -214,51 +214,45 @@ def _wait_for_a_call(connection: socket.socket) -> None:
             return
 
 
-@pytest.mark.parametrize("impl", ["python", "go"])
-def test_sigterm_stops_a_call_waiting_on_a_server_that_never_answers(impl):
-    """The connection is ready but the server never answers: the call would wait out its hour-long deadline.
-    SIGTERM must end it now, with the shell's status for it (labkit-go once noticed the signal only between calls)."""
+def _sigterm_while_a_call_waits(argv_to) -> tuple[int, str, str]:
+    """``labkit ARGV`` (``argv_to(port)``) against a listener that accepts and never answers, sent SIGTERM once its
+    call is on the wire: (exit status, stdout, stderr)."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
         silent.settimeout(60)
-        proc = subprocess.Popen([LABKIT, "echo", "call", "--impl", impl, "--target",
-                                 f"127.0.0.1:{silent.getsockname()[1]}", "--sizes", "10", "--repeats",
-                                 str(limits.MAX_REPEATS), "--timeout", "1h"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            connection, _ = silent.accept()
-            with connection:
-                _wait_for_a_call(connection)
-                proc.send_signal(signal.SIGTERM)
-                _, stderr = proc.communicate(timeout=60)
-            assert proc.returncode == 143, stderr
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-
-@pytest.mark.parametrize("impl", ["python", "go"])
-def test_sigterm_stops_the_series_agent_while_a_call_waits_on_a_server_that_never_answers(impl):
-    """The series agent's cold echo probe calls a server that never answers, with the longest timeout it takes: the
-    agent must end on SIGTERM now, not when the call gives up."""
-    with socket.create_server(("127.0.0.1", 0)) as silent:
-        silent.settimeout(60)
-        proc = subprocess.Popen([LABKIT, "echo", "series-agent", "--impl", impl, "--address", "127.0.0.1",
-                                 "--grpc-port", str(silent.getsockname()[1]), "--probes", "echo-cold", "--ticks", "1000",
-                                 "--interval", "1s", "--timeout", "1h"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([LABKIT, *argv_to(silent.getsockname()[1])], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         try:
             connection, _ = silent.accept()
             with connection:
                 _wait_for_a_call(connection)
                 proc.send_signal(signal.SIGTERM)
                 stdout, stderr = proc.communicate(timeout=60)
-            assert proc.returncode == 143, stderr
-            assert [json.loads(line)["event"] for line in stdout.splitlines()] == ["start"]  # no row for the cut call
+            return proc.returncode, stdout, stderr
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_sigterm_stops_a_call_waiting_on_a_server_that_never_answers(impl):
+    """The connection is ready but the server never answers: the call would wait out its hour-long deadline.
+    SIGTERM must end it now, with the shell's status for it (labkit-go once noticed the signal only between calls)."""
+    status, _, stderr = _sigterm_while_a_call_waits(lambda port: [
+        "echo", "call", "--impl", impl, "--target", f"127.0.0.1:{port}", "--sizes", "10", "--repeats",
+        str(limits.MAX_REPEATS), "--timeout", "1h"])
+    assert status == 143, stderr
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_sigterm_stops_the_series_agent_while_a_call_waits_on_a_server_that_never_answers(impl):
+    """The series agent's cold echo probe calls a server that never answers, with the longest timeout it takes: the
+    agent must end on SIGTERM now, not when the call gives up."""
+    status, stdout, stderr = _sigterm_while_a_call_waits(lambda port: [
+        "echo", "series-agent", "--impl", impl, "--address", "127.0.0.1", "--grpc-port", str(port), "--probes",
+        "echo-cold", "--ticks", "1000", "--interval", "1s", "--timeout", "1h"])
+    assert status == 143, stderr
+    assert [json.loads(line)["event"] for line in stdout.splitlines()] == ["start"]  # no row for the cut call
 
 
 @pytest.mark.parametrize("command", [["labkit", "echo", "upload-agent", "--impl", "python"],

@@ -235,7 +235,12 @@ def test_runs_cleanup_leaves_alone_a_process_that_took_a_recorded_pid(tmp_path):
                 process.wait()
 
 
-def test_runs_cleanup_of_an_older_run_checks_the_command_line(tmp_path):
+@pytest.mark.parametrize("with_start_time", [False, True], ids=["older-run", "crafted-start-time"])
+def test_runs_cleanup_checks_a_recorded_pids_command_line(tmp_path, with_start_time):
+    """A processes.json entry with labkit's command and no start time (an older labkit), or with the real start time
+    of another process (issue 23, item 4: anyone can read it from /proc), still needs that process's command line
+    to be the recorded one."""
+    from labkit.echo.cputime import start_ticks_of
     from labkit.store import Run
 
     inventory = tmp_path / "inventory.toml"
@@ -243,30 +248,11 @@ def test_runs_cleanup_of_an_older_run_checks_the_command_line(tmp_path):
     run = Run.create(tmp_path / "runs", "old", "series", {"inventory": str(inventory)})
     stranger = subprocess.Popen(["sleep", "302"], start_new_session=True)
     try:
-        run.register_process("a", stranger.pid, ["labkit", "echo", "serve"])  # no start time: an older labkit
+        started = start_ticks_of(stranger.pid) if with_start_time else None
+        run.register_process("a", stranger.pid, ["labkit", "echo", "serve"], *([started] if started else []))
         proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
         assert proc.returncode == 0 and stranger.poll() is None, proc.stdout + proc.stderr
         assert f"pid {stranger.pid} now runs 'sleep 302'" in proc.stdout
-    finally:
-        stranger.kill()
-        stranger.wait()
-
-
-def test_runs_cleanup_leaves_alone_a_recorded_pid_whose_command_is_not_the_recorded_one(tmp_path):
-    """Issue 23, item 4: a processes.json entry with labkit's command and the real start time of another process
-    (anyone can read it from /proc) still needs that process's command line to be the recorded one."""
-    from labkit.echo.cputime import start_ticks_of
-    from labkit.store import Run
-
-    inventory = tmp_path / "inventory.toml"
-    inventory.write_text(LOCAL_PAIR)
-    run = Run.create(tmp_path / "runs", "crafted", "series", {"inventory": str(inventory)})
-    stranger = subprocess.Popen(["sleep", "303"], start_new_session=True)
-    try:
-        run.register_process("a", stranger.pid, ["labkit", "echo", "serve"], start_ticks_of(stranger.pid))
-        proc = labkit("runs", "cleanup", run.run_id, "--runs-dir", str(tmp_path / "runs"), timeout=60)
-        assert proc.returncode == 0 and stranger.poll() is None, proc.stdout + proc.stderr
-        assert f"pid {stranger.pid} now runs 'sleep 303'" in proc.stdout
     finally:
         stranger.kill()
         stranger.wait()
