@@ -1,0 +1,85 @@
+"""A testbed that loses part of what `up` made (a flapped device, its data routes) says so and is put back in place."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import labkit, own_testbed
+
+
+@pytest.fixture(scope="module")
+def flap():
+    with own_testbed("t-flap", 0.002) as state:
+        yield state
+
+
+def _in(host, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", "netns", "exec", host.netns, *argv], capture_output=True, text=True, timeout=60)
+
+
+def _flap(host, ifname: str) -> None:
+    """Take a device down and up again inside a host's namespace, as a user or a flaky driver would."""
+    for state in ("down", "up"):
+        subprocess.run(["ip", "-n", host.netns, "link", "set", ifname, state], check=True)
+
+
+def _pings(src, dst) -> int:
+    """How many of 3 pings from ``src`` reach ``dst``'s data address (a deadline of its own: a dead route fails)."""
+    out = _in(src, "env", "LC_ALL=C", "ping", "-n", "-c", "3", "-i", "0.2", "-w", "10", dst.data_address).stdout
+    return sum(1 for word in out.split() if word.startswith("time="))
+
+
+def _status(name: str) -> tuple[int, dict, str]:
+    text = labkit("testbed", "status", "--name", name, "--no-ping")
+    info = json.loads(labkit("testbed", "status", "--name", name, "--no-ping", "--json").stdout)
+    return text.returncode, info, text.stdout
+
+
+def test_status_names_a_flapped_links_lost_route_and_repair_puts_it_back(flap):
+    a, b = flap.hosts["a"], flap.hosts["b"]
+    assert _status(flap.name)[0] == 0
+    _flap(b, "lkdata")
+    subprocess.run(["ip", "-n", a.netns, "link", "set", "mgmt0", "down"], check=True)
+    assert _pings(b, a) == 0  # the flap took b's data route with it
+    code, info, text = _status(flap.name)
+    assert code == 1
+    assert f"b: no route to a's data address {a.data_address} (via lkdata)" in info["problems"]
+    assert "a: mgmt0 is down" in info["problems"]
+    assert len(info["problems"]) == 2, info["problems"]
+    assert f"fault: b: no route to a's data address {a.data_address} (via lkdata)" in text.splitlines()
+    assert f"labkit testbed repair --name {flap.name}" in text
+
+    pids_before = (info["parts"], json.loads((flap.dir / "state.json").read_text())["forwarder_pid"])
+    repaired = labkit("testbed", "repair", "--name", flap.name)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "repairing" in repaired.stdout and f"no route to a's data address" in repaired.stdout
+    code, info, text = _status(flap.name)
+    assert (code, info["problems"]) == (0, [])
+    assert "fault:" not in text
+    # Repaired in place: the same emulator, not a rebuilt testbed.
+    assert json.loads((flap.dir / "state.json").read_text())["forwarder_pid"] == pids_before[1]
+    assert _pings(b, a) == 3 and _pings(a, b) == 3
+
+
+def test_up_with_the_same_parameters_repairs_a_flapped_link_instead_of_saying_already_up(flap):
+    from labkit.testbed.lab import LinkConfig, Testbed
+
+    a, b = flap.hosts["a"], flap.hosts["b"]
+    _flap(a, "lkdata")
+    assert _pings(a, b) == 0
+    said: list[str] = []
+    Testbed(flap.name, log=said.append).up(LinkConfig(one_way_delay_s=0.002, rate_bps=None, emulator="tun"))
+    assert any("repairing" in line and f"a: no route to b's data address {b.data_address}" in line for line in said), said
+    assert _status(flap.name)[1]["problems"] == []
+    assert _pings(a, b) == 3
+
+
+def test_repair_of_a_healthy_testbed_changes_nothing_and_of_a_missing_one_is_one_line(flap):
+    healthy = labkit("testbed", "repair", "--name", flap.name)
+    assert healthy.returncode == 0 and "nothing to repair" in healthy.stdout
+    missing = labkit("testbed", "repair", "--name", "bnone")
+    assert missing.returncode == 2
+    assert missing.stderr.strip().count("\n") == 0 and "is not up" in missing.stderr
