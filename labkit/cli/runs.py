@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 RUNS_DIR = click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs live. [default: $LABKIT_RUNS or data/runs]")
@@ -86,51 +84,6 @@ def _print_emulator(console, manifest: dict) -> None:
         console.print(f"[yellow]warning: {message}[/yellow]")
 
 
-def _controller_alive(manifest) -> bool:
-    import socket
-
-    from labkit.echo.cputime import start_ticks_of
-
-    controller = manifest.get("controller") or {}
-    if controller.get("host") != socket.gethostname() or not controller.get("pid"):
-        return False
-    started = start_ticks_of(controller["pid"])
-    if started is None:
-        return False
-    # A run recorded before start times were: any process with the pid counts (the old, cautious answer).
-    return controller.get("start_ticks") in (None, started)
-
-
-def _unrestored(run) -> dict:
-    """The kernel settings a run changed and did not put back: all of them for a run that never ended (killed), those
-    its end could not restore (a host that had gone away) for one that failed or was interrupted."""
-    originals = run.manifest.get("kernel_originals", {})
-    if run.status == "running":
-        return {key: value for key, value in originals.items() if value.get("restored") is not True}
-    return {key: value for key, value in originals.items() if value.get("restored") is False}
-
-
-def _release_knob_lock(host, path: str, run_id: str) -> bool:
-    """Remove a run's lock on a host's kernel knobs (labkit.hosts.kernel.KnobLock) if the run still holds it."""
-    import json
-
-    from labkit.errors import LabkitError
-
-    try:
-        owner = json.loads(host.read_bytes(f"{path}/owner.json"))
-    except (LabkitError, ValueError):
-        return True  # gone already
-    if owner.get("run_id") != run_id:
-        return True  # another run's now
-    host.remove(path)
-    return True
-
-
-def _needs_cleanup(run) -> bool:
-    return (run.status == "running" or bool(run.processes()) or bool(_unrestored(run))
-            or bool(run.manifest.get("knob_locks")))
-
-
 def resume_hint(run) -> str:
     """How to continue ``run``: the --resume of its own experiment's command (imports cannot be resumed)."""
     from labkit.experiments import spec_for_experiment
@@ -149,51 +102,15 @@ def cleanup(run, runs_dir, accept_new_host_keys):
     """After a run was killed (SIGKILL, power loss): stop the processes it left on its hosts
     and restore the kernel settings it changed. Without RUN, every run that needs it.
     """
-    from labkit.errors import LabkitError
-    from labkit.hosts.facts import not_the_process
-    from labkit.hosts.inventory import load_inventory, open_host
-    from labkit.hosts.kernel import restore_from_manifest
+    from labkit.hosts.cleanup import cleanup_run, needs_cleanup
     from labkit.store import find_run, list_runs
 
-    candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if _needs_cleanup(r)]
+    candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if needs_cleanup(r)]
     if not candidates:
         click.echo("nothing to clean up")
         return
     for found in candidates:
-        if _controller_alive(found.manifest):
-            raise LabkitError(f"{found.run_id} is still being measured by pid {found.manifest['controller']['pid']}; stop that first")
-        inventory = load_inventory(found.manifest["config"]["inventory"])
-        hosts = {}
-
-        def host(name):
-            if name not in hosts:
-                hosts[name] = open_host(inventory, name, accept_new_host_keys=accept_new_host_keys)
-            return hosts[name]
-
-        for entry in found.processes():
-            target = host(entry["host"])
-            what = f"process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})"
-            if reason := not_the_process(target, entry):
-                found.unregister_process(entry["host"], entry["pid"])
-                click.echo(f"{found.run_id}: left {what} alone: {reason}")
-                continue
-            # The recorded pid leads its own process group (a session started for it).
-            target.run(["kill", "-TERM", "--", f"-{entry['pid']}"])
-            time.sleep(1)  # the grace period a clean stop would have given it
-            target.run(["kill", "-KILL", "--", f"-{entry['pid']}"])
-            found.unregister_process(entry["host"], entry["pid"])
-            click.echo(f"{found.run_id}: stopped {what}")
-        for key, originals in _unrestored(found).items():
-            problems = restore_from_manifest(host(originals["host"]), originals)
-            originals["restored"] = not problems
-            found.save_manifest()
-            click.echo(f"{found.run_id}: restored kernel settings on {key}" + (f" ({'; '.join(problems)})" if problems else ""))
-        for name, path in list(found.manifest.get("knob_locks", {}).items()):
-            if not _unrestored(found) and _release_knob_lock(host(name), path, found.run_id):
-                found.manifest["knob_locks"].pop(name)
-                found.save_manifest()
+        cleanup_run(found, accept_new_host_keys, say=click.echo)
         if found.status == "running":
             found.set_status("interrupted")
             click.echo(f"{found.run_id}: marked interrupted; {resume_hint(found)}")
-        for opened in hosts.values():
-            getattr(opened, "close", lambda: None)()

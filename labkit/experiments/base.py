@@ -72,10 +72,13 @@ class ExperimentSpec:
 
 
 def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str | None = None, quiet: bool = False,
-                   accept_new_host_keys: bool = False, replicate: dict | None = None):
+                   accept_new_host_keys: bool = False, replicate: dict | None = None, share_hosts: bool = False):
     """Run (or, with ``resume``, continue) an experiment and return its :class:`labkit.store.Run`; ``replicate``
-    (labkit.experiments.run_replicates) goes into a new run's manifest, its ``group`` the run's own id when None."""
+    (labkit.experiments.run_replicates) goes into a new run's manifest, its ``group`` the run's own id when None;
+    ``share_hosts``: run even while another run measures on the same hosts (:mod:`labkit.hosts.claims`)."""
     run, config, inventory = prepare_run(spec.experiment, spec.config_type, config, resume=resume, runs_dir=runs_dir)
+    if run is not None:
+        _finish_cleanup(run, accept_new_host_keys)
     plan = spec.plan(config, inventory)
     if not plan.cells:
         raise LabkitError("no cell to run" + (": " + "; ".join(plan.omitted[:3]) if plan.omitted else ""))
@@ -93,7 +96,7 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
         run.update(replicate={**replicate, "group": replicate["group"] or run.run_id})
     try:
         with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
-                     accept_new_host_keys=accept_new_host_keys) as current:
+                     accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts) as current:
             spec.runner(current, config).run_cells(plan.cells)
     except KeyboardInterrupt:
         from labkit.errors import RunInterrupted
@@ -107,6 +110,15 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
 
         write_packets(run)
     return run
+
+
+def _finish_cleanup(run, accept_new_host_keys: bool) -> None:
+    """Before a run is resumed: what `labkit runs cleanup` does for it, if its end (a SIGKILL) did not, so none of its
+    old processes (an echo server still answering) or changed knobs outlive it into the resumed measurement."""
+    from labkit.hosts.cleanup import cleanup_run, needs_cleanup
+
+    if needs_cleanup(run):
+        cleanup_run(run, accept_new_host_keys, say=lambda line: print(line, file=sys.stderr))
 
 
 def prepare_run(experiment: str, config_type, config, *, resume: str | None = None, runs_dir=None):
@@ -601,7 +613,7 @@ def json_lines(proc, timeout: float) -> Iterator[dict[str, Any]]:
 
 @contextmanager
 def session(run, inventory, host_names: list[str], *, total: int, unit: str = "call", quiet: bool = False,
-            accept_new_host_keys: bool = False):
+            accept_new_host_keys: bool = False, share_hosts: bool = False):
     """Run an experiment's body on ``host_names``; see the module docstring for what it takes care of.
 
     The caller finalises the run (Parquet, status complete) after the block.
@@ -619,7 +631,9 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
     progress = Progress(total=total, quiet=quiet, unit=unit)
     current = Session(run, inventory, pool, progress)
     started = time.monotonic()
+    claims = None
     try:
+        claims = _claim_hosts(run, pool, host_names, share_hosts)
         current.labkit_argv = {name: labkit_argv(inventory, name, pool.get(name)) for name in host_names}
         for name in host_names:
             peers = [inventory.peer_address(other) for other in host_names if other != name]
@@ -640,6 +654,9 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
         if current.captures is not None:  # what the stopped captures saw is kept, also after a failure
             current.captures.stop_all()
         progress.close()
+        if claims is not None:
+            claims.release()
+            run.manifest.pop("host_claims", None)
         pool.close()
         run.close()
         run.manifest.setdefault("timing", {})[utc_now()] = {
@@ -650,6 +667,20 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
         }
         _record_emulator(run, inventory, started_utc_ns)
         run.save_manifest()
+
+
+def _claim_hosts(run, pool: HostPool, host_names: list[str], share_hosts: bool):
+    """Mark each host as used by this run for its length, refusing (HostsBusy) while another run measures on them."""
+    from labkit.echo.cputime import start_ticks_of
+    from labkit.hosts.claims import HostClaims
+    from labkit.provenance import utc_now
+
+    owner = {"run_id": run.run_id, "since": utc_now(),
+             "controller": {"host": socket.gethostname(), "pid": os.getpid(), "start_ticks": start_ticks_of()}}
+    claims = HostClaims({name: pool.get(name) for name in host_names}, owner)
+    claims.claim(share=share_hosts)
+    run.update(host_claims=dict(claims.paths))  # for `runs cleanup` after a SIGKILL
+    return claims
 
 
 def _record_emulator(run, inventory, started_utc_ns: int) -> None:
