@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from contextlib import contextmanager
 
 import pytest
 
@@ -97,3 +98,41 @@ def test_a_second_run_on_the_same_hosts_is_refused_naming_the_first_unless_it_sh
     assert leftover_processes(lab, LABKIT_WORDS) == []
     assert not [path for path in os.listdir("/tmp") if path.startswith("labkit-runs-")
                 and any(name.startswith(run_path.name) for name in os.listdir(f"/tmp/{path}"))]
+
+
+def established_to(lab, host: str, address: str) -> str:
+    """ss's established TCP connections from a host's namespace to ``address`` (empty when there is none)."""
+    return subprocess.run(["ss", "-N", lab.hosts[host].netns, "-Htn", "state", "established", "dst", address],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@contextmanager
+def dead_link_mid_sweep(lab, inventory, runs, name: str, *extra: str):
+    """A sweep from a to b, running (a cell started, its client connected) when b's data device goes down for good;
+    yields (the running labkit, its run directory). The testbed is repaired after, for the next test."""
+    from labkit.testbed.lab import Testbed
+
+    args = sweep(inventory, name, runs, "--gaps", "0.2s", "--repeats", "200", "--slow-start-after-idle", "0", *extra)
+    try:
+        with running_labkit(*args) as proc:
+            run_path = wait_for_cell_start(runs, name)
+            wait_for(lambda: established_to(lab, "a", lab.hosts["b"].data_address), 60, "the echo client's connection")
+            subprocess.run(["ip", "-n", lab.hosts["b"].netns, "link", "set", "lkdata", "down"], check=True)
+            yield proc, run_path
+    finally:
+        Testbed(lab.name, log=lambda message: None).repair()
+
+
+def test_a_sweep_whose_link_dies_fails_its_cell_at_the_first_call_deadline_and_leaves_nothing(lab, inventory,
+                                                                                              tmp_path):
+    before = ssai(lab)
+    # 200 calls of 3 s deadlines: without its own end the run would go on for 10 minutes.
+    with dead_link_mid_sweep(lab, inventory, tmp_path, "dead", "--call-timeout", "3s") as (proc, run_path):
+        _, stderr = proc.communicate(timeout=120)
+    errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr
+    assert "a call from a to b got no answer within its 3 s deadline" in errors[0]
+    run = Run.open(run_path)
+    assert run.status == "failed" and run.finished_cells() == {}  # left for --resume to redo
+    assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before and run.processes() == []
+
