@@ -83,3 +83,31 @@ def test_repair_of_a_healthy_testbed_changes_nothing_and_of_a_missing_one_is_one
     missing = labkit("testbed", "repair", "--name", "bnone")
     assert missing.returncode == 2
     assert missing.stderr.strip().count("\n") == 0 and "is not up" in missing.stderr
+
+
+def _recorded(name: str):
+    from conftest import DATA
+
+    return json.loads((DATA / "iproute" / name).read_text())
+
+
+def test_the_comparison_finds_exactly_what_a_recorded_flap_lost():
+    """On `ip -json` output recorded in host b of testbed index 1 before and after its lkdata went down and up."""
+    from labkit.testbed.health import Fault, host_faults
+    from labkit.testbed.lab import HostInfo
+
+    b = HostInfo(name="b", netns="labkit-brec-b", ssh_alias="brec-b", mgmt_address="198.19.1.6", root_veth="lk1b",
+                 root_address="198.19.1.5", data_address="198.18.1.2")
+    peers = {"a": "198.18.1.1"}
+    healthy = (_recorded("addr-json-testbed-healthy.json"), _recorded("route-json-testbed-healthy.json"))
+    flapped = (_recorded("addr-json-testbed-flapped.json"), _recorded("route-json-testbed-flapped.json"))
+    assert host_faults(b, peers, "cubic", *healthy) == []
+    # The flap keeps the device up and its address, and loses the one route `up` added.
+    assert host_faults(b, peers, "cubic", *flapped) == [
+        Fault("b: no route to a's data address 198.18.1.1 (via lkdata)", repairable=True)]
+    assert host_faults(b, peers, "bbr", *healthy) == [
+        Fault("b: the route to a's data address 198.18.1.1 has congestion control cubic, not bbr", repairable=True)]
+    moved = HostInfo(**{**b.__dict__, "data_address": "198.18.1.9", "mgmt_address": "198.19.1.10"})
+    assert [fault.text for fault in host_faults(moved, peers, "cubic", *healthy)] == [
+        "b: mgmt0 lacks its address 198.19.1.10/30", "b: lkdata lacks its address 198.18.1.9/32",
+        "b: the route to a's data address 198.18.1.1 goes via lkdata from 198.18.1.2, not via lkdata from 198.18.1.9"]

@@ -56,8 +56,13 @@ def device_faults(where: str, link: dict | None, ifname: str, address: str, pref
     return faults
 
 
-def route_faults(where: str, route_json: list[dict], local_address: str, peers: dict[str, str]) -> list[Fault]:
-    """A /32 route to each peer's data address (``peers``: name -> address) through lkdata, from ``local_address``."""
+def _congestion_control(route: dict) -> str | None:
+    return next((metric["congestion"] for metric in route.get("metrics", []) if "congestion" in metric), None)
+
+
+def route_faults(where: str, route_json: list[dict], local_address: str, peers: dict[str, str], cc: str) -> list[Fault]:
+    """A /32 route to each peer's data address (``peers``: name -> address) through lkdata, from ``local_address``,
+    with congestion control ``cc``."""
     routes = {route.get("dst"): route for route in route_json}
     faults = []
     for peer, address in peers.items():
@@ -67,17 +72,21 @@ def route_faults(where: str, route_json: list[dict], local_address: str, peers: 
         elif route.get("dev") != DATA_IFNAME or route.get("prefsrc") != local_address:
             faults.append(Fault(f"{where}: the route to {peer}'s data address {address} goes via {route.get('dev')} "
                                 f"from {route.get('prefsrc')}, not via {DATA_IFNAME} from {local_address}", True))
+        elif _congestion_control(route) != cc:
+            faults.append(Fault(f"{where}: the route to {peer}'s data address {address} has congestion control "
+                                f"{_congestion_control(route) or 'unset'}, not {cc}", True))
     return faults
 
 
-def host_faults(host, peers: dict[str, str], addr_json: list[dict], route_json: list[dict]) -> list[Fault]:
+def host_faults(host, peers: dict[str, str], cc: str, addr_json: list[dict], route_json: list[dict]) -> list[Fault]:
     """Everything inside ``host``'s namespace (a :class:`labkit.testbed.lab.HostInfo`) that differs from what `up`
-    made, given that namespace's ``ip -json addr`` and ``ip -json route`` output."""
+    made (``peers``: the other hosts' data addresses by name, ``cc`` the data routes' congestion control), given that
+    namespace's ``ip -json addr`` and ``ip -json route`` output."""
     links = _links(addr_json)
     return [
         *device_faults(host.name, links.get(MGMT_IFNAME), MGMT_IFNAME, host.mgmt_address, 30),
         *device_faults(host.name, links.get(DATA_IFNAME), DATA_IFNAME, host.data_address, 32),
-        *route_faults(host.name, route_json, host.data_address, peers),
+        *route_faults(host.name, route_json, host.data_address, peers, cc),
     ]
 
 
@@ -107,7 +116,7 @@ def gather(state, namespaces: set[str], ssh_port: int) -> list[Fault]:
             faults.append(Fault(f"{host.name}: its namespace {host.netns} is missing", repairable=False))
             continue
         peers = {peer.name: peer.data_address for peer in state.hosts.values() if peer is not host}
-        inside = host_faults(host, peers, _ip_json("addr", "show", netns=host.netns),
+        inside = host_faults(host, peers, state.link.cc, _ip_json("addr", "show", netns=host.netns),
                              _ip_json("route", "show", netns=host.netns))
         root_side = _links(_ip_json("addr", "show", "dev", host.root_veth)).get(host.root_veth)
         inside += device_faults(f"{host.name} (root side)", root_side, host.root_veth, host.root_address, 30)
