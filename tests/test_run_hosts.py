@@ -89,6 +89,7 @@ def test_a_second_run_on_the_same_hosts_is_refused_naming_the_first_unless_it_sh
     assert second.returncode == 2 and len(errors) == 1 and "Traceback" not in second.stderr, second.stderr
     assert f"hosts a and b are in use by run {run_path.name} (pid {proc.pid} " in errors[0]
     assert "--share-hosts" in errors[0]
+    assert not list(tmp_path.glob("*-second"))  # refused before it became a run
     assert shared.returncode == 0, shared.stderr
     assert Run.open(next(tmp_path.glob("*-shared"))).status == "complete"
     assert proc.returncode == 130, stderr

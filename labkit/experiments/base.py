@@ -88,6 +88,8 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
         from labkit.experiments.capture import preflight as capture_preflight
 
         capture_preflight(inventory, plan.hosts, accept_new_host_keys)
+    if not share_hosts:
+        _refuse_busy_hosts(inventory, plan.hosts, accept_new_host_keys, run.run_id if run is not None else None)
     resumed = run is not None
     run = begin_run(run, spec.experiment, config, runs_dir)
     if plan.omitted and not resumed:
@@ -119,6 +121,19 @@ def _finish_cleanup(run, accept_new_host_keys: bool) -> None:
 
     if needs_cleanup(run):
         cleanup_run(run, accept_new_host_keys, say=lambda line: print(line, file=sys.stderr))
+
+
+def _refuse_busy_hosts(inventory, host_names: list[str], accept_new_host_keys: bool, own_run_id: str | None) -> None:
+    """Before a run exists: refuse in one line while another run measures on these hosts (the session's claim checks
+    again, for a run that started meanwhile), so a refused run leaves no run directory behind."""
+    from contextlib import ExitStack
+
+    from labkit.hosts.claims import refuse_if_busy
+
+    with ExitStack() as stack:
+        hosts = {name: stack.enter_context(inventory.open(name, accept_new_host_keys=accept_new_host_keys))
+                 for name in host_names}
+        refuse_if_busy(hosts, own_run_id=own_run_id)
 
 
 def prepare_run(experiment: str, config_type, config, *, resume: str | None = None, runs_dir=None):

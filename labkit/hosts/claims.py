@@ -66,40 +66,51 @@ class HostClaims:
                 self.paths[name] = path
         if share:
             return
-        others = self._others(directories)
-        needed = min(2, len(self.hosts))
-        for run_id, (claim, names) in others.items():
-            if len(names) >= needed:
-                self.release()
-                controller = claim.get("controller") or {}
-                raise HostsBusy(
-                    f"host{'s' if len(names) > 1 else ''} {' and '.join(sorted(names))} {'are' if len(names) > 1 else 'is'} "
-                    f"in use by run {run_id} (pid {controller.get('pid')} on {controller.get('host')}, since "
-                    f"{claim.get('since')}): each run would measure the other's traffic; wait for it, or pass "
-                    "--share-hosts to run alongside it")
-
-    def _others(self, directories: dict[str, str]) -> dict[str, tuple[dict, set[str]]]:
-        """The other live runs claiming these hosts: run id -> (its claim, which of these hosts)."""
-        from labkit.hosts.cleanup import controller_alive
-
-        others: dict[str, tuple[dict, set[str]]] = {}
-        for name, host in self.hosts.items():
-            for claim in _claims(host, directories[name]):
-                if claim["run_id"] == self.owner["run_id"]:
-                    continue
-                if not controller_alive(claim):
-                    try:
-                        host.remove(f"{directories[name]}/{claim['run_id']}.json")  # stale: its run is gone
-                    except (LabkitError, OSError):
-                        pass  # another user's: skipped all the same
-                    continue
-                others.setdefault(claim["run_id"], (claim, set()))[1].add(name)
-        return others
+        try:
+            refuse_if_busy(self.hosts, directories, self.owner["run_id"])
+        except HostsBusy:
+            self.release()
+            raise
 
     def release(self) -> None:
         for name, path in list(self.paths.items()):
             release_claim(self.hosts[name], path)
             self.paths.pop(name)
+
+
+def live_claims(hosts: dict, directories: dict[str, str], own_run_id: str | None) -> dict[str, tuple[dict, set[str]]]:
+    """The other live runs claiming ``hosts`` (name -> open host, its claims in ``directories``): run id -> (its
+    claim, which of these hosts). Stale claims are removed on the way."""
+    from labkit.hosts.cleanup import controller_alive
+
+    others: dict[str, tuple[dict, set[str]]] = {}
+    for name, host in hosts.items():
+        for claim in _claims(host, directories[name]):
+            if claim["run_id"] == own_run_id:
+                continue
+            if not controller_alive(claim):
+                try:
+                    host.remove(f"{directories[name]}/{claim['run_id']}.json")  # stale: its run is gone
+                except (LabkitError, OSError):
+                    pass  # another user's: skipped all the same
+                continue
+            others.setdefault(claim["run_id"], (claim, set()))[1].add(name)
+    return others
+
+
+def refuse_if_busy(hosts: dict, directories: dict[str, str] | None = None, own_run_id: str | None = None) -> None:
+    """Raise HostsBusy, naming the run, when a live run other than ``own_run_id`` claims two of ``hosts`` (the one,
+    for a run on one host)."""
+    directories = directories or {name: claims_dir(host) for name, host in hosts.items()}
+    needed = min(2, len(hosts))
+    for run_id, (claim, names) in live_claims(hosts, directories, own_run_id).items():
+        if len(names) >= needed:
+            controller = claim.get("controller") or {}
+            raise HostsBusy(
+                f"host{'s' if len(names) > 1 else ''} {' and '.join(sorted(names))} {'are' if len(names) > 1 else 'is'} "
+                f"in use by run {run_id} (pid {controller.get('pid')} on {controller.get('host')}, since "
+                f"{claim.get('since')}): each run would measure the other's traffic; wait for it, or pass "
+                "--share-hosts to run alongside it")
 
 
 def release_claim(host, path: str) -> None:
