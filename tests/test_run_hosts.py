@@ -108,32 +108,41 @@ def established_to(lab, host: str, address: str) -> str:
 
 
 @contextmanager
-def dead_link_mid_sweep(lab, inventory, runs, name: str, *extra: str):
-    """A sweep from a to b, running (a cell started, its client connected) when b's data device goes down for good;
-    yields (the running labkit, its run directory). The testbed is repaired after, for the next test."""
+def flapped_mid_sweep(lab, inventory, runs, name: str, *extra: str):
+    """A sweep of 100 calls from a to b, running (a cell started, its client connected) when b's data device is taken
+    down and up again, which loses b's route back to a for good; yields (the running labkit, its run directory). The
+    testbed is repaired after, for the next test."""
     from labkit.testbed.lab import Testbed
 
-    args = sweep(inventory, name, runs, "--gaps", "0.2s", "--repeats", "200", "--slow-start-after-idle", "0", *extra)
+    args = sweep(inventory, name, runs, "--gaps", "0.2s", "--repeats", "100", "--slow-start-after-idle", "0", *extra)
     try:
         with running_labkit(*args) as proc:
             run_path = wait_for_cell_start(runs, name)
             wait_for(lambda: established_to(lab, "a", lab.hosts["b"].data_address), 60, "the echo client's connection")
-            subprocess.run(["ip", "-n", lab.hosts["b"].netns, "link", "set", "lkdata", "down"], check=True)
+            for state in ("down", "up"):
+                subprocess.run(["ip", "-n", lab.hosts["b"].netns, "link", "set", "lkdata", state], check=True)
             yield proc, run_path
     finally:
         Testbed(lab.name, log=lambda message: None).repair()
 
 
-def test_a_sweep_whose_link_dies_fails_its_cell_at_the_first_call_deadline_and_leaves_nothing(lab, inventory,
-                                                                                              tmp_path):
+def test_a_sweep_over_a_flapped_link_fails_its_cell_at_the_first_deadline_and_resume_finishes_it(
+        lab, inventory, tmp_path):
     before = ssai(lab)
-    # 200 calls of 3 s deadlines: without its own end the run would go on for 10 minutes.
-    with dead_link_mid_sweep(lab, inventory, tmp_path, "dead", "--call-timeout", "3s") as (proc, run_path):
+    # 100 calls of 3 s deadlines: without its own end the run would go on for 5 minutes.
+    with flapped_mid_sweep(lab, inventory, tmp_path, "dead", "--call-timeout", "3s") as (proc, run_path):
         _, stderr = proc.communicate(timeout=120)
-    errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
-    assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr
-    assert "a call from a to b got no answer within its 3 s deadline" in errors[0]
-    run = Run.open(run_path)
-    assert run.status == "failed" and run.finished_cells() == {}  # left for --resume to redo
-    assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before and run.processes() == []
-
+        errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
+        assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr
+        assert "a call from a to b got no answer within its 3 s deadline" in errors[0]
+        run = Run.open(run_path)
+        assert run.status == "failed" and run.finished_cells() == {}  # left for --resume to redo
+        assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before and run.processes() == []
+        # The sweep puts each host's route to its peer back as it found it (its kernel originals): the lost route too.
+        status = run_labkit("testbed", "status", "--name", lab.name, "--no-ping")
+        assert status.returncode == 0 and "fault:" not in status.stdout, status.stdout
+    resumed = run_labkit("sweep", "--resume", run_path.name, "--runs-dir", str(tmp_path), "--quiet", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    samples = Run.open(run_path).samples()
+    assert len(samples) == 100 and samples["ok"].all() and samples["attempt"].nunique() == 1
+    assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before
