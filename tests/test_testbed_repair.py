@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -77,12 +78,15 @@ def test_up_with_the_same_parameters_repairs_a_flapped_link_instead_of_saying_al
     assert _pings(a, b) == 3
 
 
-def test_repair_of_a_healthy_testbed_changes_nothing_and_of_a_missing_one_is_one_line(flap):
+def test_repair_of_a_healthy_testbed_changes_nothing_and_of_a_missing_one_is_one_line(flap, tmp_path):
     healthy = labkit("testbed", "repair", "--name", flap.name)
     assert healthy.returncode == 0 and "nothing to repair" in healthy.stdout
     missing = labkit("testbed", "repair", "--name", "bnone")
-    assert missing.returncode == 2
-    assert missing.stderr.strip().count("\n") == 0 and "is not up" in missing.stderr
+    # Also where no testbed was ever brought up (no state directory at all).
+    never = labkit("testbed", "repair", "--name", "bnone", env={**os.environ, "LABKIT_STATE_HOME": str(tmp_path)})
+    for refused in (missing, never):
+        assert refused.returncode == 2
+        assert refused.stderr.strip().count("\n") == 0 and "testbed bnone is not up" in refused.stderr, refused.stderr
 
 
 def _recorded(name: str):

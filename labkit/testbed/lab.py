@@ -566,6 +566,7 @@ class Testbed:
         the very steps `up` made them with; raise LabkitError when only a rebuild can (a namespace, device or process
         gone)."""
         ns.check_can_host_testbed()
+        testbeds_dir().mkdir(parents=True, exist_ok=True)  # where the lock lives, even before any testbed
         with open(testbeds_dir() / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = self.load_state()
