@@ -108,13 +108,12 @@ def established_to(lab, host: str, address: str) -> str:
 
 
 @contextmanager
-def flapped_mid_sweep(lab, inventory, runs, name: str, *extra: str):
-    """A sweep of 100 calls from a to b, running (a cell started, its client connected) when b's data device is taken
-    down and up again, which loses b's route back to a for good; yields (the running labkit, its run directory). The
-    testbed is repaired after, for the next test."""
+def flapped_mid_run(lab, runs, name: str, args: list[str]):
+    """``labkit ARGS``, an experiment from a to b, running (a cell started, its client connected) when b's data device
+    is taken down and up again, which loses b's route back to a for good; yields (the running labkit, its run
+    directory). The testbed is repaired after, for the next test."""
     from labkit.testbed.lab import Testbed
 
-    args = sweep(inventory, name, runs, "--gaps", "0.2s", "--repeats", "100", "--slow-start-after-idle", "0", *extra)
     try:
         with running_labkit(*args) as proc:
             run_path = wait_for_cell_start(runs, name)
@@ -130,7 +129,9 @@ def test_a_sweep_over_a_flapped_link_fails_its_cell_at_the_first_deadline_and_re
         lab, inventory, tmp_path):
     before = ssai(lab)
     # 100 calls of 3 s deadlines: without its own end the run would go on for 5 minutes.
-    with flapped_mid_sweep(lab, inventory, tmp_path, "dead", "--call-timeout", "3s") as (proc, run_path):
+    args = sweep(inventory, "dead", tmp_path, "--gaps", "0.2s", "--repeats", "100", "--slow-start-after-idle", "0",
+                 "--call-timeout", "3s")
+    with flapped_mid_run(lab, tmp_path, "dead", args) as (proc, run_path):
         _, stderr = proc.communicate(timeout=120)
         errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
         assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr
@@ -146,3 +147,19 @@ def test_a_sweep_over_a_flapped_link_fails_its_cell_at_the_first_deadline_and_re
     samples = Run.open(run_path).samples()
     assert len(samples) == 100 and samples["ok"].all() and samples["attempt"].nunique() == 1
     assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before
+
+
+def test_an_upload_over_a_flapped_link_fails_its_cell_at_the_first_deadline(lab, inventory, tmp_path):
+    # 1000 uploads of 1 MiB with 3 s deadlines: still uploading when the link flaps, and 50 minutes of waiting out
+    # deadlines without the cell's own end.
+    args = ["upload", str(inventory), "--client", "a", "--server", "b", "--file-size", "1MiB", "--chunk-sizes", "64KiB",
+            "--transports", "grpc", "--tls", "off", "--repeats", "1000", "--timeout", "3s", "--ping-count", "1",
+            "--quiet", "--name", "up", "--runs-dir", str(tmp_path)]
+    with flapped_mid_run(lab, tmp_path, "up", args) as (proc, run_path):
+        _, stderr = proc.communicate(timeout=120)
+    errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr
+    assert "a call from a to b got no answer within its 3 s deadline" in errors[0]
+    run = Run.open(run_path)
+    assert run.status == "failed" and run.finished_cells() == {} and run.processes() == []
+    assert leftover_processes(lab, LABKIT_WORDS + ("upload-agent",)) == []

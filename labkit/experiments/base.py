@@ -250,6 +250,15 @@ class ExperimentRunner:
             raise LabkitError(f"{again.message}, again after a restart: {what} is left incomplete "
                               f"(`{self.resume_command()}` redoes it)") from None
 
+    def fail_past_deadline(self, code: str | None, src: str, dst: str, deadline_s: float, what: str) -> None:
+        """Fail the cell (one line, the run resumable) when a call or upload from ``src`` to ``dst`` ended with gRPC
+        status ``code`` DEADLINE_EXCEEDED: the link or the server stopped answering, and every later one would wait out
+        its deadline too, so the cell ends now instead of after all of them."""
+        if code == "DEADLINE_EXCEEDED":
+            raise LabkitError(f"a call from {src} to {dst} got no answer within its {deadline_s:g} s deadline in {what}: "
+                              "the link or the server stopped answering (on a testbed, `labkit testbed status` says "
+                              f"what is wrong); `{self.resume_command()}` redoes the cell")
+
     def resume_command(self) -> str:
         from labkit.experiments import spec_for_experiment
 

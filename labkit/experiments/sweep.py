@@ -321,12 +321,7 @@ class _Sweeper(ExperimentRunner):
         with self.session.agent(cell.src, *args) as proc, self.stops_with(server.proc, proc):
             # Silence for longer than a call's deadline plus its gap means the client is stuck.
             for call in json_lines(proc, timeout=config.call_timeout_s + cell.gap_s + 30):
-                if call.get("grpc_code") == "DEADLINE_EXCEEDED":
-                    # Every later call would wait out its deadline too: the cell fails now, not after all of them.
-                    raise LabkitError(
-                        f"a call from {cell.src} to {cell.dst} got no answer within its {config.call_timeout_s:g} s "
-                        f"deadline in {cell.id}: the link or the server stopped answering (on a testbed, `labkit "
-                        f"testbed status` says what is wrong); `{self.resume_command()}` redoes the cell")
+                self.fail_past_deadline(call.get("grpc_code"), cell.src, cell.dst, config.call_timeout_s, cell.id)
                 call["rtt_ms"] = call["rtt_ns"] / 1e6
                 call.pop("background", None)
                 run.append([{**fixed, **call}])
