@@ -20,7 +20,7 @@ def _entry_point(command: str, doc: str):
     """``labkit.<command>(inventory, **options)``: the experiment of that command, from Python."""
 
     def entry(inventory=None, *, runs_dir=None, resume=None, quiet: bool = False, accept_new_host_keys: bool = False,
-              runs: int = 1, **options):
+              runs: int = 1, share_hosts: bool = False, **options):
         from labkit.errors import LabkitError
         from labkit.experiments import run_command, run_replicates, spec
 
@@ -28,13 +28,13 @@ def _entry_point(command: str, doc: str):
             if runs != 1:
                 raise LabkitError("resume takes the run's own settings; runs= goes with a new run only")
             return run_command(command, inventory, runs_dir=runs_dir, resume=resume, quiet=quiet,
-                               accept_new_host_keys=accept_new_host_keys, **options)
+                               accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts, **options)
         if not isinstance(runs, int) or runs < 1:
             raise LabkitError(f"runs must be a whole number of at least 1, not {runs!r}")
         config = spec(command).config_type(inventory=str(inventory), **options)
         config.validate()
         return list(run_replicates(command, config, runs, runs_dir=runs_dir, quiet=quiet,
-                                   accept_new_host_keys=accept_new_host_keys))
+                                   accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts))
 
     entry.__name__ = entry.__qualname__ = command
     entry.__doc__ = doc

@@ -21,26 +21,11 @@ import time
 from typing import Callable
 
 from labkit.errors import LabkitError
+from labkit.hosts.claims import CLAIM_PATH, controller_alive, release_claim
 from labkit.hosts.kernel import ManifestRefused
 
 #: A knob lock's directory as labkit.hosts.kernel.KnobLock names it: its prefix and the network namespace's inode.
 _KNOB_LOCK = re.compile(r"^/tmp/labkit-knobs-[0-9]{1,20}$")
-
-
-def controller_alive(manifest: dict) -> bool:
-    """Whether the process measuring the run is still at it (on this machine)."""
-    import socket
-
-    from labkit.echo.cputime import start_ticks_of
-
-    controller = manifest.get("controller") or {}
-    if controller.get("host") != socket.gethostname() or not controller.get("pid"):
-        return False
-    started = start_ticks_of(controller["pid"])
-    if started is None:
-        return False
-    # A run recorded before start times were: any process with the pid counts (the old, cautious answer).
-    return controller.get("start_ticks") in (None, started)
 
 
 def unrestored(run) -> dict:
@@ -57,7 +42,8 @@ def unrestored(run) -> dict:
 
 def needs_cleanup(run) -> bool:
     return (run.status == "running" or bool(run.processes()) or bool(unrestored(run))
-            or bool(run.manifest.get("knob_locks")) or bool(run.manifest.get("capture_dirs")))
+            or bool(run.manifest.get("knob_locks")) or bool(run.manifest.get("capture_dirs"))
+            or bool(run.manifest.get("host_claims")))
 
 
 def run_peers(inventory) -> dict[str, str | None]:
@@ -85,7 +71,7 @@ def check_run(run, inventory, force: bool = False) -> None:
                                          f" (machine id {made.get('machine_id')}), not on this one; clean it up where "
                                          "it was made, or give --force if its hosts are yours to change from here")
     hosts = inventory.hosts
-    for field, kind in (("kernel_originals", dict), ("knob_locks", dict), ("capture_dirs", list)):
+    for field, kind in (("kernel_originals", dict), ("knob_locks", dict), ("host_claims", dict), ("capture_dirs", list)):
         if not isinstance(run.manifest.get(field) or kind(), kind):
             raise ManifestRefused(field, f"is not {'an object' if kind is dict else 'a list'}")
     if not isinstance(run.processes(), list):
@@ -104,6 +90,11 @@ def check_run(run, inventory, force: bool = False) -> None:
         if name not in hosts or not isinstance(path, str) or not _KNOB_LOCK.match(path):
             raise ManifestRefused(f"knob_locks[{name[:40]!r}]", f"{str(path)[:60]!r} on {name[:40]} is not a lock "
                                                                 "labkit takes")
+    for name, path in (run.manifest.get("host_claims") or {}).items():
+        if name not in hosts or not isinstance(path, str) or not CLAIM_PATH.match(path) \
+                or not path.endswith(f"/{run.run_id}.json"):
+            raise ManifestRefused(f"host_claims[{name[:40]!r}]", f"{str(path)[:60]!r} on {name[:40]} is not this run's "
+                                                                 "claim as labkit writes it")
     for index, entry in enumerate(run.manifest.get("capture_dirs") or []):
         check_leftover(entry, index, hosts)
 
@@ -124,6 +115,10 @@ def cleanup_run(run, host_of: Callable, say: Callable[[str], None]) -> None:
     _stop_processes(run, host_of, say)
     collect_leftovers(run, host_of, say)  # after its tcpdump stopped: the file is closed
     _restore_kernel(run, host_of, say)
+    for name, path in list((run.manifest.get("host_claims") or {}).items()):
+        release_claim(host_of(name), path)
+        run.manifest["host_claims"].pop(name)
+        run.save_manifest()
     for name, path in list((run.manifest.get("knob_locks") or {}).items()):
         if not unrestored(run) and _release_knob_lock(host_of(name), path, run.run_id):
             run.manifest["knob_locks"].pop(name)
@@ -168,3 +163,29 @@ def _release_knob_lock(host, path: str, run_id: str) -> bool:
         return True  # another run's now
     host.remove(path)
     return True
+
+
+def clean_up(run, accept_new_host_keys: bool = False, force: bool = False, say: Callable[[str], None] = print) -> None:
+    """All of a run's cleanup, for `labkit runs cleanup` and for ``--resume`` before it continues the run: refused
+    (LabkitError) while its controller still measures it, refused (ManifestRefused) by :func:`check_run` and
+    :func:`check_on_hosts` with nothing changed, else :func:`cleanup_run`; each host opened once, when first needed."""
+    from labkit.hosts.inventory import load_inventory, open_host
+
+    if controller_alive(run.manifest):
+        raise LabkitError(f"{run.run_id} is still being measured by pid {run.manifest['controller']['pid']}; "
+                          "stop that first")
+    inventory = load_inventory((run.manifest.get("config") or {}).get("inventory") or "")
+    hosts: dict = {}
+
+    def host(name):
+        if name not in hosts:
+            hosts[name] = open_host(inventory, name, accept_new_host_keys=accept_new_host_keys)
+        return hosts[name]
+
+    try:
+        check_run(run, inventory, force)
+        check_on_hosts(run, host)
+        cleanup_run(run, host, say)
+    finally:
+        for opened in hosts.values():
+            getattr(opened, "close", lambda: None)()

@@ -199,9 +199,10 @@ def test_a_second_run_cannot_take_the_kernel_knobs_a_first_one_holds(lab, invent
              "--runs-dir", str(tmp_path)]
     with running_labkit(*first) as proc:
         run_path = wait_for_cell_start(tmp_path, "first")
+        # --share-hosts: past the refusal of a second run on busy hosts (test_run_hosts), to the knobs' own lock.
         second = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000", "--gaps", "0s",
                             "--repeats", "1", "--slow-start-after-idle", "1", *QUICK, "--name", "second",
-                            "--runs-dir", str(tmp_path), timeout=120)
+                            "--runs-dir", str(tmp_path), "--share-hosts", timeout=120)
         assert proc.poll() is None and ssai(lab) == ("0", "0")  # the first run's setting, untouched by the second
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=120)

@@ -23,12 +23,12 @@ import click
 from labkit.errors import LabkitError
 
 #: The options every experiment command takes besides its own, in the order --help lists them.
-COMMON = ("inventory", "config_file", "runs_dir", "resume", "accept_new_host_keys", "quiet", "runs")
+COMMON = ("inventory", "config_file", "runs_dir", "resume", "accept_new_host_keys", "quiet", "runs", "share_hosts")
 
 
 def experiment_options(command):
-    """Add INVENTORY, --config, --runs-dir, --resume, --runs, --accept-new-host-keys and --quiet to an experiment
-    command."""
+    """Add INVENTORY, --config, --runs-dir, --resume, --runs, --accept-new-host-keys, --quiet and --share-hosts to an
+    experiment command."""
     decorators = [
         click.argument("inventory", required=False, type=click.Path(dir_okay=False)),
         click.option("--config", "config_file", type=click.Path(dir_okay=False),
@@ -43,6 +43,9 @@ def experiment_options(command):
         click.option("--accept-new-host-keys", is_flag=True,
                      help="Record unknown SSH host keys in known_hosts (never silently)."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
+        click.option("--share-hosts", is_flag=True,
+                     help="Run even while another run measures on the same hosts (each then measures the other's "
+                          "traffic too); without it such a run is refused, naming the other."),
     ]
     for decorator in reversed(decorators):
         command = decorator(command)
@@ -75,7 +78,7 @@ def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[s
     common = {key: flags[key] for key in COMMON}
     options = {key: value for key, value in flags.items() if key not in COMMON}
     run_options = dict(runs_dir=common["runs_dir"], quiet=common["quiet"],
-                       accept_new_host_keys=common["accept_new_host_keys"])
+                       accept_new_host_keys=common["accept_new_host_keys"], share_hosts=common["share_hosts"])
     if common["resume"]:
         refuse_options_with_resume(common["inventory"], common["config_file"], {**options, "runs": common["runs"]}
                                    if common["runs"] != 1 else options)

@@ -110,9 +110,7 @@ def cleanup(run, runs_dir, accept_new_host_keys, force):
     """
     import sys
 
-    from labkit.cleanup import check_on_hosts, check_run, cleanup_run, controller_alive, needs_cleanup
-    from labkit.errors import LabkitError
-    from labkit.hosts.inventory import load_inventory, open_host
+    from labkit.cleanup import clean_up, needs_cleanup
     from labkit.hosts.kernel import ManifestRefused
     from labkit.store import find_run, list_runs
 
@@ -122,28 +120,13 @@ def cleanup(run, runs_dir, accept_new_host_keys, force):
         return
     refused = 0
     for found in candidates:
-        if controller_alive(found.manifest):
-            raise LabkitError(f"{found.run_id} is still being measured by pid {found.manifest['controller']['pid']}; stop that first")
-        inventory = load_inventory((found.manifest.get("config") or {}).get("inventory") or "")
-        hosts = {}
-
-        def host(name):
-            if name not in hosts:
-                hosts[name] = open_host(inventory, name, accept_new_host_keys=accept_new_host_keys)
-            return hosts[name]
-
         try:
-            check_run(found, inventory, force)
-            check_on_hosts(found, host)
-            cleanup_run(found, host, click.echo)
+            clean_up(found, accept_new_host_keys, force, say=click.echo)
             if found.status == "running":
                 found.set_status("interrupted")
                 click.echo(f"{found.run_id}: marked interrupted; {resume_hint(found)}")
         except ManifestRefused as exc:  # the next run may be sound: it is cleaned up still
             refused += 1
             click.echo(f"labkit: error: {found.run_id}: refused {exc.message}; nothing of this run was changed", err=True)
-        finally:
-            for opened in hosts.values():
-                getattr(opened, "close", lambda: None)()
     if refused:
         sys.exit(2)

@@ -7,11 +7,11 @@ import click
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.limits import (AT_MOST, MAX_IPERF_SECONDS, MAX_KEEPALIVE_MS, MAX_PING_COUNT, MAX_REPEATS,
                            MAX_SWEEP_REQUEST_BYTES, MAX_WARMUP)
-from labkit.cli.params import IPERF3_RATE, choice_list, duration_list, int_list, size_list
+from labkit.cli.params import DURATION, IPERF3_RATE, choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 # option (and experiment-file key) -> SweepConfig field, where the names differ
-RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
+RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s", "call_timeout": "call_timeout_s"}
 
 
 @click.command()
@@ -37,6 +37,9 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s"}
 @click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), help="Unrecorded calls before each cell's first recorded one. [default: 1]")
 @click.option("--mesh", is_flag=True, default=None, help="Run every ordered pair of inventory hosts, disjoint pairs in parallel.")
 @click.option("--hosts", help="With --mesh: only these inventory hosts (comma-separated).")
+@click.option("--call-timeout", type=DURATION,
+              help="Deadline of each call (100ms to 10min): a call that waits it out means the link (or the server) "
+                   "stopped answering, and fails its cell; the run ends, resumable. [default: 30s]")
 @click.option("--ping-count", type=click.IntRange(1, MAX_PING_COUNT), help="Pings in each baseline before and after. [default: 10]")
 @click.option("--iperf-seconds", type=click.IntRange(1, MAX_IPERF_SECONDS), help="Length of the iperf3 baseline. [default: 3]")
 @click.option("--iperf-rate", type=IPERF3_RATE,

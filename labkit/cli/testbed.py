@@ -1,4 +1,4 @@
-"""`labkit testbed up | down | status`: the local two-host WAN testbed."""
+"""`labkit testbed up | down | status | repair`: the local two-host WAN testbed."""
 
 from __future__ import annotations
 
@@ -170,13 +170,29 @@ def down(name, all_):
 
 @testbed.command()
 @NAME_OPTION
+def repair(name):
+    """Put back what `status` finds missing from a running testbed (a device set down, an address, a data route: what a
+    flapped link loses), with the same steps `up` made them with, leaving its processes running.
+
+    What only a rebuild fixes (a namespace, device or process that is gone) is named, and the command exits 2.
+    `up` on a running testbed repairs it in the same way.
+    """
+    from labkit.testbed.lab import Testbed
+
+    Testbed(name, log=click.echo).repair()
+    click.echo(f"testbed {name} is healthy")
+
+
+@testbed.command()
+@NAME_OPTION
 @click.option("--no-ping", is_flag=True, help="Skip the RTT measurement (faster).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def status(name, no_ping, as_json):
     """Show each link's parameters and the emulator's counters (drops by cause, lateness), the health of
     every part, the measured ping RTTs and the state paths.
 
-    Exits 1 when the testbed is not up (or is broken).
+    A broken testbed's faults are named one a line (a device down, a missing address or data route, a silent
+    sshd, a dead emulator), with how to fix them. Exits 1 when the testbed is not up (or is broken).
     """
     import dataclasses
     import json
@@ -203,6 +219,11 @@ def _print_status(info: dict) -> None:
         return
     verdict = "[green]up[/green]" if info["up"] else "[red]broken[/red]"
     console.print(f"testbed {name} is {verdict} ({info['emulator']}): {info['link'].describe()}")
+    for problem in info["problems"]:
+        click.echo(f"fault: {problem}")  # one unwrapped line each, to read or grep
+    if info["problems"]:
+        click.echo(f"repair it with `labkit testbed repair --name {name}`" if info["repairable"] else
+                      f"rebuild it: `labkit testbed down --name {name}`, then `labkit testbed up --name {name} ...`")
     if info.get("topology"):
         console.print(f"topology: {info['topology']}")
     _print_parts_and_hosts(console, info)

@@ -37,7 +37,7 @@ def spec_for_experiment(experiment: str | None):
 
 
 def run_command(command: str, inventory=None, *, config=None, runs_dir=None, resume: str | None = None,
-                quiet: bool = False, accept_new_host_keys: bool = False, **options):
+                quiet: bool = False, accept_new_host_keys: bool = False, share_hosts: bool = False, **options):
     """Run experiment ``command`` with ``options`` (its config's fields), or resume a run of it; return the run.
 
     ``resume`` is a run (path, id or unique part of one) to finish, or ``"auto"``: finish the newest interrupted or
@@ -53,11 +53,11 @@ def run_command(command: str, inventory=None, *, config=None, runs_dir=None, res
         resume = _resumable(found, config, runs_dir, quiet)
         config = None if resume else config
     return run_experiment(found, config, runs_dir=runs_dir, resume=resume, quiet=quiet,
-                          accept_new_host_keys=accept_new_host_keys)
+                          accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts)
 
 
 def run_replicates(command: str, config, runs: int, *, runs_dir=None, quiet: bool = False,
-                   accept_new_host_keys: bool = False):
+                   accept_new_host_keys: bool = False, share_hosts: bool = False):
     """Run experiment ``command`` ``runs`` times, each an independent run of the whole cell matrix, yielding each run
     as it completes.
 
@@ -75,7 +75,7 @@ def run_replicates(command: str, config, runs: int, *, runs_dir=None, quiet: boo
     for index in range(1, runs + 1):
         replicate = dataclasses.replace(config, seed=config.seed + index - 1) if hasattr(config, "seed") else config
         run = run_experiment(found, replicate, runs_dir=runs_dir, quiet=quiet, accept_new_host_keys=accept_new_host_keys,
-                             replicate={"group": group, "index": index, "of": runs} if runs > 1 else None)
+                             share_hosts=share_hosts, replicate={"group": group, "index": index, "of": runs} if runs > 1 else None)
         group = group or run.run_id
         yield run
 

@@ -73,10 +73,13 @@ class ExperimentSpec:
 
 
 def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str | None = None, quiet: bool = False,
-                   accept_new_host_keys: bool = False, replicate: dict | None = None):
+                   accept_new_host_keys: bool = False, replicate: dict | None = None, share_hosts: bool = False):
     """Run (or, with ``resume``, continue) an experiment and return its :class:`labkit.store.Run`; ``replicate``
-    (labkit.experiments.run_replicates) goes into a new run's manifest, its ``group`` the run's own id when None."""
+    (labkit.experiments.run_replicates) goes into a new run's manifest, its ``group`` the run's own id when None;
+    ``share_hosts``: run even while another run measures on the same hosts (:mod:`labkit.hosts.claims`)."""
     run, config, inventory = prepare_run(spec.experiment, spec.config_type, config, resume=resume, runs_dir=runs_dir)
+    if run is not None:
+        _finish_cleanup(run, accept_new_host_keys)
     plan = spec.plan(config, inventory)
     if not plan.cells:
         raise LabkitError("no cell to run" + (": " + "; ".join(plan.omitted[:3]) if plan.omitted else ""))
@@ -86,6 +89,8 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
         from labkit.experiments.capture import preflight as capture_preflight
 
         capture_preflight(inventory, plan.hosts, accept_new_host_keys)
+    if not share_hosts:
+        _refuse_busy_hosts(inventory, plan.hosts, accept_new_host_keys, run.run_id if run is not None else None)
     resumed = run is not None
     run = begin_run(run, spec.experiment, config, runs_dir)
     if plan.omitted and not resumed:
@@ -94,7 +99,7 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
         run.update(replicate={**replicate, "group": replicate["group"] or run.run_id})
     try:
         with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
-                     accept_new_host_keys=accept_new_host_keys) as current:
+                     accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts) as current:
             spec.runner(current, config).run_cells(plan.cells)
     except KeyboardInterrupt:
         from labkit.errors import RunInterrupted
@@ -108,6 +113,28 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
 
         write_packets(run)
     return run
+
+
+def _finish_cleanup(run, accept_new_host_keys: bool) -> None:
+    """Before a run is resumed: what `labkit runs cleanup` does for it, if its end (a SIGKILL) did not, so none of its
+    old processes (an echo server still answering) or changed knobs outlive it into the resumed measurement."""
+    from labkit.cleanup import clean_up, needs_cleanup
+
+    if needs_cleanup(run):  # refused in one line, as `runs cleanup` would, when the run asks for what labkit never does
+        clean_up(run, accept_new_host_keys, say=lambda line: print(line, file=sys.stderr))
+
+
+def _refuse_busy_hosts(inventory, host_names: list[str], accept_new_host_keys: bool, own_run_id: str | None) -> None:
+    """Before a run exists: refuse in one line while another run measures on these hosts (the session's claim checks
+    again, for a run that started meanwhile), so a refused run leaves no run directory behind."""
+    from contextlib import ExitStack
+
+    from labkit.hosts.claims import refuse_if_busy
+
+    with ExitStack() as stack:
+        hosts = {name: stack.enter_context(inventory.open(name, accept_new_host_keys=accept_new_host_keys))
+                 for name in host_names}
+        refuse_if_busy(hosts, own_run_id=own_run_id)
 
 
 def prepare_run(experiment: str, config_type, config, *, resume: str | None = None, runs_dir=None):
@@ -223,6 +250,15 @@ class ExperimentRunner:
         except ServerDied as again:
             raise LabkitError(f"{again.message}, again after a restart: {what} is left incomplete "
                               f"(`{self.resume_command()}` redoes it)") from None
+
+    def fail_past_deadline(self, code: str | None, src: str, dst: str, deadline_s: float, what: str) -> None:
+        """Fail the cell (one line, the run resumable) when a call or upload from ``src`` to ``dst`` ended with gRPC
+        status ``code`` DEADLINE_EXCEEDED: the link or the server stopped answering, and every later one would wait out
+        its deadline too, so the cell ends now instead of after all of them."""
+        if code == "DEADLINE_EXCEEDED":
+            raise LabkitError(f"a call from {src} to {dst} got no answer within its {deadline_s:g} s deadline in {what}: "
+                              "the link or the server stopped answering (on a testbed, `labkit testbed status` says "
+                              f"what is wrong); `{self.resume_command()}` redoes the cell")
 
     def resume_command(self) -> str:
         from labkit.experiments import spec_for_experiment
@@ -622,7 +658,7 @@ def json_lines(proc, timeout: float) -> Iterator[dict[str, Any]]:
 
 @contextmanager
 def session(run, inventory, host_names: list[str], *, total: int, unit: str = "call", quiet: bool = False,
-            accept_new_host_keys: bool = False):
+            accept_new_host_keys: bool = False, share_hosts: bool = False):
     """Run an experiment's body on ``host_names``; see the module docstring for what it takes care of.
 
     The caller finalises the run (Parquet, status complete) after the block.
@@ -640,7 +676,9 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
     progress = Progress(total=total, quiet=quiet, unit=unit)
     current = Session(run, inventory, pool, progress)
     started = time.monotonic()
+    claims = None
     try:
+        claims = _claim_hosts(run, pool, host_names, share_hosts)
 
         def argv_and_facts(name: str) -> tuple[list[str], dict]:
             host = pool.get(name)
@@ -666,6 +704,9 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
         if current.captures is not None:  # what the stopped captures saw is kept, also after a failure
             current.captures.stop_all()
         progress.close()
+        if claims is not None:
+            claims.release()
+            run.manifest.pop("host_claims", None)
         pool.close()
         run.close()
         run.manifest.setdefault("timing", {})[utc_now()] = {
@@ -676,6 +717,20 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
         }
         _record_emulator(run, inventory, started_utc_ns)
         run.save_manifest()
+
+
+def _claim_hosts(run, pool: HostPool, host_names: list[str], share_hosts: bool):
+    """Mark each host as used by this run for its length, refusing (HostsBusy) while another run measures on them."""
+    from labkit.echo.cputime import start_ticks_of
+    from labkit.hosts.claims import HostClaims
+    from labkit.provenance import utc_now
+
+    owner = {"run_id": run.run_id, "since": utc_now(),
+             "controller": {"host": socket.gethostname(), "pid": os.getpid(), "start_ticks": start_ticks_of()}}
+    claims = HostClaims({name: pool.get(name) for name in host_names}, owner)
+    claims.claim(share=share_hosts)
+    run.update(host_claims=dict(claims.paths))  # for `runs cleanup` after a SIGKILL
+    return claims
 
 
 def _record_emulator(run, inventory, started_utc_ns: int) -> None:

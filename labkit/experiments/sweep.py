@@ -104,6 +104,8 @@ class SweepConfig(StackChoice):
             raise LabkitError("--slow-start-after-idle takes 1, 0 (or 'keep')")
         if self.order not in ("sequential", "shuffled"):
             raise LabkitError("--order is sequential or shuffled")
+        if not 0.1 <= self.call_timeout_s <= 600:
+            raise LabkitError("--call-timeout must be between 100 ms and 10 min")
         try:
             iperf3_rate(self.iperf_rate)
         except ValueError as exc:
@@ -335,6 +337,7 @@ class _Sweeper(ExperimentRunner):
         with self.session.agent(cell.src, *args) as proc, self.stops_with(server.proc, proc):
             # Silence for longer than a call's deadline plus its gap means the client is stuck.
             for call in json_lines(proc, timeout=config.call_timeout_s + cell.gap_s + 30):
+                self.fail_past_deadline(call.get("grpc_code"), cell.src, cell.dst, config.call_timeout_s, cell.id)
                 call["rtt_ms"] = call["rtt_ns"] / 1e6
                 call.pop("background", None)
                 run.append([{**fixed, **call}])

@@ -314,6 +314,8 @@ class _Uploader(ExperimentRunner):
                 if event == "ready":
                     run.manifest.setdefault("connections", {})[f"{cell.id}#{attempt}"] = message
                 elif event == "upload":
+                    self.fail_past_deadline(message.get("status"), cell.src, config.server, config.upload_timeout_s,
+                                            cell.id)
                     run.append([{**fixed, **message}])
                     received += 1
                     self.uploads_measured += 1

@@ -39,17 +39,17 @@ from pathlib import Path
 import tomli_w
 
 from labkit.errors import LabkitError
-from labkit.testbed import datapath, emulator, sshd
+from labkit.testbed import datapath, emulator, health, sshd
 from labkit.testbed import netns as ns
 from labkit.testbed import schedule as sched
 from labkit.testbed.datapath import DATA_IFNAME
+from labkit.testbed.health import MGMT_IFNAME, Fault
 from labkit.testbed.linkspec import LinkSpec
 from labkit.testbed.login import LoginFiles, LoginUser
 from labkit.testbed.topology import Topology
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
 NETNS_PREFIX = "labkit-"
-MGMT_IFNAME = "mgmt0"
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 #: "auto" and "tun" are the same thing now: the user-space emulator, on any kernel.
 EMULATORS = ("auto", "tun")
@@ -297,11 +297,14 @@ class Testbed:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = self.load_state()
             if state is not None:
-                problems = self.health(state)["problems"]
+                faults = self.health(state)["faults"]
                 same_hosts = state.topology.hosts == topology.hosts
-                if not problems and same_hosts and state.login_user == (login.name if login else None):
+                if all(f.repairable for f in faults) and same_hosts and state.login_user == (login.name if login else None):
+                    # A flapped device or a lost route is put back in place; the hosts' processes live on.
+                    self._repair_in_place(state, faults)
                     self._change_sudo(state, login)
                     return self._change_link(state, link, topology, changes)
+                problems = [fault.text for fault in faults]
                 self.log(self._rebuild_reason(state, problems, topology, login))
                 self.down(quiet=True)
             elif self.existing_namespaces():
@@ -368,10 +371,7 @@ class Testbed:
             # router solicitations would only be counted as unroutable.
             ns.run(ns.exec_argv(netns, ["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]))
             ns.ip("link", "add", info.root_veth, "type", "veth", "peer", "name", MGMT_IFNAME, "netns", netns)
-            ns.ip("addr", "add", f"{info.root_address}/30", "dev", info.root_veth)
-            ns.ip("link", "set", info.root_veth, "up")
-            ns.ip("addr", "add", f"{info.mgmt_address}/30", "dev", MGMT_IFNAME, netns=netns)
-            ns.ip("link", "set", MGMT_IFNAME, "up", netns=netns)
+            self._configure_mgmt_link(info)
         state.save()
         state.generation = 1
         datapath.write_config(state, datapath.build_config(state, state.generation))
@@ -381,6 +381,14 @@ class Testbed:
         self._start_sshds(state)
         state.save()
         self._write_client_files(state)
+
+    @staticmethod
+    def _configure_mgmt_link(info: HostInfo) -> None:
+        # "replace", not "add": repair reruns these steps over a veth that may still hold its addresses.
+        ns.ip("addr", "replace", f"{info.root_address}/30", "dev", info.root_veth)
+        ns.ip("link", "set", info.root_veth, "up")
+        ns.ip("addr", "replace", f"{info.mgmt_address}/30", "dev", MGMT_IFNAME, netns=info.netns)
+        ns.ip("link", "set", MGMT_IFNAME, "up", netns=info.netns)
 
     def _configure_data_link(self, state: TestbedState) -> None:
         for local in state.hosts.values():
@@ -529,16 +537,61 @@ class Testbed:
 
     # -- status ------------------------------------------------------------------------
     def health(self, state: TestbedState) -> dict:
-        """Which parts are alive; ``problems`` lists what is not."""
+        """Which parts are alive, and every fault against what `up` made (:mod:`labkit.testbed.health`): ``problems``
+        says each in one line, ``faults`` also whether :meth:`repair` can fix it in place."""
         existing = set(ns.list_netns())
         parts: dict[str, bool] = {}
+        faults: list[Fault] = []
         for host in state.hosts.values():
             parts[f"netns {host.netns}"] = host.netns in existing
             parts[f"sshd on {host.name}"] = _pid_alive(state.sshd_pids.get(host.name))
+            if not parts[f"sshd on {host.name}"]:
+                faults.append(Fault(f"{host.name}: its sshd (pid {state.sshd_pids.get(host.name)}) is not running",
+                                    repairable=False))
         parts["link emulator"] = _pid_alive(state.forwarder_pid)
+        if not parts["link emulator"]:
+            faults.append(Fault(f"the link emulator (pid {state.forwarder_pid}) is not running", repairable=False))
         if len(state.hosts) != len(state.topology.hosts):
             parts["hosts configured"] = False
-        return {"parts": parts, "problems": [name for name, ok in parts.items() if not ok]}
+            faults.append(Fault("not every host of the topology was configured", repairable=False))
+        # Without the emulator its devices are gone from every namespace: that one fault says it all.
+        found = health.gather(state, existing, sshd.SSH_PORT) if parts["link emulator"] else []
+        for host in state.hosts.values():
+            parts[f"devices and routes of {host.name}"] = not any(f.text.startswith(f"{host.name}") for f in found)
+        faults += found
+        return {"parts": parts, "problems": [fault.text for fault in faults], "faults": faults}
+
+    def repair(self) -> TestbedState:
+        """Put back what :meth:`health` finds missing from a running testbed (addresses, routes, devices set down) with
+        the very steps `up` made them with; raise LabkitError when only a rebuild can (a namespace, device or process
+        gone)."""
+        ns.check_can_host_testbed()
+        testbeds_dir().mkdir(parents=True, exist_ok=True)  # where the lock lives, even before any testbed
+        with open(testbeds_dir() / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self.load_state()
+            if state is None:
+                raise LabkitError(f"testbed {self.name} is not up; bring it up with `labkit testbed up --name {self.name}`")
+            faults = self.health(state)["faults"]
+            if not faults:
+                self.log(f"testbed {self.name} is healthy; nothing to repair")
+            self._repair_in_place(state, faults)
+            return state
+
+    def _repair_in_place(self, state: TestbedState, faults: list[Fault]) -> None:
+        if not faults:
+            return
+        fatal = [fault.text for fault in faults if not fault.repairable]
+        if fatal:
+            raise LabkitError(f"testbed {self.name} cannot be repaired in place ({'; '.join(fatal)}): rebuild it with "
+                              f"`labkit testbed down --name {self.name}` and `labkit testbed up --name {self.name} ...`")
+        self.log(f"testbed {self.name}: repairing {'; '.join(fault.text for fault in faults)}")
+        for host in state.hosts.values():
+            self._configure_mgmt_link(host)
+        self._configure_data_link(state)
+        left = self.health(state)["problems"]
+        if left:
+            raise LabkitError(f"testbed {self.name} is still broken after repair: {'; '.join(left)}")
 
     def measure_ping(self, state: TestbedState, count: int = 5, interval: float = 0.2) -> dict:
         """Ping every other host's data address from the first host; RTT statistics in ms per peer (a→b: ...)."""
@@ -590,6 +643,9 @@ class Testbed:
             "emulator": state.emulator,
             "hosts": state.hosts,
             "parts": health["parts"],
+            "problems": health["problems"],
+            # Each fault's own fix: repair for what `up` can put back in place, else a rebuild.
+            "repairable": all(fault.repairable for fault in health["faults"]),
             "state_dir": str(state.dir),
             "ssh_config": str(state.ssh_config),
             "inventory": str(state.inventory),
