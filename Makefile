@@ -13,7 +13,7 @@ demo: bootstrap
 
 ## The whole test suite (testbed tests need root; CI sets LABKIT_REQUIRE_TESTBED=1).
 test: bootstrap
-	$(BIN)/python -m pytest -q -ra -n 3 --dist loadfile
+	$(BIN)/python -m pytest -q -ra -n 3 --dist loadfile --durations=30
 
 ## JupyterLab on notebooks/ with the labkit kernel; prints the URL with its token (LAB_ARGS go to jupyter lab).
 lab: bootstrap
