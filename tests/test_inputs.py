@@ -190,8 +190,9 @@ def test_a_run_where_most_requests_failed_warns_with_the_counts_and_exits_1(tmp_
     inventory = tmp_path / "inventory.toml"
     inventory.write_text(LOCAL_PAIR)
     runs = tmp_path / "runs"
+    # --share-hosts: this machine's namespace, which loopback runs of tests in other xdist workers claim too.
     proc = labkit(command, str(inventory), "--client", "a", "--server", "b", *args, *FAILING_ECHO, "--name", "failing",
-                  "--runs-dir", str(runs), "--quiet", timeout=300)
+                  "--runs-dir", str(runs), "--quiet", "--share-hosts", timeout=300)
     assert proc.returncode == 1, proc.stderr
     from labkit.store import Run
 

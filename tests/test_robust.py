@@ -20,6 +20,9 @@ from conftest import LABKIT, STARTED, labkit, wait_for
 from test_echo import ServerProcess
 
 LOCAL_PAIR = '[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n'
+#: A run on this machine's own network namespace claims it (labkit.hosts.claims) like any host: a test's loopback runs
+#: share it with those of tests in other xdist workers, which measure nothing of each other's path.
+SHARED_LOOPBACK = ("--share-hosts",)
 
 
 def _signal_and_collect(proc: subprocess.Popen, stop_signal, timeout: float) -> str:
@@ -46,7 +49,7 @@ def test_an_experiment_stopped_by_a_signal_exits_128_plus_the_signal(tmp_path, s
     runs = tmp_path / "runs"
     proc = subprocess.Popen([LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "60s",
                              "--interval", "200ms", "--probes", "echo-warm", "--name", "sig", "--runs-dir", str(runs),
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             "--quiet", *SHARED_LOOPBACK], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=STARTED[started])
     journal = wait_for(lambda: next(iter(runs.glob("*-sig/samples.jsonl")), None), 60, "the first sample")
     stderr = _signal_and_collect(proc, stop_signal, 60)
