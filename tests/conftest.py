@@ -32,9 +32,9 @@ os.environ.setdefault(SHARED_DEPLOY_ENV, f"/tmp/labkit-test-deploy-{os.getpid()}
 
 # The modules that take longest (`pytest --durations`), collected first: xdist's loadfile hands modules to its
 # workers in collection order, and a long module handed out last ran on alone while the other workers idled.
-LONGEST_FIRST = ("test_faults.py", "test_sweep.py", "test_notebooks.py", "test_load.py", "test_hop.py",
-                 "test_run_hosts.py", "test_jupyterlab.py", "test_upload.py", "test_series.py", "test_explain.py",
-                 "test_go_echo.py", "test_privilege.py")
+LONGEST_FIRST = ("test_sweep.py", "test_faults.py", "test_jupyterlab.py", "test_notebooks.py", "test_run_hosts.py",
+                 "test_load.py", "test_hop.py", "test_explain.py", "test_series.py", "test_upload.py", "test_go_echo.py",
+                 "test_privilege.py")
 
 
 def pytest_collection_modifyitems(config, items):
