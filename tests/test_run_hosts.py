@@ -125,6 +125,14 @@ def flapped_mid_run(lab, runs, name: str, args: list[str]):
         Testbed(lab.name, log=lambda message: None).repair()
 
 
+def _assert_ended_at_its_first_deadline(proc) -> None:
+    """The run ended (exit 2) in one error line: its first call past the 3 s deadline failed the cell."""
+    _, stderr = proc.communicate(timeout=120)
+    errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr
+    assert "a call from a to b got no answer within its 3 s deadline" in errors[0]
+
+
 def test_a_sweep_over_a_flapped_link_fails_its_cell_at_the_first_deadline_and_resume_finishes_it(
         lab, inventory, tmp_path):
     before = ssai(lab)
@@ -132,10 +140,7 @@ def test_a_sweep_over_a_flapped_link_fails_its_cell_at_the_first_deadline_and_re
     args = sweep(inventory, "dead", tmp_path, "--gaps", "0.2s", "--repeats", "100", "--slow-start-after-idle", "0",
                  "--call-timeout", "3s")
     with flapped_mid_run(lab, tmp_path, "dead", args) as (proc, run_path):
-        _, stderr = proc.communicate(timeout=120)
-        errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
-        assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr
-        assert "a call from a to b got no answer within its 3 s deadline" in errors[0]
+        _assert_ended_at_its_first_deadline(proc)
         run = Run.open(run_path)
         assert run.status == "failed" and run.finished_cells() == {}  # left for --resume to redo
         assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before and run.processes() == []
@@ -156,10 +161,7 @@ def test_an_upload_over_a_flapped_link_fails_its_cell_at_the_first_deadline(lab,
             "--transports", "grpc", "--tls", "off", "--repeats", "1000", "--timeout", "3s", "--ping-count", "1",
             "--quiet", "--name", "up", "--runs-dir", str(tmp_path)]
     with flapped_mid_run(lab, tmp_path, "up", args) as (proc, run_path):
-        _, stderr = proc.communicate(timeout=120)
-    errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
-    assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr
-    assert "a call from a to b got no answer within its 3 s deadline" in errors[0]
+        _assert_ended_at_its_first_deadline(proc)
     run = Run.open(run_path)
     assert run.status == "failed" and run.finished_cells() == {} and run.processes() == []
     assert leftover_processes(lab, LABKIT_WORDS + ("upload-agent",)) == []

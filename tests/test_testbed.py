@@ -271,3 +271,24 @@ def test_netem_emulator_is_refused_in_one_line():
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "no netem emulator" in lines[0], proc.stderr
     assert _netns_with(f"labkit-{own_testbed_name('t-netem')}-") == []
+
+
+def test_the_link_emulator_itself_stays_in_the_root_namespace(monkeypatch):
+    """The emulator enters each host's namespace on a thread of its own to open the host's TUN device and tap. When
+    Go ran that goroutine on the process's main thread, the main thread stayed in host a's namespace: `ip netns pids`
+    then listed the emulator as a process of host a, and every test looking for processes left on a host found it
+    (eleven fault tests in one suite run). With one P the scheduler puts that goroutine on the main thread."""
+    require_testbed()
+    from labkit.testbed.lab import LinkConfig, Testbed
+
+    monkeypatch.setenv("GOMAXPROCS", "1")
+    lab = Testbed(own_testbed_name("t-mainns"), log=lambda message: None)
+    state = lab.up(LinkConfig(one_way_delay_s=0.001, rate_bps=None, emulator="tun"))
+    try:
+        root = os.readlink("/proc/self/ns/net")
+        assert os.readlink(f"/proc/{state.forwarder_pid}/ns/net") == root
+        for host in state.hosts.values():
+            pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split()
+            assert str(state.forwarder_pid) not in pids, host.name
+    finally:
+        lab.down(quiet=True)

@@ -413,7 +413,6 @@ class Session:
     def start(self, host_name: str, argv: list[str]):
         """Start ``argv`` on a host, registered in the run until :meth:`stop`."""
         from labkit.hosts.facts import process_start_ticks
-
         from labkit.interrupts import interrupts_deferred
 
         host = self.pool.get(host_name)

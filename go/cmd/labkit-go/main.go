@@ -18,9 +18,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 )
+
+// The main goroutine keeps the main thread for itself, so no other goroutine ever runs there. The link
+// emulator opens each host's TUN device and tap on a goroutine locked to a thread it moves into the host's
+// network namespace, a thread Go ends with the goroutine; but the main thread is never ended, only kept
+// idle, where it was: once, the emulator's main thread stayed in host a's namespace, `ip netns pids` named
+// the emulator a process of host a, and every check for processes left on a host found it.
+func init() { runtime.LockOSThread() }
 
 // version is labkit's version, set at build time (-ldflags "-X main.version=...").
 var version = "dev"
