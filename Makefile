@@ -11,9 +11,10 @@ bootstrap:
 demo: bootstrap
 	$(BIN)/labkit demo
 
-## The whole test suite (testbed tests need root; CI sets LABKIT_REQUIRE_TESTBED=1).
+## The whole test suite (testbed tests need root; CI sets LABKIT_REQUIRE_TESTBED=1). Modules go to the workers in the
+## order tests/conftest.py collects them (longest first), not xdist's default order by number of tests.
 test: bootstrap
-	$(BIN)/python -m pytest -q -ra -n 3 --dist loadfile --durations=30
+	$(BIN)/python -m pytest -q -ra -n 3 --dist loadfile --no-loadscope-reorder --durations=30
 
 ## JupyterLab on notebooks/ with the labkit kernel; prints the URL with its token (LAB_ARGS go to jupyter lab).
 lab: bootstrap
