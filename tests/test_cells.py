@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -62,8 +61,8 @@ def test_an_interrupt_during_teardown_is_raised_when_the_teardown_is_done():
         before, finished = signal.getsignal(signal.SIGINT), []
         with pytest.raises(KeyboardInterrupt):
             with interrupts_deferred():
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.05)  # Python runs the handler here: without the deferral, KeyboardInterrupt would be raised
+                # raise_signal runs the Python handler before it returns: without the deferral, KeyboardInterrupt here.
+                signal.raise_signal(signal.SIGINT)
                 finished.append(True)
         assert finished == [True] and signal.getsignal(signal.SIGINT) is before
     finally:

@@ -340,11 +340,11 @@ def test_an_interrupted_session_stops_the_newest_process_first(tmp_path):
 
 #: A process that says it is ready and, on SIGTERM, says so and goes on: stopping it takes the whole grace period.
 _SLOW_TO_STOP = (
-    "import pathlib, signal, sys, time\n"
+    "import pathlib, signal, sys\n"
     "ready = pathlib.Path(sys.argv[1])\n"
     "signal.signal(signal.SIGTERM, lambda *_: pathlib.Path(str(ready) + '.term').touch())\n"
     "ready.touch()\n"
-    "while True: time.sleep(1)\n"
+    "while True: signal.pause()\n"
 )
 
 
