@@ -144,9 +144,12 @@ def test_an_interrupted_capturing_series_keeps_its_packets_and_explains_its_cold
     assert len(cold) >= 2
     for result in cold.itertuples():
         parts = {c["name"]: c["ms"] for c in result.components}
-        # TCP's handshake and HTTP/2's preface and SETTINGS, each about one round trip, then the request's one.
-        for step in ("handshake", "http2-setup"):
-            assert 0.9 * result.base_rtt_ms <= parts[step] <= 1.3 * result.base_rtt_ms, parts
+        # TCP's handshake and HTTP/2's preface and SETTINGS, two round trips, then the request's one. The server sends
+        # its SETTINGS as it accepts, so a client slow to send its preface on a busy machine moves time from the
+        # second into the first (123 + 77 ms once at 100 ms RTT): the two together are what the network took.
+        setup = parts["handshake"] + parts["http2-setup"]
+        assert parts["handshake"] >= 0.9 * result.base_rtt_ms and parts["http2-setup"] > 0, parts
+        assert 1.9 * result.base_rtt_ms <= setup <= 2.6 * result.base_rtt_ms, parts
         assert result.rounds == 1 and abs(parts["remainder"]) <= 0.05 * result.rtt_ms, parts
     warm = explained[(explained["probe"] == "echo-warm") & (explained["evidence"] == "capture")]
     assert len(warm) >= 2 and (warm["cause"] == "none").all()
