@@ -14,6 +14,9 @@ from __future__ import annotations
 MAX_REQUEST_BYTES = 1 << 30
 #: Bytes of one request of a sweep: its calls are timed in a cell of a matrix, where 64 MiB is already extreme.
 MAX_SWEEP_REQUEST_BYTES = 64 * 2**20
+#: What an echo server accepts unless told otherwise: gRPC's own default receive limit (grpcio's and grpc-go's), and
+#: so the largest payload of a run whose server keeps the default (load, demo).
+GRPC_DEFAULT_MESSAGE_BYTES = 4 * 2**20
 #: The largest gRPC message a server may be told to accept: gRPC's own limit (a signed 32-bit length).
 MAX_MESSAGE_BYTES = 2**31 - 1
 #: Bytes of the file of ``labkit upload`` (the agent holds it in memory).
@@ -33,8 +36,36 @@ MAX_KEEPALIVE_MS = 3_600_000
 MAX_PING_COUNT = 10_000
 #: Seconds of an iperf3 baseline.
 MAX_IPERF_SECONDS = 3600
+#: Payload of a series' echo probes: small calls are what a series compares with ping.
+MAX_SERIES_PAYLOAD_BYTES = 2**20
 #: Ticks of a series (and of one series agent run): 10 million, some four months at 1 s.
 MAX_TICKS = 10_000_000
+#: The deadline of each call of a sweep or a hop (``--call-timeout``): one that waits it out fails its cell, so it
+#: is short, but long enough for a slow link's handshake.
+MIN_CALL_TIMEOUT_S = 0.1
+MAX_CALL_TIMEOUT_S = 600
+#: The time between a series' ticks, and each of its probes' deadline: one hour (a probe spans one tick).
+MAX_SERIES_INTERVAL_S = 3600
+#: Requests a load tool keeps in flight at once (load's --concurrency, hop's --connections: wrk's -c).
+MAX_CONCURRENCY = 10_000
+#: Connections ghz and h2load spread a load cell's requests over.
+MAX_LOAD_CONNECTIONS = 1000
+#: Threads of wrk (hop's --threads).
+MAX_LOAD_THREADS = 256
+#: Requests per second of an open-loop load (hop's --rate, vegeta).
+MAX_RATE = 1_000_000
+#: Measured load of one cell (load, hop): a day.
+MAX_LOAD_DURATION_S = 24 * 3600
+#: Unmeasured load before a load cell's window.
+MAX_LOAD_WARMUP_S = 3600
+#: Requests of one stream call of a load cell (load's --stream-messages).
+MAX_STREAM_MESSAGES = 100_000
+#: Cells per transport of a hop run.
+MAX_HOP_REPEATS = 1000
+#: gRPC channels from the hop's front to its back (each its own connection).
+MAX_GRPC_CHANNELS = 256
+#: NATS subscriptions of the hop's back answering at once.
+MAX_NATS_WORKERS = 1024
 
 
 def duration_text(seconds: float) -> str:
@@ -55,10 +86,13 @@ def check_within(what: str, value, low, high, unit: str = "") -> None:
     ``low=None``: any value above zero (a duration or deadline that must not be 0)."""
     from labkit.errors import LabkitError
 
+    def number(value) -> str:
+        return str(value) if isinstance(value, int) else f"{value:g}"  # a count or size whole: 67108864, not 6.71089e+07
+
     def shown(bound) -> str:
-        return duration_text(bound) if unit == "s" else f"{bound:g}{unit}"
+        return duration_text(bound) if unit == "s" else f"{number(bound)}{unit}"
 
     if low is None and not 0 < value <= high:
-        raise LabkitError(f"{what} must be above 0{unit} and at most {shown(high)}, not {value:g}{unit}")
+        raise LabkitError(f"{what} must be above 0{unit} and at most {shown(high)}, not {number(value)}{unit}")
     if low is not None and not low <= value <= high:
-        raise LabkitError(f"{what} must be between {low:g}{unit} and {shown(high)}, not {value:g}{unit}")
+        raise LabkitError(f"{what} must be between {number(low)}{unit} and {shown(high)}, not {number(value)}{unit}")

@@ -8,6 +8,7 @@ usage error (exit 2).
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h)?\s*$")
@@ -23,6 +24,13 @@ def parse_duration(text: str, default_unit: str = "s") -> float:
         raise ValueError(f"{text!r} is not a duration (examples: 100ms, 1.5s, 250us)")
     number, unit = match.groups()
     return float(number) * _DURATION_UNITS[unit or default_unit]
+
+
+def format_duration(seconds: float) -> str:
+    """``1e-05`` -> ``0.00001s``: the flag text :func:`parse_duration` (and labkit-go's units) reads back as exactly
+    ``seconds``. Plain decimal seconds, never an exponent: ``f"{1e-05!r}s"`` is ``1e-05s``, which neither parser
+    reads, so a 10 µs gap would make an agent refuse its command line."""
+    return f"{Decimal(repr(float(seconds))):f}s"
 
 
 def parse_duration_with_unit(text: str) -> float:
