@@ -359,7 +359,7 @@ def test_subcommands_without_a_go_twin_refuse_impl_go(tmp_path):
 
 @pytest.mark.parametrize("server", ["go_server", "python_server"])
 def test_the_go_series_agent_reports_every_tick_of_every_probe(server, request):
-    from labkit.echo.series_agent import PROBES
+    from labkit.echo.plans import PROBES
     from labkit.experiments.series import ping_rows
 
     ready = request.getfixturevalue(server).ready

@@ -23,7 +23,8 @@ import tomli_w
 
 import labkit
 from conftest import DATA, LABKIT, deployed_inventory, labkit as run_labkit, own_testbed, leftover_processes, wait_for
-from labkit.echo.series_agent import PROBES, SKIPPED, AgentPlan, run_agent
+from labkit.echo.plans import PROBES, SeriesPlan
+from labkit.echo.series_agent import SKIPPED, run_agent
 from labkit.echo.server import running_server
 from labkit.echo.tcp_echo import TcpEchoServer
 from labkit.schemas import SERIES_SCHEMA
@@ -94,7 +95,7 @@ def _agent_events(plan) -> list[dict]:
 
 def test_the_agent_reports_every_tick_of_every_probe_on_loopback():
     with running_server("127.0.0.1:0") as grpc_port, TcpEchoServer("127.0.0.1", 0, max_message_bytes=1000) as tcp:
-        plan = AgentPlan(address="127.0.0.1", probes=PROBES, first_tick=20, ticks=3, interval_s=0.1, payload_bytes=100,
+        plan = SeriesPlan(address="127.0.0.1", probes=PROBES, first_tick=20, ticks=3, interval_s=0.1, payload_bytes=100,
                          timeout_s=2, grpc_port=grpc_port, tcp_echo_port=tcp.port)
         events = _agent_events(plan)
     start, end = events[0], events[-1]
@@ -121,7 +122,7 @@ def test_a_call_still_in_flight_turns_the_ticks_it_covers_into_skipped_rows():
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        plan = AgentPlan(address="127.0.0.1", probes=("tcp-echo",), ticks=6, first_tick=0, interval_s=0.1,
+        plan = SeriesPlan(address="127.0.0.1", probes=("tcp-echo",), ticks=6, first_tick=0, interval_s=0.1,
                          payload_bytes=10, timeout_s=0.25, tcp_echo_port=silent.getsockname()[1])
         events = _agent_events(plan)
     assert events[0]["warmup"] == {"tcp-echo": "timed out"}

@@ -36,7 +36,7 @@ SPLIT_COLUMNS = ["median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts"]
 
 def probes_of(samples: pd.DataFrame) -> list[str]:
     """The probes a run has, in the series agent's order (ping first)."""
-    from labkit.echo.series_agent import PROBES
+    from labkit.echo.plans import PROBES
 
     return [p for p in PROBES if p in set(samples["probe"])]
 

@@ -59,7 +59,7 @@ def summarize_series(samples: pd.DataFrame) -> pd.DataFrame:
 
     ``vs_ping`` is each probe's median over ping's median (when ping ran).
     """
-    from labkit.echo.series_agent import PROBES
+    from labkit.echo.plans import PROBES
 
     probes = [p for p in PROBES if p in set(samples["probe"])]
     table = []

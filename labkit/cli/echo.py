@@ -1,6 +1,8 @@
 """``labkit echo serve|call|...``: thin wrappers over labkit/echo/ (server.py, client.py and the agents).
 
-grpc is imported inside the commands, so ``labkit echo --help`` stays fast.
+Each agent's parameters are named as the fields of its plan (:mod:`labkit.echo.plans`), their defaults read from
+it: a command's flags are its plan, which the experiments' command lines are built from. grpc is imported inside
+the commands, so ``labkit echo --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from contextlib import closing
 import click
 
 from labkit.cli.options import stop_cleanly_on_sigterm
-from labkit.cli.params import BIND_ADDRESS, BOUNDED_DURATION, DURATION, TARGET_ADDRESS, size_list
+from labkit.cli.params import BIND_ADDRESS, BOUNDED_DURATION, DURATION, TARGET_ADDRESS, choice_list, size_list
+from labkit.echo.plans import (CALL_ORDERS, PROBES, UPLOAD_TRANSPORTS, CallPlan, SeriesPlan, ServePlan, UploadFilePlan,
+                               UploadPlan)
 from labkit.limits import AT_MOST, MAX_FILE_BYTES, MAX_KEEPALIVE_MS, MAX_MESSAGE_BYTES, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_TICKS, MAX_WARMUP
+from labkit.units import format_duration
 
 
 #: The subcommands that have a Go twin in ``labkit-go`` (same flags, same output). ``upload-file`` needs
@@ -67,7 +72,7 @@ def _exec_go(subcommand: str, args: list[str]) -> None:
 
 IMPL = click.option("--impl", type=click.Choice(["python", "go"]), default="python", show_default=True,
                     expose_value=False, help="python: grpcio (this process); go: grpc-go (labkit-go, same flags).")
-GRPC_OPTION = click.option("--grpc-option", "grpc_option", multiple=True, metavar="KEY=VALUE",
+GRPC_OPTION = click.option("--grpc-option", "grpc_options", multiple=True, metavar="KEY=VALUE",
                            help="A gRPC knob by its grpc-go name, e.g. static-stream-window=32MiB (repeatable); "
                                 "grpcio refuses those it has no equivalent of. See labkit.echo.options.")
 
@@ -93,8 +98,8 @@ def echo():
     show_default=True,
     help="Serve gRPC reflection so grpcurl and ghz work without the .proto.",
 )
-@click.option("--grace", type=BOUNDED_DURATION, default="2s", show_default=True,
-              help=f"Time in-flight calls get to finish on stop ({AT_MOST}).")
+@click.option("--grace", "grace_s", type=BOUNDED_DURATION, default=format_duration(ServePlan.grace_s),
+              show_default=True, help=f"Time in-flight calls get to finish on stop ({AT_MOST}).")
 @click.option(
     "--permit-keepalive-ms",
     type=click.IntRange(1, MAX_KEEPALIVE_MS),
@@ -125,6 +130,7 @@ def echo():
 )
 @click.option(
     "--stream-idle-timeout",
+    "stream_idle_s",
     type=BOUNDED_DURATION,
     default=None,
     help="A stream (EchoStream, Upload) that sends nothing this long is cancelled (grpcio only: its streams hold "
@@ -132,8 +138,7 @@ def echo():
 )
 @GRPC_OPTION
 @IMPL
-def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_keepalive_ms, tcp_echo_port,
-          http2_port, max_upload_bytes, stream_idle_timeout, grpc_option):
+def serve(**flags):
     """Run the echo server until SIGTERM or SIGINT.
 
     Once listening it prints one JSON line on stdout,
@@ -141,34 +146,30 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
     """
     from labkit.echo import server
 
-    if (tls_cert is None) != (tls_key is None):
-        raise click.UsageError("--tls-cert and --tls-key go together")
+    plan = ServePlan(**flags)
+    plan.check()
     options = {}
-    if tls_cert is not None:
+    if plan.tls_cert is not None:
         from labkit.files import read_tls_pair
 
-        cert_pem, key_pem = read_tls_pair(tls_cert, tls_key)
+        cert_pem, key_pem = read_tls_pair(plan.tls_cert, plan.tls_key)
         options.update(tls_cert_pem=cert_pem, tls_key_pem=key_pem)
-    if max_message_bytes is not None:
-        options["max_message_bytes"] = max_message_bytes
-    if permit_keepalive_ms is not None:
-        options["permit_keepalive_ms"] = permit_keepalive_ms
-    if tcp_echo_port is not None:
-        options["tcp_echo_port"] = tcp_echo_port
-    if stream_idle_timeout is not None:
-        if stream_idle_timeout <= 0:
-            raise click.BadParameter("must be longer than 0", param_hint="--stream-idle-timeout")
-        options["stream_idle_s"] = stream_idle_timeout
-    if max_upload_bytes is not None and http2_port is None:
-        raise click.UsageError("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")
-    if http2_port is not None:
-        options.update(http2_port=http2_port, max_upload_bytes=max_upload_bytes)
-    if grpc_option:
+    if plan.max_message_bytes is not None:
+        options["max_message_bytes"] = plan.max_message_bytes
+    if plan.permit_keepalive_ms is not None:
+        options["permit_keepalive_ms"] = plan.permit_keepalive_ms
+    if plan.tcp_echo_port is not None:
+        options["tcp_echo_port"] = plan.tcp_echo_port
+    if plan.stream_idle_s is not None:
+        options["stream_idle_s"] = plan.stream_idle_s
+    if plan.http2_port is not None:
+        options.update(http2_port=plan.http2_port, max_upload_bytes=plan.max_upload_bytes)
+    if plan.grpc_options:
         from labkit.echo.options import grpcio_arguments, parse_grpc_options
 
-        options["grpc_options"] = parse_grpc_options(grpc_option, "server")
+        options["grpc_options"] = parse_grpc_options(plan.grpc_options, "server")
         grpcio_arguments(options["grpc_options"])  # refuse, before listening, what grpcio cannot set
-    server.serve_until_signalled(bind, grace_s=grace, reflection_enabled=reflection, **options)
+    server.serve_until_signalled(plan.bind, grace_s=plan.grace_s, reflection_enabled=plan.reflection, **options)
 
 
 @echo.command()
@@ -179,27 +180,31 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
     type=size_list(minimum=0, maximum=MAX_REQUEST_BYTES),
     help=f"Comma-separated request sizes in bytes, e.g. 1000,14000,16k (each at most {MAX_REQUEST_BYTES}).",
 )
-@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), default=10, show_default=True, help="Calls per size.")
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), default=CallPlan.repeats, show_default=True,
+              help="Calls per size.")
 @click.option(
     "--gap",
+    "gap_s",
     type=BOUNDED_DURATION,
-    default="1s",
+    default=format_duration(CallPlan.gap_s),
     show_default=True,
     help=f"Idle time between the end of one call and the start of the next (e.g. 1s, 100ms; {AT_MOST}).",
 )
 @click.option(
     "--background-gap",
+    "background_gap_s",
     type=BOUNDED_DURATION,
     default=None,
     help=f"Also send a 1-byte call on the same channel this often (not recorded; {AT_MOST}).",
 )
 @click.option("--cold", is_flag=True, help="Open a new channel (connection) for every call.")
-@click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), default=0, show_default=True, help="Unrecorded calls first.")
+@click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), default=CallPlan.warmup, show_default=True,
+              help="Unrecorded calls first.")
 @click.option("--seed", type=int, default=None, help="Seed for reproducible payload bytes (and --order shuffled).")
 @click.option(
     "--order",
-    type=click.Choice(["sequential", "shuffled"]),
-    default="sequential",
+    type=click.Choice(CALL_ORDERS),
+    default=CallPlan.order,
     show_default=True,
     help="sequential: all repeats of one size, then the next size; shuffled: recorded calls in random order.",
 )
@@ -214,14 +219,13 @@ def serve(bind, max_message_bytes, tls_cert, tls_key, reflection, grace, permit_
     is_flag=True,
     help="Add the connection's TCP state (ss -tin: cwnd, ssthresh, rto, srtt, mss, retrans) before and after each call.",
 )
-@click.option("--timeout", type=BOUNDED_DURATION, default="30s", show_default=True,
-              help=f"Deadline of each call ({AT_MOST}).")
+@click.option("--timeout", "timeout_s", type=BOUNDED_DURATION, default=format_duration(CallPlan.timeout_s),
+              show_default=True, help=f"Deadline of each call ({AT_MOST}).")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), help="PEM root certificate; use TLS.")
 @click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
 @GRPC_OPTION
 @IMPL
-def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order, keepalive_ms, tcp_info, timeout, tls_ca,
-         tls_server_name, grpc_option):
+def call(**flags):
     """Time Echo calls and print one JSON line per call on stdout.
 
     Fields: seq, payload_bytes, t_start_utc_ns, rtt_ns, ok, grpc_code, cold,
@@ -231,44 +235,40 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
     """
     from labkit.echo import client
 
-    if background_gap is not None and background_gap <= 0:
-        raise click.BadParameter("must be positive", param_hint="--background-gap")
-    if background_gap is not None and cold:
-        raise click.UsageError("--background-gap needs one shared channel; it cannot be combined with --cold")
-    if tls_server_name and not tls_ca:
-        raise click.UsageError("--tls-server-name needs --tls-ca")
+    plan = CallPlan(**flags)
+    plan.check()
     tls_root_pem = None
-    if tls_ca:
+    if plan.tls_ca:
         from labkit.files import read_pem_certificates
 
-        tls_root_pem = read_pem_certificates(tls_ca, "--tls-ca")
+        tls_root_pem = read_pem_certificates(plan.tls_ca, "--tls-ca")
 
-    channel_options = client.keepalive_options(keepalive_ms) if keepalive_ms else []
-    if grpc_option:
+    channel_options = client.keepalive_options(plan.keepalive_ms) if plan.keepalive_ms else []
+    if plan.grpc_options:
         from labkit.echo.options import grpcio_arguments, merged, parse_grpc_options
 
-        channel_options = merged(channel_options, grpcio_arguments(parse_grpc_options(grpc_option, "client")))
+        channel_options = merged(channel_options, grpcio_arguments(parse_grpc_options(plan.grpc_options, "client")))
     hooks = []
-    if tcp_info:
+    if plan.tcp_info:
         from labkit.echo.tcpinfo import TcpInfoSampler
 
-        hooks.append(TcpInfoSampler(target))
+        hooks.append(TcpInfoSampler(plan.target))
     summary = client.CallSummary()
     calls = client.run_calls(
-        target,
-        sizes,
-        repeats,
-        gap,
-        background_gap_s=background_gap,
-        cold=cold,
-        warmup=warmup,
-        seed=seed,
-        shuffle=order == "shuffled",
-        timeout_s=timeout,
+        plan.target,
+        plan.sizes,
+        plan.repeats,
+        plan.gap_s,
+        background_gap_s=plan.background_gap_s,
+        cold=plan.cold,
+        warmup=plan.warmup,
+        seed=plan.seed,
+        shuffle=plan.order == "shuffled",
+        timeout_s=plan.timeout_s,
         channel_options=channel_options,
         hooks=hooks,
         tls_root_pem=tls_root_pem,
-        tls_server_name=tls_server_name,
+        tls_server_name=plan.tls_server_name,
         summary=summary,
     )
     stop_cleanly_on_sigterm()  # SIGTERM ends the calls as Ctrl-C does: the summary, then exit status 143
@@ -292,17 +292,19 @@ def call(target, sizes, repeats, gap, background_gap, cold, warmup, seed, order,
 @click.option("--address", required=True, help="The server's data address (ping, gRPC and TCP echo go there).")
 @click.option("--grpc-port", type=click.IntRange(1, 65535), default=None, help="Port of the gRPC echo service.")
 @click.option("--tcp-echo-port", type=click.IntRange(1, 65535), default=None, help="Port of the raw TCP echo.")
-@click.option("--probes", required=True, help="Comma-separated: ping,echo-warm,echo-cold,tcp-echo,tcp-connect.")
-@click.option("--first-tick", type=click.IntRange(0, MAX_TICKS), default=0, show_default=True,
+@click.option("--probes", required=True, type=choice_list(PROBES), help=f"Comma-separated: {','.join(PROBES)}.")
+@click.option("--first-tick", type=click.IntRange(0, MAX_TICKS), default=SeriesPlan.first_tick, show_default=True,
               help="Number of the first tick.")
 @click.option("--ticks", type=click.IntRange(1, MAX_TICKS), required=True, help="How many ticks to run.")
-@click.option("--interval", type=DURATION, required=True, help="Time between ticks.")
-@click.option("--payload-bytes", type=click.IntRange(0, MAX_REQUEST_BYTES), default=50, show_default=True)
-@click.option("--timeout", type=DURATION, default="5s", show_default=True, help="Deadline of each call and ping.")
-@click.option("--spread/--together", default=True, show_default=True,
+@click.option("--interval", "interval_s", type=DURATION, required=True, help="Time between ticks.")
+@click.option("--payload-bytes", type=click.IntRange(0, MAX_REQUEST_BYTES), default=SeriesPlan.payload_bytes,
+              show_default=True)
+@click.option("--timeout", "timeout_s", type=DURATION, default=format_duration(SeriesPlan.timeout_s), show_default=True,
+              help="Deadline of each call and ping.")
+@click.option("--spread/--together", default=SeriesPlan.spread, show_default=True,
               help="Spread the probes evenly over each tick, or send them all at the tick.")
 @IMPL
-def series_agent(address, grpc_port, tcp_echo_port, probes, first_tick, ticks, interval, payload_bytes, timeout, spread):
+def series_agent(**flags):
     """The client side of `labkit series`: every probe on one schedule, JSON lines on stdout.
 
     Started by `labkit series` on the client host; the protocol is described in
@@ -310,63 +312,63 @@ def series_agent(address, grpc_port, tcp_echo_port, probes, first_tick, ticks, i
     """
     from labkit.echo import series_agent
 
-    plan = series_agent.AgentPlan(
-        address=address, grpc_port=grpc_port, tcp_echo_port=tcp_echo_port,
-        probes=tuple(p.strip() for p in probes.split(",") if p.strip()), first_tick=first_tick, ticks=ticks,
-        interval_s=interval, payload_bytes=payload_bytes, timeout_s=timeout, spread=spread,
-    )
-    sys.exit(series_agent.main(plan))
+    sys.exit(series_agent.main(SeriesPlan(**flags)))
 
 
 @echo.command("upload-file", hidden=True)
 @click.option("--path", "path", required=True, help="The file on this host.")
 @click.option("--size", type=click.IntRange(1, MAX_FILE_BYTES), default=None,
               help="Generate it with this many bytes unless it is there.")
-@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generated bytes.")
-def upload_file(path, size, seed):
+@click.option("--seed", type=int, default=UploadFilePlan.seed, show_default=True, help="Seed of the generated bytes.")
+def upload_file(**flags):
     """The file of `labkit upload` on this host: generate it (seeded) or hash it; one JSON line."""
     from labkit.echo import upload_agent
 
-    facts = upload_agent.make_file(path, size, seed) if size is not None else upload_agent.file_facts(path)
+    plan = UploadFilePlan(**flags)
+    plan.check()
+    if plan.size is not None:
+        facts = upload_agent.make_file(plan.path, plan.size, plan.seed)
+    else:
+        facts = upload_agent.file_facts(plan.path)
     click.echo(json.dumps({"event": "file", **facts}))
 
 
 @echo.command("upload-agent", hidden=True)
-@click.option("--transport", type=click.Choice(["grpc", "http2"]), required=True)
+@click.option("--transport", type=click.Choice(UPLOAD_TRANSPORTS), required=True)
 @click.option("--target", required=True, type=TARGET_ADDRESS, help="HOST:PORT of the gRPC or HTTP/2 endpoint.")
-@click.option("--file", "path", required=True, type=click.Path(dir_okay=False), help="The file to upload.")
+@click.option("--file", required=True, type=click.Path(dir_okay=False), help="The file to upload.")
 @click.option("--sha256", default=None, help="The file's SHA-256; the agent refuses a file that differs.")
 @click.option("--chunk-size", type=click.IntRange(1, MAX_REQUEST_BYTES), required=True, help="Bytes per chunk.")
-@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), default=1, show_default=True, help="Uploads to make.")
-@click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), default=1, show_default=True,
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), default=UploadPlan.repeats, show_default=True,
+              help="Uploads to make.")
+@click.option("--warmup", type=click.IntRange(0, MAX_WARMUP), default=UploadPlan.warmup, show_default=True,
               help="Untimed 1-byte uploads first.")
-@click.option("--timeout", type=BOUNDED_DURATION, default="600s", show_default=True,
-              help=f"Deadline of each upload ({AT_MOST}).")
+@click.option("--timeout", "timeout_s", type=BOUNDED_DURATION, default=format_duration(UploadPlan.timeout_s),
+              show_default=True, help=f"Deadline of each upload ({AT_MOST}).")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), help="PEM root certificate; use TLS.")
 @click.option("--tls-server-name", default=None, help="Name to verify in the server certificate instead of HOST.")
 @click.option("--declare-length", type=click.IntRange(min=0), default=None,
               help="Declare this length to the server instead of the file's (tests its check).")
 @GRPC_OPTION
 @IMPL
-def upload_agent_command(transport, target, path, sha256, chunk_size, repeats, warmup, timeout, tls_ca,
-                         tls_server_name, declare_length, grpc_option):
+def upload_agent_command(**flags):
     """The client side of `labkit upload`: one cell's uploads, one JSON line each (see labkit.echo.upload_agent)."""
     from labkit.echo import upload_agent
 
+    plan = UploadPlan(**flags)
+    plan.check()
     channel_options = []
-    if grpc_option:
+    if plan.grpc_options:
         from labkit.echo.options import grpcio_arguments, parse_grpc_options
 
-        if transport != "grpc":
-            raise click.UsageError("--grpc-option applies to --transport grpc only")
-        channel_options = grpcio_arguments(parse_grpc_options(grpc_option, "client"))
+        channel_options = grpcio_arguments(parse_grpc_options(plan.grpc_options, "client"))
 
-    data = upload_agent.load_file(path, sha256)
+    data = upload_agent.load_file(plan.file, plan.sha256)
     tls_root_pem = None
-    if tls_ca:
+    if plan.tls_ca:
         from labkit.files import read_pem_certificates
 
-        tls_root_pem = read_pem_certificates(tls_ca, "--tls-ca")
+        tls_root_pem = read_pem_certificates(plan.tls_ca, "--tls-ca")
 
     def emit(row):
         # Flush every line: the controller appends each upload to the run as it arrives.
@@ -374,9 +376,8 @@ def upload_agent_command(transport, target, path, sha256, chunk_size, repeats, w
         sys.stdout.flush()
 
     uploads = upload_agent.run_uploads(
-        transport, target, data, chunk_size, repeats, sha256=sha256, tls_root_pem=tls_root_pem,
-        tls_server_name=tls_server_name, timeout_s=timeout, declared_length=declare_length, warmup=warmup,
-        channel_options=channel_options, ready=lambda **facts: emit({"event": "ready", "transport": transport, "target": target, **facts}),
+        plan, data, tls_root_pem=tls_root_pem, channel_options=channel_options,
+        ready=lambda **facts: emit({"event": "ready", "transport": plan.transport, "target": plan.target, **facts}),
     )
     with closing(uploads):
         for row in uploads:

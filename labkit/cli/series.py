@@ -6,7 +6,7 @@ import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, choice_list
-from labkit.echo.series_agent import PROBES
+from labkit.echo.plans import PROBES
 
 # option (and experiment-file key) -> SeriesConfig field, where the names differ
 RENAMED = {"duration": "duration_s", "interval": "interval_s", "cell": "cell_s", "timeout": "timeout_s"}

@@ -35,11 +35,11 @@ from typing import Any, Protocol
 import grpc
 
 from labkit.echo import SERVER_TIME_KEY
+from labkit.echo.plans import CallPlan
 from labkit.errors import LabkitError
-from labkit.limits import MAX_CALLS, MAX_DURATION_S, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP, duration_text
 from labkit.proto import echo_pb2, echo_pb2_grpc
 
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = CallPlan.timeout_s
 
 # The fields of every row, in output order. ``error`` is added only when ok is false.
 ROW_FIELDS = ("seq", "payload_bytes", "t_start_utc_ns", "rtt_ns", "ok", "grpc_code", "cold", "background", "server_ns")
@@ -266,29 +266,6 @@ def server_time_ns(call) -> int | None:
     return None
 
 
-def check_call_plan(sizes: Sequence[int], repeats: int, gap_s: float, warmup: int, cold: bool,
-                    background_gap_s: float | None, timeout_s: float | None = None) -> None:
-    """Refuse, with one clear line, a plan of calls that cannot run or would not end (the bounds of labkit.limits)."""
-    if not sizes:
-        raise LabkitError("no request sizes given")
-    if any(not 0 <= size <= MAX_REQUEST_BYTES for size in sizes):
-        raise LabkitError(f"request sizes must be between 0 and {MAX_REQUEST_BYTES} bytes: {list(sizes)}")
-    if not 1 <= repeats <= MAX_REPEATS:
-        raise LabkitError(f"repeats must be between 1 and {MAX_REPEATS}, not {repeats}")
-    if len(sizes) * repeats > MAX_CALLS:
-        raise LabkitError(f"{len(sizes)} sizes × {repeats} repeats is more than {MAX_CALLS} calls")
-    if not 0 <= warmup <= MAX_WARMUP:
-        raise LabkitError(f"warmup must be between 0 and {MAX_WARMUP}, not {warmup}")
-    longest = duration_text(MAX_DURATION_S)
-    for name, seconds in (("gap", gap_s), ("background gap", background_gap_s), ("timeout", timeout_s)):
-        if seconds is not None and not 0 <= seconds <= MAX_DURATION_S:
-            raise LabkitError(f"{name} must be between 0 and {longest}, not {seconds} s")
-    if cold and background_gap_s is not None:
-        # The background sender keeps one connection busy; with a new channel
-        # per call there is no such connection.
-        raise LabkitError("a background sender needs one shared channel; it cannot be combined with cold calls")
-
-
 def call_schedule(sizes: Sequence[int], repeats: int, warmup: int = 0, *, shuffle: bool = False,
                   seed: int | None = None) -> Iterator[tuple[bool, int]]:
     """The calls to make, in order, as (recorded, size): ``warmup`` unrecorded calls (sizes in turn), then
@@ -400,7 +377,9 @@ def run_calls(
     KeyboardInterrupt) stops the background sender and closes the channel.
     """
     sizes = list(sizes)
-    check_call_plan(sizes, repeats, gap_s, warmup, cold, background_gap_s, timeout_s)
+    # The rules of `labkit echo call` (the same plan): a library caller gets them too.
+    CallPlan(target=target, sizes=sizes, repeats=repeats, gap_s=gap_s, background_gap_s=background_gap_s, cold=cold,
+             warmup=warmup, seed=seed, order="shuffled" if shuffle else "sequential", timeout_s=timeout_s).check()
     summary = summary if summary is not None else CallSummary()
     rng = random.Random(seed) if seed is not None else None
     connection = _Connection(target, cold=cold, background_gap_s=background_gap_s, timeout_s=timeout_s,

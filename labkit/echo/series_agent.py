@@ -66,55 +66,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
-PROBES = ("ping", "echo-warm", "echo-cold", "tcp-echo", "tcp-connect")
-DEFAULT_PROBES = ("ping", "echo-warm", "echo-cold", "tcp-echo")
+from labkit.echo.plans import SeriesPlan
+
 SKIPPED = "skipped: previous call still in flight"
 # Time between the warm-up and the first tick, so every probe's thread is waiting when it comes.
 LEAD_S = 0.2
-
-
-@dataclass(frozen=True)
-class AgentPlan:
-    """What one agent run measures: ticks ``first_tick .. first_tick + ticks - 1`` of a series."""
-
-    address: str
-    probes: tuple[str, ...]
-    first_tick: int
-    ticks: int
-    interval_s: float
-    payload_bytes: int
-    timeout_s: float
-    grpc_port: int | None = None
-    tcp_echo_port: int | None = None
-    spread: bool = True
-
-    def offset_s(self, probe: str) -> float:
-        """When ``probe`` sends, in seconds after each tick."""
-        return self.probes.index(probe) * self.interval_s / len(self.probes) if self.spread else 0.0
-
-    def check(self) -> None:
-        from labkit.errors import LabkitError
-        from labkit.limits import MAX_TICKS
-
-        unknown = [p for p in self.probes if p not in PROBES]
-        if unknown or not self.probes:
-            raise LabkitError(f"probes must be some of {', '.join(PROBES)}, not {', '.join(unknown) or 'none'}")
-        if {"echo-warm", "echo-cold"} & set(self.probes) and not self.grpc_port:
-            raise LabkitError("the echo probes need the gRPC port (--grpc-port)")
-        if {"tcp-echo", "tcp-connect"} & set(self.probes) and not self.tcp_echo_port:
-            raise LabkitError("the tcp probes need the TCP echo port (--tcp-echo-port)")
-        if not 1 <= self.ticks <= MAX_TICKS or not 0 <= self.first_tick <= MAX_TICKS:
-            raise LabkitError(f"ticks must be between 1 and {MAX_TICKS} and the first tick between 0 and {MAX_TICKS}")
-        if not 0 < self.interval_s <= 3600 or not 0 < self.timeout_s <= 3600:
-            raise LabkitError("interval and timeout must be between 0 and 3600 s")
-
-    @property
-    def grpc_target(self) -> str:
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{host}:{self.grpc_port}"
 
 
 class _Output:
@@ -158,7 +116,7 @@ def _sleep_until(deadline_ns: int, stop: threading.Event) -> bool:
 class _Schedule:
     """Tick ``i`` of the range is due at ``t0 + i × interval`` (perf_counter and UTC clocks)."""
 
-    def __init__(self, plan: AgentPlan):
+    def __init__(self, plan: SeriesPlan):
         self.plan = plan
         self.interval_ns = round(plan.interval_s * 1e9)
         # One instant on both clocks, as each sample's start is read (clock_pair): read one after the other, a
@@ -193,7 +151,7 @@ class ProbeResult(NamedTuple):
 
 
 class _WarmEcho:
-    def __init__(self, plan: AgentPlan, payload: bytes):
+    def __init__(self, plan: SeriesPlan, payload: bytes):
         import grpc
 
         from labkit.echo.client import open_channel
@@ -224,7 +182,7 @@ class _WarmEcho:
 
 
 class _ColdEcho:
-    def __init__(self, plan: AgentPlan, payload: bytes):
+    def __init__(self, plan: SeriesPlan, payload: bytes):
         from labkit.echo.client import open_channel
         from labkit.proto import echo_pb2, echo_pb2_grpc
 
@@ -252,7 +210,7 @@ def _echo_call(stub, request, timeout_s: float, cold: bool) -> ProbeResult:
 
 
 class _TcpEcho:
-    def __init__(self, plan: AgentPlan, payload: bytes):
+    def __init__(self, plan: SeriesPlan, payload: bytes):
         from labkit.echo.tcp_echo import TcpEchoClient
 
         self._client = TcpEchoClient(plan.address, plan.tcp_echo_port, timeout_s=plan.timeout_s)
@@ -280,7 +238,7 @@ class _TcpEcho:
 
 
 class _TcpConnect:
-    def __init__(self, plan: AgentPlan, payload: bytes):
+    def __init__(self, plan: SeriesPlan, payload: bytes):
         self._address = plan.address
         self._port = plan.tcp_echo_port
         self._timeout = plan.timeout_s
@@ -297,7 +255,7 @@ class _TcpConnect:
 _PROBE_CLASSES = {"echo-warm": _WarmEcho, "echo-cold": _ColdEcho, "tcp-echo": _TcpEcho, "tcp-connect": _TcpConnect}
 
 
-def _probe_loop(name: str, probe: Callable, plan: AgentPlan, schedule: _Schedule, out: _Output,
+def _probe_loop(name: str, probe: Callable, plan: SeriesPlan, schedule: _Schedule, out: _Output,
                 stop: threading.Event) -> None:
     payload_bytes = 0 if name == "tcp-connect" else plan.payload_bytes
     offset = plan.offset_s(name)
@@ -326,7 +284,7 @@ def _probe_loop(name: str, probe: Callable, plan: AgentPlan, schedule: _Schedule
             index += 1
 
 
-def _ping_loop(plan: AgentPlan, schedule: _Schedule, out: _Output, stop: threading.Event,
+def _ping_loop(plan: SeriesPlan, schedule: _Schedule, out: _Output, stop: threading.Event,
                running: set[subprocess.Popen], lock: threading.Lock) -> None:
     from labkit.parsers.ping import tick_ping_argv
 
@@ -365,7 +323,7 @@ def _reap_ping(proc, tick, started_utc, argv, out: _Output, running, lock) -> No
               "stdout": stdout, "stderr": stderr})
 
 
-def run_agent(plan: AgentPlan, out=None, stop: threading.Event | None = None) -> int:
+def run_agent(plan: SeriesPlan, out=None, stop: threading.Event | None = None) -> int:
     """Measure every tick of ``plan`` and write the protocol lines to ``out``; return the exit status."""
     import random
 
@@ -411,7 +369,7 @@ def run_agent(plan: AgentPlan, out=None, stop: threading.Event | None = None) ->
                 close()
 
 
-def main(plan: AgentPlan) -> int:
+def main(plan: SeriesPlan) -> int:
     """The command's body: SIGTERM/SIGINT stop the schedule and every ping run, then exit."""
     stop = threading.Event()
 

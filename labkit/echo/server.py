@@ -32,12 +32,10 @@ from labkit import __version__
 from labkit.echo.address import parse_host_port
 from labkit.echo import SERVER_TIME_KEY
 from labkit.errors import LabkitError
+# gRPC's own default receive limit: large enough for the brief's largest request (about 100 KB) and upload chunk
+# (2 MiB); --max-message-bytes raises it for bigger experiments.
+from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES
 from labkit.proto import echo_pb2, echo_pb2_grpc
-
-# gRPC's own default receive limit. Large enough for the brief's largest
-# request (about 100 KB) and upload chunk (2 MiB); raise it with
-# --max-message-bytes for bigger experiments.
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 # Streams (EchoStream, Upload) hold a worker thread for their whole life, so
 # the pool must be larger than the number of concurrent streams a load test opens.
@@ -163,7 +161,7 @@ def upload_mismatches(expected_length: str | None, expected_sha256: str | None, 
 def start_server(
     bind: str,
     *,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    max_message_bytes: int = GRPC_DEFAULT_MESSAGE_BYTES,
     tls_cert_pem: bytes | None = None,
     tls_key_pem: bytes | None = None,
     reflection_enabled: bool = True,
@@ -357,7 +355,7 @@ def _ready_line(bind: str, port: int, options: dict) -> dict:
         "pid": os.getpid(),
         "tls": options.get("tls_cert_pem") is not None,
         "reflection": options.get("reflection_enabled", True),
-        "max_message_bytes": options.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
+        "max_message_bytes": options.get("max_message_bytes", GRPC_DEFAULT_MESSAGE_BYTES),
         "labkit_version": __version__,
         "grpcio_version": grpc.__version__,
         "impl": "python",
@@ -369,7 +367,7 @@ def _start_tcp_echo(endpoints: ExitStack, host: str, port: int, options: dict) -
     """Start the raw TCP echo beside the gRPC server, with the same message bound; its port."""
     from labkit.echo.tcp_echo import TcpEchoServer
 
-    tcp_echo = TcpEchoServer(host, port, max_message_bytes=options.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES))
+    tcp_echo = TcpEchoServer(host, port, max_message_bytes=options.get("max_message_bytes", GRPC_DEFAULT_MESSAGE_BYTES))
     tcp_echo.start()
     endpoints.callback(tcp_echo.stop)
     return tcp_echo.port

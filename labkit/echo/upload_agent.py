@@ -44,10 +44,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from labkit.echo.cputime import cpu_now
+from labkit.echo.plans import UploadPlan
 from labkit.errors import LabkitError
-from labkit.limits import MAX_DURATION_S, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP, check_within
-
-TRANSPORTS = ("grpc", "http2")
 
 ROW_FIELDS = (
     "seq", "t_start_utc_ns", "seconds", "mb_per_s", "bytes_sent", "chunks", "bytes_acked",
@@ -279,41 +277,24 @@ def _http2_uploads(target, data, sha256, chunk_bytes, repeats, *, tls_root_pem, 
         client.close()
 
 
-def run_uploads(
-    transport: str,
-    target: str,
-    data: bytes,
-    chunk_bytes: int,
-    repeats: int,
-    *,
-    sha256: str | None = None,
-    tls_root_pem: bytes | None = None,
-    tls_server_name: str | None = None,
-    timeout_s: float = 600.0,
-    declared_length: int | None = None,
-    warmup: int = 1,
-    channel_options=(),
-    ready=lambda **facts: None,
-) -> Iterator[dict[str, Any]]:
-    """Upload ``data`` ``repeats`` times in chunks of ``chunk_bytes`` and yield one row per upload.
+def run_uploads(plan: UploadPlan, data: bytes, *, tls_root_pem: bytes | None = None, channel_options=(),
+                ready=lambda **facts: None) -> Iterator[dict[str, Any]]:
+    """Upload ``data`` (the plan's file, read) ``plan.repeats`` times in chunks of ``plan.chunk_size`` and yield one
+    row per upload.
 
     ``ready(connect_s=..., warmup_s=...)`` is called once the connection is
-    open and warmed, before the first timed upload. ``declared_length`` makes
-    the client declare a different length than it sends (to exercise the
-    server's check). Raises :class:`LabkitError` when no connection can be made.
+    open and warmed, before the first timed upload. ``channel_options`` are the
+    grpcio arguments of the plan's gRPC options. Raises :class:`LabkitError`
+    when no connection can be made.
     """
-    if transport not in TRANSPORTS:
-        raise LabkitError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
-    check_within("the chunk size", chunk_bytes, 1, MAX_REQUEST_BYTES, " bytes")
-    check_within("repeats", repeats, 1, MAX_REPEATS)
-    check_within("warmup", warmup, 0, MAX_WARMUP)
-    check_within("the timeout", timeout_s, None, MAX_DURATION_S, "s")
-    sha256 = sha256 or hashlib.sha256(data).hexdigest()
-    if transport == "http2" and channel_options:
+    plan.check()
+    sha256 = plan.sha256 or hashlib.sha256(data).hexdigest()
+    if plan.transport == "http2" and channel_options:
         raise LabkitError("gRPC channel options do not apply to an HTTP/2 upload")
-    common = dict(tls_root_pem=tls_root_pem, tls_server_name=tls_server_name, timeout_s=timeout_s,
-                  declared_length=declared_length, warmup=warmup, ready=ready)
-    if transport == "grpc":
-        yield from _grpc_uploads(target, data, sha256.lower(), chunk_bytes, repeats, channel_options=channel_options, **common)
+    common = dict(tls_root_pem=tls_root_pem, tls_server_name=plan.tls_server_name, timeout_s=plan.timeout_s,
+                  declared_length=plan.declare_length, warmup=plan.warmup, ready=ready)
+    if plan.transport == "grpc":
+        yield from _grpc_uploads(plan.target, data, sha256.lower(), plan.chunk_size, plan.repeats,
+                                 channel_options=channel_options, **common)
     else:
-        yield from _http2_uploads(target, data, sha256.lower(), chunk_bytes, repeats, **common)
+        yield from _http2_uploads(plan.target, data, sha256.lower(), plan.chunk_size, plan.repeats, **common)

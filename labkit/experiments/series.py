@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from labkit.echo.options import OPTIONS
-from labkit.echo.series_agent import DEFAULT_PROBES, PROBES
+from labkit.echo.plans import DEFAULT_PROBES, PROBES
 from labkit.errors import LabkitError
 from labkit.limits import MAX_DURATION_S, MAX_TICKS, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
