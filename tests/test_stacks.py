@@ -34,10 +34,10 @@ def test_stacks_multiply_the_cells_grouped_by_server():
 
 def test_each_side_gets_the_options_it_takes():
     stack = Stack("go", "python", ("keepalive-time=10s", "max-concurrent-streams=8", "pool=4"))
-    assert stack.client_args() == ["--impl", "go", "--grpc-option", "keepalive-time=10s", "--grpc-option", "pool=4"]
-    assert stack.server_args() == ["--grpc-option", "keepalive-time=10s", "--grpc-option", "max-concurrent-streams=8"]
+    assert stack.client_options() == ("keepalive-time=10s", "pool=4")
+    assert stack.server_options() == ("keepalive-time=10s", "max-concurrent-streams=8")
     assert stack.server_key == ("python", ("keepalive-time=10s", "max-concurrent-streams=8"))
-    assert Stack().client_args() == [] and Stack().server_args() == [] and Stack().id_suffix == ""
+    assert Stack().client_options() == () and Stack().server_options() == () and Stack().id_suffix == ""
 
 
 def test_options_are_checked_before_anything_runs():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+from labkit.echo.plans import CallPlan, ServePlan, call_argv, serve_argv
 from labkit.errors import LabkitError
 
 
@@ -29,19 +30,16 @@ def wait_until_ready(server, timeout: float = 60) -> dict:
 
 
 def echo_exchange(client, server, server_address: str, *, sizes: list[int], repeats: int, gap_s: float,
-                  warmup: int = 1, labkit_argv=local_labkit_argv, extra_client_args: tuple[str, ...] = ()):
+                  warmup: int = 1, labkit_argv=local_labkit_argv):
     """Start an echo server on ``server``, run the client on ``client``, and yield one dict per call.
 
     Both processes are stopped when the generator finishes, fails or is closed.
     """
-    with server.start(labkit_argv("echo", "serve", "--bind", f"{server_address}:0")) as server_proc:
+    with server.start(labkit_argv(*serve_argv(ServePlan(bind=f"{server_address}:0")))) as server_proc:
         ready = wait_until_ready(server_proc, timeout=30)
-        argv = labkit_argv(
-            "echo", "call", "--target", f"{server_address}:{ready['port']}",
-            "--sizes", ",".join(map(str, sizes)), "--repeats", str(repeats),
-            "--gap", f"{gap_s!r}s", "--warmup", str(warmup), *extra_client_args,
-        )
-        with client.start(argv) as client_proc:
+        calls = CallPlan(target=f"{server_address}:{ready['port']}", sizes=sizes, repeats=repeats, gap_s=gap_s,
+                         warmup=warmup)
+        with client.start(labkit_argv(*call_argv(calls))) as client_proc:
             for line in client_proc.lines(timeout=60 + 5 * gap_s):
                 if line.startswith("{"):
                     yield json.loads(line)

@@ -37,7 +37,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from labkit.echo.plans import ServePlan, serve_argv
 from labkit.errors import LabkitError
+from labkit.experiments.stacks import Stack
 
 
 # -- the spec of an experiment -------------------------------------------------------------------
@@ -452,15 +454,18 @@ class Session:
         finally:
             self.stop(host_name, proc)
 
-    def start_echo_server(self, host_name: str, *serve_args: str, timeout: float = 60, clients: tuple[str, ...] = ()):
-        """``labkit echo serve --bind <data address>:0 ARGS`` on a host; (process, its ready line as a dict).
+    def start_echo_server(self, host_name: str, stack: Stack = Stack(), *, timeout: float = 60, clients: tuple[str, ...] = (),
+                          **serve):
+        """``labkit echo serve`` of ``stack``'s server side (implementation and options) on a host, bound to its data
+        address (port 0), with the other :class:`~labkit.echo.plans.ServePlan` fields ``serve``; (process, its ready
+        line as a dict).
 
         In a run that captures, tcpdump follows the server on its host and on ``clients`` until it is stopped.
         """
         from labkit.echo.remote import wait_until_ready
 
-        bind = f"{url_host(self.address(host_name))}:0"
-        server = self.start_labkit(host_name, "echo", "serve", "--bind", bind, *serve_args)
+        plan = ServePlan(bind=f"{url_host(self.address(host_name))}:0", grpc_options=stack.server_options(), **serve)
+        server = self.start_labkit(host_name, *serve_argv(plan, stack.server_impl))
         try:
             ready = wait_until_ready(server, timeout)
             if self.captures is not None and clients:

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit.echo.plans import BackPlan, FrontPlan, back_argv, front_argv
 from labkit.errors import LabkitError
 from labkit.files import read_file
 from labkit.limits import MAX_PING_COUNT, check_within
@@ -268,14 +269,13 @@ class _Services:
         config, session = self.config, self.session
         try:
             nats_url = self._start_nats() if config.nats else None
-            back = [self.runner.labkit_go[config.back], "back", "--bind", f"{url_host(session.address(config.back))}:0"]
-            if self.runner.body_remote:
-                back += ["--body-file", self.runner.body_remote]
-            if nats_url:
-                back += ["--nats-url", nats_url, "--nats-workers", str(config.nats_workers)]
-            self._start("back", config.back, back)
+            tls = self.runner.tls
+            back = BackPlan(bind=f"{url_host(session.address(config.back))}:0", body_file=self.runner.body_remote,
+                            tls_cert=tls.get("cert"), tls_key=tls.get("key"), nats_url=nats_url,
+                            nats_workers=config.nats_workers)
+            self._start("back", config.back, back_argv(back))
             if config.relayed:
-                self._start("front", config.front, self._front_argv(nats_url))
+                self._start("front", config.front, front_argv(self._front_plan(nats_url)))
                 self._check_bodies()
         except BaseException:
             self.stop()
@@ -296,26 +296,21 @@ class _Services:
         self.ready["nats"] = {"url": url, "pid": proc.pid, "version": self.runner.tools["nats-server"]["version"]}
         return url
 
-    def _front_argv(self, nats_url: str | None) -> list[str]:
+    def _front_plan(self, nats_url: str | None) -> FrontPlan:
         config, back, address = self.config, self.ready["back"], url_host(self.session.address(self.config.back))
-        argv = [self.runner.labkit_go[config.front], "front", "--bind", f"{url_host(self.session.address(config.front))}:0",
-                "--timeout", f"{config.call_timeout_s:g}s"]
-        if "grpc" in config.via:
-            argv += ["--back-grpc", f"{address}:{back['grpc_port']}", "--grpc-channels", str(config.grpc_channels)]
-        if "http2" in config.via:
-            argv += ["--back-http2", f"http://{address}:{back['http_port']}"]
-        if "http2-tls" in config.via:
-            argv += ["--back-http2-tls", f"https://{address}:{back['tls_port']}", "--back-ca", self.runner.tls["ca"]]
-        if nats_url:
-            argv += ["--nats-url", nats_url]
-        return argv
+        return FrontPlan(
+            bind=f"{url_host(self.session.address(config.front))}:0", timeout_s=config.call_timeout_s,
+            back_grpc=f"{address}:{back['grpc_port']}" if "grpc" in config.via else None,
+            grpc_channels=config.grpc_channels,
+            back_http2=f"http://{address}:{back['http_port']}" if "http2" in config.via else None,
+            back_http2_tls=f"https://{address}:{back['tls_port']}" if "http2-tls" in config.via else None,
+            back_ca=self.runner.tls["ca"] if "http2-tls" in config.via else None, nats_url=nats_url)
 
-    def _start(self, role: str, host: str, argv: list[str]) -> None:
+    def _start(self, role: str, host: str, args: list[str]) -> None:
+        """Start a service of labkit-go (``args`` from its builder) on its host, and wait for its ready line."""
         from labkit.echo.remote import wait_until_ready
 
-        if role == "back" and self.runner.tls:
-            argv += ["--tls-cert", self.runner.tls["cert"], "--tls-key", self.runner.tls["key"]]
-        proc = self.session.start(host, argv)
+        proc = self.session.start(host, [self.runner.labkit_go[host], *args])
         self.procs[role], self.hosts[role] = proc, host
         self.ready[role] = wait_until_ready(proc, timeout=60)
         if self.session.captures is not None:  # --capture: what reaches this service from the other hosts

@@ -400,13 +400,11 @@ class _Loader(ExperimentRunner):
 
     def start_server(self, stack: Stack) -> None:
         config = self.config
-        serve = [*stack.server_args()]
         keepalives = [k for k in config.keepalive_ms if k]
-        if keepalives and any(t != "http2" for t in config.transports):
-            serve += ["--permit-keepalive-ms", str(min(keepalives))]
-        if "http2" in config.transports:
-            serve += ["--http2-port", "0"]
-        self.echo, self.ready = self.session.start_echo_server(config.server, *serve)
+        grpc_keepalives = keepalives and any(t != "http2" for t in config.transports)
+        self.echo, self.ready = self.session.start_echo_server(
+            config.server, stack, permit_keepalive_ms=min(keepalives) if grpc_keepalives else None,
+            http2_port=0 if "http2" in config.transports else None)
         if "http2" in config.transports and "http2_port" not in self.ready:
             raise LabkitError(f"the labkit on {config.server} serves no HTTP/2 endpoint (no http2_port in its ready line); "
                               f"run `labkit deploy` to update it")

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from labkit.echo.options import OPTIONS
-from labkit.echo.plans import DEFAULT_PROBES, PROBES
+from labkit.echo.plans import DEFAULT_PROBES, PROBES, SeriesPlan, series_argv
 from labkit.errors import LabkitError
-from labkit.limits import MAX_DURATION_S, MAX_TICKS, check_within
+from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_TICKS, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
 from labkit.experiments.stacks import Stack, StackChoice, knob_keys, option_values, plan_stacks
 
@@ -326,9 +326,8 @@ class _Series(ExperimentRunner):
     def start_server(self) -> None:
         config, run = self.config, self.run
         self.server, self.ready = self.session.start_echo_server(
-            config.server, "--tcp-echo-port", "0",
-            "--max-message-bytes", str(max(4 * 2**20, config.payload_bytes + 1024)), *config.stack().server_args(),
-            clients=(config.client,))
+            config.server, config.stack(), clients=(config.client,), tcp_echo_port=0,
+            max_message_bytes=max(GRPC_DEFAULT_MESSAGE_BYTES, config.payload_bytes + 1024))
         run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": self.address,
                                                                    **self.ready}
         run.save_manifest()
@@ -348,17 +347,14 @@ class _Series(ExperimentRunner):
         if not cells:
             return
         config, address, ready = self.config, self.address, self.ready
-        args = [
-            "echo", "series-agent", "--address", address, "--grpc-port", str(ready["port"]),
-            "--tcp-echo-port", str(ready["tcp_echo_port"]), "--probes", ",".join(config.probes),
-            "--first-tick", str(cells[0].first), "--ticks", str(sum(cell.count for cell in cells)),
-            "--interval", f"{config.interval_s!r}s", "--payload-bytes", str(config.payload_bytes),
-            "--timeout", f"{config.timeout_s!r}s", "--spread" if config.spread else "--together",
-            *(["--impl", "go"] if config.stack().client_impl == "go" else []),
-        ]
+        agent = SeriesPlan(address=address, grpc_port=ready["port"], tcp_echo_port=ready["tcp_echo_port"],
+                           probes=config.probes, first_tick=cells[0].first, ticks=sum(cell.count for cell in cells),
+                           interval_s=config.interval_s, payload_bytes=config.payload_bytes,
+                           timeout_s=config.timeout_s, spread=config.spread)
         recorder = _RangeRecorder(self.run, config, cells, server_alive=lambda: self.server.poll() is None,
                                   check_link=self.session.check_link)
-        with self.session.agent(config.client, *args) as proc, self.stops_with(self.server, proc):
+        argv = series_argv(agent, config.stack().client_impl)
+        with self.session.agent(config.client, *argv) as proc, self.stops_with(self.server, proc):
             # Silence longer than a call's deadline (twice: warm-up of two probes) plus a tick means the agent is stuck.
             for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
                 self.handle(event, recorder)

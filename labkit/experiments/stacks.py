@@ -69,25 +69,21 @@ class Stack:
         return {"client_impl": self.client_impl, "server_impl": self.server_impl,
                 "grpc_options": ";".join(self.grpc_options) or None}
 
-    def _side_options(self, side: str) -> list[str]:
-        return [item for item in self.grpc_options if side in OPTIONS[item.partition("=")[0]].sides]
+    def _side_options(self, side: str) -> tuple[str, ...]:
+        return tuple(item for item in self.grpc_options if side in OPTIONS[item.partition("=")[0]].sides)
 
-    def client_args(self) -> list[str]:
-        """``labkit echo call|upload-agent`` arguments of the client side."""
-        if self.client_impl is None:
-            return []
-        args = ["--impl", self.client_impl] if self.client_impl != DEFAULT_IMPL else []
-        return args + [arg for item in self._side_options("client") for arg in ("--grpc-option", item)]
+    def client_options(self) -> tuple[str, ...]:
+        """The options the client side takes (its agent's plan's ``grpc_options``)."""
+        return self._side_options("client")
 
-    def server_args(self) -> list[str]:
-        """``labkit echo serve`` arguments of the server side."""
-        args = ["--impl", self.server_impl] if self.server_impl != DEFAULT_IMPL else []
-        return args + [arg for item in self._side_options("server") for arg in ("--grpc-option", item)]
+    def server_options(self) -> tuple[str, ...]:
+        """The options the server side takes (its :class:`~labkit.echo.plans.ServePlan`'s ``grpc_options``)."""
+        return self._side_options("server")
 
     @property
     def server_key(self) -> tuple:
         """Cells whose stacks share this key can share one running server."""
-        return (self.server_impl, tuple(self._side_options("server")))
+        return (self.server_impl, self.server_options())
 
     def label(self) -> str:
         """``go→python static-stream-window=33554432``: client→server, then the options."""

@@ -35,9 +35,10 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.echo.plans import CallPlan, call_argv
 from labkit.errors import LabkitError
-from labkit.limits import (MAX_CALLS, MAX_DURATION_S, MAX_IPERF_SECONDS, MAX_KEEPALIVE_MS, MAX_PING_COUNT, MAX_REPEATS,
-                           MAX_SWEEP_REQUEST_BYTES, MAX_WARMUP, check_within)
+from labkit.limits import (MAX_CALL_TIMEOUT_S, MAX_IPERF_SECONDS, MAX_PING_COUNT, MAX_SWEEP_REQUEST_BYTES,
+                           MIN_CALL_TIMEOUT_S, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 from labkit.parsers.iperf3 import iperf3_rate
@@ -74,19 +75,14 @@ class SweepConfig(StackChoice):
     call_timeout_s: float = 30.0
 
     def _check_bounds(self) -> None:
-        """The counts and durations within labkit.limits, as the flags' click types hold them."""
-        check_within("repeats", self.repeats, 1, MAX_REPEATS)
-        check_within("sizes × repeats", len(self.sizes) * self.repeats, 1, MAX_CALLS)
-        check_within("warmup", self.warmup, 0, MAX_WARMUP)
-        for gap in self.gaps_s:
-            check_within("gaps", gap, 0, MAX_DURATION_S, "s")
-        for gap in self.background_gaps_s:
-            if gap is not None:
-                check_within("background gaps", gap, None, MAX_DURATION_S, "s")
-        for interval in self.keepalive_ms:
-            if interval is not None:
-                check_within("keepalive intervals", interval, 1, MAX_KEEPALIVE_MS, " ms")
-        check_within("the call timeout", self.call_timeout_s, None, MAX_DURATION_S, "s")
+        """Each cell's calls are a plan the echo client takes (its rules and the bounds of labkit.limits), and the
+        sweep's own bounds, checked before a run exists."""
+        for gap, background, keepalive in itertools.product(self.gaps_s, self.background_gaps_s, self.keepalive_ms):
+            CallPlan(target="", sizes=self.sizes, repeats=self.repeats, gap_s=gap, background_gap_s=background,
+                     warmup=self.warmup, order=self.order, keepalive_ms=keepalive).check()
+        for size in self.sizes:
+            check_within("sizes", size, 0, MAX_SWEEP_REQUEST_BYTES, " bytes")
+        check_within("--call-timeout", self.call_timeout_s, MIN_CALL_TIMEOUT_S, MAX_CALL_TIMEOUT_S, "s")
         check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
         check_within("iperf seconds", self.iperf_seconds, 1, MAX_IPERF_SECONDS)
 
@@ -97,15 +93,9 @@ class SweepConfig(StackChoice):
             raise LabkitError("give --client and --server (host names from the inventory), or --mesh")
         if not self.mesh and self.client == self.server:
             raise LabkitError("client and server must be different hosts")
-        if not self.sizes or any(s < 0 or s > MAX_SWEEP_REQUEST_BYTES for s in self.sizes):
-            raise LabkitError("sizes must be between 0 and 64 MiB")
         self._check_bounds()
         if any(v not in (None, 0, 1) for v in self.slow_start_after_idle):
             raise LabkitError("--slow-start-after-idle takes 1, 0 (or 'keep')")
-        if self.order not in ("sequential", "shuffled"):
-            raise LabkitError("--order is sequential or shuffled")
-        if not 0.1 <= self.call_timeout_s <= 600:
-            raise LabkitError("--call-timeout must be between 100 ms and 10 min")
         try:
             iperf3_rate(self.iperf_rate)
         except ValueError as exc:
@@ -321,20 +311,13 @@ class _Sweeper(ExperimentRunner):
         target = server.target
         expected = len(config.sizes) * config.repeats
         attempt = run.begin_cell(cell.id)
-        args = [
-            "echo", "call", "--target", target,
-            "--sizes", ",".join(map(str, config.sizes)), "--repeats", str(config.repeats),
-            "--gap", f"{cell.gap_s!r}s", "--warmup", str(config.warmup), "--tcp-info",
-            "--order", config.order, "--seed", str(config.seed), "--timeout", f"{config.call_timeout_s!r}s",
-            *cell.stack.client_args(),
-        ]
-        if cell.background_gap_s is not None:
-            args += ["--background-gap", f"{cell.background_gap_s!r}s"]
-        if cell.keepalive_ms is not None:
-            args += ["--keepalive-ms", str(cell.keepalive_ms)]
+        calls = CallPlan(target=target, sizes=config.sizes, repeats=config.repeats, gap_s=cell.gap_s,
+                         background_gap_s=cell.background_gap_s, warmup=config.warmup, seed=config.seed,
+                         order=config.order, keepalive_ms=cell.keepalive_ms, tcp_info=True,
+                         timeout_s=config.call_timeout_s, grpc_options=cell.stack.client_options())
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, **cell.columns()}
         received = 0
-        with self.session.agent(cell.src, *args) as proc, self.stops_with(server.proc, proc):
+        with self.session.agent(cell.src, *call_argv(calls, cell.stack.client_impl)) as proc, self.stops_with(server.proc, proc):
             # Silence for longer than a call's deadline plus its gap means the client is stuck.
             for call in json_lines(proc, timeout=config.call_timeout_s + cell.gap_s + 30):
                 self.fail_past_deadline(call.get("grpc_code"), cell.src, cell.dst, config.call_timeout_s, cell.id)
@@ -367,8 +350,9 @@ class _PairServer:
             return
         self.stop()
         config = self.sweeper.config
-        args = ["--permit-keepalive-ms", str(min(k for k in config.keepalive_ms if k))] if any(config.keepalive_ms) else []
-        self.proc, ready = self.session.start_echo_server(self.dst, *args, *stack.server_args(), clients=(self.src,))
+        keepalives = [k for k in config.keepalive_ms if k]
+        self.proc, ready = self.session.start_echo_server(self.dst, stack, clients=(self.src,),
+                                                          permit_keepalive_ms=min(keepalives) if keepalives else None)
         self.key, self.stack = stack.server_key, stack
         self.target = f"{url_host(self.session.address(self.dst))}:{ready['port']}"
         self.sweeper.record_server(self.dst, ready)

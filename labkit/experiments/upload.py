@@ -33,17 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit.echo.plans import UPLOAD_TRANSPORTS, UploadFilePlan, UploadPlan, upload_argv, upload_file_argv
 from labkit.errors import LabkitError
-from labkit.limits import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_MESSAGE_BYTES, MAX_PING_COUNT, MAX_REPEATS,
-                           MAX_REQUEST_BYTES, MAX_WARMUP, check_within)
+from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_FILE_BYTES, MAX_MESSAGE_BYTES, MAX_PING_COUNT, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 
 EXPERIMENT = "upload"
-TRANSPORTS = ("grpc", "http2")
 TLS_MODES = ("both", "on", "off")
 DEFAULT_CHUNK_SIZES = [2**n for n in range(4, 22)]  # 16 B … 2 MiB, as in the original
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's default receive limit, the echo server's default
 
 
 @dataclass
@@ -58,12 +56,12 @@ class UploadConfig(StackChoice):
     chunk_sizes: list[int] = field(default_factory=lambda: list(DEFAULT_CHUNK_SIZES))
     repeats: int = 3
     tls: str = "both"
-    transports: list[str] = field(default_factory=lambda: list(TRANSPORTS))
+    transports: list[str] = field(default_factory=lambda: list(UPLOAD_TRANSPORTS))
     name: str = "upload"
     capture: bool = False  # --capture: tcpdump on client and server hosts (labkit.experiments.capture)
     seed: int = 1
     warmup: int = 1
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_message_bytes: int = GRPC_DEFAULT_MESSAGE_BYTES  # the echo server's default
     ping_count: int = 10
     upload_timeout_s: float = 600.0
 
@@ -84,19 +82,18 @@ class UploadConfig(StackChoice):
             raise LabkitError("client and server must be different hosts")
         if self.tls not in TLS_MODES:
             raise LabkitError(f"--tls is one of {', '.join(TLS_MODES)}, not {self.tls!r}")
-        unknown = [t for t in self.transports if t not in TRANSPORTS]
+        unknown = [t for t in self.transports if t not in UPLOAD_TRANSPORTS]
         if not self.transports or unknown:
-            raise LabkitError(f"--transports takes {' and/or '.join(TRANSPORTS)}, not {', '.join(unknown) or 'nothing'}")
-        check_within("repeats", self.repeats, 1, MAX_REPEATS)
-        check_within("warmup", self.warmup, 0, MAX_WARMUP)
-        for chunk in self.chunk_sizes:
-            check_within("chunk sizes", chunk, 1, MAX_REQUEST_BYTES, " bytes")
-        check_within("the upload timeout", self.upload_timeout_s, None, MAX_DURATION_S, "s")
+            raise LabkitError(f"--transports takes {' and/or '.join(UPLOAD_TRANSPORTS)}, "
+                              f"not {', '.join(unknown) or 'nothing'}")
+        if not self.chunk_sizes:
+            raise LabkitError("give at least one chunk size")
+        for chunk in self.chunk_sizes:  # each cell's uploads are a plan the upload agent takes
+            UploadPlan(transport=self.transports[0], target="", file="", chunk_size=chunk, repeats=self.repeats,
+                       warmup=self.warmup, timeout_s=self.upload_timeout_s).check()
         check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
         plan_stacks(self.client_impl, self.server_impl, self.grpc_option)
         check_within("max message bytes", self.max_message_bytes, 1, MAX_MESSAGE_BYTES)
-        if not self.chunk_sizes or any(size < 1 for size in self.chunk_sizes):
-            raise LabkitError("chunk sizes must be at least 1 byte")
         if "grpc" in self.transports:
             too_big = [size for size in self.chunk_sizes if chunk_message_bytes(size) > self.max_message_bytes]
             if too_big:
@@ -186,8 +183,8 @@ class _Uploader(ExperimentRunner):
     def _generate_file(self, directory: str) -> dict[str, Any]:
         config = self.config
         remote = f"{directory}/generated-{config.file_size}-seed{config.seed}.bin"
-        facts = self.session.run_labkit(config.client, "echo", "upload-file", "--path", remote,
-                                        "--size", str(config.file_size), "--seed", str(config.seed))
+        facts = self.session.run_labkit(config.client,
+                                        *upload_file_argv(UploadFilePlan(remote, config.file_size, config.seed)))
         facts["source"] = f"generated (seed {config.seed})"
         return facts
 
@@ -198,15 +195,16 @@ class _Uploader(ExperimentRunner):
         config, src, session = self.config, self.config.client, self.session
         local = file_facts(config.file)
         remote = f"{directory}/file-{local['sha256'][:16]}.bin"
+        hashed = upload_file_argv(UploadFilePlan(remote))
         try:
-            facts = session.run_labkit(src, "echo", "upload-file", "--path", remote)
+            facts = session.run_labkit(src, *hashed)
         except LabkitError:
             facts = {}
         if facts.get("sha256") != local["sha256"]:
             self.progress.log(f"copying {config.file} ({local['bytes']} bytes) to {src}:{remote}")
             session.host(src).make_dir(directory)
             session.host(src).put(config.file, remote)
-            facts = session.run_labkit(src, "echo", "upload-file", "--path", remote)
+            facts = session.run_labkit(src, *hashed)
         if facts["sha256"] != local["sha256"]:
             raise LabkitError(f"{src}:{remote} does not match {config.file} after copying it")
         facts.update(source=str(config.file), generated=False)
@@ -215,8 +213,8 @@ class _Uploader(ExperimentRunner):
     def _tls_dir(self, name: str) -> str:
         return f"{self.session.home(name)}/upload/tls-{self.run.run_id}"
 
-    def _tls_material(self) -> tuple[str, list[str]]:
-        """The run's throwaway PKI, copied to the hosts; (client's CA path, server's TLS arguments)."""
+    def _tls_material(self) -> tuple[str, dict[str, str]]:
+        """The run's throwaway PKI, copied to the hosts; (client's CA path, the server's TLS files as plan fields)."""
         from labkit.pki import existing_pki, write_throwaway_pki
 
         address = self.session.address(self.config.server)
@@ -232,7 +230,7 @@ class _Uploader(ExperimentRunner):
         client.put(pki.ca_cert, f"{client_dir}/ca.pem")
         server.put(pki.server_cert, f"{server_dir}/server.pem")
         server.put(pki.server_key, f"{server_dir}/server.key", mode=0o600)
-        return f"{client_dir}/ca.pem", ["--tls-cert", f"{server_dir}/server.pem", "--tls-key", f"{server_dir}/server.key"]
+        return f"{client_dir}/ca.pem", {"tls_cert": f"{server_dir}/server.pem", "tls_key": f"{server_dir}/server.key"}
 
     def _remove_tls_material(self) -> None:
         for name in (self.config.client, self.config.server):
@@ -263,27 +261,28 @@ class _Uploader(ExperimentRunner):
     def run_tls_mode(self, tls: bool, cells: list[Cell], file: dict[str, Any]) -> None:
         """One echo server (gRPC and HTTP/2, with or without TLS, of the cells' server stack) for ``cells``."""
         config, run, session = self.config, self.run, self.session
-        serve = ["--http2-port", "0", "--max-message-bytes", str(config.max_message_bytes),
-                 "--max-upload-bytes", str(file["bytes"]), *cells[0].stack.server_args()]
+        serve = {"http2_port": 0, "max_message_bytes": config.max_message_bytes, "max_upload_bytes": file["bytes"]}
         ca_path = None
         if tls:
-            ca_path, tls_args = self._tls_material()
-            serve += tls_args
+            ca_path, tls_files = self._tls_material()
+            serve.update(tls_files)
+        stack = cells[0].stack
         address = url_host(session.address(config.server))
-        self.start_server(serve)
+        self.start_server(stack, serve)
         try:
             for cell in cells:
                 session.check_stopping()
                 self.progress.describe(f"{cell.transport} tls={'on' if tls else 'off'} chunk={cell.chunk_bytes} B")
                 self.with_one_restart(cell.id, lambda: self.run_cell(cell, address, file, ca_path),
-                                      lambda: self.start_server(serve))
+                                      lambda: self.start_server(stack, serve))
         finally:
             self.stop_server()
 
-    def start_server(self, serve: list[str]) -> None:
+    def start_server(self, stack: Stack, serve: dict[str, Any]) -> None:
         """The echo server of a group of cells (the one before it stopped first: a restart after it died)."""
         self.stop_server()
-        self.server, self.ready = self.session.start_echo_server(self.config.server, *serve, clients=(self.config.client,))
+        self.server, self.ready = self.session.start_echo_server(self.config.server, stack, clients=(self.config.client,),
+                                                                 **serve)
         self.run.manifest.setdefault("servers", []).append({"attempt": self.run.attempt, **self.ready})
         self.run.save_manifest()
 
@@ -296,18 +295,13 @@ class _Uploader(ExperimentRunner):
         config, run = self.config, self.run
         target = f"{address}:{self.ready['port'] if cell.transport == 'grpc' else self.ready['http2_port']}"
         attempt = run.begin_cell(cell.id)
-        args = [
-            "echo", "upload-agent", "--transport", cell.transport, "--target", target,
-            "--file", file["path"], "--sha256", file["sha256"], "--chunk-size", str(cell.chunk_bytes),
-            "--repeats", str(config.repeats), "--warmup", str(config.warmup),
-            "--timeout", f"{config.upload_timeout_s!r}s", *cell.stack.client_args(),
-        ]
-        if ca_path is not None:
-            args += ["--tls-ca", ca_path]
+        uploads = UploadPlan(transport=cell.transport, target=target, file=file["path"], sha256=file["sha256"],
+                             chunk_size=cell.chunk_bytes, repeats=config.repeats, warmup=config.warmup,
+                             timeout_s=config.upload_timeout_s, tls_ca=ca_path, grpc_options=cell.stack.client_options())
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "attempt": attempt, "file_bytes": file["bytes"],
                  **cell.columns()}
         received = 0
-        with self.session.agent(cell.src, *args) as proc, self.stops_with(self.server, proc):
+        with self.session.agent(cell.src, *upload_argv(uploads, cell.stack.client_impl)) as proc, self.stops_with(self.server, proc):
             # Silence for longer than one upload's deadline means the agent is stuck.
             for message in json_lines(proc, timeout=config.upload_timeout_s + 60):
                 event = message.pop("event", None)
