@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags
-from labkit.limits import MAX_PING_COUNT
+from labkit.limits import (MAX_CONCURRENCY, MAX_GRPC_CHANNELS, MAX_HOP_REPEATS, MAX_LOAD_THREADS, MAX_NATS_WORKERS,
+                           MAX_PING_COUNT, MAX_RATE)
 from labkit.cli.params import DURATION, choice_list, int_list
 from labkit.experiments.hop import TOOLS, VIAS
 
@@ -23,14 +24,14 @@ RENAMED = {"duration": "duration_s", "call_timeout": "call_timeout_s"}
                    "[default: direct,grpc,http2,nats]")
 @click.option("--tool", type=click.Choice(TOOLS),
               help="wrk (HTTP/1.1 to the front, as published) or ghz (gRPC BackService.Get to the front). [default: wrk]")
-@click.option("--threads", type=click.IntRange(1, 256), help="wrk -t. [default: 2]")
-@click.option("--connections", type=click.IntRange(1, 10000), help="wrk -c (ghz: concurrency and connections). [default: 10]")
+@click.option("--threads", type=click.IntRange(1, MAX_LOAD_THREADS), help="wrk -t. [default: 2]")
+@click.option("--connections", type=click.IntRange(1, MAX_CONCURRENCY), help="wrk -c (ghz: concurrency and connections). [default: 10]")
 @click.option("--duration", type=DURATION, help="Load per cell, whole seconds, e.g. 10s. [default: 10s]")
-@click.option("--repeats", type=click.IntRange(1, 1000), help="Cells per transport, in shuffled order. [default: 5]")
-@click.option("--rate", type=int_list(1, 1_000_000),
+@click.option("--repeats", type=click.IntRange(1, MAX_HOP_REPEATS), help="Cells per transport, in shuffled order. [default: 5]")
+@click.option("--rate", type=int_list(1, MAX_RATE),
               help="Open loop instead: vegeta at each of these request rates per second, e.g. 500,2000. [default: none]")
-@click.option("--grpc-channels", type=click.IntRange(1, 256), help="gRPC channels from the front to the back. [default: 1]")
-@click.option("--nats-workers", type=click.IntRange(1, 1024),
+@click.option("--grpc-channels", type=click.IntRange(1, MAX_GRPC_CHANNELS), help="gRPC channels from the front to the back. [default: 1]")
+@click.option("--nats-workers", type=click.IntRange(1, MAX_NATS_WORKERS),
               help="NATS subscriptions of the back answering at once. [default: 1]")
 @click.option("--body-file", type=click.Path(dir_okay=False, exists=True),
               help="The back answers this file (at most 1 MiB). [default: a 257-byte JSON product list]")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import click
 
 from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
-from labkit.limits import MAX_PING_COUNT
+from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_CONCURRENCY, MAX_KEEPALIVE_MS, MAX_LOAD_CONNECTIONS,
+                           MAX_PING_COUNT, MAX_STREAM_MESSAGES)
 from labkit.cli.params import DURATION, choice_list, int_list, size_list
-from labkit.experiments.load import COMPRESSIONS, DESIGNS, MAX_PAYLOAD_BYTES, RPCS, TRANSPORTS
+from labkit.experiments.load import COMPRESSIONS, DESIGNS, RPCS, TRANSPORTS
 
 # option (and experiment-file key) -> LoadConfig field, where the names differ
 RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call_timeout_s"}
@@ -18,19 +19,19 @@ RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call
 @click.option("--server", help="Inventory host that runs the echo server.")
 @click.option("--transports", type=choice_list(TRANSPORTS),
               help="grpc (ghz, 1 connection), grpc-conns (ghz --connections N), http2 (h2load POST /echo). [default: all three]")
-@click.option("--concurrency", type=int_list(1, 10000), help="Requests in flight at once, e.g. 1,10,50. [default: 1,10,50]")
-@click.option("--payload-bytes", type=size_list(0, MAX_PAYLOAD_BYTES), help="Payload per request, e.g. 64,1024. [default: 64,1024]")
-@click.option("--connections", type=int_list(1, 1000),
+@click.option("--concurrency", type=int_list(1, MAX_CONCURRENCY), help="Requests in flight at once, e.g. 1,10,50. [default: 1,10,50]")
+@click.option("--payload-bytes", type=size_list(0, GRPC_DEFAULT_MESSAGE_BYTES), help="Payload per request, e.g. 64,1024. [default: 64,1024]")
+@click.option("--connections", type=int_list(1, MAX_LOAD_CONNECTIONS),
               help="Connections for grpc-conns (values above 1; with none, grpc-conns is left out) and http2, "
                    "e.g. 1,4. [default: 1,4]")
-@click.option("--keepalive-ms", type=int_list(1, 3_600_000, allow_none=True),
+@click.option("--keepalive-ms", type=int_list(1, MAX_KEEPALIVE_MS, allow_none=True),
               help="gRPC client keepalive ping interval, e.g. none,10000 (gRPC cells only). [default: none,10000]")
 @click.option("--compression", type=choice_list(COMPRESSIONS),
               help="gzip every gRPC request (ghz --enable-compression) or not, e.g. none,gzip. [default: none]")
 @click.option("--rpc", type=choice_list(RPCS),
               help="unary Echo calls, or stream: one EchoStream per call sending --stream-messages requests back to "
                    "back (gRPC cells only), e.g. unary,stream. [default: unary]")
-@click.option("--stream-messages", type=click.IntRange(1, 100_000), help="Requests per stream call. [default: 10]")
+@click.option("--stream-messages", type=click.IntRange(1, MAX_STREAM_MESSAGES), help="Requests per stream call. [default: 10]")
 @click.option("--design", type=click.Choice(DESIGNS),
               help="full: every combination of the knobs; one-at-a-time: the first value of each knob (connections, "
                    "keepalive, compression, rpc, server, each --grpc-option), and each knob changed on its own. "

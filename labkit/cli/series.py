@@ -7,6 +7,7 @@ import click
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, choice_list
 from labkit.echo.plans import PROBES
+from labkit.limits import MAX_SERIES_PAYLOAD_BYTES
 
 # option (and experiment-file key) -> SeriesConfig field, where the names differ
 RENAMED = {"duration": "duration_s", "interval": "interval_s", "cell": "cell_s", "timeout": "timeout_s"}
@@ -19,7 +20,7 @@ RENAMED = {"duration": "duration_s", "interval": "interval_s", "cell": "cell_s",
 @click.option("--interval", type=DURATION, help="Time between ticks; every probe sends once per tick. [default: 1s]")
 @click.option("--probes", type=choice_list(PROBES),
               help=f"Comma-separated, from {','.join(PROBES)}. [default: ping,echo-warm,echo-cold,tcp-echo]")
-@click.option("--payload-bytes", type=click.IntRange(0, 1 << 20), help="Payload of each echo request. [default: 50]")
+@click.option("--payload-bytes", type=click.IntRange(0, MAX_SERIES_PAYLOAD_BYTES), help="Payload of each echo request. [default: 50]")
 @click.option("--cell", type=DURATION, help="Length of a cell, the unit --resume redoes. [default: 60s]")
 @click.option("--timeout", type=DURATION, help="Deadline of each call, and how long a ping waits for its reply. [default: 5s]")
 @click.option("--spread/--together", default=None,

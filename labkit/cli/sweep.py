@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
-from labkit.limits import (AT_MOST, MAX_IPERF_SECONDS, MAX_KEEPALIVE_MS, MAX_PING_COUNT, MAX_REPEATS,
-                           MAX_SWEEP_REQUEST_BYTES, MAX_WARMUP)
+from labkit.limits import (AT_MOST, MAX_CALL_TIMEOUT_S, MAX_IPERF_SECONDS, MAX_KEEPALIVE_MS, MAX_PING_COUNT,
+                           MAX_REPEATS, MAX_SWEEP_REQUEST_BYTES, MAX_WARMUP, MIN_CALL_TIMEOUT_S, duration_text)
 from labkit.cli.params import DURATION, IPERF3_RATE, choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
@@ -38,7 +38,8 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s", "call_timeou
 @click.option("--mesh", is_flag=True, default=None, help="Run every ordered pair of inventory hosts, disjoint pairs in parallel.")
 @click.option("--hosts", help="With --mesh: only these inventory hosts (comma-separated).")
 @click.option("--call-timeout", type=DURATION,
-              help="Deadline of each call (100ms to 10min): a call that waits it out means the link (or the server) "
+              help=f"Deadline of each call ({duration_text(MIN_CALL_TIMEOUT_S)} to {duration_text(MAX_CALL_TIMEOUT_S)}): "
+                   "a call that waits it out means the link (or the server) "
                    "stopped answering, and fails its cell; the run ends, resumable. [default: 30s]")
 @click.option("--ping-count", type=click.IntRange(1, MAX_PING_COUNT), help="Pings in each baseline before and after. [default: 10]")
 @click.option("--iperf-seconds", type=click.IntRange(1, MAX_IPERF_SECONDS), help="Length of the iperf3 baseline. [default: 3]")

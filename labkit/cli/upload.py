@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
+from labkit.echo.plans import UPLOAD_TRANSPORTS
 from labkit.limits import AT_MOST, MAX_MESSAGE_BYTES, MAX_PING_COUNT, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP
 from labkit.cli.params import BOUNDED_DURATION, SIZE, choice_list, size_list
 
@@ -24,7 +25,7 @@ RENAMED = {"timeout": "upload_timeout_s"}
               help="Chunk sizes, e.g. 16,1KiB,32KiB,2MiB. [default: 2^4 … 2^21, 16 B to 2 MiB]")
 @click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), help="Uploads of the whole file per cell. [default: 3]")
 @click.option("--tls", type=click.Choice(["both", "on", "off"]), help="With TLS, without, or both. [default: both]")
-@click.option("--transports", type=choice_list(("grpc", "http2")),
+@click.option("--transports", type=choice_list(UPLOAD_TRANSPORTS),
               help="grpc, http2 or both (comma-separated). [default: grpc,http2]")
 @click.option("--max-message-bytes", type=click.IntRange(1, MAX_MESSAGE_BYTES), help="The server's gRPC message bound; larger chunks are "
               "refused before the run starts. [default: 4194304]")

@@ -61,7 +61,8 @@ from typing import Any
 from labkit.echo.plans import BackPlan, FrontPlan, back_argv, front_argv
 from labkit.errors import LabkitError
 from labkit.files import read_file
-from labkit.limits import MAX_PING_COUNT, check_within
+from labkit.limits import (MAX_CALL_TIMEOUT_S, MAX_CONCURRENCY, MAX_GRPC_CHANNELS, MAX_HOP_REPEATS, MAX_LOAD_DURATION_S,
+                           MAX_LOAD_THREADS, MAX_NATS_WORKERS, MAX_PING_COUNT, MAX_RATE, MIN_CALL_TIMEOUT_S, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 
 EXPERIMENT = "hop"
@@ -119,19 +120,20 @@ class HopConfig:
             raise LabkitError("--rate is open-loop HTTP load (vegeta); ghz keeps a closed pool of workers, use --tool wrk")
         if self.tool == "ghz" and "http2-tls" in self.via:
             raise LabkitError("http2-tls is an HTTP path of the front; ghz drives its gRPC endpoint (grpc, http2, nats)")
-        if not 1 <= self.threads <= 256 or not 1 <= self.connections <= 10000 or self.threads > self.connections:
-            raise LabkitError("--threads must be 1-256, --connections 1-10000, and no more threads than connections")
-        if not (1 <= self.duration_s <= 24 * 3600 and float(self.duration_s).is_integer()):
-            raise LabkitError("--duration must be whole seconds (wrk takes no fractions), from 1 s to 24 h")
-        if not 1 <= self.repeats <= 1000:
-            raise LabkitError("--repeats must be between 1 and 1000")
-        if any(not 1 <= r <= 1_000_000 for r in self.rate):
-            raise LabkitError("--rate values must be between 1 and 1000000 requests per second")
-        if not 1 <= self.grpc_channels <= 256 or not 1 <= self.nats_workers <= 1024:
-            raise LabkitError("--grpc-channels must be 1-256 and --nats-workers 1-1024")
+        check_within("--threads", self.threads, 1, MAX_LOAD_THREADS)
+        check_within("--connections", self.connections, 1, MAX_CONCURRENCY)
+        if self.threads > self.connections:
+            raise LabkitError("--threads must be no more than --connections (each wrk thread keeps its connections)")
+        check_within("--duration", self.duration_s, 1, MAX_LOAD_DURATION_S, "s")
+        if not float(self.duration_s).is_integer():
+            raise LabkitError("--duration must be whole seconds (wrk takes no fractions)")
+        check_within("--repeats", self.repeats, 1, MAX_HOP_REPEATS)
+        for rate in self.rate:
+            check_within("--rate", rate, 1, MAX_RATE, " requests/s")
+        check_within("--grpc-channels", self.grpc_channels, 1, MAX_GRPC_CHANNELS)
+        check_within("--nats-workers", self.nats_workers, 1, MAX_NATS_WORKERS)
         check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
-        if not 0.1 <= self.call_timeout_s <= 600:
-            raise LabkitError("--call-timeout must be between 100 ms and 10 min")
+        check_within("--call-timeout", self.call_timeout_s, MIN_CALL_TIMEOUT_S, MAX_CALL_TIMEOUT_S, "s")
         if self.body_file is not None:
             read_file(self.body_file, "--body-file", max_bytes=MAX_BODY_BYTES)  # a regular file, bounded
 

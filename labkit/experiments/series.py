@@ -48,12 +48,13 @@ from typing import Any, Callable
 from labkit.echo.options import OPTIONS
 from labkit.echo.plans import DEFAULT_PROBES, PROBES, SeriesPlan, series_argv
 from labkit.errors import LabkitError
-from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_TICKS, check_within
+from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_SERIES_INTERVAL_S, MAX_SERIES_PAYLOAD_BYTES,
+                           MAX_TICKS, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
 from labkit.experiments.stacks import Stack, StackChoice, knob_keys, option_values, plan_stacks
 
 EXPERIMENT = "series"
-MAX_PAYLOAD_BYTES = 1 << 20
+MIN_INTERVAL_S = 0.01  # below it, a tick's probes and their threads' wake-ups overlap
 
 
 @dataclass
@@ -78,21 +79,18 @@ class SeriesConfig(StackChoice):
             raise LabkitError("give --client and --server (host names from the inventory)")
         if self.client == self.server:
             raise LabkitError("client and server must be different hosts")
-        if not 0.01 <= self.interval_s <= 3600:
-            raise LabkitError(f"--interval must be between 10ms and 1h, not {self.interval_s:g} s")
+        check_within("--interval", self.interval_s, MIN_INTERVAL_S, MAX_SERIES_INTERVAL_S, "s")
         if self.duration_s < self.interval_s:
             raise LabkitError(f"--duration ({self.duration_s:g} s) must be at least one --interval ({self.interval_s:g} s)")
         if self.ticks > MAX_TICKS:
             raise LabkitError(f"{self.ticks} ticks is more than {MAX_TICKS}; use a longer --interval")
         if not self.probes or any(p not in PROBES for p in self.probes) or len(set(self.probes)) != len(self.probes):
             raise LabkitError(f"--probes must be distinct names from {','.join(PROBES)}, not {','.join(self.probes) or 'none'}")
-        if not 0 <= self.payload_bytes <= MAX_PAYLOAD_BYTES:
-            raise LabkitError(f"--payload-bytes must be between 0 and {MAX_PAYLOAD_BYTES}")
+        check_within("--payload-bytes", self.payload_bytes, 0, MAX_SERIES_PAYLOAD_BYTES)
         if self.cell_s < self.interval_s:
             raise LabkitError("--cell must be at least one --interval")
         check_within("--cell", self.cell_s, self.interval_s, MAX_DURATION_S, "s")
-        if not 0 < self.timeout_s <= 3600:
-            raise LabkitError("--timeout must be between 0 and 1h")
+        check_within("--timeout", self.timeout_s, None, MAX_SERIES_INTERVAL_S, "s")
         self.stack()
 
     def stack(self) -> Stack:
