@@ -14,8 +14,9 @@ from __future__ import annotations
 MAX_REQUEST_BYTES = 1 << 30
 #: Bytes of one request of a sweep: its calls are timed in a cell of a matrix, where 64 MiB is already extreme.
 MAX_SWEEP_REQUEST_BYTES = 64 * 2**20
-#: What an echo server accepts unless told otherwise: gRPC's own default receive limit (grpcio's and grpc-go's), and
-#: so the largest payload of a run whose server keeps the default (load, demo).
+#: What an echo server accepts unless told otherwise: gRPC's own default receive limit (grpcio's and grpc-go's), large
+#: enough for the brief's largest request (about 100 KB) and upload chunk (2 MiB); --max-message-bytes raises it. So
+#: also the largest payload of a run whose server keeps the default (load, demo).
 GRPC_DEFAULT_MESSAGE_BYTES = 4 * 2**20
 #: The largest gRPC message a server may be told to accept: gRPC's own limit (a signed 32-bit length).
 MAX_MESSAGE_BYTES = 2**31 - 1

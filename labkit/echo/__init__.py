@@ -1,7 +1,8 @@
 """The gRPC echo service of proto/echo.proto: ``server`` serves it, ``client`` times calls to it.
 
 ``cli`` holds the ``labkit echo serve`` and ``labkit echo call`` commands;
-``address`` parses their HOST:PORT flags without importing grpc.
+``address`` parses their HOST:PORT flags without importing grpc; ``plans`` states
+what each agent labkit starts on a host is asked to do, and its command line.
 """
 
 #: The trailer in which labkit's echo servers (Python and Go) send their own time on a call, integer ns.

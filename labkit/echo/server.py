@@ -32,8 +32,6 @@ from labkit import __version__
 from labkit.echo.address import parse_host_port
 from labkit.echo import SERVER_TIME_KEY
 from labkit.errors import LabkitError
-# gRPC's own default receive limit: large enough for the brief's largest request (about 100 KB) and upload chunk
-# (2 MiB); --max-message-bytes raises it for bigger experiments.
 from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES
 from labkit.proto import echo_pb2, echo_pb2_grpc
 

@@ -91,7 +91,7 @@ COMPRESSIONS = ("none", "gzip")
 RPCS = ("unary", "stream")
 DESIGNS = ("full", "one-at-a-time")
 HTTP2_ECHO_PATH = "/echo"
-MIN_LOAD_DURATION_S = 0.1  # a shorter window holds too few requests for its percentiles
+MIN_LOAD_DURATION_S = 0.1  # the shortest measured window of a cell
 TOOL_HINTS = {
     "h2load": "install Debian's nghttp2-client there (`apt-get install nghttp2-client`)",
 }

@@ -54,7 +54,7 @@ from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json
 from labkit.experiments.stacks import Stack, StackChoice, knob_keys, option_values, plan_stacks
 
 EXPERIMENT = "series"
-MIN_INTERVAL_S = 0.01  # below it, a tick's probes and their threads' wake-ups overlap
+MIN_INTERVAL_S = 0.01  # the shortest time between a series' ticks
 
 
 @dataclass
