@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"google.golang.org/grpc/metadata"
 	"iter"
@@ -51,9 +52,8 @@ type callPlan struct {
 	dial                     []grpc.DialOption
 }
 
-func call(args []string) error {
+func callCommand(flags *flag.FlagSet, args []string) error {
 	var f callFlags
-	flags := newFlags("call")
 	flags.StringVar(&f.target, "target", "", "HOST:PORT of an echo server")
 	flags.StringVar(&f.sizes, "sizes", "", fmt.Sprintf("comma-separated request sizes in bytes, e.g. 1000,14000,16k (each at most %d)", limits.MaxRequestBytes))
 	flags.IntVar(&f.repeats, "repeats", 10, fmt.Sprintf("calls per size (at most %d)", limits.MaxRepeats))
@@ -88,25 +88,25 @@ func (f *callFlags) plan() (*callPlan, error) {
 	p := &callPlan{}
 	var err error
 	if f.target == "" {
-		return nil, usagef("--target HOST:PORT is required")
+		return nil, fmt.Errorf("--target HOST:PORT is required")
 	}
 	if _, _, err = address.Parse(f.target, false); err != nil {
-		return nil, usagef("--target: %v", err)
+		return nil, fmt.Errorf("--target: %v", err)
 	}
 	if p.sizes, err = units.ParseSizeList(f.sizes, 0, limits.MaxRequestBytes); err != nil {
-		return nil, usagef("--sizes: %v", err)
+		return nil, fmt.Errorf("--sizes: %v", err)
 	}
 	if f.repeats < 1 || f.repeats > limits.MaxRepeats || f.warmup < 0 || f.warmup > limits.MaxWarmup {
-		return nil, usagef("--repeats must be between 1 and %d and --warmup between 0 and %d", limits.MaxRepeats, limits.MaxWarmup)
+		return nil, fmt.Errorf("--repeats must be between 1 and %d and --warmup between 0 and %d", limits.MaxRepeats, limits.MaxWarmup)
 	}
 	if len(p.sizes)*f.repeats > limits.MaxCalls {
-		return nil, usagef("%d sizes × %d repeats is more than %d calls", len(p.sizes), f.repeats, limits.MaxCalls)
+		return nil, fmt.Errorf("%d sizes × %d repeats is more than %d calls", len(p.sizes), f.repeats, limits.MaxCalls)
 	}
 	if f.keepaliveMs < 0 || f.keepaliveMs > limits.MaxKeepaliveMs || (f.keepaliveMs == 0 && f.given["keepalive-ms"]) {
-		return nil, usagef("--keepalive-ms must be between 1 and %d", limits.MaxKeepaliveMs)
+		return nil, fmt.Errorf("--keepalive-ms must be between 1 and %d", limits.MaxKeepaliveMs)
 	}
 	if f.order != "sequential" && f.order != "shuffled" {
-		return nil, usagef("--order is sequential or shuffled, not %q", f.order)
+		return nil, fmt.Errorf("--order is sequential or shuffled, not %q", f.order)
 	}
 	if p.gap, err = boundedDuration("gap", f.gap); err != nil {
 		return nil, err
@@ -119,17 +119,17 @@ func (f *callFlags) plan() (*callPlan, error) {
 			return nil, err
 		}
 		if p.background <= 0 {
-			return nil, usagef("--background-gap must be a positive duration")
+			return nil, fmt.Errorf("--background-gap must be a positive duration")
 		}
 		if f.cold {
-			return nil, usagef("--background-gap needs one shared channel; it cannot be combined with --cold")
+			return nil, fmt.Errorf("--background-gap needs one shared channel; it cannot be combined with --cold")
 		}
 	}
 	if f.tlsServerName != "" && f.tlsCA == "" {
-		return nil, usagef("--tls-server-name needs --tls-ca")
+		return nil, fmt.Errorf("--tls-server-name needs --tls-ca")
 	}
 	if p.values, err = options.Parse(f.grpcOptions, "client"); err != nil {
-		return nil, usageError{err.Error()}
+		return nil, err
 	}
 	if p.dial, err = f.dialOptions(p.values); err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func (f *callFlags) dialOptions(values options.Values) ([]grpc.DialOption, error
 	}
 	optionDial, err := values.DialOptions()
 	if err != nil {
-		return nil, usageError{err.Error()}
+		return nil, err
 	}
 	return append(dial, optionDial...), nil
 }
@@ -170,7 +170,7 @@ func (f *callFlags) dialOptions(values options.Values) ([]grpc.DialOption, error
 func rootsConfig(pem []byte, path, serverName string) (*tls.Config, error) {
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(pem) {
-		return nil, usagef("--tls-ca %s is not a PEM certificate (no BEGIN CERTIFICATE block)", path)
+		return nil, fmt.Errorf("--tls-ca %s is not a PEM certificate (no BEGIN CERTIFICATE block)", path)
 	}
 	return &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12}, nil
 }
@@ -226,10 +226,10 @@ func (f *callFlags) shuffledOrder(sizeCount int) []uint32 {
 func boundedDuration(name, text string) (time.Duration, error) {
 	duration, err := units.ParseDuration(text)
 	if err != nil {
-		return 0, usagef("--%s: %v", name, err)
+		return 0, fmt.Errorf("--%s: %v", name, err)
 	}
 	if duration > limits.MaxDuration {
-		return 0, usagef("--%s: %q is longer than %s", name, text, hours(limits.MaxDuration))
+		return 0, fmt.Errorf("--%s: %q is longer than %s", name, text, hours(limits.MaxDuration))
 	}
 	return duration, nil
 }

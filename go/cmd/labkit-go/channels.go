@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -46,7 +47,7 @@ func (pool *channelPool) open() (*channel, error) {
 	}
 	conn, err := grpc.NewClient(pool.target, append(pool.dial, grpc.WithContextDialer(dialer))...)
 	if err != nil {
-		return nil, usagef("cannot use target %s: %v", pool.target, err)
+		return nil, fmt.Errorf("cannot use target %s: %v", pool.target, err)
 	}
 	return &channel{conn: conn, stub: echopb.NewEchoServiceClient(conn), holder: holder}, nil
 }

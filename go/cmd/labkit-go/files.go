@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"os"
 	"syscall"
@@ -20,28 +21,28 @@ func readRegular(path, flagName string, max int64) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO with no writer would wait for one; a regular file ignores it.
 	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, usagef("--%s: cannot read %s: %v", flagName, path, unwrapPath(err))
+		return nil, fmt.Errorf("--%s: cannot read %s: %v", flagName, path, unwrapPath(err))
 	}
 	defer file.Close()
 	info, err := file.Stat()
 	if err != nil {
-		return nil, usagef("--%s: cannot read %s: %v", flagName, path, unwrapPath(err))
+		return nil, fmt.Errorf("--%s: cannot read %s: %v", flagName, path, unwrapPath(err))
 	}
 	if info.IsDir() {
-		return nil, usagef("--%s %s is a directory, not a file", flagName, path)
+		return nil, fmt.Errorf("--%s %s is a directory, not a file", flagName, path)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, usagef("--%s %s is not a regular file (a device, FIFO or socket), so it has no end to read to", flagName, path)
+		return nil, fmt.Errorf("--%s %s is not a regular file (a device, FIFO or socket), so it has no end to read to", flagName, path)
 	}
 	if info.Size() > max {
-		return nil, usagef("--%s %s is %d bytes; the bound is %d", flagName, path, info.Size(), max)
+		return nil, fmt.Errorf("--%s %s is %d bytes; the bound is %d", flagName, path, info.Size(), max)
 	}
 	data, err := io.ReadAll(io.LimitReader(file, max+1))
 	if err != nil {
-		return nil, usagef("--%s: cannot read %s: %v", flagName, path, unwrapPath(err))
+		return nil, fmt.Errorf("--%s: cannot read %s: %v", flagName, path, unwrapPath(err))
 	}
 	if int64(len(data)) > max {
-		return nil, usagef("--%s %s grew past the bound of %d bytes while it was read", flagName, path, max)
+		return nil, fmt.Errorf("--%s %s grew past the bound of %d bytes while it was read", flagName, path, max)
 	}
 	return data, nil
 }
@@ -58,11 +59,11 @@ func loadKeyPair(certPath, keyPath string) (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	if !holdsPEM(certPEM, "CERTIFICATE") {
-		return tls.Certificate{}, usagef("--tls-cert %s is not a PEM certificate (no BEGIN CERTIFICATE block)", certPath)
+		return tls.Certificate{}, fmt.Errorf("--tls-cert %s is not a PEM certificate (no BEGIN CERTIFICATE block)", certPath)
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return tls.Certificate{}, usagef("--tls-key %s is not a valid PEM private key for --tls-cert %s: %v", keyPath, certPath, err)
+		return tls.Certificate{}, fmt.Errorf("--tls-key %s is not a valid PEM private key for --tls-cert %s: %v", keyPath, certPath, err)
 	}
 	return pair, nil
 }

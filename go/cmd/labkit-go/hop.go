@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -34,9 +35,8 @@ type backFlags struct {
 	given                                                        map[string]bool
 }
 
-func backCommand(args []string) error {
+func backCommand(flags *flag.FlagSet, args []string) error {
 	var f backFlags
-	flags := newFlags("back")
 	flags.StringVar(&f.bind, "bind", "", "HOST:PORT of the HTTP/1.1 and h2c endpoint (GET /products); port 0 picks a free port")
 	flags.IntVar(&f.grpcPort, "grpc-port", 0, "port of the gRPC endpoint (BackService.Get) on the --bind host (0: a free one)")
 	flags.StringVar(&f.bodyFile, "body-file", "", "answer this file's bytes (at most 1 MiB) [default: a 257-byte JSON product list]")
@@ -59,18 +59,18 @@ func (f *backFlags) check() (host string, grace time.Duration, body []byte, err 
 		return "", 0, nil, err
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return "", 0, nil, usagef("--tls-cert and --tls-key go together")
+		return "", 0, nil, fmt.Errorf("--tls-cert and --tls-key go together")
 	}
 	for name, port := range map[string]int{"grpc-port": f.grpcPort, "tls-port": f.tlsPort} {
 		if port < 0 || port > 65535 {
-			return "", 0, nil, usagef("--%s %d is out of range [0, 65535]", name, port)
+			return "", 0, nil, fmt.Errorf("--%s %d is out of range [0, 65535]", name, port)
 		}
 	}
 	if f.natsWorkers < 1 || f.natsWorkers > 1024 {
-		return "", 0, nil, usagef("--nats-workers must be between 1 and 1024, not %d", f.natsWorkers)
+		return "", 0, nil, fmt.Errorf("--nats-workers must be between 1 and 1024, not %d", f.natsWorkers)
 	}
 	if f.given["nats-subject"] && f.natsURL == "" {
-		return "", 0, nil, usagef("--nats-subject needs --nats-url")
+		return "", 0, nil, fmt.Errorf("--nats-subject needs --nats-url")
 	}
 	if grace, err = boundedDuration("grace", f.grace); err != nil {
 		return "", 0, nil, err
@@ -88,7 +88,7 @@ func (f *backFlags) run() error {
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	back, err := hop.NewBack(body)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	defer back.Close(grace)
 	ready := map[string]any{"event": "ready", "role": "back", "bind": f.bind, "pid": os.Getpid(),
@@ -123,9 +123,8 @@ type frontFlags struct {
 	grpcPort, grpcChannels                                                                int
 }
 
-func frontCommand(args []string) error {
+func frontCommand(flags *flag.FlagSet, args []string) error {
 	var f frontFlags
-	flags := newFlags("front")
 	flags.StringVar(&f.bind, "bind", "", "HOST:PORT of the HTTP/1.1 endpoint (GET /via/<transport>); port 0 picks a free port")
 	flags.IntVar(&f.grpcPort, "grpc-port", 0, "port of the gRPC endpoint (BackService.Get{via}) on the --bind host (0: a free one)")
 	flags.StringVar(&f.backGRPC, "back-grpc", "", "relay /via/grpc to the back's gRPC endpoint at HOST:PORT")
@@ -149,16 +148,16 @@ func (f *frontFlags) check() (host string, timeout, grace time.Duration, front *
 		return "", 0, 0, nil, err
 	}
 	if f.grpcPort < 0 || f.grpcPort > 65535 {
-		return "", 0, 0, nil, usagef("--grpc-port %d is out of range [0, 65535]", f.grpcPort)
+		return "", 0, 0, nil, fmt.Errorf("--grpc-port %d is out of range [0, 65535]", f.grpcPort)
 	}
 	if f.grpcChannels < 1 || f.grpcChannels > 256 {
-		return "", 0, 0, nil, usagef("--grpc-channels must be between 1 and 256, not %d", f.grpcChannels)
+		return "", 0, 0, nil, fmt.Errorf("--grpc-channels must be between 1 and 256, not %d", f.grpcChannels)
 	}
 	if (f.backHTTP2TLS == "") != (f.backCA == "") {
-		return "", 0, 0, nil, usagef("--back-http2-tls and --back-ca go together")
+		return "", 0, 0, nil, fmt.Errorf("--back-http2-tls and --back-ca go together")
 	}
 	if timeout, err = boundedDuration("timeout", f.timeout); err != nil || timeout <= 0 {
-		return "", 0, 0, nil, usagef("--timeout must be a positive duration of at most %s, not %q", hours(limits.MaxDuration), f.timeout)
+		return "", 0, 0, nil, fmt.Errorf("--timeout must be a positive duration of at most %s, not %q", hours(limits.MaxDuration), f.timeout)
 	}
 	if grace, err = boundedDuration("grace", f.grace); err != nil {
 		return "", 0, 0, nil, err
@@ -172,14 +171,14 @@ func (f *frontFlags) relays(timeout time.Duration) (*hop.Front, error) {
 	add := func(name string, relay hop.Relay, err error) error {
 		if err != nil {
 			front.Close(0)
-			return usagef("--back-%s: %v", name, err)
+			return fmt.Errorf("--back-%s: %v", name, err)
 		}
 		front.Relays[name] = relay
 		return nil
 	}
 	if f.backGRPC != "" {
 		if _, _, err := address.Parse(f.backGRPC, false); err != nil {
-			return nil, usagef("--back-grpc: %v", err)
+			return nil, fmt.Errorf("--back-grpc: %v", err)
 		}
 		relay, err := hop.NewGRPCRelay(f.backGRPC, f.grpcChannels)
 		if err := add("grpc", relay, err); err != nil {
@@ -212,7 +211,7 @@ func (f *frontFlags) relays(timeout time.Duration) (*hop.Front, error) {
 		front.Relays["nats"] = relay
 	}
 	if len(front.Relays) == 0 {
-		return nil, usagef("give at least one of --back-grpc, --back-http2, --back-http2-tls, --nats-url")
+		return nil, fmt.Errorf("give at least one of --back-grpc, --back-http2, --back-http2-tls, --nats-url")
 	}
 	return front, nil
 }
@@ -262,11 +261,11 @@ func serveUntilStopped(name string, ready map[string]any, stop chan os.Signal) e
 // bindHost checks --bind as `serve` does and returns its host, unbracketed for net.JoinHostPort.
 func bindHost(bind string) (string, error) {
 	if bind == "" {
-		return "", usagef("--bind HOST:PORT is required")
+		return "", fmt.Errorf("--bind HOST:PORT is required")
 	}
 	host, _, err := address.Parse(bind, true)
 	if err != nil {
-		return "", usagef("--bind: %v", err)
+		return "", fmt.Errorf("--bind: %v", err)
 	}
 	return strings.Trim(host, "[]"), nil
 }
@@ -285,7 +284,7 @@ func caConfig(path string) (*tls.Config, error) {
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, usagef("--back-ca %s holds no PEM certificate", path)
+		return nil, fmt.Errorf("--back-ca %s holds no PEM certificate", path)
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

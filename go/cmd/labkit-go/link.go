@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,18 +15,17 @@ import (
 // linkCommand is the testbed's link emulator (`labkit testbed up` starts it): it creates a TUN
 // device in every host's namespace and carries packets between them through the link model.
 // SIGHUP re-reads the config (new parameters and schedules, same hosts); SIGTERM stops it.
-func linkCommand(args []string) error {
-	flags := newFlags("link")
+func linkCommand(flags *flag.FlagSet, args []string) error {
 	config := flags.String("config", "", "the emulator's config (STATE/link.json, written by labkit testbed up)")
 	if err := parse(flags, args); err != nil {
 		return err
 	}
 	if *config == "" {
-		return usagef("--config is required")
+		return fmt.Errorf("--config is required")
 	}
 	cfg, err := linkpath.LoadConfig(*config)
 	if err != nil {
-		return usagef("%v", err)
+		return fmt.Errorf("%v", err)
 	}
 	// Packets are recycled through pools and the model's queues reuse their slices, so the heap
 	// hardly grows: collect only near a limit. A collection stops every thread, the real-time

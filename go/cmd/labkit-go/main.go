@@ -1,17 +1,11 @@
-// labkit-go is the Go twin of `labkit echo`: the same subcommands, flags and JSON lines,
-// served and called with grpc-go, the implementation the published experiments used.
-//
-//	labkit-go serve --bind HOST:PORT [...]   the echo server (see `labkit echo serve --help`)
-//	labkit-go call --target HOST:PORT ...    timed Echo calls, one JSON line each
-//	labkit-go upload-agent, upload-file      the client side of `labkit upload`
-//	labkit-go series-agent                   the client side of `labkit series`
-//	labkit-go back, front                    the back service and the front relay of `labkit hop`
-//	labkit-go link --config FILE             the testbed's link emulator (started by `labkit testbed up`)
-//
-// Bad input is one line on stderr and exit status 2, as in labkit's Python CLI.
+// labkit-go is the Go twin of `labkit echo`: the same subcommands, flags and JSON lines, served and called
+// with grpc-go, the implementation the published experiments used; and the services of `labkit hop` and the
+// testbed's link emulator. Its commands are the table below; each is flags → one call into go/internal, as
+// labkit/cli/ is for labkit. Bad input is one line on stderr and exit status 2, as in labkit's Python CLI.
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,79 +27,75 @@ func init() { runtime.LockOSThread() }
 // version is labkit's version, set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-var commands = map[string]func(args []string) error{
-	"serve":        serve,
-	"call":         call,
-	"upload-agent": uploadAgentCommand,
-	"series-agent": seriesAgentCommand,
-	"upload-file":  uploadFileCommand,
-	"back":         backCommand,
-	"front":        frontCommand,
-	"link":         linkCommand,
+// command is one subcommand: its name, what runs it (defining its flags on the set it is given), and what
+// `labkit-go NAME --help` says of it above the flags.
+type command struct {
+	name  string
+	run   func(flags *flag.FlagSet, args []string) error
+	usage string
 }
 
-// usageError is bad input: one line, exit status 2.
-type usageError struct{ message string }
-
-func (e usageError) Error() string { return e.message }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+var commands = []command{
+	{"serve", serveCommand, "[flags] (the flags of `labkit echo serve`)"},
+	{"call", callCommand, "[flags] (the flags of `labkit echo call`)"},
+	{"upload-agent", uploadAgentCommand, "[flags] (the flags of `labkit echo upload-agent`)"},
+	{"upload-file", uploadFileCommand, "[flags] (the flags of `labkit echo upload-file`)"},
+	{"series-agent", seriesAgentCommand, "[flags] (the flags of `labkit echo series-agent`)"},
+	{"back", backCommand, "[flags] (the back service of `labkit hop`)"},
+	{"front", frontCommand, "[flags] (the front service of `labkit hop`)"},
+	{"link", linkCommand, "--config FILE (the testbed's link emulator; labkit testbed up starts it)"},
+}
 
 func main() {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
 	if len(os.Args) < 2 || os.Args[1] == "--help" || os.Args[1] == "-h" {
-		fmt.Fprintf(os.Stderr, "usage: labkit-go {%s} [flags]; labkit-go COMMAND --help for its flags\n", strings.Join(names(), "|"))
+		fmt.Fprintf(os.Stderr, "usage: labkit-go {%s} [flags]; labkit-go COMMAND --help for its flags\n", strings.Join(names, "|"))
 		os.Exit(2)
 	}
 	if os.Args[1] == "--version" {
 		fmt.Println(version)
 		return
 	}
-	run, ok := commands[os.Args[1]]
-	if !ok {
-		fail(usagef("no command %q in labkit-go (commands: %s)", os.Args[1], strings.Join(names(), ", ")))
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			c.execute(os.Args[2:])
+			return
+		}
 	}
-	if err := run(os.Args[2:]); err != nil {
+	fail(fmt.Errorf("no command %q in labkit-go (commands: %s)", os.Args[1], strings.Join(names, ", ")))
+}
+
+// execute runs the command on its own flag set; --help prints its usage and flags, any error is one line and exit 2.
+func (c command) execute(args []string) {
+	flags := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	flags.SetOutput(io.Discard) // a bad flag comes back as one line (see fail), not the usage
+	err := c.run(flags, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "usage: labkit-go %s %s\n", c.name, c.usage)
+		flags.SetOutput(os.Stderr)
+		flags.PrintDefaults()
+		os.Exit(0)
+	}
+	if err != nil {
 		fail(err)
 	}
 }
 
-func names() []string {
-	return []string{"serve", "call", "upload-agent", "upload-file", "series-agent", "back", "front", "link"}
-}
-
 func fail(err error) {
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
 	fmt.Fprintf(os.Stderr, "labkit-go %s: %v\n", os.Args[1], err)
 	os.Exit(2)
 }
 
-// newFlags is a flag set whose errors come back as one-line usage errors instead of printing usage.
-func newFlags(name string) *flag.FlagSet {
-	flags := flag.NewFlagSet(name, flag.ContinueOnError)
-	flags.SetOutput(io.Discard) // errors come back as one line (see parse); --help prints the usage itself
-	return flags
-}
-
+// parse reads the command's flags; a bad one is a one-line error, and positional arguments are refused.
 func parse(flags *flag.FlagSet, args []string) error {
 	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			if flags.Name() == "link" {
-				fmt.Fprintln(os.Stderr, "usage: labkit-go link --config FILE (the testbed's link emulator; labkit testbed up starts it)")
-			} else if flags.Name() == "back" || flags.Name() == "front" { // labkit-go's own: no Python twin
-				fmt.Fprintf(os.Stderr, "usage: labkit-go %s [flags] (the %s service of `labkit hop`)\n", flags.Name(), flags.Name())
-			} else {
-				fmt.Fprintf(os.Stderr, "usage: labkit-go %s [flags] (the flags of `labkit echo %s`)\n", flags.Name(), flags.Name())
-			}
-			flags.SetOutput(os.Stderr)
-			flags.PrintDefaults()
-			return err
-		}
-		return usageError{err.Error()}
+		return err // flag.ErrHelp, or the one line of a bad flag
 	}
 	if flags.NArg() > 0 {
-		return usagef("unexpected argument %q", flags.Arg(0))
+		return fmt.Errorf("unexpected argument %q", flags.Arg(0))
 	}
 	return nil
 }
@@ -118,17 +108,40 @@ func givenFlags(flags *flag.FlagSet) map[string]bool {
 	return given
 }
 
-// exitOnSignal makes SIGINT and SIGTERM end the process at once with the shell's status for them, 128 + the
-// signal, for the commands that hold nothing to clean up. Notify also takes SIGINT back from a shell that
-// started labkit-go in the background with it ignored (Go leaves an ignored SIGINT ignored until then).
-func exitOnSignal(command string) {
+// printJSON writes one JSON line on stdout (a ready line, a file's facts).
+func printJSON(line map[string]any) error {
+	text, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Println(string(text))
+	return err
+}
+
+// notifyStop delivers SIGTERM and SIGINT. Notify also takes SIGINT back from a shell that started labkit-go in
+// the background with it ignored (Go leaves an ignored SIGINT ignored until then).
+func notifyStop() <-chan os.Signal {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	return signals
+}
+
+// exitOnSignal makes SIGINT and SIGTERM end the process at once with the shell's status for them, 128 + the
+// signal, for the commands that hold nothing to clean up.
+func exitOnSignal(command string) {
+	signals := notifyStop()
 	go func() {
 		sig := (<-signals).(syscall.Signal)
 		fmt.Fprintf(os.Stderr, "labkit-go %s: interrupted (%v)\n", command, sig)
 		os.Exit(128 + int(sig))
 	}()
+}
+
+func signalName(s os.Signal) string {
+	if s == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
 }
 
 // repeated collects a repeatable flag (--grpc-option KEY=VALUE ...).

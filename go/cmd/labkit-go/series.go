@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -70,10 +71,9 @@ func (w *lineWriter) emit(event map[string]any) {
 	os.Stdout.Write(append(line, '\n'))
 }
 
-func seriesAgentCommand(args []string) error {
+func seriesAgentCommand(flags *flag.FlagSet, args []string) error {
 	a := &seriesAgent{out: &lineWriter{}, stop: make(chan struct{})}
 	a.calls, a.cancelCalls = context.WithCancel(context.Background())
-	flags := newFlags("series-agent")
 	flags.StringVar(&a.address, "address", "", "the server's data address (ping, gRPC and TCP echo go there)")
 	flags.IntVar(&a.grpcPort, "grpc-port", 0, "port of the gRPC echo service")
 	flags.IntVar(&a.tcpEchoPort, "tcp-echo-port", 0, "port of the raw TCP echo")
@@ -102,7 +102,7 @@ func (a *seriesAgent) check() error {
 			continue
 		}
 		if !contains(seriesProbes, probe) {
-			return usagef("probes must be some of %s, not %s", strings.Join(seriesProbes, ", "), probe)
+			return fmt.Errorf("probes must be some of %s, not %s", strings.Join(seriesProbes, ", "), probe)
 		}
 		a.probes = append(a.probes, probe)
 	}
@@ -111,13 +111,13 @@ func (a *seriesAgent) check() error {
 	}
 	switch {
 	case len(a.probes) == 0:
-		return usagef("give --probes")
+		return fmt.Errorf("give --probes")
 	case (contains(a.probes, "echo-warm") || contains(a.probes, "echo-cold")) && a.grpcPort == 0:
-		return usagef("the echo probes need the gRPC port (--grpc-port)")
+		return fmt.Errorf("the echo probes need the gRPC port (--grpc-port)")
 	case (contains(a.probes, "tcp-echo") || contains(a.probes, "tcp-connect")) && a.tcpEchoPort == 0:
-		return usagef("the tcp probes need the TCP echo port (--tcp-echo-port)")
+		return fmt.Errorf("the tcp probes need the TCP echo port (--tcp-echo-port)")
 	case a.ticks < 1 || a.firstTick < 0 || a.ticks > limits.MaxTicks || a.firstTick > limits.MaxTicks:
-		return usagef("--ticks must be between 1 and %d and --first-tick between 0 and %d", limits.MaxTicks, limits.MaxTicks)
+		return fmt.Errorf("--ticks must be between 1 and %d and --first-tick between 0 and %d", limits.MaxTicks, limits.MaxTicks)
 	}
 	return nil
 }
@@ -126,18 +126,18 @@ func (a *seriesAgent) check() error {
 func (a *seriesAgent) checkNumbers() error {
 	var err error
 	if a.interval, err = units.ParseDuration(a.intervalText); err != nil || a.interval <= 0 || a.interval > time.Hour {
-		return usagef("--interval must be a duration between 0 and 3600 s")
+		return fmt.Errorf("--interval must be a duration between 0 and 3600 s")
 	}
 	if a.timeout, err = units.ParseDuration(a.timeoutText); err != nil || a.timeout <= 0 || a.timeout > time.Hour {
-		return usagef("--timeout must be a duration between 0 and 3600 s")
+		return fmt.Errorf("--timeout must be a duration between 0 and 3600 s")
 	}
 	for name, port := range map[string]int{"grpc-port": a.grpcPort, "tcp-echo-port": a.tcpEchoPort} {
 		if port < 0 || port > 65535 || (port == 0 && a.given[name]) {
-			return usagef("--%s %d is out of range [1, 65535]", name, port)
+			return fmt.Errorf("--%s %d is out of range [1, 65535]", name, port)
 		}
 	}
 	if a.payloadBytes < 0 || a.payloadBytes > limits.MaxRequestBytes {
-		return usagef("--payload-bytes %d is out of range [0, %d]", a.payloadBytes, limits.MaxRequestBytes)
+		return fmt.Errorf("--payload-bytes %d is out of range [0, %d]", a.payloadBytes, limits.MaxRequestBytes)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -41,9 +42,8 @@ type serveFlags struct {
 	given                        map[string]bool // flags set on the command line
 }
 
-func serve(args []string) error {
+func serveCommand(flags *flag.FlagSet, args []string) error {
 	var f serveFlags
-	flags := newFlags("serve")
 	flags.StringVar(&f.bind, "bind", "", "HOST:PORT to listen on; port 0 picks a free port")
 	flags.Int64Var(&f.maxMessage, "max-message-bytes", defaultMaxMessageBytes, fmt.Sprintf("largest message accepted; larger ones get RESOURCE_EXHAUSTED (at most %d)", limits.MaxMessageBytes))
 	flags.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate chain; serve TLS only")
@@ -66,17 +66,17 @@ func serve(args []string) error {
 
 func (f *serveFlags) check() (host string, grace time.Duration, err error) {
 	if f.bind == "" {
-		return "", 0, usagef("--bind HOST:PORT is required")
+		return "", 0, fmt.Errorf("--bind HOST:PORT is required")
 	}
 	if host, _, err = address.Parse(f.bind, true); err != nil {
-		return "", 0, usagef("--bind: %v", err)
+		return "", 0, fmt.Errorf("--bind: %v", err)
 	}
 	host = strings.Trim(host, "[]") // net.JoinHostPort adds the brackets back
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return "", 0, usagef("--tls-cert and --tls-key go together")
+		return "", 0, fmt.Errorf("--tls-cert and --tls-key go together")
 	}
 	if f.maxMessage < 1 || f.maxMessage > limits.MaxMessageBytes {
-		return "", 0, usagef("max message size must be between 1 byte and %d, not %d", limits.MaxMessageBytes, f.maxMessage)
+		return "", 0, fmt.Errorf("max message size must be between 1 byte and %d, not %d", limits.MaxMessageBytes, f.maxMessage)
 	}
 	if err := f.checkSideFlags(); err != nil {
 		return "", 0, err
@@ -94,17 +94,17 @@ func (f *serveFlags) checkSideFlags() error {
 		port int
 	}{{"tcp-echo-port", f.tcpEchoPort}, {"http2-port", f.http2Port}} {
 		if side.port < 0 || side.port > 65535 {
-			return usagef("--%s %d is out of range [0, 65535]", side.name, side.port)
+			return fmt.Errorf("--%s %d is out of range [0, 65535]", side.name, side.port)
 		}
 	}
 	if f.given["permit-keepalive-ms"] && (f.permitKeepaliveMs < 1 || f.permitKeepaliveMs > limits.MaxKeepaliveMs) {
-		return usagef("--permit-keepalive-ms must be between 1 and %d, not %d", limits.MaxKeepaliveMs, f.permitKeepaliveMs)
+		return fmt.Errorf("--permit-keepalive-ms must be between 1 and %d, not %d", limits.MaxKeepaliveMs, f.permitKeepaliveMs)
 	}
 	if f.maxUpload < 0 || f.maxUpload > limits.MaxFileBytes {
-		return usagef("--max-upload-bytes must be between 0 and %d, not %d", limits.MaxFileBytes, f.maxUpload)
+		return fmt.Errorf("--max-upload-bytes must be between 0 and %d, not %d", limits.MaxFileBytes, f.maxUpload)
 	}
 	if f.given["max-upload-bytes"] && !f.given["http2-port"] {
-		return usagef("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")
+		return fmt.Errorf("--max-upload-bytes bounds the HTTP/2 endpoint; give --http2-port too")
 	}
 	return nil
 }
@@ -116,11 +116,11 @@ func (f *serveFlags) run() error {
 	}
 	values, err := options.Parse(f.grpcOptions, "server")
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	serverOptions, err := values.ServerOptions(int(f.maxMessage))
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	if f.permitKeepaliveMs > 0 {
 		serverOptions = append(serverOptions, grpc.KeepaliveEnforcementPolicy(keepaliveEnforcement(f.permitKeepaliveMs)))
@@ -212,13 +212,6 @@ func stopGracefully(server *grpc.Server, grace time.Duration) {
 	case <-time.After(grace):
 		server.Stop()
 	}
-}
-
-func signalName(s os.Signal) string {
-	if s == syscall.SIGTERM {
-		return "SIGTERM"
-	}
-	return "SIGINT"
 }
 
 // unwrapSyscall gives the operating system's reason ("address already in use") without Go's wrapping.

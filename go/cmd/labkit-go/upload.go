@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -42,9 +43,8 @@ type uploadAgent struct {
 	values                                                          options.Values
 }
 
-func uploadAgentCommand(args []string) error {
+func uploadAgentCommand(flags *flag.FlagSet, args []string) error {
 	a := &uploadAgent{declared: -1}
-	flags := newFlags("upload-agent")
 	flags.StringVar(&a.transport, "transport", "", "grpc or http2")
 	flags.StringVar(&a.target, "target", "", "HOST:PORT of the gRPC or HTTP/2 endpoint")
 	flags.StringVar(&a.path, "file", "", "the file to upload")
@@ -72,36 +72,36 @@ func uploadAgentCommand(args []string) error {
 
 func (a *uploadAgent) check() error {
 	if a.transport != "grpc" && a.transport != "http2" {
-		return usagef("--transport is grpc or http2, not %q", a.transport)
+		return fmt.Errorf("--transport is grpc or http2, not %q", a.transport)
 	}
 	if a.target == "" {
-		return usagef("--target HOST:PORT is required")
+		return fmt.Errorf("--target HOST:PORT is required")
 	}
 	if _, _, err := address.Parse(a.target, false); err != nil {
-		return usagef("--target: %v", err)
+		return fmt.Errorf("--target: %v", err)
 	}
 	if a.chunk < 1 || a.chunk > limits.MaxRequestBytes || a.repeats < 1 || a.repeats > limits.MaxRepeats ||
 		a.warmup < 0 || a.warmup > limits.MaxWarmup {
-		return usagef("--chunk-size must be between 1 and %d, --repeats between 1 and %d, --warmup between 0 and %d",
+		return fmt.Errorf("--chunk-size must be between 1 and %d, --repeats between 1 and %d, --warmup between 0 and %d",
 			limits.MaxRequestBytes, limits.MaxRepeats, limits.MaxWarmup)
 	}
 	var err error
 	if a.values, err = options.Parse(a.grpcOptions, "client"); err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	if len(a.values) > 0 && a.transport != "grpc" {
-		return usagef("--grpc-option applies to --transport grpc only")
+		return fmt.Errorf("--grpc-option applies to --transport grpc only")
 	}
 	if a.timeout, err = boundedDuration("timeout", a.timeoutText); err != nil {
 		return err
 	}
 	if a.data, err = os.ReadFile(a.path); err != nil {
-		return usagef("cannot read %s: %v", a.path, unwrapPath(err))
+		return fmt.Errorf("cannot read %s: %v", a.path, unwrapPath(err))
 	}
 	sum := sha256.Sum256(a.data)
 	actual := hex.EncodeToString(sum[:])
 	if a.sha != "" && strings.ToLower(a.sha) != actual {
-		return usagef("%s does not have sha256 %s: the file changed on this host", a.path, a.sha)
+		return fmt.Errorf("%s does not have sha256 %s: the file changed on this host", a.path, a.sha)
 	}
 	a.sha = actual
 	return nil
@@ -170,7 +170,7 @@ func (a *uploadAgent) runGRPC() error {
 	}
 	conn, err := grpc.NewClient(a.target, dial...)
 	if err != nil {
-		return usagef("cannot use target %s: %v", a.target, err)
+		return fmt.Errorf("cannot use target %s: %v", a.target, err)
 	}
 	defer conn.Close()
 	stub := echopb.NewEchoServiceClient(conn)
