@@ -27,6 +27,7 @@ import (
 	"labkit/go/internal/address"
 	"labkit/go/internal/hop"
 	"labkit/go/internal/limits"
+	"labkit/go/internal/reason"
 )
 
 type backFlags struct {
@@ -94,10 +95,10 @@ func (f *backFlags) run() error {
 	ready := map[string]any{"event": "ready", "role": "back", "bind": f.bind, "pid": os.Getpid(),
 		"body_bytes": len(body), "body_sha256": sha256Hex(body), "nats_go_version": nats.Version}
 	if ready["http_port"], err = back.ServeHTTP(f.bind); err != nil {
-		return fmt.Errorf("cannot listen on %s: %v", f.bind, unwrapSyscall(err))
+		return fmt.Errorf("cannot listen on %s: %v", f.bind, reason.Of(err))
 	}
 	if ready["grpc_port"], err = back.ServeGRPC(net.JoinHostPort(host, fmt.Sprint(f.grpcPort))); err != nil {
-		return fmt.Errorf("cannot serve gRPC on %s port %d: %v", host, f.grpcPort, unwrapSyscall(err))
+		return fmt.Errorf("cannot serve gRPC on %s port %d: %v", host, f.grpcPort, reason.Of(err))
 	}
 	if f.tlsCert != "" {
 		pair, err := loadKeyPair(f.tlsCert, f.tlsKey)
@@ -106,7 +107,7 @@ func (f *backFlags) run() error {
 		}
 		config := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 		if ready["tls_port"], err = back.ServeTLS(net.JoinHostPort(host, fmt.Sprint(f.tlsPort)), config); err != nil {
-			return fmt.Errorf("cannot serve TLS on %s port %d: %v", host, f.tlsPort, unwrapSyscall(err))
+			return fmt.Errorf("cannot serve TLS on %s port %d: %v", host, f.tlsPort, reason.Of(err))
 		}
 	}
 	if f.natsURL != "" {
@@ -239,10 +240,10 @@ func (f *frontFlags) run() error {
 	}
 	ready["via"], ready["body_sha256"] = sortedKeys(sums), sums
 	if ready["http_port"], err = front.ServeHTTP(f.bind); err != nil {
-		return fmt.Errorf("cannot listen on %s: %v", f.bind, unwrapSyscall(err))
+		return fmt.Errorf("cannot listen on %s: %v", f.bind, reason.Of(err))
 	}
 	if ready["grpc_port"], err = front.ServeGRPC(net.JoinHostPort(host, fmt.Sprint(f.grpcPort))); err != nil {
-		return fmt.Errorf("cannot serve gRPC on %s port %d: %v", host, f.grpcPort, unwrapSyscall(err))
+		return fmt.Errorf("cannot serve gRPC on %s port %d: %v", host, f.grpcPort, reason.Of(err))
 	}
 	return serveUntilStopped("front", ready, stop)
 }

@@ -25,6 +25,7 @@ import (
 	"labkit/go/echopb"
 	"labkit/go/internal/limits"
 	"labkit/go/internal/pyrandom"
+	"labkit/go/internal/reason"
 	"labkit/go/internal/units"
 )
 
@@ -266,7 +267,7 @@ func (a *seriesAgent) openProbes(payload []byte) (map[string]probe, map[string]s
 				started := time.Now()
 				conn, err := net.DialTimeout("tcp", tcpTarget, a.timeout)
 				if err != nil {
-					return failed(fmt.Sprintf("connect to %s: %v", tcpTarget, unwrapSyscall(err)), true)
+					return failed(fmt.Sprintf("connect to %s: %v", tcpTarget, reason.Of(err)), true)
 				}
 				rtt := time.Since(started)
 				conn.Close()
@@ -376,7 +377,7 @@ func (c *tcpEchoClient) call(payload []byte) probeResult {
 	if c.conn == nil {
 		conn, err := net.DialTimeout("tcp", c.target, c.timeout)
 		if err != nil {
-			return failed(fmt.Sprintf("connect to %s: %v", c.target, unwrapSyscall(err)), false)
+			return failed(fmt.Sprintf("connect to %s: %v", c.target, reason.Of(err)), false)
 		}
 		conn.(*net.TCPConn).SetNoDelay(true)
 		c.conn = conn
@@ -394,7 +395,7 @@ func (c *tcpEchoClient) call(payload []byte) probeResult {
 	rtt := time.Since(started)
 	if err != nil {
 		c.close()
-		return failed(unwrapSyscall(err).Error(), false)
+		return failed(reason.Of(err).Error(), false)
 	}
 	if n := binary.BigEndian.Uint32(reply); int(n) != len(payload) {
 		c.close() // as Python's TcpEchoClient: a connection out of step is not reused, the call has no time

@@ -27,6 +27,7 @@ import (
 	"labkit/go/internal/echo"
 	"labkit/go/internal/limits"
 	"labkit/go/internal/options"
+	"labkit/go/internal/reason"
 )
 
 // uploadAgent is the client side of `labkit upload` (labkit/echo/upload_agent.py): one cell's uploads of
@@ -322,7 +323,7 @@ func (c *h2Conn) connect() error {
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", c.target)
 	if err != nil {
-		return fmt.Errorf("cannot connect to %s: %v", c.target, unwrapSyscall(err))
+		return fmt.Errorf("cannot connect to %s: %v", c.target, reason.Of(err))
 	}
 	if c.tls != nil {
 		secure := tls.Client(conn, c.tls)

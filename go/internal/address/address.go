@@ -34,3 +34,24 @@ func Parse(text string, allowPortZero bool) (string, int, error) {
 	}
 	return m[1], port, nil
 }
+
+// Bind checks --bind as every labkit-go server reads it (given, HOST:PORT, port 0 allowed) and returns its host,
+// unbracketed for net.JoinHostPort.
+func Bind(text string) (string, error) {
+	if text == "" {
+		return "", fmt.Errorf("--bind HOST:PORT is required")
+	}
+	host, _, err := Parse(text, true)
+	if err != nil {
+		return "", fmt.Errorf("--bind: %v", err)
+	}
+	return strings.Trim(host, "[]"), nil
+}
+
+// CheckPort holds the port flag --name to [lowest, 65535], as the Python CLI's click types.
+func CheckPort(name string, port, lowest int) error {
+	if port < lowest || port > 65535 {
+		return fmt.Errorf("--%s %d is out of range [%d, 65535]", name, port, lowest)
+	}
+	return nil
+}

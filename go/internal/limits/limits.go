@@ -3,7 +3,12 @@
 // is refused by its labkit-go twin.
 package limits
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"labkit/go/internal/units"
+)
 
 const (
 	// MaxRequestBytes bounds one echo request.
@@ -25,3 +30,18 @@ const (
 	// MaxTicks bounds the ticks of one series agent run.
 	MaxTicks = 10_000_000
 )
+
+// DurationText is a bound as --help and error lines state it, in whole hours: 168h.
+func DurationText(d time.Duration) string { return fmt.Sprintf("%dh", int64(d/time.Hour)) }
+
+// ParseDuration reads the duration flag --name of at most MaxDuration, the bound of its Python twin.
+func ParseDuration(name, text string) (time.Duration, error) {
+	duration, err := units.ParseDuration(text)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %v", name, err)
+	}
+	if duration > MaxDuration {
+		return 0, fmt.Errorf("--%s: %q is longer than %s", name, text, DurationText(MaxDuration))
+	}
+	return duration, nil
+}

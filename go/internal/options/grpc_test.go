@@ -1,8 +1,7 @@
-package options
+package options_test
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 
 	"labkit/go/echopb"
 	"labkit/go/internal/echo"
+	"labkit/go/internal/echo/echotest"
 )
 
 // payloadSizes records the wire and plain sizes of every message a client receives.
@@ -35,20 +35,9 @@ func (p *payloadSizes) HandleRPC(_ context.Context, s stats.RPCStats) {
 // The server's compression=gzip compresses its answers, as grpcio's default compression algorithm does.
 func TestServerCompressionGzipCompressesResponses(t *testing.T) {
 	for _, compression := range []string{"gzip", "none"} {
-		values, _ := Parse([]string{"compression=" + compression}, "server")
-		serverOptions, err := values.ServerOptions(4 << 20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		server := grpc.NewServer(serverOptions...)
-		echopb.RegisterEchoServiceServer(server, echo.Service{})
-		listener, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = server.Serve(listener) }()
+		server := echotest.Start(t, func(c *echo.ServerConfig) { c.GRPCOptions = []string{"compression=" + compression} })
 		sizes := &payloadSizes{}
-		conn, err := grpc.NewClient(listener.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conn, err := grpc.NewClient(server.Target, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithStatsHandler(sizes))
 		if err != nil {
 			t.Fatal(err)
