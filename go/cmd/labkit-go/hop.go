@@ -73,7 +73,7 @@ func (f *backFlags) check() (host string, grace time.Duration, body []byte, err 
 	if f.given["nats-subject"] && f.natsURL == "" {
 		return "", 0, nil, fmt.Errorf("--nats-subject needs --nats-url")
 	}
-	if grace, err = boundedDuration("grace", f.grace); err != nil {
+	if grace, err = limits.ParseDuration("grace", f.grace); err != nil {
 		return "", 0, nil, err
 	}
 	body, err = readBody(f.bodyFile)
@@ -157,10 +157,10 @@ func (f *frontFlags) check() (host string, timeout, grace time.Duration, front *
 	if (f.backHTTP2TLS == "") != (f.backCA == "") {
 		return "", 0, 0, nil, fmt.Errorf("--back-http2-tls and --back-ca go together")
 	}
-	if timeout, err = boundedDuration("timeout", f.timeout); err != nil || timeout <= 0 {
-		return "", 0, 0, nil, fmt.Errorf("--timeout must be a positive duration of at most %s, not %q", hours(limits.MaxDuration), f.timeout)
+	if timeout, err = limits.ParseDuration("timeout", f.timeout); err != nil || timeout <= 0 {
+		return "", 0, 0, nil, fmt.Errorf("--timeout must be a positive duration of at most %s, not %q", limits.DurationText(limits.MaxDuration), f.timeout)
 	}
-	if grace, err = boundedDuration("grace", f.grace); err != nil {
+	if grace, err = limits.ParseDuration("grace", f.grace); err != nil {
 		return "", 0, 0, nil, err
 	}
 	front, err = f.relays(timeout)

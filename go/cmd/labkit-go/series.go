@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/echo"
 	"labkit/go/internal/limits"
 	"labkit/go/internal/pyrandom"
 	"labkit/go/internal/reason"
@@ -283,12 +284,12 @@ func (a *seriesAgent) openProbes(payload []byte) (map[string]probe, map[string]s
 }
 
 func (a *seriesAgent) echo(stub echopb.EchoServiceClient, payload []byte, cold bool) probeResult {
-	outcome := timedEcho(a.calls, stub, payload, a.timeout)
-	detail := outcome.detail
-	if detail != "" && outcome.code != "OK" && detail != outcome.code {
-		detail = outcome.code + ": " + detail
+	outcome := echo.TimedEcho(a.calls, stub, payload, a.timeout)
+	detail := outcome.Detail
+	if detail != "" && outcome.Code != "OK" && detail != outcome.Code {
+		detail = outcome.Code + ": " + detail
 	}
-	return probeResult{outcome.rtt, detail == "", detail, cold, outcome.serverNs}
+	return probeResult{outcome.RTT, detail == "", detail, cold, outcome.ServerNs}
 }
 
 func (a *seriesAgent) probeLoop(name string, p probe) {

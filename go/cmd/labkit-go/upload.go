@@ -25,6 +25,7 @@ import (
 	"labkit/go/echopb"
 	"labkit/go/internal/address"
 	"labkit/go/internal/echo"
+	"labkit/go/internal/files"
 	"labkit/go/internal/limits"
 	"labkit/go/internal/options"
 	"labkit/go/internal/reason"
@@ -93,7 +94,7 @@ func (a *uploadAgent) check() error {
 	if len(a.values) > 0 && a.transport != "grpc" {
 		return fmt.Errorf("--grpc-option applies to --transport grpc only")
 	}
-	if a.timeout, err = boundedDuration("timeout", a.timeoutText); err != nil {
+	if a.timeout, err = limits.ParseDuration("timeout", a.timeoutText); err != nil {
 		return err
 	}
 	if a.data, err = os.ReadFile(a.path); err != nil {
@@ -165,7 +166,7 @@ func (a *uploadAgent) finish(row map[string]any, elapsed time.Duration, cpuStart
 
 func (a *uploadAgent) runGRPC() error {
 	started := time.Now()
-	dial, err := (&callFlags{tlsCA: a.tlsCA, tlsServerName: a.tlsServerName}).dialOptions(a.values)
+	dial, err := echo.Dial{TLSCA: a.tlsCA, TLSServerName: a.tlsServerName, Options: a.values}.DialOptions()
 	if err != nil {
 		return err
 	}
@@ -210,8 +211,8 @@ func (a *uploadAgent) finishGRPC(row map[string]any, stub echopb.EchoServiceClie
 	elapsed, cpuEnd := time.Since(start), echo.CPUNow()
 	if err != nil {
 		st := status.Convert(err)
-		row["status"] = codeName(st.Code())
-		problem := fmt.Sprintf("%s: %s", codeName(st.Code()), st.Message())
+		row["status"] = echo.CodeName(st.Code())
+		problem := fmt.Sprintf("%s: %s", echo.CodeName(st.Code()), st.Message())
 		a.finish(row, elapsed, cpuStart, cpuEnd, nil, "", map[string]any{}, []string{problem})
 		return
 	}
@@ -301,11 +302,8 @@ func (a *uploadAgent) newH2Conn() (*h2Conn, error) {
 	if a.tlsCA == "" {
 		return c, nil
 	}
-	pem, err := readRegular(a.tlsCA, "tls-ca", maxPEMBytes)
-	if err != nil {
-		return nil, err
-	}
-	if c.tls, err = rootsConfig(pem, a.tlsCA, a.tlsServerName); err != nil {
+	var err error
+	if c.tls, err = files.ClientTLS(a.tlsCA, a.tlsServerName); err != nil {
 		return nil, err
 	}
 	if c.tls.ServerName == "" { // the host itself, an IP address checked against IP SANs

@@ -4,7 +4,12 @@ package echotest
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"sync"
 	"testing"
+
+	"golang.org/x/net/http2"
 
 	"labkit/go/internal/echo"
 )
@@ -41,3 +46,57 @@ func Start(t testing.TB, config ...func(*echo.ServerConfig)) *Server {
 
 // ClosedPort is HOST:PORT where nothing listens: port 1 on loopback, refused at once.
 const ClosedPort = "127.0.0.1:1"
+
+// Silent is a server that accepts connections and speaks HTTP/2 far enough for a gRPC client to call (its
+// SETTINGS), then never answers: a call to it waits out its deadline. callArrived receives once per call that
+// reached it (its HEADERS frame), the moment a test knows a call is in flight.
+func Silent(t testing.TB) (target string, callArrived <-chan struct{}) {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := make(chan struct{}, 16)
+	var conns sync.WaitGroup
+	t.Cleanup(func() { listener.Close(); conns.Wait() })
+	go func() {
+		for {
+			conn, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				defer conn.Close()
+				stayQuiet(conn, arrived)
+			}()
+		}
+	}()
+	return listener.Addr().String(), arrived
+}
+
+// stayQuiet reads the client's preface, sends an empty SETTINGS, and reads frames until the client leaves,
+// reporting each HEADERS frame (a call) to arrived.
+func stayQuiet(conn net.Conn, arrived chan<- struct{}) {
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(conn, preface); err != nil {
+		return
+	}
+	framer := http2.NewFramer(conn, conn)
+	if framer.WriteSettings() != nil {
+		return
+	}
+	for {
+		frame, err := framer.ReadFrame()
+		if err != nil {
+			return
+		}
+		if frame.Header().Type == http2.FrameHeaders {
+			select {
+			case arrived <- struct{}{}:
+			default: // nobody waits for more calls than the buffer holds
+			}
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package main
+package call
 
 import (
 	"context"
@@ -23,17 +23,16 @@ type channel struct {
 
 // channelPool spreads calls over pool=N channels round robin; with cold calls every call gets a new one.
 type channelPool struct {
-	target     string
-	dial       []grpc.DialOption
+	ctx        context.Context // the run's: cancelling it ends the background sender's call in flight too
+	plan       *Plan
 	size       int
-	cold       bool
 	channels   []*channel
 	turn       int
 	background *backgroundSender
 }
 
-func newChannelPool(target string, p *callPlan, cold bool) *channelPool {
-	return &channelPool{target: target, dial: p.dial, size: p.values.Pool(), cold: cold}
+func newChannelPool(ctx context.Context, p *Plan) *channelPool {
+	return &channelPool{ctx: ctx, plan: p, size: p.options.Pool()}
 }
 
 func (pool *channelPool) open() (*channel, error) {
@@ -45,9 +44,9 @@ func (pool *channelPool) open() (*channel, error) {
 		}
 		return conn, err
 	}
-	conn, err := grpc.NewClient(pool.target, append(pool.dial, grpc.WithContextDialer(dialer))...)
+	conn, err := grpc.NewClient(pool.plan.Target, append(pool.plan.dial, grpc.WithContextDialer(dialer))...)
 	if err != nil {
-		return nil, fmt.Errorf("cannot use target %s: %v", pool.target, err)
+		return nil, fmt.Errorf("cannot use target %s: %v", pool.plan.Target, err)
 	}
 	return &channel{conn: conn, stub: echopb.NewEchoServiceClient(conn), holder: holder}, nil
 }
@@ -68,16 +67,16 @@ func (pool *channelPool) next() (*channel, error) {
 }
 
 // afterCall closes a cold call's channel, and starts the background sender after the first call.
-func (pool *channelPool) afterCall(ch *channel, p *callPlan, counts *summary) {
+func (pool *channelPool) afterCall(ch *channel, counted *counts) {
 	ch.calls++
-	if pool.cold {
+	if pool.plan.Cold {
 		ch.conn.Close()
 		pool.channels = pool.channels[:0]
 		return
 	}
-	if p.background > 0 && pool.background == nil {
+	if pool.plan.background > 0 && pool.background == nil {
 		// Only now, so that the first call alone opened the connection.
-		pool.background = startBackground(ch.stub, p.background, p.timeout, counts)
+		pool.background = startBackground(pool.ctx, ch.stub, pool.plan.background, pool.plan.timeout, counted)
 	}
 }
 
@@ -98,7 +97,7 @@ type backgroundSender struct {
 	wg   sync.WaitGroup
 }
 
-func startBackground(stub echopb.EchoServiceClient, interval, timeout time.Duration, counts *summary) *backgroundSender {
+func startBackground(ctx context.Context, stub echopb.EchoServiceClient, interval, timeout time.Duration, counted *counts) *backgroundSender {
 	b := &backgroundSender{done: make(chan struct{})}
 	b.wg.Add(1)
 	go func() {
@@ -110,10 +109,10 @@ func startBackground(stub echopb.EchoServiceClient, interval, timeout time.Durat
 			case <-b.done:
 				return
 			case <-ticker.C:
-				if timedEcho(context.Background(), stub, []byte{0}, timeout).detail == "" {
-					counts.backgroundOK.Add(1)
+				if echo.TimedEcho(ctx, stub, []byte{0}, timeout).Detail == "" {
+					counted.backgroundOK.Add(1)
 				} else {
-					counts.backgroundFailed.Add(1)
+					counted.backgroundFailed.Add(1)
 				}
 			}
 		}

@@ -1,0 +1,113 @@
+package echo
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"labkit/go/echopb"
+	"labkit/go/internal/files"
+	"labkit/go/internal/options"
+)
+
+// Dial is how a client reaches the echo server: plain or TLS (TLSCA, a PEM root; TLSServerName, the name to
+// check instead of the host), keepalive pings every KeepaliveMs (0: none), and the --grpc-option values.
+type Dial struct {
+	TLSCA, TLSServerName string
+	KeepaliveMs          int
+	Options              options.Values
+}
+
+// DialOptions are grpc-go's dial options for d.
+func (d Dial) DialOptions() ([]grpc.DialOption, error) {
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if d.TLSCA != "" {
+		config, err := files.ClientTLS(d.TLSCA, d.TLSServerName)
+		if err != nil {
+			return nil, err
+		}
+		dial[0] = grpc.WithTransportCredentials(credentials.NewTLS(config))
+	}
+	if d.KeepaliveMs > 0 {
+		// grpc-go raises a client keepalive below 10 s to 10 s; the Python client pings as asked.
+		every := time.Duration(d.KeepaliveMs) * time.Millisecond
+		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: every, Timeout: max(every, 20*time.Second), PermitWithoutStream: true}))
+	}
+	if d.Options == nil {
+		return dial, nil
+	}
+	optionDial, err := d.Options.DialOptions()
+	if err != nil {
+		return nil, err
+	}
+	return append(dial, optionDial...), nil
+}
+
+// Outcome is one timed Echo: its latency, its status, why it failed ("" when ok), and the server's own time
+// from its trailer (-1 when the server sent none).
+type Outcome struct {
+	RTT      time.Duration
+	Code     string
+	Detail   string
+	ServerNs int64
+}
+
+// TimedEcho calls Echo once, timed around the blocking call alone; a failure is an outcome, not an error.
+func TimedEcho(parent context.Context, stub echopb.EchoServiceClient, payload []byte, timeout time.Duration) Outcome {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	request := &echopb.EchoRequest{Payload: payload}
+	var trailer metadata.MD
+	started := time.Now()
+	response, err := stub.Echo(ctx, request, grpc.Trailer(&trailer))
+	outcome := Outcome{RTT: time.Since(started), Code: "OK", ServerNs: -1}
+	if values := trailer.Get(ServerTimeKey); len(values) > 0 {
+		if ns, parseErr := strconv.ParseInt(values[0], 10, 64); parseErr == nil {
+			outcome.ServerNs = ns
+		}
+	}
+	if err != nil {
+		st := status.Convert(err)
+		outcome.Code, outcome.Detail = CodeName(st.Code()), st.Message()
+		if outcome.Detail == "" {
+			outcome.Detail = outcome.Code
+		}
+		return outcome
+	}
+	if response.GetPayloadLength() != int64(len(payload)) {
+		outcome.Detail = fmt.Sprintf("server reported payload_length %d, sent %d bytes", response.GetPayloadLength(), len(payload))
+	}
+	return outcome
+}
+
+// ServerTime is a row's server_ns: null when the server sent no time.
+func (o Outcome) ServerTime() any {
+	if o.ServerNs < 0 {
+		return nil
+	}
+	return o.ServerNs
+}
+
+// CodeName is a status code as grpcio names it (DEADLINE_EXCEEDED, not DeadlineExceeded).
+func CodeName(code codes.Code) string {
+	name := code.String()
+	var out strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			out.WriteByte('_')
+		}
+		out.WriteRune(r)
+	}
+	return strings.ToUpper(out.String())
+}
