@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 
 	"labkit/go/internal/address"
+	"labkit/go/internal/files"
 	"labkit/go/internal/hop"
 	"labkit/go/internal/limits"
 	"labkit/go/internal/reason"
@@ -101,7 +102,7 @@ func (f *backFlags) run() error {
 		return fmt.Errorf("cannot serve gRPC on %s port %d: %v", host, f.grpcPort, reason.Of(err))
 	}
 	if f.tlsCert != "" {
-		pair, err := loadKeyPair(f.tlsCert, f.tlsKey)
+		pair, err := files.KeyPair(f.tlsCert, f.tlsKey)
 		if err != nil {
 			return err
 		}
@@ -275,11 +276,11 @@ func readBody(path string) ([]byte, error) {
 	if path == "" {
 		return hop.DefaultBody(), nil
 	}
-	return readRegular(path, "body-file", hop.MaxBodyBytes) // the bound of one NATS message
+	return files.ReadRegular(path, "body-file", hop.MaxBodyBytes) // the bound of one NATS message
 }
 
 func caConfig(path string) (*tls.Config, error) {
-	pem, err := readRegular(path, "back-ca", maxPEMBytes)
+	pem, err := files.ReadRegular(path, "back-ca", limits.MaxPEMBytes)
 	if err != nil {
 		return nil, err
 	}
