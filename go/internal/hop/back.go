@@ -20,14 +20,13 @@ import (
 	"google.golang.org/grpc"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/echo"
+	"labkit/go/internal/limits"
 )
 
 const (
 	// BodyPath is where the back answers its body over HTTP/1.1 and HTTP/2 (GET).
 	BodyPath = "/products"
-	// MaxBodyBytes bounds the configured body: it must fit one NATS message under nats-server's
-	// default max_payload (1 MiB) and one gRPC message under grpc-go's default receive limit (4 MiB).
-	MaxBodyBytes = 1 << 20
 	// maxHeaderBytes bounds a request's header block on every HTTP endpoint.
 	maxHeaderBytes = 64 << 10
 	// maxGRPCRequestBytes bounds a GetRequest (a transport name): anything larger is not a client of ours.
@@ -63,10 +62,10 @@ type Back struct {
 	servers []func(grace time.Duration)
 }
 
-// NewBack checks the body against MaxBodyBytes.
+// NewBack checks the body against limits.MaxBodyBytes.
 func NewBack(body []byte) (*Back, error) {
-	if len(body) > MaxBodyBytes {
-		return nil, fmt.Errorf("the body is %d bytes; the bound is %d (one NATS message)", len(body), MaxBodyBytes)
+	if len(body) > limits.MaxBodyBytes {
+		return nil, fmt.Errorf("the body is %d bytes; the bound is %d (one NATS message)", len(body), limits.MaxBodyBytes)
 	}
 	return &Back{Body: body}, nil
 }
@@ -129,10 +128,10 @@ func (b *Back) ServeGRPC(address string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	server := grpc.NewServer(grpc.MaxRecvMsgSize(maxGRPCRequestBytes), grpc.MaxSendMsgSize(MaxBodyBytes+1024))
+	server := grpc.NewServer(grpc.MaxRecvMsgSize(maxGRPCRequestBytes), grpc.MaxSendMsgSize(limits.MaxBodyBytes+1024))
 	echopb.RegisterBackServiceServer(server, backService{body: b.Body})
 	go func() { _ = server.Serve(listener) }()
-	b.servers = append(b.servers, func(grace time.Duration) { StopGRPC(server, grace) })
+	b.servers = append(b.servers, func(grace time.Duration) { echo.StopGRPC(server, grace) })
 	return listener.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -185,16 +184,5 @@ func shutdownHTTP(server *http.Server) func(time.Duration) {
 		if server.Shutdown(ctx) != nil {
 			server.Close()
 		}
-	}
-}
-
-// StopGRPC lets calls in flight finish for up to grace, then stops hard.
-func StopGRPC(server *grpc.Server, grace time.Duration) {
-	done := make(chan struct{})
-	go func() { server.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-		server.Stop()
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/echo"
+	"labkit/go/internal/limits"
 )
 
 // ViaPrefix is the front's HTTP/1.1 path prefix: GET /via/<transport> relays over that transport.
@@ -102,10 +104,10 @@ func (f *Front) ServeGRPC(address string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	server := grpc.NewServer(grpc.MaxRecvMsgSize(maxGRPCRequestBytes), grpc.MaxSendMsgSize(MaxBodyBytes+1024))
+	server := grpc.NewServer(grpc.MaxRecvMsgSize(maxGRPCRequestBytes), grpc.MaxSendMsgSize(limits.MaxBodyBytes+1024))
 	echopb.RegisterBackServiceServer(server, frontService{front: f})
 	go func() { _ = server.Serve(listener) }()
-	f.servers = append(f.servers, func(grace time.Duration) { StopGRPC(server, grace) })
+	f.servers = append(f.servers, func(grace time.Duration) { echo.StopGRPC(server, grace) })
 	return listener.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -148,7 +150,7 @@ func NewGRPCRelay(target string, channels int) (Relay, error) {
 	relay := &grpcRelay{}
 	for i := 0; i < channels; i++ {
 		conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxBodyBytes+1024)))
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxBodyBytes+1024)))
 		if err != nil {
 			relay.Close()
 			return nil, err
@@ -211,15 +213,15 @@ func (r *http2Relay) Fetch(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limits.MaxBodyBytes+1))
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
-	if len(body) > MaxBodyBytes {
-		return nil, fmt.Errorf("the back's body is over %d bytes", MaxBodyBytes)
+	if len(body) > limits.MaxBodyBytes {
+		return nil, fmt.Errorf("the back's body is over %d bytes", limits.MaxBodyBytes)
 	}
 	return body, nil
 }

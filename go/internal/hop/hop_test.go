@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"labkit/go/echopb"
+	"labkit/go/internal/limits"
 )
 
 // The default body and Go's HTTP/1.1 headers make the 366 bytes per response of the published runs.
@@ -32,7 +33,7 @@ func TestDefaultBodyIsAJSONListOf257Bytes(t *testing.T) {
 	if len(body) != 257 || body[0] != '[' || body[len(body)-1] != ']' {
 		t.Fatalf("default body is %d bytes: %s", len(body), body)
 	}
-	if _, err := NewBack(make([]byte, MaxBodyBytes+1)); err == nil {
+	if _, err := NewBack(make([]byte, limits.MaxBodyBytes+1)); err == nil {
 		t.Fatal("a body over the bound was accepted")
 	}
 }
