@@ -3,7 +3,6 @@ package call_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +16,6 @@ import (
 	"labkit/go/internal/echo/echotest"
 	"labkit/go/internal/limits"
 )
-
-// failAfter bounds a wait that should end at once, so that a broken stop fails the test instead of hanging
-// it; nothing is timed against it.
-const failAfter = 20 * time.Second
 
 // config is a plan of calls to target with no gap, changed by change.
 func config(target string, change func(*call.Config)) call.Config {
@@ -44,23 +39,7 @@ func run(t *testing.T, c call.Config) ([]map[string]any, call.Summary) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decode(t, out.String()), summary
-}
-
-func decode(t *testing.T, text string) []map[string]any {
-	t.Helper()
-	var rows []map[string]any
-	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-		if line == "" {
-			continue
-		}
-		row := map[string]any{}
-		if err := json.Unmarshal([]byte(line), &row); err != nil {
-			t.Fatalf("not a JSON line: %q", line)
-		}
-		rows = append(rows, row)
-	}
-	return rows
+	return echotest.JSONLines(t, out.String()), summary
 }
 
 func column(rows []map[string]any, name string) []any {
@@ -169,27 +148,12 @@ func runUntilCancelled(t *testing.T, c call.Config, out io.Writer, ready <-chan 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	type result struct {
-		summary call.Summary
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() { summary, err := plan.Run(ctx, out); done <- result{summary, err} }()
-	select {
-	case <-ready:
-	case <-time.After(failAfter):
-		t.Fatal("the run never got where the test cancels it")
-	}
-	cancel()
-	select {
-	case r := <-done:
-		return r.summary, r.err
-	case <-time.After(failAfter):
-		t.Fatal("the run did not stop when cancelled")
-	}
-	return call.Summary{}, nil
+	var summary call.Summary
+	err = echotest.CancelWhen(t, ready, func(ctx context.Context) (err error) {
+		summary, err = plan.Run(ctx, out)
+		return err
+	})
+	return summary, err
 }
 
 // A signal (the context cancelled) while a call waits on a server that never answers, with an hour's deadline:
@@ -220,7 +184,7 @@ func TestCancellingStopsTheGap(t *testing.T) {
 	server := echotest.Start(t)
 	out := &rowSignal{written: make(chan struct{}, 1)}
 	summary, err := runUntilCancelled(t, config(server.Target, func(c *call.Config) { c.Gap, c.Repeats = "1h", 3 }), out, out.written)
-	if !errors.Is(err, context.Canceled) || summary != (call.Summary{RecordedOK: 1}) || len(decode(t, out.String())) != 1 {
+	if !errors.Is(err, context.Canceled) || summary != (call.Summary{RecordedOK: 1}) || len(echotest.JSONLines(t, out.String())) != 1 {
 		t.Fatalf("%v, %+v, rows %q", err, summary, out.String())
 	}
 }

@@ -3,7 +3,6 @@ package series_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,10 +15,6 @@ import (
 	"labkit/go/internal/limits"
 	"labkit/go/internal/series"
 )
-
-// failAfter bounds a wait that should end at once, so that a broken stop fails the test instead of hanging
-// it; nothing is timed against it.
-const failAfter = 20 * time.Second
 
 func config(change func(*series.Config)) series.Config {
 	c := series.Config{Address: "127.0.0.1", Interval: "50ms", Timeout: "5s", Ticks: 3, Payload: 50, Spread: true,
@@ -44,13 +39,8 @@ func events(t *testing.T, c series.Config) (all []map[string]any, byEvent map[st
 
 func decode(t *testing.T, text string) (all []map[string]any, byEvent map[string][]map[string]any) {
 	t.Helper()
-	byEvent = map[string][]map[string]any{}
-	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-		event := map[string]any{}
-		if err := json.Unmarshal([]byte(line), &event); err != nil {
-			t.Fatalf("not a JSON line: %q", line)
-		}
-		all = append(all, event)
+	all, byEvent = echotest.JSONLines(t, text), map[string][]map[string]any{}
+	for _, event := range all {
 		byEvent[event["event"].(string)] = append(byEvent[event["event"].(string)], event)
 	}
 	return all, byEvent
@@ -198,25 +188,11 @@ func TestCancellingStopsTheAgentWhileACallWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var out syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx, &out) }()
-	select {
-	case <-callArrived:
-	case <-time.After(failAfter):
-		t.Fatal("the probe never called")
-	}
-	cancel()
-	select {
-	case err := <-done:
-		all, _ := decode(t, out.String())
-		if !errors.Is(err, context.Canceled) || len(all) != 1 || all[0]["event"] != "start" {
-			t.Fatalf("%v; lines %v", err, all)
-		}
-	case <-time.After(failAfter):
-		t.Fatal("the agent did not stop when cancelled")
+	err = echotest.CancelWhen(t, callArrived, func(ctx context.Context) error { return agent.Run(ctx, &out) })
+	all, _ := decode(t, out.String())
+	if !errors.Is(err, context.Canceled) || len(all) != 1 || all[0]["event"] != "start" {
+		t.Fatalf("%v; lines %v", err, all)
 	}
 }
 

@@ -3,7 +3,6 @@ package upload_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -19,10 +18,6 @@ import (
 	"labkit/go/internal/limits"
 	"labkit/go/internal/upload"
 )
-
-// failAfter bounds a wait that should end at once, so that a broken stop fails the test instead of hanging
-// it; nothing is timed against it.
-const failAfter = 20 * time.Second
 
 // rowFields are the fields of every upload row, as labkit/echo/upload_agent.py ROW_FIELDS with event and seq.
 var rowFields = []string{"bytes_acked", "bytes_sent", "chunks", "client_cpu_s", "client_cpu_sys_s", "client_cpu_user_s",
@@ -56,18 +51,7 @@ func run(t *testing.T, c upload.Config) ([]map[string]any, error) {
 	}
 	var out bytes.Buffer
 	err = agent.Run(context.Background(), &out)
-	var lines []map[string]any
-	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
-		if line == "" {
-			continue
-		}
-		event := map[string]any{}
-		if err := json.Unmarshal([]byte(line), &event); err != nil {
-			t.Fatalf("not a JSON line: %q", line)
-		}
-		lines = append(lines, event)
-	}
-	return lines, err
+	return echotest.JSONLines(t, out.String()), err
 }
 
 // Both transports against the real server: the ready line once the connection is warm, then a row per upload,
@@ -142,24 +126,10 @@ func TestCancellingStopsAnUploadInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var out bytes.Buffer
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx, &out) }()
-	select {
-	case <-callArrived:
-	case <-time.After(failAfter):
-		t.Fatal("the upload never started")
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) || strings.Count(out.String(), "\n") != 1 || !strings.Contains(out.String(), `"event":"ready"`) {
-			t.Fatalf("%v; wrote %q", err, out.String())
-		}
-	case <-time.After(failAfter):
-		t.Fatal("the agent did not stop when cancelled")
+	err = echotest.CancelWhen(t, callArrived, func(ctx context.Context) error { return agent.Run(ctx, &out) })
+	if !errors.Is(err, context.Canceled) || strings.Count(out.String(), "\n") != 1 || !strings.Contains(out.String(), `"event":"ready"`) {
+		t.Fatalf("%v; wrote %q", err, out.String())
 	}
 }
 

@@ -3,11 +3,15 @@
 package echotest
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -99,4 +103,49 @@ func stayQuiet(conn net.Conn, arrived chan<- struct{}) {
 			}
 		}
 	}
+}
+
+// FailAfter bounds a wait that should end at once, so that a broken stop fails a test instead of hanging it;
+// nothing is timed against it.
+const FailAfter = 20 * time.Second
+
+// CancelWhen runs run in its own goroutine, cancels its context once ready receives (a call is in flight, a
+// row was written), and returns run's error: what a signal does to a client. A run that never gets there, or
+// does not stop when cancelled, fails the test.
+func CancelWhen(t testing.TB, ready <-chan struct{}, run func(context.Context) error) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	select {
+	case <-ready:
+	case <-time.After(FailAfter):
+		t.Fatal("the run never got where the test cancels it")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(FailAfter):
+		t.Fatal("the run did not stop when cancelled")
+	}
+	return nil
+}
+
+// JSONLines decodes a client's output, one JSON object per line.
+func JSONLines(t testing.TB, text string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		event := map[string]any{}
+		if err := json.Unmarshal([]byte(line), &event); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		lines = append(lines, event)
+	}
+	return lines
 }
