@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -25,7 +24,7 @@ func linkCommand(flags *flag.FlagSet, args []string) error {
 	}
 	cfg, err := linkpath.LoadConfig(*config)
 	if err != nil {
-		return fmt.Errorf("%v", err)
+		return err
 	}
 	// Packets are recycled through pools and the model's queues reuse their slices, so the heap
 	// hardly grows: collect only near a limit. A collection stops every thread, the real-time
@@ -38,8 +37,10 @@ func linkCommand(flags *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
-	ready, _ := json.Marshal(map[string]any{"event": "ready", "pid": os.Getpid()})
-	fmt.Println(string(ready))
+	if err := printJSON(map[string]any{"event": "ready", "pid": os.Getpid()}); err != nil {
+		emulator.Close()
+		return err
+	}
 	for sig := range signals {
 		if sig != syscall.SIGHUP {
 			break
