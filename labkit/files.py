@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from labkit.errors import LabkitError
+from labkit.limits import MAX_PEM_BYTES
 
 #: The most labkit reads of each kind of file a user names (a larger one is the wrong file), stated per kind:
 #: no inventory, experiment file, known_hosts or ssh config comes near 16 MiB;
@@ -26,8 +27,6 @@ MAX_SCHEDULE_BYTES = 4 * 2**20
 #: a delay or rate trace, or a jitter table, is held whole by the emulator (a day of ping at 1/s is ~7 MB;
 #: Mahimahi's cellular traces are ~2 MB); the cap holds for a gzip'd trace's text too;
 MAX_TRACE_BYTES = 64 * 2**20
-#: a PEM certificate, key or CA bundle (the system's whole CA bundle is ~200 KB).
-MAX_PEM_BYTES = 2**20
 
 
 def read_file(path: str | os.PathLike, what: str, *, max_bytes: int) -> bytes:

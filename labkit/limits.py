@@ -67,6 +67,11 @@ MAX_HOP_REPEATS = 1000
 MAX_GRPC_CHANNELS = 256
 #: NATS subscriptions of the hop's back answering at once.
 MAX_NATS_WORKERS = 1024
+#: A certificate, key or CA bundle file (the system's whole CA bundle is ~200 KB), and an SSH identity file.
+MAX_PEM_BYTES = 2**20
+#: The hop back's body: one NATS message under nats-server's default max_payload (1 MiB), and one gRPC message
+#: under grpc-go's default receive limit (4 MiB).
+MAX_BODY_BYTES = 2**20
 
 
 def duration_text(seconds: float) -> str:

@@ -37,7 +37,7 @@ ABOVE = {
 def _go_constants() -> dict[str, float]:
     """go/internal/limits's constants, durations in seconds."""
     text = (REPO / "go" / "internal" / "limits" / "limits.go").read_text()
-    found = re.findall(r"^\s*(Max\w+)\s*=\s*([0-9_ <*-]+(?:\*\s*time\.Hour)?)\s*(?://.*)?$", text, re.MULTILINE)
+    found = re.findall(r"^\s*(Max\w+)\s*=\s*([0-9_ <*-]*(?:time\.Hour)?)\s*(?://.*)?$", text, re.MULTILINE)
     return {name: eval(value.replace("time.Hour", "3600"), {}) for name, value in found}  # noqa: S307 (our file)
 
 
@@ -48,6 +48,9 @@ def test_labkit_go_states_the_bounds_of_labkit():
         "MaxMessageBytes": limits.MAX_MESSAGE_BYTES,
         "MaxRepeats": limits.MAX_REPEATS, "MaxCalls": limits.MAX_CALLS, "MaxWarmup": limits.MAX_WARMUP,
         "MaxDuration": limits.MAX_DURATION_S, "MaxKeepaliveMs": limits.MAX_KEEPALIVE_MS, "MaxTicks": limits.MAX_TICKS,
+        "MaxProbeWait": limits.MAX_SERIES_INTERVAL_S, "MaxPEMBytes": limits.MAX_PEM_BYTES,
+        "MaxBodyBytes": limits.MAX_BODY_BYTES, "MaxGRPCChannels": limits.MAX_GRPC_CHANNELS,
+        "MaxNATSWorkers": limits.MAX_NATS_WORKERS,
     }
 
 

@@ -61,8 +61,9 @@ from typing import Any
 from labkit.echo.plans import BackPlan, FrontPlan, back_argv, front_argv
 from labkit.errors import LabkitError
 from labkit.files import read_file
-from labkit.limits import (MAX_CALL_TIMEOUT_S, MAX_CONCURRENCY, MAX_GRPC_CHANNELS, MAX_HOP_REPEATS, MAX_LOAD_DURATION_S,
-                           MAX_LOAD_THREADS, MAX_NATS_WORKERS, MAX_PING_COUNT, MAX_RATE, MIN_CALL_TIMEOUT_S, check_within)
+from labkit.limits import (MAX_BODY_BYTES, MAX_CALL_TIMEOUT_S, MAX_CONCURRENCY, MAX_GRPC_CHANNELS, MAX_HOP_REPEATS,
+                           MAX_LOAD_DURATION_S, MAX_LOAD_THREADS, MAX_NATS_WORKERS, MAX_PING_COUNT, MAX_RATE,
+                           MIN_CALL_TIMEOUT_S, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 
 EXPERIMENT = "hop"
@@ -70,7 +71,6 @@ VIAS = ("direct", "grpc", "http2", "http2-tls", "nats")
 TOOLS = ("wrk", "ghz")
 BODY_PATH = "/products"  # the back's path (go/internal/hop BodyPath)
 BACK_CALL = "echo.BackService/Get"
-MAX_BODY_BYTES = 2**20  # the back's bound (one NATS message)
 TOOL_HINTS = {"wrk": "install Debian's wrk there (`apt-get install wrk`)"}
 #: The processes a cell measures, by role: (config field naming their host, what the rows call them).
 ROLES = ("front", "back", "nats")

@@ -381,7 +381,8 @@ class SSHHost(Becomes):
 
     def _check_identity_files(self) -> None:
         """paramiko reads a key file whole: one that is a device (/dev/zero) or far too large is refused first."""
-        from labkit.files import MAX_PEM_BYTES, read_file
+        from labkit.files import read_file
+        from labkit.limits import MAX_PEM_BYTES
 
         for path in self.identity_files:
             if os.path.lexists(path):  # a missing one is skipped, as ssh(1) and paramiko skip it

@@ -29,6 +29,17 @@ const (
 	MaxKeepaliveMs = 3_600_000
 	// MaxTicks bounds the ticks of one series agent run.
 	MaxTicks = 10_000_000
+	// MaxProbeWait bounds the series agent's tick interval and per-probe deadline (a probe spans one tick).
+	MaxProbeWait = time.Hour
+	// MaxPEMBytes bounds a certificate, key or CA bundle file (the system's whole CA bundle is ~200 KB).
+	MaxPEMBytes = 1 << 20
+	// MaxBodyBytes bounds the hop back's body: it must fit one NATS message under nats-server's default
+	// max_payload (1 MiB) and one gRPC message under grpc-go's default receive limit (4 MiB).
+	MaxBodyBytes = 1 << 20
+	// MaxGRPCChannels bounds the hop front's gRPC channels to the back.
+	MaxGRPCChannels = 256
+	// MaxNATSWorkers bounds the hop back's NATS subscriptions answering at once.
+	MaxNATSWorkers = 1024
 )
 
 // DurationText is a bound as --help and error lines state it, in whole hours: 168h.
