@@ -13,7 +13,7 @@ independent runs of the whole matrix and returns the list (``--runs``). ``labkit
 brings the local testbed up from Python (:mod:`labkit.testbed.context`).
 """
 
-__version__ = "0.1.0"
+from labkit.version import __version__  # noqa: F401 (labkit.__version__)
 
 
 def _entry_point(command: str, doc: str):

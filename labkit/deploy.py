@@ -41,6 +41,7 @@ from pathlib import Path
 from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_host
 from labkit.hosts.layout import TOOLS, host_path, local_tool, remote_labkit_version
+from labkit.version import __version__
 
 # What runs on a host: the echo service and client, and the CLI around them.
 AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "grpcio-health-checking", "protobuf", "click", "rich", "tomli-w",
@@ -110,9 +111,7 @@ class LabkitWheel:
 
 def source_tree() -> Path:
     """The checkout labkit runs from; deploy builds the wheel from it."""
-    import labkit
-
-    root = Path(labkit.__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent
     pyproject = root / "pyproject.toml"
     if not pyproject.exists() or not re.search(r'^name\s*=\s*"labkit"', pyproject.read_text(), re.M):
         raise LabkitError(
@@ -147,12 +146,10 @@ def existing_wheel(path: str | os.PathLike) -> LabkitWheel:
 
 def build_wheel(log=lambda message: None) -> LabkitWheel:
     """The labkit wheel of the current source tree, built once per content hash (:func:`build_hash`) and cached."""
-    import labkit
-
     root = source_tree()
     for _ in range(2):
         build = build_hash(root)
-        cache = cache_home() / "wheels" / f"{labkit.__version__}-{build[:16]}"
+        cache = cache_home() / "wheels" / f"{__version__}-{build[:16]}"
         found = sorted(cache.glob("labkit-*.whl"))
         if found:
             return LabkitWheel.from_file(found[0])

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from labkit import __version__
+from labkit.version import __version__
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

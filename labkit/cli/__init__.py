@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from labkit import __version__
+from labkit.version import __version__
 from labkit.errors import LabkitError
 
 # name -> "module:attribute" of a click command; imported on first use.

@@ -28,7 +28,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from labkit import __version__
+from labkit.version import __version__
 from labkit.echo.address import parse_host_port
 from labkit.echo import SERVER_TIME_KEY
 from labkit.errors import LabkitError

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry
+from labkit.version import __version__
 
 # Binaries with no dependencies that deploy copies into a host's labkit_dir/bin:
 # ghz, the gRPC load generator of `labkit load`; labkit-go, the grpc-go twin of
@@ -73,14 +74,12 @@ def remote_labkit_version(host, entry: HostEntry) -> str | None:
 
 def check_remote_labkit(host, entry: HostEntry, inventory_path: str | os.PathLike | None = None) -> str:
     """The deployed labkit's version on ``host``; a clear error if it is missing or differs from this one."""
-    import labkit
-
     version = remote_labkit_version(host, entry)
     command = f"labkit deploy {inventory_path or 'INVENTORY'} {entry.name}"
     if version is None:
         raise LabkitError(f"labkit is not deployed on {entry.name} (in {entry.labkit_dir}); run `{command}`")
-    if version != labkit.__version__:
-        raise LabkitError(f"{entry.name} has labkit {version} but this is {labkit.__version__}; run `{command}`")
+    if version != __version__:
+        raise LabkitError(f"{entry.name} has labkit {version} but this is {__version__}; run `{command}`")
     return version
 
 
