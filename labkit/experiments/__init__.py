@@ -10,30 +10,7 @@ so ``import labkit`` stays fast.
 
 from __future__ import annotations
 
-import importlib
-
-#: command -> the module that declares its SPEC.
-COMMANDS = {
-    "sweep": "labkit.experiments.sweep",
-    "series": "labkit.experiments.series",
-    "upload": "labkit.experiments.upload",
-    "load": "labkit.experiments.load",
-    "hop": "labkit.experiments.hop",
-}
-
-
-def spec(command: str):
-    """The :class:`ExperimentSpec` of an experiment command."""
-    return importlib.import_module(COMMANDS[command]).SPEC
-
-
-def spec_for_experiment(experiment: str | None):
-    """The spec whose runs have ``experiment`` as their manifest's experiment id (e.g. "idle-step"), or None."""
-    for command in COMMANDS:
-        found = spec(command)
-        if found.experiment == experiment:
-            return found
-    return None
+from labkit.experiments.registry import COMMANDS, spec, spec_for_experiment  # noqa: F401 (the package's names)
 
 
 def run_command(command: str, inventory=None, *, config=None, runs_dir=None, resume: str | None = None,

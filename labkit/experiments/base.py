@@ -263,7 +263,7 @@ class ExperimentRunner:
                               f"what is wrong); `{self.resume_command()}` redoes the cell")
 
     def resume_command(self) -> str:
-        from labkit.experiments import spec_for_experiment
+        from labkit.experiments.registry import spec_for_experiment
 
         return spec_for_experiment(self.run.manifest["experiment"]).resume_command(self.run.run_id)
 
