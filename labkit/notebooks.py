@@ -1,10 +1,9 @@
-"""Which notebook analyses which experiment, and the small helpers every notebook uses.
+"""The small helpers every notebook uses.
 
 The notebooks live in ``notebooks/`` at the top of the repository, each as a
 jupytext ``py:percent`` file (the reviewed source) paired with an output-free
-``.ipynb``. :data:`NOTEBOOKS` maps a run's experiment to the notebooks that
-apply to it; ``labkit report`` runs them. Adding the notebook of a new
-experiment is one line there, e.g. ``"idle-step": ("idle_step",),``.
+``.ipynb``. :data:`labkit.report.NOTEBOOKS` maps a run's experiment to the
+notebooks that apply to it; ``labkit report`` runs them.
 
 Every notebook follows one contract, so that ``labkit report`` and the tests
 can drive any of them:
@@ -35,43 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from labkit.errors import LabkitError
-
-#: experiment (the run manifest's ``experiment``) -> notebooks (names in notebooks/, without suffix).
-NOTEBOOKS: dict[str, tuple[str, ...]] = {
-    "ping-vs-echo": ("ping_vs_echo",),
-    "import-ping": ("ping_vs_echo",),
-    "idle-step": ("idle_step",),
-    "series": ("series",),
-    "upload": ("upload",),
-    "load": ("load",),
-    "hop": ("hop",),
-}
-# The tuning notebook (experiment 5's knobs) reads load runs too, beside whatever else is registered for them.
-NOTEBOOKS["load"] = tuple(dict.fromkeys([*NOTEBOOKS.get("load", ()), "tuning"]))
-
-FIGURE_FORMATS = ("png", "svg", "pdf")
-_REPO = Path(__file__).resolve().parent.parent
-
-
-def notebooks_dir() -> Path:
-    """Where the notebooks are: ``$LABKIT_NOTEBOOKS``, else ``notebooks/`` beside the labkit package."""
-    path = Path(os.environ.get("LABKIT_NOTEBOOKS") or _REPO / "notebooks").resolve()
-    if not path.is_dir():
-        raise LabkitError(f"no notebooks directory at {path} (set LABKIT_NOTEBOOKS to a checkout's notebooks/)")
-    return path
-
-
-def notebook_source(name: str) -> Path:
-    """The reviewed source of notebook ``name``: ``notebooks/<name>.py``."""
-    path = notebooks_dir() / f"{name}.py"
-    if not path.exists():
-        raise LabkitError(f"notebook {name!r} is registered but {path} does not exist")
-    return path
-
-
-def notebooks_for(experiment: str | None) -> tuple[str, ...]:
-    """The notebooks that apply to runs of ``experiment`` (empty when none does)."""
-    return NOTEBOOKS.get(experiment or "", ())
+from labkit.provenance import REPO_ROOT
+from labkit.report import parse_formats
 
 
 def default_runs_dir() -> Path:
@@ -79,12 +43,12 @@ def default_runs_dir() -> Path:
     in ``notebooks/``, where the store's relative default ``data/runs`` would put them), else of the working directory."""
     if os.environ.get("LABKIT_RUNS"):
         return Path(os.environ["LABKIT_RUNS"])
-    return (_REPO if (_REPO / "data").is_dir() else Path.cwd()) / "data" / "runs"
+    return (REPO_ROOT if (REPO_ROOT / "data").is_dir() else Path.cwd()) / "data" / "runs"
 
 
 def samples_dir() -> Path:
     """The shipped sample runs: ``data/samples/`` of the checkout (or of the working directory)."""
-    for base in (_REPO, Path.cwd(), *Path.cwd().parents):
+    for base in (REPO_ROOT, Path.cwd(), *Path.cwd().parents):
         candidate = base / "data" / "samples"
         if candidate.is_dir():
             return candidate
@@ -116,16 +80,6 @@ def _figures_dir(run, output_dir: str | os.PathLike | None) -> Path:
     path = Path(output_dir) if output_dir else Path(run.path) / "figures"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
-    """``"png,svg"`` or ``["png", "svg"]`` -> ``("png", "svg")``, refusing unknown formats."""
-    items = formats.split(",") if isinstance(formats, str) else list(formats)
-    chosen = tuple(dict.fromkeys(item.strip().lower() for item in items if item.strip()))
-    unknown = [f for f in chosen if f not in FIGURE_FORMATS]
-    if unknown or not chosen:
-        raise LabkitError(f"figure formats must be some of {','.join(FIGURE_FORMATS)}, not {formats!r}")
-    return chosen
 
 
 class FigureWriter:

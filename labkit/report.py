@@ -1,7 +1,9 @@
 """``labkit report RUN``: run the notebooks that apply to a run and collect what they made in ``RUN/report/``.
 
-Which notebooks apply is :data:`labkit.notebooks.NOTEBOOKS` (experiment ->
-notebooks). Each is read from its reviewed ``py:percent`` source with
+Which notebooks apply is :data:`NOTEBOOKS` (experiment -> notebooks; adding
+the notebook of a new experiment is one line there, e.g.
+``"idle-step": ("idle_step",),``; what a notebook must do is in
+:mod:`labkit.notebooks`). Each is read from its reviewed ``py:percent`` source with
 jupytext, executed with papermill in a kernel on this very Python interpreter
 (so no user-wide kernelspec is needed, and none can substitute another
 environment), and given the run, the figure formats and where to write. The
@@ -21,14 +23,61 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from labkit.errors import LabkitError
-from labkit.notebooks import FIGURE_FORMATS, NOTEBOOKS, notebook_source, notebooks_for, parse_formats
+from labkit.provenance import REPO_ROOT
+
+#: experiment (the run manifest's ``experiment``) -> notebooks (names in notebooks/, without suffix).
+NOTEBOOKS: dict[str, tuple[str, ...]] = {
+    "ping-vs-echo": ("ping_vs_echo",),
+    "import-ping": ("ping_vs_echo",),
+    "idle-step": ("idle_step",),
+    "series": ("series",),
+    "upload": ("upload",),
+    "load": ("load",),
+    "hop": ("hop",),
+}
+# The tuning notebook (experiment 5's knobs) reads load runs too, beside whatever else is registered for them.
+NOTEBOOKS["load"] = tuple(dict.fromkeys([*NOTEBOOKS.get("load", ()), "tuning"]))
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def notebooks_dir() -> Path:
+    """Where the notebooks are: ``$LABKIT_NOTEBOOKS``, else ``notebooks/`` beside the labkit package."""
+    path = Path(os.environ.get("LABKIT_NOTEBOOKS") or REPO_ROOT / "notebooks").resolve()
+    if not path.is_dir():
+        raise LabkitError(f"no notebooks directory at {path} (set LABKIT_NOTEBOOKS to a checkout's notebooks/)")
+    return path
+
+
+def notebook_source(name: str) -> Path:
+    """The reviewed source of notebook ``name``: ``notebooks/<name>.py``."""
+    path = notebooks_dir() / f"{name}.py"
+    if not path.exists():
+        raise LabkitError(f"notebook {name!r} is registered but {path} does not exist")
+    return path
+
+
+def notebooks_for(experiment: str | None) -> tuple[str, ...]:
+    """The notebooks that apply to runs of ``experiment`` (empty when none does)."""
+    return NOTEBOOKS.get(experiment or "", ())
+
+
+def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
+    """``"png,svg"`` or ``["png", "svg"]`` -> ``("png", "svg")``, refusing unknown formats."""
+    items = formats.split(",") if isinstance(formats, str) else list(formats)
+    chosen = tuple(dict.fromkeys(item.strip().lower() for item in items if item.strip()))
+    unknown = [f for f in chosen if f not in FIGURE_FORMATS]
+    if unknown or not chosen:
+        raise LabkitError(f"figure formats must be some of {','.join(FIGURE_FORMATS)}, not {formats!r}")
+    return chosen
 
 
 @dataclass

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import DATA, REPO, labkit
 
-from labkit.notebooks import NOTEBOOKS, notebooks_for
+from labkit.report import NOTEBOOKS, notebooks_for
 
 NOTEBOOKS_DIR = REPO / "notebooks"
 SAMPLE = REPO / "data" / "samples" / "orca-2016"

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from labkit.notebooks import FIGURE_FORMATS
+from labkit.report import FIGURE_FORMATS
 
 
 @click.command()
@@ -26,8 +26,7 @@ def report(run, formats, runs_dir):
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from labkit.errors import LabkitError
-    from labkit.notebooks import parse_formats
-    from labkit.report import applicable_notebooks, make_report, print_report
+    from labkit.report import applicable_notebooks, make_report, parse_formats, print_report
     from labkit.store import find_run
 
     try:

@@ -31,7 +31,7 @@ is complete when every probe has reported every one of its ticks. ``--resume``
 redoes only the cells that are not complete, one agent per contiguous range.
 
 The notebook of series runs is ``notebooks/series.py`` (registered in
-:data:`labkit.notebooks.NOTEBOOKS`; shipped samples ``data/samples/series-wan``
+:data:`labkit.report.NOTEBOOKS`; shipped samples ``data/samples/series-wan``
 and ``series-lan``): per-probe tables with bootstrap intervals, the warm/cold
 split and a second run compared. ``notebooks/ping_vs_echo.py`` stays the
 notebook of *imported* 2016 logs (it re-reads them with the original regular
