@@ -41,6 +41,7 @@ from pathlib import Path
 from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_host
 from labkit.hosts.layout import TOOLS, host_path, local_tool, remote_labkit_version
+from labkit.provenance import REPO_ROOT
 from labkit.version import __version__
 
 # What runs on a host: the echo service and client, and the CLI around them.
@@ -111,7 +112,7 @@ class LabkitWheel:
 
 def source_tree() -> Path:
     """The checkout labkit runs from; deploy builds the wheel from it."""
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     pyproject = root / "pyproject.toml"
     if not pyproject.exists() or not re.search(r'^name\s*=\s*"labkit"', pyproject.read_text(), re.M):
         raise LabkitError(
