@@ -4,7 +4,7 @@ Heavy dependencies (grpc, pandas, paramiko) are imported lazily by the modules
 that need them, so that ``import labkit`` and ``labkit --version`` stay fast.
 
 Every experiment command has a Python twin that returns its
-:class:`labkit.store.Run` (``run.samples()`` is a DataFrame, ``run.summary()``
+:class:`labkit.results.Run` (``run.samples()`` is a DataFrame, ``run.summary()``
 the table the command prints, ``run.report()`` the notebooks that apply to it);
 ``resume="RUN"`` continues an interrupted run, ``resume="auto"`` the newest
 interrupted run of the same settings if there is one (a notebook cell run again
@@ -23,25 +23,27 @@ def _entry_point(command: str, doc: str):
               runs: int = 1, share_hosts: bool = False, **options):
         from labkit.errors import LabkitError
         from labkit.experiments import run_command, run_replicates, spec
+        from labkit.results import Run
 
         if runs == 1 or resume:
             if runs != 1:
                 raise LabkitError("resume takes the run's own settings; runs= goes with a new run only")
-            return run_command(command, inventory, runs_dir=runs_dir, resume=resume, quiet=quiet,
-                               accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts, **options)
+            return Run.of(run_command(command, inventory, runs_dir=runs_dir, resume=resume, quiet=quiet,
+                                      accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts, **options))
         if not isinstance(runs, int) or runs < 1:
             raise LabkitError(f"runs must be a whole number of at least 1, not {runs!r}")
         config = spec(command).config_type(inventory=str(inventory), **options)
         config.validate()
-        return list(run_replicates(command, config, runs, runs_dir=runs_dir, quiet=quiet,
-                                   accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts))
+        return [Run.of(run) for run in run_replicates(command, config, runs, runs_dir=runs_dir, quiet=quiet,
+                                                      accept_new_host_keys=accept_new_host_keys,
+                                                      share_hosts=share_hosts)]
 
     entry.__name__ = entry.__qualname__ = command
     entry.__doc__ = doc
     return entry
 
 
-sweep = _entry_point("sweep", """Run the idle-connection sweep from Python and return its :class:`labkit.store.Run`.
+sweep = _entry_point("sweep", """Run the idle-connection sweep from Python and return its :class:`labkit.results.Run`.
 
 ``options`` are the fields of :class:`labkit.experiments.sweep.SweepConfig`
 (``client``, ``server``, ``sizes``, ``gaps_s``, ``repeats``,
@@ -53,7 +55,7 @@ sweep = _entry_point("sweep", """Run the idle-connection sweep from Python and r
     run.samples()  # a DataFrame, one row per call
 """)
 
-series = _entry_point("series", """Run ping vs echo over time from Python and return its :class:`labkit.store.Run`.
+series = _entry_point("series", """Run ping vs echo over time from Python and return its :class:`labkit.results.Run`.
 
 ``options`` are the fields of :class:`labkit.experiments.series.SeriesConfig`
 (``client``, ``server``, ``duration_s``, ``interval_s``, ``probes``,

@@ -1,7 +1,7 @@
 """How labkit's objects show in a notebook: a run as a short HTML summary, summaries as styled tables, figures at a
 size a person can read.
 
-- :func:`run_html` is :meth:`labkit.store.Run._repr_html_`: experiment, hosts, cells, rows and status in a few lines,
+- :func:`run_html` is :meth:`labkit.results.Run._repr_html_`: experiment, hosts, cells, rows and status in a few lines,
   so a cell that ends with ``run`` says what it made.
 - :func:`styled_summary` is ``run.summary(styled=True)``: the table the command prints, as a pandas Styler (numbers
   rounded, empty columns dropped, a caption with its n); for an idle-step run the step table of ``labkit sweep``:

@@ -62,7 +62,7 @@ def open_run(run_dir: str | os.PathLike | None, *, sample: str, experiment: str 
     With ``experiment``, a run of another experiment is refused with a message
     saying which it is, instead of failing later on a missing column.
     """
-    from labkit.store import Run, find_run
+    from labkit.results import Run, find_run
 
     run = find_run(str(run_dir), runs_dir) if run_dir else Run.open(samples_dir() / sample)
     if experiment is not None and run.manifest.get("experiment") != experiment:
@@ -450,6 +450,7 @@ def record_ping(inventory: str, *, client: str = "a", server: str = "b", count: 
     from labkit.hosts.inventory import load_inventory, open_host
     from labkit.importers import import_files
     from labkit.parsers.ping import log_ping_argv
+    from labkit.results import Run
 
     hosts = load_inventory(inventory)
     host = open_host(hosts, client)
@@ -463,7 +464,7 @@ def record_ping(inventory: str, *, client: str = "a", server: str = "b", count: 
     with tempfile.TemporaryDirectory(prefix="labkit-ping-") as tmp:
         log = Path(tmp) / f"ping-{client}-{server}.txt"
         log.write_text(result.stdout)
-        return import_files([("ping", log)], out=name, runs_dir=runs_dir, src=client, dst=server).run
+        return Run.of(import_files([("ping", log)], out=name, runs_dir=runs_dir, src=client, dst=server).run)
 
 
 def step_figure(run):

@@ -65,7 +65,10 @@ def _json_default(value):
 
 
 class Run:
-    """One run directory. Create with :meth:`create`, reopen with :meth:`open`."""
+    """One run directory. Create with :meth:`create`, reopen with :meth:`open`.
+
+    What a person reads of a run (its summary, its report, how it shows in a notebook) needs the experiments and the
+    report, which sit above the store: it is :class:`labkit.results.Run`, the run labkit hands out."""
 
     def __init__(self, path: Path, manifest: dict[str, Any]):
         self.path = Path(path)
@@ -98,6 +101,12 @@ class Run:
         run = cls(path, manifest)
         run.save_manifest()
         return run
+
+    @classmethod
+    def of(cls, run: "Run") -> "Run":
+        """``run`` as this class: the same directory and manifest (``run`` itself when it is one already). A run the
+        experiments or an import made becomes the :class:`labkit.results.Run` labkit hands out."""
+        return run if isinstance(run, cls) else cls(run.path, run.manifest)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Run":
@@ -297,7 +306,8 @@ class Run:
         group = (self.manifest.get("replicate") or {}).get("group")
         if not group:
             return [self]
-        found = [run for run in list_runs(self.path.parent) if (run.manifest.get("replicate") or {}).get("group") == group]
+        found = [type(self).of(run) for run in list_runs(self.path.parent)
+                 if (run.manifest.get("replicate") or {}).get("group") == group]
         return sorted(found, key=lambda run: run.manifest["replicate"]["index"])
 
     def register_process(self, host: str, pid: int, argv: list[str], start_ticks: int | None = None) -> None:
@@ -360,39 +370,8 @@ class Run:
         frame = pd.read_parquet(path) if path.exists() else pd.DataFrame(self.journal_rows())
         return _with_call_columns(_with_stack_columns(frame, self.manifest), self.manifest)
 
-    def summary(self, styled: bool = False):
-        """The table a person reads first for this run's experiment (a DataFrame), as the command prints it.
-
-        ``styled=True``: the same as a pandas Styler for a notebook (:func:`labkit.inline.styled_summary`; for an
-        idle-step run the step table, sizes across).
-        """
-        from labkit.experiments import spec_for_experiment
-
-        spec = spec_for_experiment(self.manifest.get("experiment"))
-        if spec is None:
-            raise LabkitError(f"{self.run_id} is a {self.manifest.get('experiment')!r} run, which has no summary")
-        table = spec.summarize(self)
-        if styled:
-            from labkit.inline import styled_summary
-
-            return styled_summary(self, table)
-        return table
-
-    def report(self, formats="png,svg,pdf", **parameters):
-        """``labkit report`` on this run: the notebooks that apply to it, executed into ``report/``; a
-        :class:`labkit.report.Report` (in a notebook, its headline numbers). ``parameters`` go to the notebooks."""
-        from labkit.report import make_report
-
-        return make_report(self, formats, parameters=parameters or None)
-
     def __repr__(self) -> str:
         return f"<labkit Run {self.run_id}: {self.manifest.get('experiment')}, {self.status}>"
-
-    def _repr_html_(self) -> str:
-        """How a notebook shows a run: experiment, hosts, cells, rows, status (:func:`labkit.inline.run_html`)."""
-        from labkit.inline import run_html
-
-        return run_html(self)
 
     def row_counts(self) -> dict[str, int]:
         journal = self.journal_rows()

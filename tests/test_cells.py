@@ -21,7 +21,8 @@ import pytest
 import labkit
 from conftest import REPO, own_testbed, own_testbed_name, require_testbed
 from labkit.errors import LabkitError, RunInterrupted
-from labkit.store import Run, find_resumable
+from labkit.results import Run
+from labkit.store import find_resumable
 
 SAMPLES = REPO / "data" / "samples"
 

@@ -235,7 +235,7 @@ def png_width(data_url: str) -> int:
 
 def assert_the_step_is_shown(page: Notebook, run_path: Path, executed: nbformat.NotebookNode) -> None:
     """The step table (the sweep's own, styled) and the figure of every call are in the page; the run shows the step."""
-    from labkit.store import Run
+    from labkit.results import Run
 
     tables = [t for t in page.within(".jp-OutputArea-output table")
               if page.text(t).strip().startswith("median RTT of warm calls ÷ ping RTT")]

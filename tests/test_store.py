@@ -156,6 +156,7 @@ def test_ping_baseline_is_the_first_attempts(tmp_path):
 ])
 def test_every_experiment_run_has_a_summary(sample, columns):
     from conftest import REPO
+    from labkit.results import Run
 
     run = Run.open(REPO / "data" / "samples" / sample)
     table = run.summary()
@@ -168,6 +169,7 @@ def test_every_experiment_run_has_a_summary(sample, columns):
 
 def test_an_import_has_no_summary_to_give(tmp_path):
     from conftest import REPO
+    from labkit.results import Run
 
     with pytest.raises(LabkitError, match="has no summary"):
         Run.open(REPO / "data" / "samples" / "orca-2016").summary()

@@ -40,11 +40,12 @@ def demo(delay, sizes, repeats, gap, runs_dir, keep_testbed, no_report, quiet):
     from labkit.cli.options import stop_cleanly_on_sigterm
     from labkit.cli.sweep import print_summary
     from labkit.experiments.demo import run_demo
+    from labkit.results import Run
 
     stop_cleanly_on_sigterm()
     console = Console(stderr=True)
-    run = run_demo(one_way_delay_s=delay, sizes=sizes, repeats=repeats, gap_s=gap, runs_dir=runs_dir,
-                   keep_testbed=keep_testbed, quiet=quiet, console=console, log=console.print)
+    run = Run.of(run_demo(one_way_delay_s=delay, sizes=sizes, repeats=repeats, gap_s=gap, runs_dir=runs_dir,
+                          keep_testbed=keep_testbed, quiet=quiet, console=console, log=console.print))
     print_summary(run)
     if not no_report:
         report_run(run, console)

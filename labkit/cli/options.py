@@ -73,6 +73,7 @@ def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[s
     the merged values before the config is built.
     """
     from labkit.experiments import run_command, run_replicates, spec
+    from labkit.results import Run
 
     stop_cleanly_on_sigterm()
     common = {key: flags[key] for key in COMMON}
@@ -82,7 +83,7 @@ def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[s
     if common["resume"]:
         refuse_options_with_resume(common["inventory"], common["config_file"], {**options, "runs": common["runs"]}
                                    if common["runs"] != 1 else options)
-        run = run_command(command, resume=common["resume"], **run_options)
+        run = Run.of(run_command(command, resume=common["resume"], **run_options))
         show(run)
         if check_failures and warn_of_failed_cells(run):
             sys.exit(1)
@@ -96,7 +97,7 @@ def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[s
     config = spec(command).config_type(**values)
     config.validate()  # bad values fail here, before any host is contacted
     mostly_failed = False
-    for run in run_replicates(command, config, common["runs"], **run_options):
+    for run in map(Run.of, run_replicates(command, config, common["runs"], **run_options)):
         show(run)
         mostly_failed |= check_failures and warn_of_failed_cells(run)
     if mostly_failed:

@@ -22,8 +22,8 @@ def run_demo(*, one_way_delay_s: float = 0.100, sizes=DEFAULT_SIZES, repeats: in
              runs_dir=None, keep_testbed: bool = False, quiet: bool = False, console=None,
              log: Callable[[str], None] = lambda message: None):
     """Run the idle-step sweep of the brief on a fresh testbed named "demo"; return the run."""
-    import labkit
     from labkit.deploy import deploy
+    from labkit.experiments import run_command
     from labkit.hosts.inventory import load_inventory
     from labkit.testbed.lab import LinkConfig, Testbed
 
@@ -37,9 +37,9 @@ def run_demo(*, one_way_delay_s: float = 0.100, sizes=DEFAULT_SIZES, repeats: in
         failed = [result for result in results if result.status == "failed"]
         if failed:
             raise LabkitError(f"deploy failed on {failed[0].host}: {failed[0].detail}")
-        return labkit.sweep(str(state.inventory), client="a", server="b", sizes=list(sizes), gaps_s=[gap_s],
-                            repeats=repeats, slow_start_after_idle=[1, 0], cc=["cubic"], name="demo",
-                            runs_dir=runs_dir, quiet=quiet)
+        return run_command("sweep", str(state.inventory), client="a", server="b", sizes=list(sizes), gaps_s=[gap_s],
+                           repeats=repeats, slow_start_after_idle=[1, 0], cc=["cubic"], name="demo",
+                           runs_dir=runs_dir, quiet=quiet)
     finally:
         if not keep_testbed:
             lab.down(quiet=True)
