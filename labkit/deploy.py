@@ -27,6 +27,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -227,8 +228,8 @@ class Target:
         platforms += [f"manylinux{alias}_{self.machine}" for alias in ("2014", "2010", "1")]
         options = ["--only-binary=:all:", "--implementation", "cp", "--python-version", f"{major}{minor}",
                    "--abi", f"cp{major}{minor}"]
-        for platform in platforms:
-            options += ["--platform", platform]
+        for tag in platforms:
+            options += ["--platform", tag]
         return options
 
 
@@ -378,8 +379,6 @@ class _Deployer:
 
     def _send_tools(self, host, entry: HostEntry, base: str) -> str:
         """Copy :data:`TOOLS` this machine has into the host's bin/ unless the same file is there; say what happened."""
-        import platform
-
         if entry.is_local:
             return ""  # a local host runs this machine's own copies
         local = {name: local_tool(name) for name in TOOLS}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
+import tomllib
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -91,8 +93,6 @@ def read_text_file(path: str | os.PathLike, what: str, *, max_bytes: int = MAX_T
 def _gunzip(data: bytes, what: str, path: Path, max_bytes: int) -> bytes:
     """gzip data gunzipped (members one after another are one text, as gzip(1) reads them), at most
     ``max_bytes`` of it: a small file may hold gigabytes of zeros."""
-    import zlib
-
     out = b""
     try:
         while data:
@@ -159,8 +159,6 @@ def read_errors(name: str, *, missing: str) -> Iterator[None]:
 
 def parse_toml(text: str, where: str) -> dict:
     """The table of TOML ``text``, or one line saying where it is not TOML (``where``: "inventory PATH", ...)."""
-    import tomllib
-
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -10,6 +10,8 @@ all read them from here; labkit-go states the same numbers in
 
 from __future__ import annotations
 
+from labkit.errors import LabkitError
+
 #: Bytes of one echo request (a typo like 16000000000 fails at once instead of exhausting memory).
 MAX_REQUEST_BYTES = 1 << 30
 #: Bytes of one request of a sweep: its calls are timed in a cell of a matrix, where 64 MiB is already extreme.
@@ -90,8 +92,6 @@ def check_within(what: str, value, low, high, unit: str = "") -> None:
     """Refuse ``value`` outside ``[low, high]`` with one line naming ``what`` (a config's validate(), an agent).
 
     ``low=None``: any value above zero (a duration or deadline that must not be 0)."""
-    from labkit.errors import LabkitError
-
     def number(value) -> str:
         return str(value) if isinstance(value, int) else f"{value:g}"  # a count or size whole: 67108864, not 6.71089e+07
 

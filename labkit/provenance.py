@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import socket
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -62,8 +63,6 @@ def this_machine() -> dict:
     """Which machine this is: its systemd machine id (/etc/machine-id, stable across reboots and distinct between
     installs) and host name. A run records the machine that made it, so `labkit runs cleanup` can tell a run
     directory copied from elsewhere, whose hosts and kernel values are not this machine's to act on."""
-    import socket
-
     try:
         machine_id = Path("/etc/machine-id").read_text().strip() or None
     except OSError:

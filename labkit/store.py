@@ -23,6 +23,7 @@ temporary file and renamed, so a reader never sees half of one.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -58,8 +59,6 @@ def _json_default(value):
     if isinstance(value, Path):
         return str(value)
     if hasattr(value, "__dataclass_fields__"):
-        import dataclasses
-
         return dataclasses.asdict(value)
     raise TypeError(f"cannot store {type(value).__name__} in a manifest")
 

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from labkit.errors import LabkitError
 from labkit.hosts.facts import read_text, tool_versions
 from labkit.hosts.inventory import Inventory, open_host
+from labkit.hosts.kernel import KNOBS, knob_commands
+from labkit.hosts.layout import remote_labkit_version
+from labkit.hosts.privilege import knob_blockers, probe_privilege
 from labkit.parsers.iproute import parse_route_get
 
 TOOLS = ("ping", "iperf3", "ss")
@@ -75,9 +78,6 @@ def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = Fal
 
     ``knobs`` (names in :data:`labkit.hosts.kernel.KNOBS`) are the kernel knobs an experiment will set.
     """
-    from labkit.hosts.kernel import knob_commands
-    from labkit.hosts.privilege import knob_blockers, probe_privilege
-    from labkit.hosts.layout import remote_labkit_version
     from labkit.hosts.ssh import AuthenticationFailed, HostKeyRejected
 
     entry = inventory.host(name)
@@ -174,8 +174,6 @@ def knobs_of_experiment(data: dict) -> list[str]:
     The settings may sit in a ``[sweep]`` table or at the top level, under the
     flag's name with dashes or underscores, as a list or a comma string.
     """
-    from labkit.hosts.kernel import KNOBS
-
     table = data.get("sweep", data) if isinstance(data.get("sweep", data), dict) else data
     knobs = []
     for knob in KNOBS:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import tempfile
 
+from labkit.echo.cputime import start_ticks_of
 from labkit.errors import LabkitError
 
 PREFIX = "/tmp/labkit-runs-"
@@ -22,10 +24,6 @@ CLAIM_PATH = re.compile(r"^/tmp/labkit-runs-[0-9]{1,20}/[0-9A-Za-z._-]{1,200}\.j
 
 def controller_alive(manifest: dict) -> bool:
     """Whether the process that measures a run (its controller) still runs, on this machine."""
-    import socket
-
-    from labkit.echo.cputime import start_ticks_of
-
     controller = manifest.get("controller") or {}
     if controller.get("host") != socket.gethostname() or not controller.get("pid"):
         return False

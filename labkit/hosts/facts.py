@@ -8,8 +8,11 @@ leaves its fact as None; it never fails the run.
 
 from __future__ import annotations
 
+import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from labkit.echo.cputime import parse_start_ticks
 from labkit.errors import LabkitError
 from labkit.parsers.iproute import parse_link_mtu, parse_qdisc, parse_route_get, parse_sysctl_output
 
@@ -84,8 +87,6 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
     its MTU and congestion control are recorded for it); ``python_argv`` runs
     the Python that labkit uses on the host, for library versions.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     # -e: a key this kernel (or namespace) lacks is skipped, not fatal to the others.
     commands = {"uname": (["uname", "-srvm"], False), "user": (["id", "-un"], False),
                 "sysctl": (["sysctl", "-e", *TCP_SYSCTLS], True),
@@ -109,8 +110,6 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
 
 def _facts_from(host, out: dict[str, str | None], peer_address: str | None, route: dict[str, Any]) -> dict[str, Any]:
     """The facts, from each fact command's output (None where it failed)."""
-    import json
-
     facts: dict[str, Any] = {"host": host.name}
     facts["uname"] = first_line(out["uname"]) if out["uname"] else None
     facts["kernel"] = facts["uname"].split()[1] if facts["uname"] else None
@@ -135,8 +134,6 @@ def _facts_from(host, out: dict[str, str | None], peer_address: str | None, rout
 
 def process_start_ticks(host, pid: int) -> int | None:
     """When process ``pid`` on ``host`` started (clock ticks since boot); None when there is no such process."""
-    from labkit.echo.cputime import parse_start_ticks
-
     try:
         return parse_start_ticks(host.read_bytes(f"/proc/{pid}/stat").decode())
     except (LabkitError, ValueError, IndexError):

@@ -28,12 +28,14 @@ Relative paths are relative to the inventory file. The inventory that
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.errors import LabkitError
-from labkit.files import parse_toml
+from labkit.files import parse_toml, read_text_file
+from labkit.hosts.local import LocalHost
 from labkit.hosts.privilege import BECOME_VALUES
 
 LOCAL = "local"
@@ -196,8 +198,6 @@ def parse_inventory(text: str, path: Path | None = None) -> Inventory:
 def _check_data_address(where: str, name: str, value: str | None) -> None:
     """A data address is what peers connect to, ping and filter captures by: an IP address, not a name or junk that
     would fail later, in some tool, far from the inventory line that caused it."""
-    import ipaddress
-
     if value is None:
         return
     try:
@@ -209,8 +209,6 @@ def _check_data_address(where: str, name: str, value: str | None) -> None:
 
 def load_inventory(path: str | Path) -> Inventory:
     """Read and check an inventory file."""
-    from labkit.files import read_text_file
-
     path = Path(path).expanduser()
     return parse_inventory(read_text_file(path, "inventory"), path.resolve())
 
@@ -227,8 +225,6 @@ def open_host(
     """
     entry = inventory.host(name)
     if entry.is_local:
-        from labkit.hosts.local import LocalHost
-
         return LocalHost(name, netns=entry.netns, become=entry.become)
     from labkit.hosts.ssh import SSHHost
 

@@ -23,7 +23,12 @@ may set them (:func:`labkit.hosts.privilege.knob_blockers`).
 
 from __future__ import annotations
 
+import ipaddress
+import json
+import os
 import re
+import socket
+import tempfile
 
 from labkit.errors import LabkitError
 
@@ -172,8 +177,6 @@ _ROUTE_VALUE = {
 
 
 def _is_ip(text: object) -> bool:
-    import ipaddress
-
     try:
         ipaddress.ip_address(str(text))
     except ValueError:
@@ -298,9 +301,6 @@ class KnobLock:
         return self.PREFIX + "".join(ch for ch in namespace if ch.isdigit())
 
     def acquire(self) -> None:
-        import json
-        import tempfile
-
         path = self._path()
         for _ in range(2):
             if self.host.run(["mkdir", "-m", "0755", path]).ok:
@@ -319,8 +319,6 @@ class KnobLock:
         raise KnobsBusy(f"{self.host.name}: could not take its kernel knobs' lock {path}")
 
     def _holder(self, path: str) -> dict | None:
-        import json
-
         try:
             return json.loads(self.host.read_bytes(f"{path}/owner.json"))
         except (LabkitError, ValueError):
@@ -338,9 +336,6 @@ class KnobLock:
 def _controller_alive(holder: dict) -> bool:
     """Whether the run holding a lock is still measuring: its controller process, when that is on this machine; a
     run of another machine counts as alive."""
-    import os
-    import socket
-
     if holder.get("controller") != socket.gethostname():
         return True
     try:

@@ -25,6 +25,7 @@ from pathlib import Path
 import paramiko
 
 from labkit.errors import LabkitError
+from labkit.files import read_text_file
 
 MARKERS = ("@revoked", "@cert-authority")
 
@@ -114,8 +115,6 @@ def parse_known_hosts(text: str, path: Path) -> KnownHosts:
 
 def read_known_hosts(path: str | Path) -> KnownHosts:
     """Read and parse a known_hosts file; a missing one has no lines; anything unreadable is one line."""
-    from labkit.files import read_text_file
-
     path = Path(path)
     if not path.exists():
         return KnownHosts(path)

@@ -25,9 +25,11 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import secrets
 import select
 import shlex
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
@@ -35,9 +37,11 @@ from pathlib import Path
 import paramiko
 
 from labkit.errors import LabkitError
+from labkit.files import read_file, read_text_file
 from labkit.hosts.known_hosts import read_known_hosts
 from labkit.hosts.local import BackgroundProcess, Result
 from labkit.hosts.privilege import Becomes
+from labkit.limits import MAX_PEM_BYTES
 
 log = logging.getLogger(__name__)
 # paramiko logs failed handshakes with tracebacks from its transport thread;
@@ -169,7 +173,6 @@ def _load_ssh_config(path: str | os.PathLike | None) -> tuple[paramiko.SSHConfig
         if not default.exists():
             return paramiko.SSHConfig(), None
         path = default
-    from labkit.files import read_text_file
 
     path = Path(path).expanduser()
     text = read_text_file(path, "ssh config")
@@ -381,9 +384,6 @@ class SSHHost(Becomes):
 
     def _check_identity_files(self) -> None:
         """paramiko reads a key file whole: one that is a device (/dev/zero) or far too large is refused first."""
-        from labkit.files import read_file
-        from labkit.limits import MAX_PEM_BYTES
-
         for path in self.identity_files:
             if os.path.lexists(path):  # a missing one is skipped, as ssh(1) and paramiko skip it
                 try:
@@ -603,8 +603,6 @@ class SSHHost(Becomes):
         self._sftp_call(f"create the directory {self.name}:{path}", make)
 
     def make_temp_dir(self, prefix: str) -> str:
-        import secrets
-
         base = "/tmp"  # POSIX guarantees it; no shell is run to read $TMPDIR
         for _ in range(10):
             path = f"{base}/{prefix}{secrets.token_hex(6)}"
@@ -623,8 +621,6 @@ class SSHHost(Becomes):
                         lambda sftp: sftp.posix_rename(remote_path(source), remote_path(target)))
 
     def remove(self, path: str) -> None:
-        import stat
-
         def remove_tree(sftp: paramiko.SFTPClient, target: str) -> None:
             try:
                 attributes = sftp.lstat(target)

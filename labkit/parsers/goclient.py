@@ -24,7 +24,18 @@ import re
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
 from labkit.parsers.godur import NS_PER_UNIT, go_duration_unit, parse_go_duration_ns
-from labkit.parsers.stream import Prepared, StreamParser, lines_one_by_one, sort_by
+from labkit.parsers.stream import (
+    Lines,
+    Prepared,
+    SeqWindow,
+    StreamParser,
+    arrow_schema,
+    digits,
+    line_numbers,
+    lines_one_by_one,
+    parse_whole,
+    sort_by,
+)
 
 _GO_LOG_STAMP = r"(?P<stamp>\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)"
 # Numbers are bounded: they must fit the 64-bit columns they go to.
@@ -111,8 +122,6 @@ class GoEchoParser(StreamParser):
     def __init__(self, tz: str | None = None) -> None:
         import pyarrow as pa
 
-        from labkit.parsers.stream import SeqWindow, arrow_schema
-
         self.tz = tz
         self.schema = pa.schema([*arrow_schema(self.dtypes), ("t_utc", pa.timestamp("ns", tz="UTC"))])
         self.tally = LineTally()
@@ -125,8 +134,6 @@ class GoEchoParser(StreamParser):
     def prepare(self, text: str) -> Prepared:
         """The vectorised pass over a chunk (no state: it may run ahead, on another thread)."""
         import numpy as np
-
-        from labkit.parsers.stream import Lines
 
         lines = Lines(text)
         plain = lines.matching(_PLAIN_ECHO)
@@ -232,8 +239,6 @@ def _plain_echoes(lines, at):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from labkit.parsers.stream import arrow_schema, digits
-
     starts, ends, raw = lines.starts[at], lines.ends[at], lines.bytes
     spaces, first = lines.positions(ord(" "), at)
     space = [spaces[first + j] for j in range(10)]  # date, time, received, N, bytes, from, peer, (addr), order, seq
@@ -274,8 +279,6 @@ def parse_go_echo_log(text: str, *, tz: str | None = None) -> ParseResult:
     of samples written in seconds). ``summary`` has the client's closing
     ``round-trip min/avg/max/stddev`` line when present.
     """
-    from labkit.parsers.stream import parse_whole
-
     result = parse_whole(GoEchoParser(tz), text)
     result.rows = result.rows[["seq", "order", "rtt_ms", "unit", "t_utc", "bytes", "peer", "ok"]]
     return result
@@ -294,8 +297,6 @@ class IdleStepParser(StreamParser):
     def __init__(self, tz: str | None = None) -> None:
         import pyarrow as pa
 
-        from labkit.parsers.stream import arrow_schema
-
         self.tz = tz
         self.schema = pa.schema([*arrow_schema(self.dtypes), ("t_utc", pa.timestamp("ns", tz="UTC"))])
         self.tally = LineTally()
@@ -305,8 +306,6 @@ class IdleStepParser(StreamParser):
 
     def feed_prepared(self, text: str) -> list:
         import pyarrow as pa
-
-        from labkit.parsers.stream import line_numbers
 
         records, numbers = [], []
         for number, raw in line_numbers(text, self.tally.lines):
@@ -355,8 +354,6 @@ def parse_idle_step_output(text: str, *, tz: str | None = None) -> ParseResult:
 
     Counts: ``calls``, ``sizes`` (``Payload size`` lines), ``calls_without_size``.
     """
-    from labkit.parsers.stream import parse_whole
-
     result = parse_whole(IdleStepParser(tz), text)
     result.rows = result.rows[["call", "payload_bytes", "index_in_size", "rtt_ms", "unit", "ok", "t_utc"]]
     return result

@@ -34,13 +34,12 @@ import re
 
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
+from labkit.parsers.ghz import ms_arg
 
 
 def h2load_argv(h2load: str, url: str, *, connections: int, streams: int, seconds: float, warmup_s: float,
                 body_file: str, log_file: str) -> list[str]:
     """h2load POSTing ``body_file`` to ``url`` for ``seconds`` after ``warmup_s``; per-request log in ``log_file``."""
-    from labkit.parsers.ghz import ms_arg
-
     argv = [
         h2load, "-c", str(connections), "-m", str(streams), "-D", ms_arg(seconds), "-d", body_file,
         "-H", "content-type: application/octet-stream", f"--log-file={log_file}",

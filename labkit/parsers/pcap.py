@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import socket
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from labkit.parsers.base import ParseError, ParseResult
@@ -115,8 +116,6 @@ def parse_pcap(data: bytes, server_ports: frozenset[int] | set[int] = frozenset(
 def _records(reader, counts: dict[str, int]):
     """(timestamp in ns, frame bytes) of each record; a file cut short ends the records, counted as truncated."""
     import dpkt
-
-    from decimal import Decimal
 
     try:
         for timestamp, frame in reader:

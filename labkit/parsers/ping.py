@@ -49,7 +49,20 @@ import re
 from typing import TYPE_CHECKING
 
 from labkit.parsers.base import KEPT_LINES, LineTally, ParseError, ParseResult
-from labkit.parsers.stream import Prepared, StreamParser, lines_one_by_one, sort_by
+from labkit.parsers.stream import (
+    Lines,
+    Prepared,
+    SeqWindow,
+    StreamParser,
+    arrow_schema,
+    digits,
+    field,
+    lines_one_by_one,
+    match_lines,
+    numbers,
+    parse_whole,
+    sort_by,
+)
 
 if TYPE_CHECKING:  # pandas is imported where rows are built: the series agent on a host imports the argv builders only
     import pandas as pd  # noqa: F401
@@ -188,8 +201,6 @@ class PingParser(StreamParser):
               "error": "string", "gap": "bool"}
 
     def __init__(self) -> None:
-        from labkit.parsers.stream import SeqWindow, arrow_schema
-
         self.schema = arrow_schema(self.dtypes)
         self.tally = LineTally()
         self.summary: dict = {}
@@ -207,8 +218,6 @@ class PingParser(StreamParser):
         """The vectorised pass over a chunk (no state: it may run ahead, on another thread)."""
         import numpy as np
         import pyarrow as pa
-
-        from labkit.parsers.stream import Lines, match_lines
 
         lines = Lines(text)
         plain = lines.matching(_PLAIN_REPLY)
@@ -388,8 +397,6 @@ def _plain_replies(lines, at):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from labkit.parsers.stream import arrow_schema, digits, numbers
-
     starts, ends, raw = lines.starts[at], lines.ends[at], lines.bytes
     stamped = (raw[starts] == ord("[")).astype(np.int64)
     spaces, first = lines.positions(ord(" "), at)
@@ -416,8 +423,6 @@ def _fast_replies(groups, numbers):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from labkit.parsers.stream import arrow_schema, field
-
     whole, frac = field(groups, "whole", "int"), groups.field("frac")
     nanos = pc.cast(pc.utf8_slice_codeunits(pc.utf8_rpad(frac, 9, "0"), 0, 9), pa.int64())
     source = pc.if_else(pc.equal(groups.field("srcaddr"), ""), groups.field("src"), groups.field("srcaddr"))
@@ -431,8 +436,6 @@ def _fast_replies(groups, numbers):
 
 def parse_ping(text: str) -> ParseResult:
     """Parse the text output of one ping run (iputils, busybox, inetutils, macOS/BSD) into one row per probe and reply."""
-    from labkit.parsers.stream import parse_whole
-
     result = parse_whole(PingParser(), text)
     rows = result.rows
     if result.doubt:  # a probe seen only as a gap may have had a reply in a line not read

@@ -25,6 +25,7 @@ import hashlib
 import io
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
+from labkit.parsers.ghz import ms_arg
 
 _COLUMNS = 12
 
@@ -32,8 +33,6 @@ _COLUMNS = 12
 def vegeta_attack_argv(vegeta: str, targets_file: str, *, rate: int, seconds: float, timeout_s: float,
                        out: str) -> list[str]:
     """vegeta at ``rate`` requests per second for ``seconds`` on the targets in ``targets_file``; binary results in ``out``."""
-    from labkit.parsers.ghz import ms_arg
-
     return [vegeta, "attack", "-targets", targets_file, "-rate", f"{int(rate)}/1s", "-duration", ms_arg(seconds),
             "-timeout", ms_arg(timeout_s), "-output", out]
 

@@ -25,6 +25,7 @@ import difflib
 import importlib.metadata
 import importlib.resources
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -44,8 +45,6 @@ GO_PLUGINS = ("protoc-gen-go", "protoc-gen-go-grpc")
 
 def go_plugin(name: str) -> Path:
     """A protoc plugin built by bootstrap into this venv's bin/ (or found on PATH)."""
-    import shutil
-
     candidate = Path(sys.prefix) / "bin" / name
     found = candidate if candidate.exists() else shutil.which(name)
     if found is None:
