@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import grpc
 
 from labkit.echo import SERVER_TIME_KEY
+from labkit.echo.options import merged
 from labkit.echo.plans import CallPlan
 from labkit.errors import LabkitError
 from labkit.proto import echo_pb2, echo_pb2_grpc
@@ -100,8 +101,6 @@ def open_channel(
     ``tls_server_name`` overrides the name checked against the server's
     certificate, for servers reached by an address their certificate does not name.
     """
-    from labkit.echo.options import merged
-
     channel_options = merged([
         # By default grpc shares connections between channels to the same
         # target through a process-wide subchannel pool, so a "new" channel may

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -69,6 +70,7 @@ import time
 from typing import Any, Callable, NamedTuple
 
 from labkit.echo.plans import SeriesPlan
+from labkit.parsers.ping import tick_ping_argv
 
 SKIPPED = "skipped: previous call still in flight"
 # Time between the warm-up and the first tick, so every probe's thread is waiting when it comes.
@@ -286,8 +288,6 @@ def _probe_loop(name: str, probe: Callable, plan: SeriesPlan, schedule: _Schedul
 
 def _ping_loop(plan: SeriesPlan, schedule: _Schedule, out: _Output, stop: threading.Event,
                running: set[subprocess.Popen], lock: threading.Lock) -> None:
-    from labkit.parsers.ping import tick_ping_argv
-
     argv = tick_ping_argv(plan.address, plan.timeout_s)
     # LC_ALL=C: some locales print "time=0,045", which no parser should have to guess.
     env = {**os.environ, "LC_ALL": "C"}
@@ -325,8 +325,6 @@ def _reap_ping(proc, tick, started_utc, argv, out: _Output, running, lock) -> No
 
 def run_agent(plan: SeriesPlan, out=None, stop: threading.Event | None = None) -> int:
     """Measure every tick of ``plan`` and write the protocol lines to ``out``; return the exit status."""
-    import random
-
     plan.check()
     stop = stop or threading.Event()
     output = _Output(out or sys.stdout, stop)

@@ -28,6 +28,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from labkit.echo.cputime import cpu_now
+from labkit.echo.options import grpcio_arguments, merged
 from labkit.version import __version__
 from labkit.echo.address import parse_host_port
 from labkit.echo import SERVER_TIME_KEY
@@ -111,8 +113,6 @@ class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
             yield echo_pb2.EchoResponse(payload_length=len(request.payload))
 
     def Upload(self, request_iterator, context):
-        from labkit.echo.cputime import cpu_now
-
         cpu_start = cpu_now()
         # What the client says it sends (optional metadata; gupload-style clients send none).
         expected = dict(context.invocation_metadata())
@@ -204,8 +204,6 @@ def start_server(
             ("grpc.http2.max_ping_strikes", 0),
         ]
     if grpc_options:
-        from labkit.echo.options import grpcio_arguments, merged
-
         options = merged(options, grpcio_arguments(grpc_options))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="echo-rpc"),
