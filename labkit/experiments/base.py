@@ -26,20 +26,40 @@ resumed run redoes only what is missing.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
+import random
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from labkit.cleanup import clean_up, needs_cleanup
+from labkit.echo.cputime import parse_proc_stat, start_ticks_of
 from labkit.echo.plans import ServePlan, serve_argv
-from labkit.errors import LabkitError
+from labkit.echo.remote import wait_until_ready
+from labkit.errors import LabkitError, RunInterrupted
+from labkit.experiments.capture import Captures, preflight as capture_preflight, ready_ports
+from labkit.experiments.registry import spec_for_experiment
 from labkit.experiments.stacks import Stack
+from labkit.hosts.claims import HostClaims, refuse_if_busy
+from labkit.hosts.facts import collect_facts, process_start_ticks
+from labkit.hosts.inventory import load_inventory, open_host
+from labkit.hosts.layout import TOOL_HINTS, host_tool_candidates, labkit_argv, labkit_home
+from labkit.interrupts import interrupts_deferred
+from labkit.parsers.ping import baseline_ping_argv, parse_ping
+from labkit.provenance import utc_now
+from labkit.store import Run, find_run
+from labkit.testbed.emulator import run_window
+from labkit.testbed.lab import link_settings
 
 
 # -- the spec of an experiment -------------------------------------------------------------------
@@ -88,8 +108,6 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
     if spec.preflight is not None:
         spec.preflight(config, inventory, plan, accept_new_host_keys)
     if getattr(config, "capture", False):
-        from labkit.experiments.capture import preflight as capture_preflight
-
         capture_preflight(inventory, plan.hosts, accept_new_host_keys)
     if not share_hosts:
         _refuse_busy_hosts(inventory, plan.hosts, accept_new_host_keys, run.run_id if run is not None else None)
@@ -104,8 +122,6 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
                      accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts) as current:
             spec.runner(current, config).run_cells(plan.cells)
     except KeyboardInterrupt:
-        from labkit.errors import RunInterrupted
-
         raise RunInterrupted(run, spec.command) from None
     import labkit.schemas
 
@@ -120,8 +136,6 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
 def _finish_cleanup(run, accept_new_host_keys: bool) -> None:
     """Before a run is resumed: what `labkit runs cleanup` does for it, if its end (a SIGKILL) did not, so none of its
     old processes (an echo server still answering) or changed knobs outlive it into the resumed measurement."""
-    from labkit.cleanup import clean_up, needs_cleanup
-
     if needs_cleanup(run):  # refused in one line, as `runs cleanup` would, when the run asks for what labkit never does
         clean_up(run, accept_new_host_keys, say=lambda line: print(line, file=sys.stderr))
 
@@ -129,10 +143,6 @@ def _finish_cleanup(run, accept_new_host_keys: bool) -> None:
 def _refuse_busy_hosts(inventory, host_names: list[str], accept_new_host_keys: bool, own_run_id: str | None) -> None:
     """Before a run exists: refuse in one line while another run measures on these hosts (the session's claim checks
     again, for a run that started meanwhile), so a refused run leaves no run directory behind."""
-    from contextlib import ExitStack
-
-    from labkit.hosts.claims import refuse_if_busy
-
     with ExitStack() as stack:
         hosts = {name: stack.enter_context(inventory.open(name, accept_new_host_keys=accept_new_host_keys))
                  for name in host_names}
@@ -146,9 +156,6 @@ def prepare_run(experiment: str, config_type, config, *, resume: str | None = No
     finishes is the one it started. Bad values, a bad inventory or an unknown
     host fail here, so no run directory is left behind by a typo.
     """
-    from labkit.hosts.inventory import load_inventory
-    from labkit.store import find_run
-
     run = None
     if resume:
         run = find_run(resume, runs_dir)
@@ -169,8 +176,6 @@ def prepare_run(experiment: str, config_type, config, *, resume: str | None = No
 
 def begin_run(run, experiment: str, config, runs_dir=None):
     """Mark a resumed run as running again, or create the new one (after its config was checked)."""
-    from labkit.store import Run
-
     if run is not None:
         run.mark_resumed()
         return run
@@ -194,8 +199,6 @@ class ExperimentRunner:
         self.progress = session.progress
         self._manifest_lock = threading.Lock()
         if getattr(config, "capture", False):  # --capture: tcpdump follows every echo server the runner starts
-            from labkit.experiments.capture import Captures
-
             session.captures = Captures(session)
 
     def run_cells(self, cells: list) -> None:
@@ -263,8 +266,6 @@ class ExperimentRunner:
                               f"what is wrong); `{self.resume_command()}` redoes the cell")
 
     def resume_command(self) -> str:
-        from labkit.experiments.registry import spec_for_experiment
-
         return spec_for_experiment(self.run.manifest["experiment"]).resume_command(self.run.run_id)
 
     def record_server(self, host: str, ready: dict) -> None:
@@ -338,8 +339,6 @@ class HostPool:
         self._lock = threading.Lock()
 
     def get(self, name: str):
-        from labkit.hosts.inventory import open_host
-
         with self._lock:
             if name not in self._hosts:
                 self._hosts[name] = open_host(self.inventory, name, accept_new_host_keys=self.accept_new_host_keys)
@@ -375,8 +374,6 @@ class Session:
 
     def link_settings(self) -> str | None:
         """The testbed's link parameters when the inventory is a local testbed's (None otherwise)."""
-        from labkit.testbed.lab import link_settings
-
         testbed = getattr(self.inventory, "testbed", None) or {}
         return link_settings(testbed["name"]) if testbed.get("name") else None
 
@@ -394,8 +391,6 @@ class Session:
 
     def home(self, name: str) -> str:
         """Host ``name``'s labkit directory, as its commands see it."""
-        from labkit.hosts.layout import labkit_home
-
         return labkit_home(self.inventory.host(name))
 
     # -- cells -------------------------------------------------------------------------------
@@ -414,9 +409,6 @@ class Session:
     # -- processes ---------------------------------------------------------------------------
     def start(self, host_name: str, argv: list[str]):
         """Start ``argv`` on a host, registered in the run until :meth:`stop`."""
-        from labkit.hosts.facts import process_start_ticks
-        from labkit.interrupts import interrupts_deferred
-
         host = self.pool.get(host_name)
         # Started, known as live and recorded as one step: an interrupt between the host's start and the record left
         # a process no one would stop (a ghz on a, after a SIGINT). It is taken once the process is recorded; a host
@@ -462,15 +454,11 @@ class Session:
 
         In a run that captures, tcpdump follows the server on its host and on ``clients`` until it is stopped.
         """
-        from labkit.echo.remote import wait_until_ready
-
         plan = ServePlan(bind=f"{url_host(self.address(host_name))}:0", grpc_options=stack.server_options(), **serve)
         server = self.start_labkit(host_name, *serve_argv(plan, stack.server_impl))
         try:
             ready = wait_until_ready(server, timeout)
             if self.captures is not None and clients:
-                from labkit.experiments.capture import ready_ports
-
                 self.captures.start(host_name, server, ready_ports(ready), clients)
             return server, ready
         except BaseException:
@@ -523,8 +511,6 @@ class Session:
 
         ``how_to_get`` ends the one-line error when none of them runs ``--version``.
         """
-        from labkit.hosts.layout import host_tool_candidates
-
         tried = [given] if given else host_tool_candidates(self.inventory.host(host_name), tool)
         for candidate in tried:
             try:
@@ -539,15 +525,11 @@ class Session:
 
     def deploy_hint(self, host_name: str, tool: str) -> str:
         """How to get a tool that `labkit deploy` ships onto a host."""
-        from labkit.hosts.layout import TOOL_HINTS
-
         return (f"run `labkit deploy {self.inventory.path or 'INVENTORY'} {host_name}` from a machine that has "
                 f"{tool} ({TOOL_HINTS[tool]})")
 
     def process_cpu_s(self, host_name: str, pid: int | None) -> float | None:
         """A process's CPU seconds so far (user + system, from /proc/<pid>/stat on its host); None if unreadable."""
-        from labkit.echo.cputime import parse_proc_stat
-
         if pid is None:
             return None
         try:
@@ -561,11 +543,6 @@ class Session:
 
         ``transform`` may rewrite the text first (e.g. drop what the tool copied of the request).
         """
-        import gzip
-        import shutil
-        import tempfile
-        from pathlib import Path
-
         host = self.host(host_name)
         if not host.exists(remote):
             return None
@@ -601,8 +578,6 @@ class Session:
 
         The raw output is kept as ``raw/ping-<src>-<dst>-<when>.txt``.
         """
-        from labkit.parsers.ping import baseline_ping_argv, parse_ping
-
         result = self.host(src).run(baseline_ping_argv(self.address(dst), count), timeout=count * 0.2 + 30)
         self.run.write_raw(f"ping-{src}-{dst}-{when}.txt", result.stdout + result.stderr)
         summary = parse_ping(result.stdout).summary
@@ -640,8 +615,6 @@ class Session:
 
 def _free_port_tries(port: int | None) -> list[int]:
     """The ports to try for a server: the one asked for, or a few random ones above the well-known range."""
-    import random
-
     return [port] if port is not None else [random.randrange(20000, 60000) for _ in range(5)]
 
 
@@ -667,12 +640,6 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
 
     The caller finalises the run (Parquet, status complete) after the block.
     """
-    from labkit.hosts.facts import collect_facts
-    from labkit.hosts.layout import labkit_argv
-    from labkit.provenance import utc_now
-
-    from labkit.echo.cputime import start_ticks_of
-
     # The pid alone may name another process once this one has ended: its start time tells them apart.
     run.update(controller={"pid": os.getpid(), "host": socket.gethostname(), "start_ticks": start_ticks_of()})
     started_utc_ns = time.time_ns()
@@ -725,10 +692,6 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
 
 def _claim_hosts(run, pool: HostPool, host_names: list[str], share_hosts: bool):
     """Mark each host as used by this run for its length, refusing (HostsBusy) while another run measures on them."""
-    from labkit.echo.cputime import start_ticks_of
-    from labkit.hosts.claims import HostClaims
-    from labkit.provenance import utc_now
-
     owner = {"run_id": run.run_id, "since": utc_now(),
              "controller": {"host": socket.gethostname(), "pid": os.getpid(), "start_ticks": start_ticks_of()}}
     claims = HostClaims({name: pool.get(name) for name in host_names}, owner)
@@ -740,8 +703,6 @@ def _claim_hosts(run, pool: HostPool, host_names: list[str], share_hosts: bool):
 def _record_emulator(run, inventory, started_utc_ns: int) -> None:
     """On a testbed's inventory, keep what the link emulator did during this session (a resumed run has
     several), so a run's delays can be trusted or flagged (labkit.report)."""
-    from labkit.testbed.emulator import run_window
-
     window = run_window(inventory.testbed, started_utc_ns, time.time_ns())
     if window is not None:
         run.manifest.setdefault("emulator", {"windows": []})["windows"].append(window)

@@ -19,11 +19,15 @@ from __future__ import annotations
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.hosts.kernel import ManifestRefused, _is_ip
+from labkit.hosts.privilege import knob_blockers
 from labkit.parsers.pcap import tcpdump_argv
+from labkit.provenance import utc_now
 
 #: What an echo server's ready line calls its ports, and the name each gets in a capture's record.
 PORT_KEYS = {"port": "grpc", "http2_port": "http2", "tcp_echo_port": "tcp_echo"}
@@ -60,8 +64,6 @@ class Captures:
     def start(self, server_host: str, server, ports: dict[str, int], clients: tuple[str, ...]) -> None:
         """tcpdump on ``server_host`` and each of ``clients`` (other hosts) for ``ports`` (name -> port) of the server,
         until :meth:`stop` of ``server``."""
-        from labkit.provenance import utc_now
-
         session = self.session
         clients = tuple(c for c in dict.fromkeys(clients) if c != server_host)
         started = []
@@ -84,8 +86,6 @@ class Captures:
     def _record_dir(self, host: str, role: str, peer: str, ports: dict[str, int], workdir: str) -> None:
         """Note a capture's directory on its host in the manifest until its file is kept: after a SIGKILL,
         `labkit runs cleanup` collects what it holds (:func:`collect_leftovers`)."""
-        from labkit.provenance import utc_now
-
         run = self.session.run
         with self._lock:
             run.manifest.setdefault("capture_dirs", []).append(
@@ -113,8 +113,6 @@ class Captures:
         self._finish(running)
 
     def _finish(self, running: list[_Running]) -> None:
-        from labkit.provenance import utc_now
-
         for capture in running:
             try:
                 self.session.stop(capture.host, capture.proc)  # SIGTERM: tcpdump closes its file
@@ -160,8 +158,6 @@ _CAPTURE_DIR = re.compile(r"^(/[A-Za-z0-9_.-]+)*/labkit-capture\.[A-Za-z0-9_]{1,
 def check_leftover(entry: object, index: int, hosts) -> None:
     """Refuse (ManifestRefused, naming the field) a ``capture_dirs`` entry labkit would not have written: a host not
     in the run's inventory (``hosts``), a directory not named as a capture's, a role, peer or port out of place."""
-    from labkit.hosts.kernel import ManifestRefused, _is_ip
-
     field = f"capture_dirs[{index}]"
     if not isinstance(entry, dict):
         raise ManifestRefused(field, "is not an object")
@@ -216,10 +212,6 @@ def _tcpdump(host) -> str:
 
 def preflight(inventory, host_names: list[str], accept_new_host_keys: bool = False) -> None:
     """Refuse a capturing run before it exists, in one line, when a host cannot run tcpdump as root."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from labkit.hosts.privilege import knob_blockers
-
     def blockers(name: str) -> dict[str, str]:
         with inventory.open(name, accept_new_host_keys=accept_new_host_keys) as host:
             argv = tcpdump_argv(_tcpdump(host), "/tmp/labkit-capture.pcap", "198.18.0.1", [1])

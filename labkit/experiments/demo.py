@@ -13,6 +13,9 @@ from __future__ import annotations
 from typing import Callable
 
 from labkit.errors import LabkitError
+from labkit.experiments import run_command
+from labkit.hosts.inventory import load_inventory
+from labkit.testbed.lab import LinkConfig, Testbed
 
 TESTBED = "demo"
 DEFAULT_SIZES = (1000, 10000, 14000, 16000, 32000, 64000)
@@ -23,9 +26,6 @@ def run_demo(*, one_way_delay_s: float = 0.100, sizes=DEFAULT_SIZES, repeats: in
              log: Callable[[str], None] = lambda message: None):
     """Run the idle-step sweep of the brief on a fresh testbed named "demo"; return the run."""
     from labkit.deploy import deploy
-    from labkit.experiments import run_command
-    from labkit.hosts.inventory import load_inventory
-    from labkit.testbed.lab import LinkConfig, Testbed
 
     lab = Testbed(TESTBED, log=log)
     link = LinkConfig(one_way_delay_s=one_way_delay_s, rate_bps=100e6, mtu=1460, cc="cubic")

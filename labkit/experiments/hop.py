@@ -58,13 +58,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit.analysis.windows import window_stats
 from labkit.echo.plans import BackPlan, FrontPlan, back_argv, front_argv
+from labkit.echo.remote import wait_until_ready
 from labkit.errors import LabkitError
+from labkit.experiments.capture import ready_ports
 from labkit.files import read_file
 from labkit.limits import (MAX_BODY_BYTES, MAX_CALL_TIMEOUT_S, MAX_CONCURRENCY, MAX_GRPC_CHANNELS, MAX_HOP_REPEATS,
                            MAX_LOAD_DURATION_S, MAX_LOAD_THREADS, MAX_NATS_WORKERS, MAX_PING_COUNT, MAX_RATE,
                            MIN_CALL_TIMEOUT_S, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
+from labkit.parsers.ghz import ghz_argv, parse_ghz_json
+from labkit.parsers.nats import nats_client_url, nats_server_argv
+from labkit.parsers.vegeta import parse_vegeta_csv, vegeta_attack_argv, vegeta_encode_argv
+from labkit.parsers.wrk import WRK_SCRIPT, parse_wrk, wrk_argv
+from labkit.pki import existing_pki, write_throwaway_pki
 
 EXPERIMENT = "hop"
 VIAS = ("direct", "grpc", "http2", "http2-tls", "nats")
@@ -189,8 +197,6 @@ def plan_cells(config: HopConfig) -> list[Cell]:
 # -- a cell's numbers from its tool's output (pure) ------------------------------------------------
 def wrk_cell_stats(text: str, duration_s: float) -> dict[str, Any]:
     """A cell's numbers from wrk's report with labkit's script lines (the exact numbers where it printed them)."""
-    from labkit.parsers.wrk import parse_wrk
-
     parsed = parse_wrk(text)
     summary, exact = parsed.summary, parsed.summary.get("exact", {})
     errors = summary["errors"]
@@ -217,8 +223,6 @@ def wrk_cell_stats(text: str, duration_s: float) -> dict[str, Any]:
 
 def per_request_stats(latency_ms, ok, duration_s: float, errors, bytes_in=None) -> dict[str, Any]:
     """A cell's numbers from per-request rows (vegeta's or ghz's): the load window's statistics, bytes when known."""
-    from labkit.analysis.windows import window_stats
-
     stats = window_stats(latency_ms, ok, duration_s, errors=errors)
     good = [value for value, flag in zip(latency_ms, ok) if flag]
     mean = stats["latency_mean_ms"]
@@ -232,8 +236,6 @@ def per_request_stats(latency_ms, ok, duration_s: float, errors, bytes_in=None) 
 
 def vegeta_cell_stats(text: str, duration_s: float, body_sha256: str | None) -> dict[str, Any]:
     """A cell's numbers from vegeta's CSV; a 200 whose body is not the back's counts as an error."""
-    from labkit.parsers.vegeta import parse_vegeta_csv
-
     rows = parse_vegeta_csv(text).rows
     ok = rows["ok"] & ((rows["body_sha256"] == body_sha256) if body_sha256 else True)
     errors = [e or ("" if good else "a body other than the back's") for e, good in zip(rows["error"], ok)]
@@ -242,8 +244,6 @@ def vegeta_cell_stats(text: str, duration_s: float, body_sha256: str | None) -> 
 
 def ghz_cell_stats(text: str, duration_s: float) -> dict[str, Any]:
     """A cell's numbers from ghz's JSON report (every call of the run; ghz has no warm-up here)."""
-    from labkit.parsers.ghz import parse_ghz_json
-
     parsed = parse_ghz_json(text)
     rows = parsed.rows
     stats = per_request_stats(rows["latency_ms"], rows["ok"], duration_s, rows["error"])
@@ -285,8 +285,6 @@ class _Services:
         self.runner.record_services(self.hosts, self.ready)
 
     def _start_nats(self) -> str:
-        from labkit.parsers.nats import nats_client_url, nats_server_argv
-
         host = self.config.nats_on
         proc = self.session.start(host, nats_server_argv(self.runner.nats_server, self.session.address(host)))
         self.procs["nats"], self.hosts["nats"] = proc, host
@@ -310,14 +308,10 @@ class _Services:
 
     def _start(self, role: str, host: str, args: list[str]) -> None:
         """Start a service of labkit-go (``args`` from its builder) on its host, and wait for its ready line."""
-        from labkit.echo.remote import wait_until_ready
-
         proc = self.session.start(host, [self.runner.labkit_go[host], *args])
         self.procs[role], self.hosts[role] = proc, host
         self.ready[role] = wait_until_ready(proc, timeout=60)
         if self.session.captures is not None:  # --capture: what reaches this service from the other hosts
-            from labkit.experiments.capture import ready_ports
-
             callers = (self.config.load_host, self.config.front) if role == "back" else (self.config.load_host,)
             self.session.captures.start(host, proc, ready_ports(self.ready[role]), tuple(c for c in callers if c))
 
@@ -391,8 +385,6 @@ class _Hopper(ExperimentRunner):
 
     def prepare_files(self) -> None:
         """The load host's work directory (wrk's script, vegeta's targets, ghz's protoset) and the back's body."""
-        from labkit.parsers.wrk import WRK_SCRIPT
-
         config = self.config
         self.workdir = self.load.make_temp_dir("labkit-hop.")
         files = {"labkit.lua": WRK_SCRIPT.encode()}
@@ -412,8 +404,6 @@ class _Hopper(ExperimentRunner):
 
     def _back_files(self) -> None:
         """The body file on the back, and the run's throwaway TLS material on the back and the front."""
-        from labkit.pki import existing_pki, write_throwaway_pki
-
         config, session = self.config, self.session
         back_dir = session.host(config.back).make_temp_dir("labkit-hop.")
         self.back_dir = back_dir
@@ -523,10 +513,6 @@ class _Hopper(ExperimentRunner):
 
     def _tool_argv(self, cell: Cell, tool: str, slug: str) -> list[list[str]]:
         """The commands of a cell's tool on the load host, run one after the other."""
-        from labkit.parsers.ghz import ghz_argv
-        from labkit.parsers.vegeta import vegeta_attack_argv, vegeta_encode_argv
-        from labkit.parsers.wrk import wrk_argv
-
         config, work, path = self.config, self.workdir, self.tools[tool]["path"]
         target = self.services.target(cell, tool)
         if tool == "wrk":

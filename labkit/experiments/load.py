@@ -74,13 +74,14 @@ from typing import Any
 
 from labkit.analysis.windows import h2load_errors, measured_window, window_stats
 from labkit.errors import LabkitError
+from labkit.hosts.layout import TOOL_HINTS as DEPLOY_HINTS
 from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_CONCURRENCY, MAX_DURATION_S, MAX_KEEPALIVE_MS,
                            MAX_LOAD_CONNECTIONS, MAX_LOAD_DURATION_S, MAX_LOAD_WARMUP_S, MAX_PING_COUNT,
                            MAX_STREAM_MESSAGES, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
-from labkit.experiments.stacks import Stack, plan_stacks
-from labkit.parsers.ghz import ghz_argv
-from labkit.parsers.h2load import h2load_argv
+from labkit.experiments.stacks import DEFAULT_OPTION, Stack, knob_keys, option_values, plan_stacks
+from labkit.parsers.ghz import ghz_argv, parse_ghz_json
+from labkit.parsers.h2load import h2load_argv, parse_h2load, parse_h2load_log
 
 EXPERIMENT = "load"
 TRANSPORTS = ("grpc", "grpc-conns", "http2")
@@ -254,8 +255,6 @@ def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
 def _one_knob_at_a_time(cells: list[Cell], config: LoadConfig, omitted: list[str]) -> list[Cell]:
     """The cells that change at most one knob from its first listed value (an option's first value, "default" for
     none); the others are left out with one line that counts them."""
-    from labkit.experiments.stacks import DEFAULT_OPTION, knob_keys, option_values
-
     options = {knob: knob_keys(knob)[0] for knob in option_values(config.grpc_option)}  # a knob's keys share its value
     baseline = {"connections": config.connections[0], "server_impl": config.server_impl[0],
                 "keepalive_ms": config.keepalive_ms[0], "compression": config.compression[0], "rpc": config.rpc[0],
@@ -306,8 +305,6 @@ def _stack_cells(config: LoadConfig, stack: Stack, omitted: list[str]) -> list[C
 # -- a cell's numbers from its tool's output (pure) ------------------------------------------------
 def ghz_cell_stats(text: str, warmup_s: float, duration_s: float) -> dict[str, Any]:
     """A cell's numbers from a ghz JSON report of a warm-up + duration run (see :func:`measured_window`)."""
-    from labkit.parsers.ghz import parse_ghz_json
-
     parsed = parse_ghz_json(text)
     rows = measured_window(parsed.rows, warmup_s, duration_s)
     stats = window_stats(rows["latency_ms"], rows["ok"], duration_s, rows["status"], rows["error"])
@@ -320,8 +317,6 @@ def ghz_cell_stats(text: str, warmup_s: float, duration_s: float) -> dict[str, A
 
 def h2load_cell_stats(report: str, log: str | None, duration_s: float) -> dict[str, Any]:
     """A cell's numbers from h2load's report and its --log-file (which holds the measured window only)."""
-    from labkit.parsers.h2load import parse_h2load, parse_h2load_log
-
     summary = parse_h2load(report).summary
     if log is None:
         stats = window_stats([], [], duration_s, [], [])
@@ -370,8 +365,6 @@ class _Loader(ExperimentRunner):
     # -- set-up -------------------------------------------------------------------------------
     def find_tools(self, cells: list[Cell]) -> None:
         """Find each tool the cells need on the client host; one clear error when one is missing."""
-        from labkit.hosts.layout import TOOL_HINTS as DEPLOY_HINTS
-
         for tool in sorted({cell.tool for cell in cells}):
             how = self.session.deploy_hint(self.config.client, tool) if tool in DEPLOY_HINTS else TOOL_HINTS[tool]
             self.tools[tool] = self.session.find_tool(self.config.client, tool, getattr(self.config, tool), how)

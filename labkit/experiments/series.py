@@ -52,6 +52,7 @@ from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_SERIE
                            MAX_TICKS, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
 from labkit.experiments.stacks import Stack, StackChoice, knob_keys, option_values, plan_stacks
+from labkit.parsers.ping import parse_ping
 
 EXPERIMENT = "series"
 MIN_INTERVAL_S = 0.01  # the shortest time between a series' ticks
@@ -195,8 +196,6 @@ def ping_rows(event: dict[str, Any], source_file: str | None = None) -> list[dic
     reply in microseconds.
     """
     import pandas as pd
-
-    from labkit.parsers.ping import parse_ping
 
     tick, started = event["tick"], event["t_utc_ns"]
     result = parse_ping(event.get("stdout") or "")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from labkit.echo.options import IMPLEMENTATIONS, OPTIONS, parse_grpc_options
+from labkit.echo.options import IMPLEMENTATIONS, OPTIONS, grpcio_arguments, parse_grpc_options
 from labkit.errors import LabkitError
 
 DEFAULT_IMPL = "python"
@@ -147,8 +147,6 @@ def plan_stacks(client_impls: list[str] | None, server_impls: list[str], grpc_op
 
 
 def _plan(client_impls, server_impls, grpc_options) -> tuple[list[Stack], list[str]]:
-    from labkit.echo.options import grpcio_arguments
-
     unknown = [impl for impl in server_impls if impl not in IMPLEMENTATIONS]
     if unknown or not server_impls:
         raise LabkitError(f"--server-impl takes {', '.join(IMPLEMENTATIONS)}, not {', '.join(unknown) or 'nothing'}")

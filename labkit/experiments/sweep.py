@@ -30,18 +30,23 @@ Completed cells are recorded, so ``--resume`` redoes only what is missing.
 from __future__ import annotations
 
 import itertools
+import os
 import random
+import socket
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.echo.plans import CallPlan, call_argv
 from labkit.errors import LabkitError
+from labkit.hosts.kernel import ConditionRefused, KernelConditions, KnobLock, knob_commands
+from labkit.hosts.privilege import knob_blockers
 from labkit.limits import (MAX_CALL_TIMEOUT_S, MAX_IPERF_SECONDS, MAX_PING_COUNT, MAX_SWEEP_REQUEST_BYTES,
                            MIN_CALL_TIMEOUT_S, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 from labkit.parsers.iperf3 import iperf3_rate
+from labkit.provenance import utc_now
 
 EXPERIMENT = "idle-step"
 
@@ -198,8 +203,6 @@ class _Sweeper(ExperimentRunner):
 
     def capture_kernel_originals(self, pairs: list[tuple[str, str]]) -> None:
         """Record each host's original settings in the manifest before any cell changes them."""
-        from labkit.hosts.kernel import KernelConditions
-
         originals = self.run.manifest.setdefault("kernel_originals", {})
         self.lock_knobs(sorted({name for pair in pairs for name in pair}))
         for src, dst in pairs:
@@ -222,12 +225,6 @@ class _Sweeper(ExperimentRunner):
     def lock_knobs(self, names: list[str]) -> None:
         """Hold each host's kernel knobs for this run, when it changes any: a second run on the same hosts waits for
         none of it, but refuses in one line before it records another run's setting as the original."""
-        import os
-        import socket
-
-        from labkit.hosts.kernel import KnobLock
-        from labkit.provenance import utc_now
-
         config = self.config
         if all(v is None for v in config.slow_start_after_idle) and all(v is None for v in config.cc):
             return
@@ -292,8 +289,6 @@ class _Sweeper(ExperimentRunner):
 
     def set_conditions(self, cell: Cell, conditions) -> bool:
         """Set the cell's kernel conditions on both hosts; False (and the cell recorded as skipped) if a host refuses."""
-        from labkit.hosts.kernel import ConditionRefused
-
         try:
             for side in conditions:
                 if cell.slow_start_after_idle is not None:
@@ -396,9 +391,6 @@ def preflight(config: SweepConfig, inventory, plan: Plan, accept_new_host_keys: 
     may set them all, another user only through become = "sudo" and a sudo
     rule that needs no password.
     """
-    from labkit.hosts.kernel import knob_commands
-    from labkit.hosts.privilege import knob_blockers
-
     knobs = [knob for knob, values in (("slow-start-after-idle", config.slow_start_after_idle), ("cc", config.cc))
              if any(value is not None for value in values)]
     if not knobs:

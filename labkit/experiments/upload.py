@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from labkit.echo.plans import UPLOAD_TRANSPORTS, UploadFilePlan, UploadPlan, upload_argv, upload_file_argv
+from labkit.echo.upload_agent import chunk_message_bytes, file_facts
 from labkit.errors import LabkitError
 from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_FILE_BYTES, MAX_MESSAGE_BYTES, MAX_PING_COUNT, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
+from labkit.pki import existing_pki, write_throwaway_pki
 
 EXPERIMENT = "upload"
 TLS_MODES = ("both", "on", "off")
@@ -72,10 +74,6 @@ class UploadConfig(StackChoice):
 
     def validate(self) -> None:
         """Refuse, with one clear line, anything that would fail once the run has started."""
-        from pathlib import Path
-
-        from labkit.echo.upload_agent import chunk_message_bytes
-
         if not (self.client and self.server):
             raise LabkitError("give --client and --server (host names from the inventory)")
         if self.client == self.server:
@@ -190,8 +188,6 @@ class _Uploader(ExperimentRunner):
 
     def _copy_file(self, directory: str) -> dict[str, Any]:
         """The user's file on the client host, copied over SFTP unless the host already has the same bytes."""
-        from labkit.echo.upload_agent import file_facts
-
         config, src, session = self.config, self.config.client, self.session
         local = file_facts(config.file)
         remote = f"{directory}/file-{local['sha256'][:16]}.bin"
@@ -215,8 +211,6 @@ class _Uploader(ExperimentRunner):
 
     def _tls_material(self) -> tuple[str, dict[str, str]]:
         """The run's throwaway PKI, copied to the hosts; (client's CA path, the server's TLS files as plan fields)."""
-        from labkit.pki import existing_pki, write_throwaway_pki
-
         address = self.session.address(self.config.server)
         directory = self.run.path / "tls"
         pki = existing_pki(directory, address) or write_throwaway_pki(directory, address)
