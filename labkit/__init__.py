@@ -13,6 +13,7 @@ independent runs of the whole matrix and returns the list (``--runs``). ``labkit
 brings the local testbed up from Python (:mod:`labkit.testbed.context`).
 """
 
+from labkit.errors import LabkitError
 from labkit.version import __version__  # noqa: F401 (labkit.__version__)
 
 
@@ -21,7 +22,8 @@ def _entry_point(command: str, doc: str):
 
     def entry(inventory=None, *, runs_dir=None, resume=None, quiet: bool = False, accept_new_host_keys: bool = False,
               runs: int = 1, share_hosts: bool = False, **options):
-        from labkit.errors import LabkitError
+        # Not at the top: this __init__ runs before any of labkit's modules loads (for `labkit --help` too), and the
+        # experiments and results load when an entry point is called.
         from labkit.experiments import run_command, run_replicates, spec
         from labkit.results import Run
 

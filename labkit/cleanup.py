@@ -21,8 +21,11 @@ import time
 from typing import Callable
 
 from labkit.errors import LabkitError
+from labkit.experiments.capture import check_leftover, collect_leftovers
 from labkit.hosts.claims import CLAIM_PATH, controller_alive, release_claim
-from labkit.hosts.kernel import ManifestRefused
+from labkit.hosts.facts import looks_like_labkits, not_the_process
+from labkit.hosts.inventory import load_inventory, open_host
+from labkit.hosts.kernel import ManifestRefused, check_originals, check_route_on_host, restore_from_manifest
 
 #: A knob lock's directory as labkit.hosts.kernel.KnobLock names it: its prefix and the network namespace's inode.
 _KNOB_LOCK = re.compile(r"^/tmp/labkit-knobs-[0-9]{1,20}$")
@@ -61,10 +64,6 @@ def run_peers(inventory) -> dict[str, str | None]:
 def check_run(run, inventory, force: bool = False) -> None:
     """Refuse (ManifestRefused) a run whose cleanup would act on what labkit did not record; nothing on a host is
     read or changed here."""
-    from labkit.experiments.capture import check_leftover
-    from labkit.hosts.facts import looks_like_labkits
-    from labkit.hosts.kernel import check_originals
-
     if not force and not run.made_here():
         made = run.manifest.get("machine") or {}
         raise ManifestRefused("machine", f"the run was made on {made.get('hostname') or 'a machine it does not name'}"
@@ -101,8 +100,6 @@ def check_run(run, inventory, force: bool = False) -> None:
 
 def check_on_hosts(run, host_of: Callable) -> None:
     """What only the hosts can tell: a recorded route's device and congestion control (ManifestRefused)."""
-    from labkit.hosts.kernel import check_route_on_host
-
     for key, originals in unrestored(run).items():
         check_route_on_host(host_of(originals["host"]), originals, f"kernel_originals[{key!r}].route_to_peer")
 
@@ -110,8 +107,6 @@ def check_on_hosts(run, host_of: Callable) -> None:
 def cleanup_run(run, host_of: Callable, say: Callable[[str], None]) -> None:
     """Stop the run's processes, keep its captures, restore its kernel settings, release its locks, mark it
     interrupted; ``run`` passed :func:`check_run` and :func:`check_on_hosts`."""
-    from labkit.experiments.capture import collect_leftovers
-
     _stop_processes(run, host_of, say)
     collect_leftovers(run, host_of, say)  # after its tcpdump stopped: the file is closed
     _restore_kernel(run, host_of, say)
@@ -126,8 +121,6 @@ def cleanup_run(run, host_of: Callable, say: Callable[[str], None]) -> None:
 
 
 def _stop_processes(run, host_of: Callable, say: Callable[[str], None]) -> None:
-    from labkit.hosts.facts import not_the_process
-
     for entry in run.processes():
         target = host_of(entry["host"])
         what = f"process group {entry['pid']} on {entry['host']} ({' '.join(entry['argv'][-6:])})"
@@ -144,8 +137,6 @@ def _stop_processes(run, host_of: Callable, say: Callable[[str], None]) -> None:
 
 
 def _restore_kernel(run, host_of: Callable, say: Callable[[str], None]) -> None:
-    from labkit.hosts.kernel import restore_from_manifest
-
     for key, originals in unrestored(run).items():
         problems = restore_from_manifest(host_of(originals["host"]), originals)
         originals["restored"] = not problems
@@ -169,8 +160,6 @@ def clean_up(run, accept_new_host_keys: bool = False, force: bool = False, say: 
     """All of a run's cleanup, for `labkit runs cleanup` and for ``--resume`` before it continues the run: refused
     (LabkitError) while its controller still measures it, refused (ManifestRefused) by :func:`check_run` and
     :func:`check_on_hosts` with nothing changed, else :func:`cleanup_run`; each host opened once, when first needed."""
-    from labkit.hosts.inventory import load_inventory, open_host
-
     if controller_alive(run.manifest):
         raise LabkitError(f"{run.run_id} is still being measured by pid {run.manifest['controller']['pid']}; "
                           "stop that first")

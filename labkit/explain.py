@@ -20,6 +20,8 @@ import pandas as pd
 
 from labkit.analysis.explain import COMPONENTS, Context, attribute_packets, explain_call
 from labkit.errors import LabkitError
+from labkit.parsers.base import ParseError
+from labkit.parsers.pcap import parse_pcap
 
 #: Which captured port each kind of call went to: a series probe or an upload transport -> the server's port name.
 PORT_OF = {"echo-warm": "grpc", "echo-cold": "grpc", "tcp-echo": "tcp_echo", "tcp-connect": "tcp_echo",
@@ -78,9 +80,6 @@ def packets_table(run, calls: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every captured packet of the run, with ``host``, ``role`` and the call it belongs to (``cell_id``, ``probe``
     and ``call``, the call's ``seq``; null for packets of no call). Only a client's captures are attributed: they
     share the clock of its calls' start times."""
-    from labkit.parsers.base import ParseError
-    from labkit.parsers.pcap import parse_pcap
-
     if calls is None:
         try:
             calls = run_calls(run)

@@ -29,13 +29,22 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+# The package's own entry points (labkit.sweep(...), labkit.testbed(...)): a notebook's first section runs what it
+# shows the reader.
+import labkit
 from labkit.errors import LabkitError
+from labkit.hosts.inventory import load_inventory, open_host
+from labkit.importers import import_files
+from labkit.inline import readable_figures
+from labkit.parsers.ping import log_ping_argv
 from labkit.provenance import REPO_ROOT
 from labkit.report import parse_formats
+from labkit.results import Run, find_run
 
 
 def default_runs_dir() -> Path:
@@ -62,8 +71,6 @@ def open_run(run_dir: str | os.PathLike | None, *, sample: str, experiment: str 
     With ``experiment``, a run of another experiment is refused with a message
     saying which it is, instead of failing later on a missing column.
     """
-    from labkit.results import Run, find_run
-
     run = find_run(str(run_dir), runs_dir) if run_dir else Run.open(samples_dir() / sample)
     if experiment is not None and run.manifest.get("experiment") != experiment:
         raise LabkitError(f"{run.path} is a {run.manifest.get('experiment')!r} run, not a {experiment!r} run")
@@ -332,8 +339,6 @@ def setup(name: str, run_dir: str, *, sample: str, experiment: str | None, forma
     """
     import pandas as pd
 
-    from labkit.inline import readable_figures
-
     run = open_run(run_dir, sample=sample, experiment=experiment)
     figures_dir = _figures_dir(run, output_dir)
     readable_figures()
@@ -368,8 +373,6 @@ class Yourself:
     def make(self, inventory: str, *, runs_dir=None, **changes):
         """Run it on the hosts of ``inventory``, ``changes`` over the options; the run. An experiment resumes the newest
         interrupted run of the same settings (``resume="auto"``), so the cell run again after an interrupt finishes it."""
-        import labkit
-
         options = {**self.options, **changes}
         if self.command == "ping":
             return record_ping(inventory, runs_dir=runs_dir or default_runs_dir(), **options)
@@ -421,8 +424,6 @@ def run_it_yourself(notebook: str, run_it: bool | dict[str, Any], run_dir: str =
     """
     from IPython.display import Markdown, display
 
-    import labkit
-
     spec = RUN_IT_YOURSELF[notebook]
     changes = dict(run_it) if isinstance(run_it, dict) else {}
     testbed_name = changes.pop("testbed_name", testbed_name_for(notebook))
@@ -445,13 +446,6 @@ def record_ping(inventory: str, *, client: str = "a", server: str = "b", count: 
                 name: str = "ping", runs_dir=None):
     """Ping ``server``'s data address from ``client`` and import the log as a run (``import-ping``), as the 2016 ping
     log was: the kind of run the ping_vs_echo notebook reads. The raw log is kept in the run's ``raw/``."""
-    import tempfile
-
-    from labkit.hosts.inventory import load_inventory, open_host
-    from labkit.importers import import_files
-    from labkit.parsers.ping import log_ping_argv
-    from labkit.results import Run
-
     hosts = load_inventory(inventory)
     host = open_host(hosts, client)
     try:

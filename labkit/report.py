@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from labkit.errors import LabkitError
 from labkit.provenance import REPO_ROOT
+from labkit.testbed.emulator import late_messages
 
 #: experiment (the run manifest's ``experiment``) -> notebooks (names in notebooks/, without suffix).
 NOTEBOOKS: dict[str, tuple[str, ...]] = {
@@ -282,8 +283,6 @@ def write_index(report: Report, run) -> Path:
 def emulator_warnings(run) -> list[str]:
     """Why a run's delays may not be the configured ones: the testbed's emulator was late (p99 above
     max(50 µs, 1 % of the one-way delay)) in a window of the run, as its manifest recorded."""
-    from labkit.testbed.emulator import late_messages
-
     return late_messages(run.manifest)
 
 

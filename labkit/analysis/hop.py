@@ -13,6 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from labkit.parsers.ghz import parse_ghz_json
+from labkit.parsers.vegeta import parse_vegeta_csv
+from labkit.parsers.wrk import SCRIPT_PERCENTILES, parse_wrk
+
 #: The published runs (ljupcho.github.io, "The cost of a grpc call", 2025; research brief, experiment 4): wrk,
 #: 2 threads, 10 connections, 10 s, on one laptop. avg and max latency in ms, req/s as wrk printed them; total
 #: requests, MiB read (wrk's "MB" is binary) and the seconds they took where the post's text shows them
@@ -165,8 +169,6 @@ def cdf_from_requests(latency_ms, percents=None) -> pd.DataFrame:
     Nearest rank, as wrk's own percentile() over its histogram: the smallest
     latency with at least p % of the requests at or below it.
     """
-    from labkit.parsers.wrk import SCRIPT_PERCENTILES
-
     values = np.sort(np.asarray(latency_ms, dtype=float))
     percents = np.asarray(SCRIPT_PERCENTILES if percents is None else percents, dtype=float)
     if not values.size:
@@ -178,16 +180,10 @@ def cdf_from_requests(latency_ms, percents=None) -> pd.DataFrame:
 def cell_cdf(tool: str, text: str) -> pd.DataFrame:
     """One cell's latency CDF from its raw output: wrk's script percentiles, or vegeta's/ghz's ok requests."""
     if tool == "wrk":
-        from labkit.parsers.wrk import parse_wrk
-
         return parse_wrk(text).rows
     if tool == "vegeta":
-        from labkit.parsers.vegeta import parse_vegeta_csv
-
         rows = parse_vegeta_csv(text).rows
     else:
-        from labkit.parsers.ghz import parse_ghz_json
-
         rows = parse_ghz_json(text).rows
     return cdf_from_requests(rows.loc[rows["ok"], "latency_ms"])
 

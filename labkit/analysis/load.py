@@ -14,6 +14,7 @@ import pandas as pd
 from labkit.analysis.hop import PUBLISHED
 from labkit.analysis.summary import summarize_with_ci
 from labkit.analysis.windows import measured_window
+from labkit.parsers import parse_ghz_json, parse_h2load_log
 
 #: The research brief's wrk figures (experiment 4): average and maximum latency in ms, and req/s, per transport
 #: (the published table of :mod:`labkit.analysis.hop`, by its method names).
@@ -88,8 +89,6 @@ def cell_requests(tool: str, text: str, warmup_s: float, duration_s: float) -> p
     :func:`~labkit.analysis.windows.measured_window` cuts it as ``labkit
     load`` did; h2load logs the measured window only.
     """
-    from labkit.parsers import parse_ghz_json, parse_h2load_log
-
     if tool == "ghz":
         return measured_window(parse_ghz_json(text).rows, float(warmup_s), float(duration_s))
     return parse_h2load_log(text).rows

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from labkit.analysis.summary import summarize_with_ci
+from labkit.echo.plans import PROBES
 
 #: (A, B, what B − A measures, its short name in headline keys), in the order the split is read.
 SPLITS = [
@@ -36,8 +37,6 @@ SPLIT_COLUMNS = ["median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts"]
 
 def probes_of(samples: pd.DataFrame) -> list[str]:
     """The probes a run has, in the series agent's order (ping first)."""
-    from labkit.echo.plans import PROBES
-
     return [p for p in PROBES if p in set(samples["probe"])]
 
 

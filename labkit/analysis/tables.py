@@ -10,6 +10,8 @@ import math
 
 import pandas as pd
 
+from labkit.echo.plans import PROBES
+
 #: The knobs of an idle-step condition, in the order a condition's label names them (the gRPC stack last).
 SWEEP_CONDITION = ["src", "dst", "cc", "slow_start_after_idle", "gap_s", "background_gap_s", "keepalive_ms",
                    "client_impl", "server_impl", "grpc_options"]
@@ -59,8 +61,6 @@ def summarize_series(samples: pd.DataFrame) -> pd.DataFrame:
 
     ``vs_ping`` is each probe's median over ping's median (when ping ran).
     """
-    from labkit.echo.plans import PROBES
-
     probes = [p for p in PROBES if p in set(samples["probe"])]
     table = []
     for probe in probes:

@@ -17,6 +17,7 @@ time per message) and req/s counts messages.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
@@ -26,6 +27,7 @@ from labkit.analysis.idle import stack_labels
 from labkit.analysis.load import per_request_file
 from labkit.analysis.summary import _p99, compare, summarize_with_ci
 from labkit.analysis.windows import measured_window, window_start
+from labkit.parsers import parse_ghz_json
 
 #: knob -> the cell column it changes: the article's knobs, and the server's implementation and grpc options
 #: (a run with --server-impl python,go, or with --grpc-option values, compares them the same way).
@@ -80,8 +82,6 @@ def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def binned_calls(text: str, row, bin_s: float) -> pd.DataFrame:
     """One cell's calls in its measured window (from its ghz report ``text``), each with the ``bin`` of ``bin_s`` seconds
     it started in, and its ``messages``; a stream call's ``latency_ms`` is per message (the stream's over its messages)."""
-    from labkit.parsers import parse_ghz_json
-
     report = parse_ghz_json(text).rows
     calls = measured_window(report, float(row["warmup_s"]), float(row["duration_s"]))
     offset_s = (calls["t_utc"] - window_start(report, float(row["warmup_s"]))).dt.total_seconds()
@@ -222,8 +222,6 @@ def _label_rule(columns: list[str], wheres: list[dict]):
     """Which settings a pair's label names: the concurrency always; a setting crossed with the others (each of its
     values in as many pairs) always; another (a one-at-a-time run's knobs) only where it is not at its usual value.
     Settings with one value among the pairs are never named."""
-    from collections import Counter
-
     counts = {k: Counter(str(where[k]) for where in wheres) for k in columns}
 
     def shown(column: str, value) -> bool:

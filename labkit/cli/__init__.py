@@ -10,6 +10,7 @@ paramiko.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
+        # Not at the top: `labkit --help` loads this module alone, and cli.options brings the experiments.
         from labkit.cli.options import interrupted_exit_status
 
         click.echo("labkit: interrupted", err=True)
@@ -123,8 +125,6 @@ def take_sigint_back() -> None:
     their handlers explicitly; so does labkit. Every process it starts then gets
     SIGINT's default too (an exec resets a handled signal, not an ignored one).
     """
-    import signal
-
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 

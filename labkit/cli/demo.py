@@ -6,9 +6,13 @@ import os
 
 import click
 
+from labkit.cli.options import stop_cleanly_on_sigterm
 from labkit.cli.params import BOUNDED_DURATION, DURATION, size_list
+from labkit.cli.sweep import print_summary
 from labkit.limits import AT_MOST, GRPC_DEFAULT_MESSAGE_BYTES
-from labkit.experiments.demo import DEFAULT_SIZES
+from labkit.experiments.demo import DEFAULT_SIZES, run_demo
+from labkit.report import make_report, print_report
+from labkit.results import Run
 
 
 @click.command()
@@ -37,11 +41,6 @@ def demo(delay, sizes, repeats, gap, runs_dir, keep_testbed, no_report, quiet):
     """
     from rich.console import Console
 
-    from labkit.cli.options import stop_cleanly_on_sigterm
-    from labkit.cli.sweep import print_summary
-    from labkit.experiments.demo import run_demo
-    from labkit.results import Run
-
     stop_cleanly_on_sigterm()
     console = Console(stderr=True)
     run = Run.of(run_demo(one_way_delay_s=delay, sizes=sizes, repeats=repeats, gap_s=gap, runs_dir=runs_dir,
@@ -59,8 +58,6 @@ def report_run(run, console) -> bool:
     and the measured result printed above stands.
     """
     from rich.markup import escape
-
-    from labkit.report import make_report, print_report
 
     console.print(f"labkit report {escape(str(run.path))}: executing the notebooks of the run", soft_wrap=True)
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from labkit.errors import LabkitError
+
 
 @click.command("deploy")
 @click.argument("inventory", type=click.Path(dir_okay=False))
@@ -19,7 +21,6 @@ import click
 def deploy(inventory, hosts, offline, accept_new_host_keys, force, wheel):
     """Install this labkit on HOSTS of INVENTORY (default: all) so sweeps can run there."""
     from labkit.deploy import deploy as deploy_to
-    from labkit.errors import LabkitError
 
     mode = "auto" if offline is None else ("offline" if offline else "online")
     results = deploy_to(inventory, list(hosts), mode=mode, accept_new_host_keys=accept_new_host_keys, force=force,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from labkit.store import find_run
+
 #: How the table abbreviates each component (ms, then in base RTTs when it is one or more of them).
 SHORT = {"handshake": "hs", "tls": "tls", "http2-setup": "h2", "request-rounds": "rounds", "server": "srv",
          "retransmission": "rtx", "queueing": "queue", "remainder": "rest"}
@@ -33,7 +35,6 @@ def explain(run, seq, output, runs_dir):
     RUN is a run directory, a run id, or a unique part of one.
     """
     from labkit.explain import explain_run, json_lines
-    from labkit.store import find_run
 
     explained = explain_run(find_run(run, runs_dir), seq)
     if output == "json":

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from labkit.cli.options import read_toml
+from labkit.hosts.check import TOOLS, check_hosts, knobs_of_experiment
+from labkit.hosts.inventory import load_inventory
 from labkit.hosts.kernel import KNOBS
 
 
@@ -40,10 +43,6 @@ def check(inventory, names, accept_new_host_keys, timeout, config_file, knobs):
     """
     from rich.console import Console
     from rich.table import Table
-
-    from labkit.cli.options import read_toml
-    from labkit.hosts.check import TOOLS, check_hosts, knobs_of_experiment
-    from labkit.hosts.inventory import load_inventory
 
     inv = load_inventory(inventory)
     if config_file:

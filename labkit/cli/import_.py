@@ -5,9 +5,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
 
+from labkit.cli.options import stop_cleanly_on_sigterm
+from labkit.errors import LabkitError
+from labkit.importers.core import import_files
 from labkit.importers.kinds import KINDS
 
 _KIND_HELP = "\n".join(f"  {name:<10} {kind.description}" for name, kind in KINDS.items())
@@ -68,10 +72,6 @@ def import_logs(specs, out, runs_dir, append, tz, src, dst):
     records its path, sha256 and size. Importing ping and go-echo logs into
     one run makes a ping-vs-echo run (`labkit report` then runs its notebook).
     """
-    from labkit.cli.options import stop_cleanly_on_sigterm
-    from labkit.errors import LabkitError
-    from labkit.importers.core import import_files
-
     stop_cleanly_on_sigterm()  # SIGTERM stops an import as Ctrl-C does: its spool removed, exit status 143
     pairs = split_specs(specs)
     if tz is not None:
@@ -115,8 +115,6 @@ def _progress():
 
 
 def _check_zone(tz: str) -> None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):

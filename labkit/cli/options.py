@@ -20,7 +20,9 @@ from typing import Callable
 
 import click
 
+from labkit.cli.params import choice_list
 from labkit.errors import LabkitError
+from labkit.files import parse_toml, read_text_file
 
 #: The options every experiment command takes besides its own, in the order --help lists them.
 COMMON = ("inventory", "config_file", "runs_dir", "resume", "accept_new_host_keys", "quiet", "runs", "share_hosts")
@@ -72,6 +74,8 @@ def run_from_flags(command: str, flags: dict, show: Callable, *, renamed: dict[s
     differ (``gaps`` -> ``gaps_s``); ``adjust(values, options)`` may fix up
     the merged values before the config is built.
     """
+    # Not at the top: `labkit echo`, the agents' command on every host, imports this module for
+    # stop_cleanly_on_sigterm and needs none of the experiments, which would add 30 ms to each agent's start.
     from labkit.experiments import run_command, run_replicates, spec
     from labkit.results import Run
 
@@ -125,8 +129,6 @@ def _given(value) -> bool:
 def stack_options(clients: tuple[str, ...] = ("python", "go"), swept: bool = True):
     """The gRPC stack (labkit.experiments.stacks): --client-impl (when the experiment's client is labkit's own, in
     ``clients``), --server-impl and the repeatable --grpc-option; ``swept``: several values are several cells."""
-    from labkit.cli.params import choice_list
-
     noun, how = ("implementation(s)", ", swept") if swept else ("implementation", ", one")
     values = ("each value its own cells, e.g. static-stream-window=default,32MiB (default: unset); KEY+KEY=V sets "
               "several keys as one knob" if swept
@@ -222,8 +224,6 @@ def read_experiment_file(path: str, *, section: str, fields: dict[str, str], pat
 
 def read_toml(path: str, what: str) -> dict:
     """A TOML file a user gave (an experiment file): its table, or one line saying what is wrong with it."""
-    from labkit.files import parse_toml, read_text_file
-
     return parse_toml(read_text_file(path, what), f"{what} {path}")
 
 

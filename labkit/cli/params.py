@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from labkit.echo.address import parse_host_port
-from labkit.limits import MAX_DURATION_S
+from labkit.limits import MAX_DURATION_S, duration_text
 from labkit.units import NONE_WORDS, choice, int_in, parse_duration, parse_duration_with_unit, parse_list, parse_rate, parse_size, parse_size_list
 
 
@@ -33,8 +33,6 @@ DURATION = ParsingParam("duration", parse_duration)
 
 def _at_most(parser, maximum_s: float):
     """``parser`` refusing a duration longer than ``maximum_s`` (labkit.limits)."""
-    from labkit.limits import duration_text
-
     def parse(text: str) -> float:
         seconds = parser(text)
         if seconds > maximum_s:

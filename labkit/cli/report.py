@@ -6,7 +6,9 @@ from typing import Any
 
 import click
 
-from labkit.report import FIGURE_FORMATS
+from labkit.errors import LabkitError
+from labkit.report import FIGURE_FORMATS, applicable_notebooks, make_report, parse_formats, print_report
+from labkit.store import find_run
 
 
 @click.command()
@@ -24,10 +26,6 @@ def report(run, formats, runs_dir):
     """
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from labkit.errors import LabkitError
-    from labkit.report import applicable_notebooks, make_report, parse_formats, print_report
-    from labkit.store import find_run
 
     try:
         chosen = parse_formats(formats)

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
+
+from labkit.cleanup import clean_up, needs_cleanup
+from labkit.experiments import spec_for_experiment
+from labkit.hosts.kernel import ManifestRefused
+from labkit.store import find_run, list_runs, runs_root
+from labkit.testbed.emulator import late_messages
 
 RUNS_DIR = click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs live. [default: $LABKIT_RUNS or data/runs]")
 
@@ -18,8 +26,6 @@ def list_(runs_dir):
     """One line per run: id, experiment, status, start time, rows."""
     from rich.console import Console
     from rich.table import Table
-
-    from labkit.store import list_runs, runs_root
 
     found = list_runs(runs_dir)
     if not found:
@@ -41,8 +47,6 @@ def list_(runs_dir):
 def show(run, runs_dir):
     """Manifest summary and row counts of RUN (a path, a run id, or a unique part of one)."""
     from rich.console import Console
-
-    from labkit.store import find_run
 
     found = find_run(run, runs_dir)
     manifest = found.manifest
@@ -71,8 +75,6 @@ def show(run, runs_dir):
 
 def _print_emulator(console, manifest: dict) -> None:
     """The testbed's link emulator during the run: per direction, drops by cause and lateness; warnings."""
-    from labkit.testbed.emulator import late_messages
-
     for window in (manifest.get("emulator") or {}).get("windows", []):
         for key, d in sorted(window["directions"].items()):
             drops = ", ".join(f"{n} {cause}" for cause, n in d["drops"].items() if n) or "no drops"
@@ -86,8 +88,6 @@ def _print_emulator(console, manifest: dict) -> None:
 
 def resume_hint(run) -> str:
     """How to continue ``run``: the --resume of its own experiment's command (imports cannot be resumed)."""
-    from labkit.experiments import spec_for_experiment
-
     spec = spec_for_experiment(run.manifest.get("experiment"))
     if spec is None:
         return f"a {run.manifest.get('experiment')!r} run cannot be resumed"
@@ -108,12 +108,6 @@ def cleanup(run, runs_dir, accept_new_host_keys, force):
     manifest holds anything else (a host not in its inventory, a value outside its knob's domain, a route
     labkit does not write, a process labkit does not start) is refused in one line, with nothing changed.
     """
-    import sys
-
-    from labkit.cleanup import clean_up, needs_cleanup
-    from labkit.hosts.kernel import ManifestRefused
-    from labkit.store import find_run, list_runs
-
     candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if needs_cleanup(r)]
     if not candidates:
         click.echo("nothing to clean up")

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import json
+
 import click
 
 from labkit.cli.params import DURATION_WITH_UNIT, RATE
+from labkit.testbed.lab import LinkConfig, Testbed, all_testbed_names
+from labkit.testbed.login import LoginUser
+from labkit.testbed.netns import check_can_host_testbed
+from labkit.testbed.schedule import read_schedule
+from labkit.testbed.topology import read_topology
 
 NAME_OPTION = click.option(
     "--name", default="labkit", show_default=True,
@@ -100,11 +109,6 @@ def up(name, mtu, cc, seed, emulator, login_user, sudo, topology, schedules, **l
     parameters does nothing; with others it changes the live links (other hosts
     or another login user rebuild the testbed).
     """
-    from labkit.testbed.lab import Testbed
-    from labkit.testbed.login import LoginUser
-    from labkit.testbed.schedule import read_schedule
-    from labkit.testbed.topology import read_topology
-
     if sudo is not None and not login_user:
         raise click.UsageError("--sudo/--no-sudo go with --login-user (root needs no sudo)")
     login = LoginUser(login_user, sudo is not False) if login_user else None
@@ -116,8 +120,6 @@ def up(name, mtu, cc, seed, emulator, login_user, sudo, topology, schedules, **l
 
 
 def _link_config(flags: dict, **settings):
-    from labkit.testbed.lab import LinkConfig
-
     return LinkConfig(
         one_way_delay_s=flags["delay"], rate_bps=flags["rate"], jitter=flags["jitter"],
         jitter_distribution=flags["jitter_distribution"], loss=flags["loss"], loss_model=flags["loss_model"],
@@ -146,8 +148,6 @@ def _print_up(name: str, state) -> None:
 
 
 def _utc(ns: int) -> str:
-    import datetime
-
     return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -160,9 +160,6 @@ def down(name, all_):
 
     Also cleans up after a crash that left half a testbed.
     """
-    from labkit.testbed.lab import Testbed, all_testbed_names
-    from labkit.testbed.netns import check_can_host_testbed
-
     check_can_host_testbed()
     for each in (all_testbed_names() if all_ else [name]):
         Testbed(each, log=click.echo).down()
@@ -177,8 +174,6 @@ def repair(name):
     What only a rebuild fixes (a namespace, device or process that is gone) is named, and the command exits 2.
     `up` on a running testbed repairs it in the same way.
     """
-    from labkit.testbed.lab import Testbed
-
     Testbed(name, log=click.echo).repair()
     click.echo(f"testbed {name} is healthy")
 
@@ -194,11 +189,6 @@ def status(name, no_ping, as_json):
     A broken testbed's faults are named one a line (a device down, a missing address or data route, a silent
     sshd, a dead emulator), with how to fix them. Exits 1 when the testbed is not up (or is broken).
     """
-    import dataclasses
-    import json
-
-    from labkit.testbed.lab import Testbed
-
     info = Testbed(name).status(measure=not no_ping)
     if as_json:
         click.echo(json.dumps(info, default=lambda o: dataclasses.asdict(o), indent=2))

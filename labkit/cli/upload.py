@@ -10,6 +10,7 @@ from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, ru
 from labkit.echo.plans import UPLOAD_TRANSPORTS
 from labkit.limits import AT_MOST, MAX_MESSAGE_BYTES, MAX_PING_COUNT, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_WARMUP
 from labkit.cli.params import BOUNDED_DURATION, SIZE, choice_list, size_list
+from labkit.units import format_size
 
 # option (and experiment-file key) -> UploadConfig field, where the names differ
 RENAMED = {"timeout": "upload_timeout_s"}
@@ -70,7 +71,6 @@ def print_summary(run) -> None:
     from rich.table import Table
 
     from labkit.analysis import thin_statistics
-    from labkit.units import format_size
 
     table_data = run.summary()
     sizes = sorted(table_data["chunk_bytes"].unique())

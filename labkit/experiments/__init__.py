@@ -10,7 +10,10 @@ so ``import labkit`` stays fast.
 
 from __future__ import annotations
 
+import dataclasses
+
 from labkit.experiments.registry import COMMANDS, spec, spec_for_experiment  # noqa: F401 (the package's names)
+from labkit.store import find_resumable
 
 
 def run_command(command: str, inventory=None, *, config=None, runs_dir=None, resume: str | None = None,
@@ -21,6 +24,8 @@ def run_command(command: str, inventory=None, *, config=None, runs_dir=None, res
     failed run of this very config if there is one, else start a new run; so a notebook cell run again after an
     interrupt picks up where it stopped.
     """
+    # Not at the top: this package loads before any module in it, and base imports cleanup, which imports
+    # experiments.capture: base loading with the package would go round.
     from labkit.experiments.base import run_experiment
 
     found = spec(command)
@@ -44,9 +49,7 @@ def run_replicates(command: str, config, runs: int, *, runs_dir=None, quiet: boo
     :meth:`labkit.store.Run.replicates` finds the group again. Between-run variation (a connection's history, the
     moment on the path) is what one run cannot show, and what :func:`labkit.analysis.between_runs` measures.
     """
-    import dataclasses
-
-    from labkit.experiments.base import run_experiment
+    from labkit.experiments.base import run_experiment  # not at the top: see run_command
 
     found, group = spec(command), None
     for index in range(1, runs + 1):
@@ -59,10 +62,6 @@ def run_replicates(command: str, config, runs: int, *, runs_dir=None, quiet: boo
 
 def _resumable(found, config, runs_dir, quiet: bool) -> str | None:
     """The path of the newest unfinished run of ``config`` (see :func:`run_command`'s ``resume="auto"``), or None."""
-    import dataclasses
-
-    from labkit.store import find_resumable
-
     config.validate()  # a bad value is refused as it would be for a new run, before any run is looked at
     earlier = find_resumable(found.experiment, dataclasses.asdict(config), runs_dir)
     if earlier is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -23,6 +24,7 @@ from labkit.importers.kinds import KINDS, Kind, Options, guess_kind
 from labkit.importers.source import LogSource, NotJSON, Spool, ahead, read_document
 from labkit.parsers import ParseError, ParseResult
 from labkit.provenance import utc_now
+from labkit.store import Run, find_run
 
 #: How many unrecognised lines of a file the manifest keeps (all are counted).
 MANIFEST_UNRECOGNISED_LINES = 50
@@ -369,8 +371,6 @@ def import_files(
 
 def _into_run(parsed: list[ParsedFile], *, out: str, runs_dir, append: bool, log, config: dict) -> ImportResult:
     """The second step: the files' rows, read and found importable, into a new run or after a run's own."""
-    from labkit.store import Run, find_run
-
     run = find_run(out, runs_dir) if append else None
     previous = _check_importable(run) if append else []
     table = _single_table(parsed, previous)
@@ -515,6 +515,4 @@ def _new_cell(run, p: ParsedFile) -> dict[str, Any]:
 
 
 def _utc(timestamp: float) -> str:
-    from datetime import datetime, timezone
-
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

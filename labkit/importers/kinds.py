@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from labkit.parsers.base import ParseResult
+from labkit.parsers.ghz import parse_ghz_json
+from labkit.parsers.goclient import GoEchoParser, IdleStepParser
+from labkit.parsers.ping import PingParser
 
 UNKNOWN = "unknown"
 
@@ -103,8 +106,6 @@ def _ping_refusal(result: ParseResult) -> str | None:
 
 
 def _ping_parser(options: Options):
-    from labkit.parsers.ping import PingParser
-
     return PingParser()
 
 
@@ -126,8 +127,6 @@ def _go_echo_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[st
 
 
 def _go_echo_parser(options: Options):
-    from labkit.parsers.goclient import GoEchoParser
-
     return GoEchoParser(options.tz)
 
 
@@ -147,8 +146,6 @@ def _idle_step_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[
 
 
 def _idle_step_parser(options: Options):
-    from labkit.parsers.goclient import IdleStepParser
-
     return IdleStepParser(options.tz)
 
 
@@ -195,8 +192,6 @@ def _parse_iperf3(text: str, options: Options) -> ParseResult:
 
 
 def _parse_ghz(text: str, options: Options) -> ParseResult:
-    from labkit.parsers.ghz import parse_ghz_json
-
     return parse_ghz_json(text)
 
 

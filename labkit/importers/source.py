@@ -15,14 +15,18 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import queue
+import shutil
 import stat
 import tempfile
+import threading
 import zlib
 from pathlib import Path
 from typing import Callable, Iterator
 
 from labkit.errors import LabkitError
 from labkit.files import open_regular, read_errors
+from labkit.interrupts import interrupts_deferred
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 4 * 2**20
@@ -79,8 +83,6 @@ class LogSource:
     def copy_to(self, target: Path) -> None:
         """Copy the file byte for byte to ``target`` (by the kernel; written beside it and renamed); refuse a
         file that changed since it was read (its size or modification time differ)."""
-        import shutil
-
         partial = target.with_name(f".{target.name}.partial")
         shutil.copyfile(self.path, partial)
         now = os.stat(self.path)
@@ -180,9 +182,6 @@ def ahead(items: Iterator, depth: int = 2) -> Iterator:
     """``items`` made on another thread, up to ``depth`` ahead of the caller, so that reading, gunzipping and a
     parser's vectorised pass (which mostly run without the GIL) overlap the caller's own work. An exception
     raised there is raised here; a caller that stops early stops the thread."""
-    import queue
-    import threading
-
     made: queue.Queue = queue.Queue(depth)
     stop, done = threading.Event(), object()
 
@@ -223,8 +222,6 @@ class Spool:
     same way; removed by :meth:`close`."""
 
     def __init__(self) -> None:
-        from labkit.interrupts import interrupts_deferred
-
         # Whole or not at all: a signal between the directory's creation and the set-up of its removal (both inside
         # TemporaryDirectory) left it behind, once in three background runs of the import's signal test.
         with interrupts_deferred():

@@ -15,6 +15,7 @@ class _CallablePackage(types.ModuleType):
     def __call__(self, one_way_delay="100ms", **options):
         """``labkit.testbed(one_way_delay="100ms", rate="100mbit", mtu=1460, cc="cubic", emulator="auto", name="lab",
         keep=False)``: bring testbed ``name`` up and return its Lab (see :func:`labkit.testbed.context.open_testbed`)."""
+        # Not at the top: `import labkit` imports this package, and the testbed's modules load when it is called.
         from labkit.testbed.context import open_testbed
 
         return open_testbed(one_way_delay, **options)

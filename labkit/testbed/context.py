@@ -27,13 +27,12 @@ from typing import Callable
 
 from labkit.errors import LabkitError
 from labkit.interrupts import interrupts_deferred
+from labkit.testbed.lab import LinkConfig, Testbed, validate_name
+from labkit.units import parse_duration_with_unit, parse_rate
 
 
 def link_config(one_way_delay, rate, mtu: int, cc: str, emulator: str):
     """A :class:`labkit.testbed.lab.LinkConfig` from the values a person types ("100ms", "100mbit", None), checked."""
-    from labkit.testbed.lab import LinkConfig
-    from labkit.units import parse_duration_with_unit, parse_rate
-
     try:
         delay = float(one_way_delay) if isinstance(one_way_delay, (int, float)) else parse_duration_with_unit(one_way_delay)
         rate_bps = None if rate is None else float(rate) if isinstance(rate, (int, float)) else parse_rate(rate)
@@ -48,8 +47,6 @@ class Lab:
     """A testbed brought up from Python; see the module docstring. Made by ``labkit.testbed(...)``."""
 
     def __init__(self, name: str, link, *, keep: bool = False, log: Callable[[str], None] | None = None):
-        from labkit.testbed.lab import Testbed
-
         self._testbed = Testbed(name, log=log or (lambda message: None))
         self.name = name
         self.keep = keep
@@ -134,6 +131,4 @@ def open_testbed(one_way_delay="100ms", *, rate="100mbit", mtu: int = 1460, cc: 
     ``one_way_delay`` is "100ms", "1.5s" or seconds; ``rate`` "100mbit", "1gbit" or None (no limit); ``keep``
     leaves it up when the process exits. Needs root, like ``labkit testbed up``.
     """
-    from labkit.testbed.lab import validate_name
-
     return Lab(validate_name(name), link_config(one_way_delay, rate, mtu, cc, emulator), keep=keep, log=log)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from labkit.errors import LabkitError, TestbedUnavailable
+from labkit.hosts.layout import local_tool
 from labkit.testbed import emulator, schedule
 from labkit.testbed.linkspec import LinkSpec, emulator_params
 from labkit.testbed.topology import direction_key
@@ -39,8 +40,6 @@ READY_TIMEOUT_S = 10.0
 
 
 def emulator_argv(state) -> list[str]:
-    from labkit.hosts.layout import local_tool
-
     binary = local_tool("labkit-go")
     if binary is None:
         raise TestbedUnavailable("the testbed's link emulator is labkit-go, which is not built here: run `make bootstrap`")

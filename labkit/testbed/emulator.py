@@ -18,6 +18,7 @@ late by more than :func:`late_threshold_us` at p99.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 STATS_FILE = "link-stats.jsonl"
@@ -37,8 +38,6 @@ def read_status(state_dir: str | Path) -> dict | None:
 
 def status_after(state_dir: str | Path, t_utc_ns: int, timeout_s: float = 3.0) -> dict | None:
     """The status once the emulator has written everything up to ``t_utc_ns`` (it writes every second)."""
-    import time
-
     deadline = time.monotonic() + timeout_s
     while True:
         status = read_status(state_dir)

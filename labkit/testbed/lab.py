@@ -39,6 +39,7 @@ from pathlib import Path
 import tomli_w
 
 from labkit.errors import LabkitError
+from labkit.parsers.ping import parse_ping
 from labkit.testbed import datapath, emulator, health, sshd
 from labkit.testbed import netns as ns
 from labkit.testbed import schedule as sched
@@ -595,8 +596,6 @@ class Testbed:
 
     def measure_ping(self, state: TestbedState, count: int = 5, interval: float = 0.2) -> dict:
         """Ping every other host's data address from the first host; RTT statistics in ms per peer (a→b: ...)."""
-        from labkit.parsers.ping import parse_ping
-
         first, *others = state.hosts.values()
         longest = max((spec.one_way_delay_s for spec in state.direction_specs().values()), default=0)
         timeout = count * interval + 4 * longest + 5

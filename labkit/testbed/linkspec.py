@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.errors import LabkitError
+from labkit.testbed.traces import rate_trace_bps, read_delay_trace, read_jitter_table, read_rate_trace
 from labkit.units import parse_duration, parse_duration_with_unit, parse_rate, parse_size
 
 DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
@@ -263,16 +264,12 @@ def _jitter_params(spec: LinkSpec) -> dict:
         if not Path(dist).exists():  # a file that is not a regular one is refused by its reader, by name
             raise LabkitError(f"--jitter-distribution must be one of {', '.join(DISTRIBUTIONS)} or a file, "
                               f"not {dist!r}")
-        from labkit.testbed.traces import read_jitter_table
-
         params.update(jitter_distribution="table", jitter_table=read_jitter_table(dist))
     return params
 
 
 def emulator_params(spec: LinkSpec, reverse: LinkSpec, mtu: int) -> dict:
     """One direction as go/internal/link.Params, every value checked (``reverse``: the other direction, for bdp)."""
-    from labkit.testbed.traces import rate_trace_bps, read_delay_trace, read_rate_trace
-
     if not 0 <= spec.one_way_delay_s <= 10:
         raise LabkitError(f"one-way delay must be between 0 and 10 s, not {spec.one_way_delay_s:g} s")
     dup, dup_corr = parse_chance(spec.duplicate, "--duplicate")

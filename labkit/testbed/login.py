@@ -30,6 +30,7 @@ bind-mounted, so adding or removing that file changes a running testbed.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shutil
 from dataclasses import dataclass
@@ -69,8 +70,6 @@ def visudo() -> str | None:
 
 
 def _exists_on_machine(name: str) -> bool:
-    import pwd
-
     try:
         pwd.getpwnam(name)
     except KeyError:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.files import MAX_TRACE_BYTES, read_text_file
+from labkit.parsers.ping import parse_ping
 from labkit.units import parse_duration
 
 #: A table longer than this is reduced to this many quantiles.
@@ -61,8 +62,6 @@ def parse_two_columns(text: str) -> list[tuple[float, float]] | None:
 
 def delay_trace_from_ping(text: str, step_s: float | None) -> list[tuple[float, float]]:
     """(seconds since the first probe, RTT/2 in seconds) for each reply of a ping log."""
-    from labkit.parsers.ping import parse_ping
-
     rows = parse_ping(text).rows
     if not len(rows):
         return []
