@@ -24,18 +24,8 @@ import re
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
 from labkit.parsers.godur import NS_PER_UNIT, go_duration_unit, parse_go_duration_ns
-from labkit.parsers.stream import (
-    Lines,
-    Prepared,
-    SeqWindow,
-    StreamParser,
-    arrow_schema,
-    digits,
-    line_numbers,
-    lines_one_by_one,
-    parse_whole,
-    sort_by,
-)
+from labkit.parsers.stream import (Lines, Prepared, SeqWindow, StreamParser, arrow_schema, digits, line_numbers,
+                                   lines_one_by_one, parse_whole, sort_by)
 
 _GO_LOG_STAMP = r"(?P<stamp>\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)"
 # Numbers are bounded: they must fit the 64-bit columns they go to.

@@ -49,20 +49,8 @@ import re
 from typing import TYPE_CHECKING
 
 from labkit.parsers.base import KEPT_LINES, LineTally, ParseError, ParseResult
-from labkit.parsers.stream import (
-    Lines,
-    Prepared,
-    SeqWindow,
-    StreamParser,
-    arrow_schema,
-    digits,
-    field,
-    lines_one_by_one,
-    match_lines,
-    numbers,
-    parse_whole,
-    sort_by,
-)
+from labkit.parsers.stream import (Lines, Prepared, SeqWindow, StreamParser, arrow_schema, digits, field,
+                                   lines_one_by_one, match_lines, numbers, parse_whole, sort_by)
 
 if TYPE_CHECKING:  # pandas is imported where rows are built: the series agent on a host imports the argv builders only
     import pandas as pd  # noqa: F401
