@@ -3,6 +3,8 @@
 The layers are the table under "## Layers" in ARCHITECTURE.md, read here, so the rule written there is the rule
 tested. The graph is every import in labkit/, those inside functions too (a lazy import is a dependency all the
 same), built with ``ast``: nothing is imported. The few arrows that go up are listed below, each with its reason.
+Imports sit at the top of their module but those of heavy libraries (and of labkit's modules that load one), or
+those whose comment says why not.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class Import:
     line: int
     targets: tuple[str, ...]  # modules of the package (dotted, resolved) or of outside it (as written)
     where: str  # "module" (it runs as the module is imported), "function" or "type-checking"
-    commented: bool  # a comment on its line or the line above it (why it stays in its function)
+    commented: bool  # a comment on its line, or above it or the imports it is one of (why it stays in its function)
 
 
 class Package:
@@ -134,7 +136,7 @@ class Package:
             heavy |= more
 
 
-def _import_statements(body: list[ast.stmt], where: str = "module") -> Iterator[tuple[ast.Import | ast.ImportFrom, str]]:
+def _import_statements(body: list[ast.stmt], where: str = "module") -> Iterator[tuple[ast.stmt, str]]:
     """Each import statement under ``body``, and where it is: "module" (it runs as the module is imported),
     "function", or "type-checking" (under ``if TYPE_CHECKING:``, for annotations only)."""
     for node in body:
@@ -316,7 +318,8 @@ def test_a_cycle_and_an_upward_import_are_named_where_they_are(tmp_path):
 def hidden_imports(package: Package) -> list[str]:
     """Where an import sits inside a function though what it imports is light, with no comment saying why."""
     heavy = package.heavy()
-    return [f"{package.files[i.module].relative_to(package.root.parent)}:{i.line}: {', '.join(dict.fromkeys(i.targets))}"
+    return [f"{package.files[i.module].relative_to(package.root.parent)}:{i.line}: "
+            f"{', '.join(dict.fromkeys(i.targets))}"
             for i in package.imports() if i.where == "function" and not i.commented
             and not all(t in heavy if t in package.files else heavy_library(t) for t in i.targets)]
 
@@ -336,9 +339,10 @@ def test_heavy_is_what_loads_a_heavy_library_as_it_is_imported(tmp_path):
                                         "try:\n    import pyarrow\nexcept ImportError:\n    pyarrow = None\n")
     (package / "plots.py").write_text("from kit import frames\n\n\ndef draw():\n    import matplotlib\n")
     (package / "units.py").write_text("import re\n")
-    (package / "cli.py").write_text("def main():\n    import json\n    from kit import plots\n    from kit import units\n"
-                                     "    import pandas\n    # the units parse only what a flag gives\n"
-                                     "    from kit.units import re\n    import os\n")
+    (package / "cli.py").write_text("def main():\n    import json\n    from kit import plots\n"
+                                     "    from kit import units\n    import pandas\n"
+                                     "    # the units parse only what a flag gives\n    from kit.units import re\n"
+                                     "    import os\n")
     kit = Package(package)
     assert kit.heavy() == {"kit.frames", "kit.plots"}  # pyarrow at import time; pandas only for annotations
     assert hidden_imports(kit) == ["kit/cli.py:2: json", "kit/cli.py:4: kit.units"]

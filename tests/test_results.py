@@ -1,4 +1,4 @@
-"""The run labkit hands out (labkit.results.Run): the store's run directory with its summary, report and notebook look."""
+"""The run labkit hands out (labkit.results.Run): the store's run directory, with its summary, report and look."""
 
 from __future__ import annotations
 
