@@ -250,7 +250,7 @@ def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n
     (:func:`labkit.analysis.tuning.diffs_between_runs`), shown; returns the headline fields."""
     from IPython.display import Markdown, display
 
-    from labkit.analysis import tuning
+    from labkit.analysis import tuning, tuning_report
 
     replicates = run.replicates()
     if len(replicates) < 2:
@@ -266,10 +266,12 @@ def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n
     display(Markdown(
         f"{len(replicates)} runs ({', '.join(f'`{r.run_id}`' for r in replicates)}): of {h['runs.comparisons']} "
         f"comparisons, {h['runs.called.p50']} are called in p50, {h['runs.called.p99']} in p99 and "
-        f"{h['runs.called.rps']} in req/s over the runs; of the {h['runs.aa_pairs']} keepalive (A/A) comparisons, "
-        f"{h['runs.aa_called.p50']}, {h['runs.aa_called.p99']} and {h['runs.aa_called.rps']}. p50 (ms) in each run, "
-        "their mean and interval, and the verdict:"),
-        between[["knob", "where", *[c for c in between.columns if c.startswith("p50")]]])
+        f"{h['runs.called.rps']} in req/s over the runs ({h['runs.not_testable.p50']}, {h['runs.not_testable.p99']} "
+        f"and {h['runs.not_testable.rps']} could not be tested); of the {h['runs.aa_pairs']} keepalive (A/A) "
+        f"comparisons, {h['runs.aa_called.p50']}, {h['runs.aa_called.p99']} and {h['runs.aa_called.rps']}. p50 (ms) "
+        "in each run, their mean and interval, and the verdict:"),
+        tuning_report.runs_table(between, "p50"),
+        Markdown("\n".join(tuning_report.unclear_over_runs_lines(between, "p50"))))
     return h
 
 

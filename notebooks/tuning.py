@@ -158,6 +158,14 @@ display(table[["count", "lost", "50%", "50%_lo", "50%_hi", "p99", "p99_lo", "p99
 # difference is called higher or lower only where its p-value stays below
 # 0.05 after Holm's correction over every comparison of the table (all
 # knobs, all metrics): with dozens of comparisons, some pass alone by chance.
+# A comparison without a p-value (a p99 from fewer than 299 calls, a side
+# without two successful calls, req/s bins that did not vary) is listed as
+# **not testable** and still counts in that family. An **unclear** one shows
+# its MDE, the minimum detectable effect: the smallest on − off the table
+# could have called with 80 % probability, from the comparison's own
+# standard error, at the level the next comparison had to pass (Holm:
+# 0.05 / (comparisons − those called)). An on − off well below its MDE is
+# one this run could not have seen, not one shown to be absent.
 # Even then, one cell per setting measures one connection at one moment;
 # only several runs (`labkit load --runs N`) show how far two runs of the
 # same setting come apart.
@@ -231,9 +239,17 @@ export(fig, "differences")
 # load --runs N`, each on fresh servers and connections, in shuffled order),
 # each comparison is repeated in every run, and its runs are the units: the
 # mean of its on − off over the runs with a Student-t interval, a t-test
-# against 0, and a verdict after Holm's correction over the whole table.
-# With three runs a t-test has two degrees of freedom: only a difference that
-# every run repeats, by about the same amount, is called.
+# against 0, and a verdict after Holm's correction over the whole table (every
+# pair and metric, those that cannot be tested counted). With three runs a
+# t-test has two degrees of freedom, and Holm's level over the table is a
+# small fraction of 0.05: only a difference that every run repeats, by about
+# the same amount, many times the runs' spread, is called. A difference the
+# three runs gave exactly alike (req/s counts whole calls per bin, so a
+# difference can be the same step in every run) has no spread to test
+# against: **not testable**, listed and counted. Each unclear verdict shows
+# its MDE, and the list below the table gives, per knob, the largest
+# difference that stayed unclear: an interval over the runs that excludes 0
+# can still be unclear once the table's size is accounted for.
 
 # %%
 # The other runs' comparisons need only their differences, not their intervals: fewer resamples.
@@ -281,18 +297,22 @@ idle_ping_ms = {f"{s}-{d}": (idle_run.ping_baseline(s, d) or {}).get("rtt_avg_ms
 idle_calls = tuning_report.idle_keepalive_calls(idle_samples, idle_ping_ms)
 idle_gap_s = float(idle_calls["gap_s"].iat[0])
 idle_table, idle_diffs = tuning.idle_keepalive(idle_calls, n_resamples=n_resamples)
+idle_statistic = " or ".join(dict.fromkeys(idle_table["statistic"]))
 display(Markdown(f"Idle-step run `{idle_run.run_id}`: {idle_gap_s:g} s between calls, ping RTT "
-                 f"{', '.join(f'{v:.1f} ms' for v in idle_ping_ms.values())}. Median latency in ping RTTs "
-                 "[95 % interval] per keepalive setting and request size:"))
-display(idle_table[["count", "50%", "50%_lo", "50%_hi", "max"]].round(3))
-display(Markdown("Keepalive on − off, median latency (ms) with its 95 % interval, by request size "
-                 "(a handful of calls per size: coarse intervals):"))
+                 f"{', '.join(f'{v:.1f} ms' for v in idle_ping_ms.values())}. Latency in ping RTTs per keepalive "
+                 f"setting and request size, its {idle_statistic} over the `n` calls with a 95 % interval (`method`: "
+                 "`t` is Student's, the rule below ten calls):"))
+display(idle_table.round(3))
+display(Markdown("Keepalive on − off (ms) by request size, with its 95 % interval: below ten calls a side the "
+                 "difference of the means, Welch's t (`labkit.analysis.inference.method_for`), and the verdict after "
+                 "Holm's correction over every size; an unclear one with its MDE (`mde_ms`):"))
 display(idle_diffs.set_index(["keepalive", "payload_bytes"]))
 
 with plots.theme():
     fig, ax = plots.figure(figsize=(7, 4.2))
-    plots.lines_with_ci(idle_table.reset_index(), "payload_bytes", "50%", "50%_lo", "50%_hi", by="keepalive", logx=True, ax=ax,
-                        xlabel="request payload (bytes, log scale)", ylabel="median latency (ping RTTs)")
+    plots.lines_with_ci(idle_table.reset_index(), "payload_bytes", "value", "lo", "hi", by="keepalive", logx=True, ax=ax,
+                        xlabel="request payload (bytes, log scale)",
+                        ylabel=f"latency (ping RTTs; {idle_statistic}, 95 % CI)")
     ax.axhline(1, color="0.3", linewidth=0.8)
     ax.set_title(f"idle connection: CUBIC, sysctl 1, {idle_gap_s:g} s between calls", loc="left", fontsize="small")
 export(fig, "idle_keepalive")
@@ -359,11 +379,13 @@ display(data_needs(all_calls[all_calls["ok"]].sort_values("t_utc"), "latency_ms"
 # Written to `tuning.json` (what `labkit report` prints and the tests check).
 # For each knob and metric: the range of the on − off differences over the
 # cells compared, and how many are called higher, lower, or neither after
-# Holm's correction; the largest keepalive (A/A) differences, and how many
-# differences of the other knobs exceed them and are called;
-# for the idle penalty, the median latency in ping RTTs with
-# keepalive off and on at each size, and the difference at the sizes the
-# reports name. Every comparison, with its interval, is in the JSON's
+# Holm's correction, or could not be tested (`ci_not_testable`); over the
+# runs, the same counts (`runs.called.*`, `runs.not_testable.*`); the largest
+# keepalive (A/A) differences, and how many differences of the other knobs
+# exceed them and are called; for the idle penalty, the latency in ping RTTs
+# (the mean of its few calls) with keepalive off and on at each size, and the
+# difference at each size with its verdict (and its MDE where unclear). Every
+# comparison, with its interval, verdict and MDE, is in the JSON's
 # `comparisons`.
 
 # %%

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from labkit.analysis import tuning, tuning_report
+from labkit.analysis import tuning, tuning_report, verdict_text
 from labkit.store import Run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
@@ -50,11 +50,6 @@ def test_empty_bins_count_as_zero_and_streams_count_their_messages():
     assert tuning.rps_bins(calls.assign(messages=10), 4, 0.5).tolist() == [40.0, 0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("lo, hi, expected", [(0.1, 2, "higher"), (-2, -0.1, "lower"), (-1, 1, "unclear"), (0, 1, "unclear")])
-def test_verdict_of_an_interval(lo, hi, expected):
-    assert tuning.verdict(lo, hi) == expected
-
-
 def test_each_pair_differs_in_its_knob_only_and_the_keepalive_pairs_are_an_aa_control(sample):
     run, cells, _, calls, n_bins = sample
     knobs = tuning.knob_range(cells)
@@ -77,6 +72,8 @@ def test_each_pair_differs_in_its_knob_only_and_the_keepalive_pairs_are_an_aa_co
     pool = diffs[diffs["knob"] == "pool"]
     expected = (pool["p99_diff"].abs() > aa["noise"]["p99"]) & (pool["p99_verdict"] != "unclear")
     assert pool["p99_beyond_null"].astype(bool).tolist() == expected.tolist()
+    # An A/A comparison it could not test is not one it called.
+    assert aa["excluding"]["p50"] == int(tuning.called(null["p50_verdict"]).sum())
     table = tuning.beyond_null(diffs, ["pool", "payload"])
     assert table.loc[("pool", "p99"), "beyond, higher"] + table.loc[("pool", "p99"), "beyond, lower"] == int(expected.sum())
     # A keepalive that fires within a cell is no A/A control.
@@ -92,9 +89,16 @@ def test_keepalive_on_an_idle_connection_is_compared_size_by_size():
     table, diffs = tuning.idle_keepalive(calls, n_resamples=200)
     assert set(diffs["keepalive"]) == {"250ms"} and diffs["payload_bytes"].is_monotonic_increasing
     at_14000 = diffs[diffs["payload_bytes"] == 14000].iloc[0]
-    # The published finding of the knobs sample: keepalive made 14000 B requests a round trip slower.
-    assert at_14000["verdict"] == "higher" and at_14000["diff_ms"] > 150
-    assert np.isclose(at_14000["median_on_rtt"], table.at[("250ms", 14000), "50%"])
+    # The published finding of the knobs sample: keepalive made 14000 B requests a round trip slower; with 3 calls
+    # a side that is Welch's t on the means, called after Holm's correction over the 5 sizes.
+    assert at_14000["verdict"] == "higher" and at_14000["diff_ms"] > 150 and at_14000["statistic"] == "mean"
+    assert at_14000["p_holm"] == pytest.approx(min(1.0, 5 * at_14000["p"]))
+    assert np.isclose(at_14000["on_rtt"], table.at[("250ms", 14000), "value"])
+    on = calls[(calls["keepalive"] == "250ms") & (calls["payload_bytes"] == 14000)]["rtt_multiple"]
+    assert table.loc[("250ms", 14000), ["n", "statistic", "value"]].tolist() == [3, "mean", pytest.approx(on.mean())]
+    # Every other size is unclear, and says the smallest difference its 3 calls a side could have shown.
+    others = diffs[diffs["payload_bytes"] != 14000]
+    assert (others["verdict"] == "unclear").all() and (others["mde_ms"] > others["diff_ms"].abs()).all()
 
 
 def test_knob_table_and_verdict_headline(sample):
@@ -105,7 +109,9 @@ def test_knob_table_and_verdict_headline(sample):
     pool = diffs[diffs["knob"] == "pool"]
     assert list(table.index) == list(pool["where"]) and len(table.columns) == 6
     first = pool.iloc[0]
-    assert table.iloc[0]["p50 on − off [95 % CI]"].endswith(first["p50_verdict"])
+    assert table.iloc[0]["p50 on − off [95 % CI]"].endswith(verdict_text(first["p50_verdict"], first["p50_mde"], "ms"))
+    unclear = pool[pool["p50_verdict"] == "unclear"].iloc[0]
+    assert table.loc[unclear["where"], "p50 on − off [95 % CI]"].endswith(f"unclear (MDE {unclear['p50_mde']:.3g} ms)")
     headline = tuning.verdict_headline(diffs)
     for knob in ("keepalive", "pool", "payload"):
         frame = diffs[diffs["knob"] == knob]
@@ -205,13 +211,16 @@ def test_aa_headline_only_with_a_control():
 def test_idle_headline_per_size_off_first():
     index = pd.MultiIndex.from_tuples([("250ms", 1000), ("none", 1000), ("250ms", 16000), ("none", 16000)],
                                       names=["keepalive", "payload_bytes"])
-    table = pd.DataFrame({"50%": [1.01, 1.02, 2.0004, 1.9]}, index=index)
-    diffs = pd.DataFrame([{"keepalive": "250ms", "payload_bytes": 16000, "diff_ms": 4.567, "verdict": "unclear"}])
+    table = pd.DataFrame({"value": [1.01, 1.02, 2.0004, 1.9]}, index=index)
+    diffs = pd.DataFrame([{"keepalive": "250ms", "payload_bytes": 16000, "diff_ms": 4.567, "verdict": "unclear",
+                           "mde_ms": 7.891}])
     headline = tuning_report.idle_headline(table, diffs)
     assert list(headline) == ["idle.ka=none.rtt_multiple.1000", "idle.ka=250ms.rtt_multiple.1000",
                               "idle.ka=none.rtt_multiple.16000", "idle.ka=250ms.rtt_multiple.16000",
-                              "idle.ka=250ms.diff_ms.16000", "idle.ka=250ms.diff_verdict.16000"]
+                              "idle.ka=250ms.diff_ms.16000", "idle.ka=250ms.diff_verdict.16000",
+                              "idle.ka=250ms.diff_mde_ms.16000"]
     assert headline["idle.ka=250ms.rtt_multiple.16000"] == 2.0 and headline["idle.ka=250ms.diff_ms.16000"] == 4.57
+    assert headline["idle.ka=250ms.diff_mde_ms.16000"] == 7.89
 
 
 def test_untested_claims_follow_the_run():
@@ -226,12 +235,13 @@ def test_untested_claims_follow_the_run():
 
 
 def _pool_diffs():
-    """Three pool pairs: p50 above, below and around 0."""
+    """Four pool pairs: called above and below 0, unclear with its MDE, and one that could not be tested."""
     rows = []
-    for diff, lo, hi in ((2.0, 1.0, 3.0), (-1.0, -2.0, -0.5), (0.5, -1.0, 2.0)):
+    for diff, verdict, mde in ((2.0, "higher", np.nan), (-1.0, "lower", np.nan), (0.5, "unclear", 1.25),
+                               (0.0, "not testable", np.nan)):
         row = {"knob": "pool", "where": f"c={len(rows)}"}
         for metric in tuning.METRICS:
-            row.update({f"{metric}_diff": diff, f"{metric}_verdict": tuning.verdict(lo, hi)})
+            row.update({f"{metric}_diff": diff, f"{metric}_verdict": verdict, f"{metric}_mde": mde})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -240,23 +250,26 @@ def test_knob_sentence_counts_the_verdicts():
     diffs = _pool_diffs()
     beyond = pd.DataFrame(columns=["knob", "metric", "beyond, higher", "beyond, lower"]).set_index(["knob", "metric"])
     text = tuning_report.knob_sentence(diffs, "pool", "p50", beyond)
-    assert text == "p50 on − off from -1.0 to +2.0 ms (called higher in 1, lower in 1, neither in 1 of 3, after Holm's correction)"
+    # An unclear comparison says what it could have called; one that could not be tested is counted apart.
+    assert text == ("p50 on − off from -1.0 to +2.0 ms (called higher in 1, lower in 1, neither in 1 (MDE 1.25 ms), "
+                    "not testable in 1 of 4, after Holm's correction)")
     beyond = pd.DataFrame([{"knob": "pool", "metric": "rps", "beyond, higher": 1, "beyond, lower": 0}]).set_index(["knob", "metric"])
     text = tuning_report.knob_sentence(diffs, "pool", "rps", beyond)
-    assert text.endswith("req/s (called higher in 1, lower in 1, neither in 1 of 3, after Holm's correction); "
-                         "beyond the A/A differences: 1 higher, 0 lower")
+    assert text.endswith("req/s (called higher in 1, lower in 1, neither in 1 (MDE 1.25 req/s), not testable in 1 of 4, "
+                         "after Holm's correction); beyond the A/A differences: 1 higher, 0 lower")
 
 
 def test_claim_lines_one_per_knob_and_the_idle_size():
     diffs, beyond = _pool_diffs(), pd.DataFrame(columns=["knob", "metric"]).set_index(["knob", "metric"])
     knobs = {"pool": tuning.Knob("connections", 1, (4,), "4 connections vs 1")}
     assert len(tuning_report.claim_lines(diffs, knobs, beyond, pd.DataFrame())) == 1
-    idle_diffs = pd.DataFrame([{"keepalive": "250ms", "payload_bytes": size, "median_off_rtt": 2.0, "median_on_rtt": 2.1,
-                                "diff_ms": 5.0, "lo_ms": -1.0, "hi_ms": 9.0} for size in (14000, 16000)])
+    idle_diffs = pd.DataFrame([{"keepalive": "250ms", "payload_bytes": size, "n": "3/3", "statistic": "mean",
+                                "off_rtt": 2.0, "on_rtt": 2.1, "diff_ms": 5.0, "lo_ms": -1.0, "hi_ms": 9.0,
+                                "verdict": "unclear", "mde_ms": 12.34} for size in (14000, 16000)])
     lines = tuning_report.claim_lines(diffs, knobs, beyond, idle_diffs)
     assert lines[0].startswith("- **4 connections vs 1**: p50 on − off") and lines[0].count("; ") == 2
-    assert lines[1] == ("- **idle connection, keepalive 250ms vs none** at 16000 B: median 2.00 → 2.10 ping RTTs "
-                        "(+5.0 ms [-1.0, +9.0]).")
+    assert lines[1] == ("- **idle connection, keepalive 250ms vs none** at 16000 B (3/3 calls): mean 2.00 → 2.10 ping "
+                        "RTTs (+5.0 ms [-1.0, +9.0], unclear (MDE 12.3 ms) after Holm's correction over 2 sizes).")
 
 
 def test_a_stream_call_counts_as_its_messages():
@@ -287,15 +300,20 @@ def test_a_difference_is_called_only_after_holms_correction_over_the_whole_table
     assert np.allclose(diffs[[f"{m}_p_holm" for m in tuning.METRICS]].to_numpy(dtype=float).ravel(), by_hand,
                        equal_nan=True)
     for metric in tuning.METRICS:
-        called = diffs[f"{metric}_verdict"] != "unclear"
+        called = tuning.called(diffs[f"{metric}_verdict"])
         assert (diffs.loc[called, f"{metric}_p_holm"] < 0.05).all()
         assert not (diffs.loc[~called, f"{metric}_p_holm"] < 0.05).any()
         assert (np.sign(diffs.loc[called, f"{metric}_diff"]) == diffs.loc[called, f"{metric}_verdict"].map(
             {"higher": 1, "lower": -1})).all()
     # Uncorrected, more comparisons would pass: the correction is doing something on this table.
-    assert (raw < 0.05).sum() > sum((diffs[f"{m}_verdict"] != "unclear").sum() for m in tuning.METRICS)
+    assert (raw < 0.05).sum() > sum(tuning.called(diffs[f"{m}_verdict"]).sum() for m in tuning.METRICS)
     few = diffs["p99_n"] < 299
     assert diffs.loc[few, "p99_diff"].isna().all() and diffs.loc[~few, "p99_diff"].notna().all()
+    assert (diffs.loc[few, "p99_verdict"] == "not testable").all()
+    # Every unclear comparison states the smallest difference the table could have called, and only those.
+    for metric in tuning.METRICS:
+        unclear = diffs[f"{metric}_verdict"] == "unclear"
+        assert (diffs.loc[unclear, f"{metric}_mde"] > 0).all() and diffs.loc[~unclear, f"{metric}_mde"].isna().all()
 
 
 def test_on_the_notebooks_sample_at_most_one_aa_comparison_in_twenty_is_called():
@@ -309,8 +327,16 @@ def test_on_the_notebooks_sample_at_most_one_aa_comparison_in_twenty_is_called()
     diffs = tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=500)
     null = diffs[diffs["knob"] == "keepalive"]
     compared = sum(int(null[f"{m}_p"].notna().sum()) for m in tuning.METRICS)
-    called = sum(int((null[f"{m}_verdict"] != "unclear").sum()) for m in tuning.METRICS)
+    called = sum(int(tuning.called(null[f"{m}_verdict"]).sum()) for m in tuning.METRICS)
     assert compared >= 8 and 20 * called <= compared, (called, compared)
+    # The stream cells (one call per 10 messages) have fewer calls than a p99 needs: their 4 p99 comparisons are
+    # listed as not testable and still counted in the family, so Holm's factor for the smallest p-value is every
+    # comparison of the table (3 metrics × 44 pairs), not only the 128 with a p-value.
+    untestable = diffs["p99_verdict"] == "not testable"
+    assert untestable.sum() == 4 and set(diffs.loc[untestable, "knob"]) == {"rpc", "payload"}
+    raw = diffs[[f"{m}_p" for m in tuning.METRICS]].to_numpy(dtype=float)
+    adjusted = diffs[[f"{m}_p_holm" for m in tuning.METRICS]].to_numpy(dtype=float)
+    assert raw.size == 132 and np.nanmin(adjusted) == pytest.approx(min(1.0, raw.size * np.nanmin(raw)))
 
 
 def test_comparisons_repeated_over_runs_are_called_only_when_every_run_repeats_them():
@@ -336,9 +362,68 @@ def test_comparisons_repeated_over_runs_are_called_only_when_every_run_repeats_t
     t = mean / (sd / math.sqrt(3))
     assert pool["p50_p"] == pytest.approx(2 * stats.t.sf(abs(t), 2))
     assert [pool[f"p50 run {i}"] for i in (1, 2, 3)] == values
-    assert pool["p50_verdict"] == "lower" and pool["rps_verdict"] == "unclear" and pool["p99_verdict"] == "unclear"
+    # The pool's req/s moved by exactly 0 in every run (req/s moves in whole steps): no spread to test against, so
+    # not testable rather than unclear, and like the missing p99s it still counts in the family (12, not 7).
+    assert pool["p50_verdict"] == "lower" and pool["rps_verdict"] == "not testable" and pool["p99_verdict"] == "not testable"
+    assert pool["p50_p_holm"] == pytest.approx(12 * pool["p50_p"])
     assert (table.loc[table["knob"] == "keepalive", ["p50_verdict", "rps_verdict"]] == "unclear").all().all()
+    # The A/A comparisons are unclear, each with the smallest difference three runs could have called.
+    assert (table.loc[table["knob"] == "keepalive", "p50_mde"] > 1.0).all()
     headline = tuning.runs_verdict_headline(table)
-    assert headline == {"runs": 3, "runs.comparisons": 4, "runs.called.p50": 1, "runs.aa_called.p50": 0,
-                        "runs.called.p99": 0, "runs.aa_called.p99": 0, "runs.called.rps": 0, "runs.aa_called.rps": 0,
-                        "runs.aa_pairs": 3}
+    assert headline == {"runs": 3, "runs.comparisons": 4, "runs.called.p50": 1, "runs.not_testable.p50": 0,
+                        "runs.aa_called.p50": 0, "runs.called.p99": 0, "runs.not_testable.p99": 4,
+                        "runs.aa_called.p99": 0, "runs.called.rps": 0, "runs.not_testable.rps": 1,
+                        "runs.aa_called.rps": 0, "runs.aa_pairs": 3}
+
+
+@pytest.fixture(scope="module")
+def go_between_runs():
+    """tuning-go's three runs, every comparison made in each (few resamples: only the differences are used) and
+    tested over the runs, as the notebook's *Between runs* does."""
+    from labkit import notebooks
+
+    per_run = []
+    for replicate in Run.open(SAMPLES / "tuning-go").replicates():
+        cells, _ = tuning.ghz_cells(replicate.samples())
+        n_bins = int(round(replicate.manifest["config"]["duration_s"] / BIN_S))
+        per_run.append(tuning.compare_knobs(cells, notebooks.tuning_calls(replicate, cells, BIN_S),
+                                            tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=50))
+    return tuning.diffs_between_runs(per_run)
+
+
+def test_over_the_runs_a_difference_repeated_exactly_is_not_testable_and_still_counted(go_between_runs):
+    """Issue 29: req/s moves in steps, so in tuning-go 8 comparisons gave the same req/s difference in all three
+    runs (0 for the 64 B pairs at c=10, −23.3 for a 2-connection pool's payload pair): no spread, so no t-test.
+    They are listed as not testable, not left out, and the family Holm corrects over is all 44 × 3 comparisons."""
+    between = go_between_runs
+    runs = between[[f"rps run {i}" for i in (1, 2, 3)]]
+    exact = runs.nunique(axis=1) == 1
+    assert exact.sum() == 8 and (between.loc[exact, "rps_verdict"] == "not testable").all()
+    assert (between.loc[~exact, "rps_verdict"] != "not testable").all() and len(between) == 44
+    p = between[[f"{m}_p" for m in tuning.METRICS]].to_numpy(dtype=float)
+    adjusted = between[[f"{m}_p_holm" for m in tuning.METRICS]].to_numpy(dtype=float)
+    assert np.isnan(p).sum() == 12 and np.nanmin(adjusted) == pytest.approx(min(1.0, 132 * np.nanmin(p)))
+
+
+def test_over_the_runs_unclear_is_not_no_effect(go_between_runs):
+    """The issue's example, as the notebook's *Between runs* lists it: a pool at concurrency 50 with 128 KiB
+    requests lowered p50 by 36–46 ms in each of the three runs, and its 95 % interval over the runs excludes 0, yet
+    after Holm's correction over 132 comparisons with 2 degrees of freedom it stays unclear: its MDE (the smallest
+    difference the family could have called at 80 % power) is about four times the difference. The list names
+    each knob's largest unclear difference with its MDE."""
+    between = go_between_runs
+    pools = between[(between["knob"] == "pool") & between["where"].str.endswith("c=50 131072B")]
+    assert len(pools) == 3
+    for _, row in pools.iterrows():
+        values = row[[f"p50 run {i}" for i in (1, 2, 3)]].to_numpy(dtype=float)
+        assert (values < -30).all() and row["p50_hi"] < 0 and row["p50_verdict"] == "unclear"
+        assert row["p50_mde"] > 3 * abs(row["p50_mean"])
+    largest = tuning_report.largest_unclear_over_runs(between, "p50").set_index("knob")
+    assert largest.loc["pool", "where"].endswith("c=50 131072B")
+    lines = tuning_report.unclear_over_runs_lines(between, "p50")
+    pool_line = next(line for line in lines if line.startswith("- **pool**"))
+    assert pool_line.endswith(f"MDE {largest.loc['pool', 'p50_mde']:.3g} ms.")
+    assert lines[0].startswith(f"Over the 3 runs, {(between['p50_verdict'] == 'unclear').sum()} of the 44 p50 "
+                               "comparisons are unclear after Holm's correction over the table's 132 comparisons")
+    table = tuning_report.runs_table(between, "p50")
+    assert table.loc[("pool", largest.loc["pool", "where"]), "verdict"].startswith("unclear (MDE ")

@@ -6,7 +6,9 @@ varies those knobs; these functions pair cells that differ in one knob only and
 compare their calls (p50, p99) and their req/s per time bin, each with a
 seeded block-bootstrap interval (a cell's calls, in time order, are not
 independent: labkit.analysis.inference), and call a difference only where it
-survives Holm's correction over every comparison of the table. A keepalive
+survives Holm's correction over every comparison of the table, those it could
+not test counted; a difference not called states the smallest one the table
+could have called (its minimum detectable effect). A keepalive
 interval longer than a cell never fires, so its off/on pairs are an A/A
 control: how far apart two cells come out when nothing on the wire differs.
 
@@ -25,7 +27,7 @@ import pandas as pd
 
 from labkit.analysis.idle import stack_labels
 from labkit.analysis.load import per_request_file
-from labkit.analysis.summary import _p99, compare, summarize_with_ci
+from labkit.analysis.summary import _p99
 from labkit.analysis.windows import measured_window, window_start
 from labkit.parsers import parse_ghz_json
 
@@ -96,11 +98,6 @@ def rps_bins(calls: pd.DataFrame, n_bins: int, bin_s: float) -> np.ndarray:
     return counts.to_numpy(dtype=float) / bin_s
 
 
-def verdict(lo: float, hi: float) -> str:
-    """An interval of a difference: "higher" above 0, "lower" below 0, else "unclear"."""
-    return "higher" if lo > 0 else "lower" if hi < 0 else "unclear"
-
-
 def knob_range(cells: pd.DataFrame) -> dict[str, Knob]:
     """Every knob the run varies, as a :class:`Knob`.
 
@@ -137,30 +134,50 @@ def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: di
                   n_resamples: int = 2000) -> pd.DataFrame:
     """One row per pair of cells that differ in one knob only: off, on, on − off and its interval, and a verdict per metric.
 
-    ``calls`` maps a cell id to its :func:`binned_calls`. Pairs where either
-    side has fewer than two successful calls are left out. Each metric's
-    ``<metric>_p`` is its bootstrap p-value, ``<metric>_p_holm`` the same
-    corrected for every comparison in the table (all pairs, all metrics), and
-    the verdict is "higher" or "lower" only where the corrected p is below
-    0.05: with dozens of comparisons, some would pass alone by chance.
+    ``calls`` maps a cell id to its :func:`binned_calls`. Each metric's
+    ``<metric>_p`` is its p-value (:func:`labkit.analysis.inference.two_sample_difference`
+    of the cells' calls in the order they started, or of their req/s bins),
+    ``<metric>_p_holm`` the same corrected for every comparison in the table
+    (all pairs, all metrics), and the verdict is "higher" or "lower" only
+    where the corrected p is below 0.05: with dozens of comparisons, some
+    would pass alone by chance. A comparison without a p-value (a side with
+    fewer than two successful calls, a p99 from fewer calls than can bound
+    it, bins that did not vary) is "not testable" and still counts in the
+    table's family; an "unclear" one has its ``<metric>_mde`` (see
+    :func:`call_metrics`).
     """
-    from labkit.analysis.inference import adjust
-
     rows = []
     for knob, spec in knobs.items():
         for on in spec.on:
             rows += _level_pairs(cells, calls, knob, spec, on, n_bins=n_bins, bin_s=bin_s, n_resamples=n_resamples)
     columns = list(dict.fromkeys(key for row in rows for key in row)) or ["knob", "where", "concurrency"]
     diffs = pd.DataFrame(rows, columns=columns)
-    if diffs.empty:
-        return diffs
-    family = diffs[[f"{m}_p" for m in METRICS]].to_numpy(dtype=float)
-    rejected, adjusted = adjust(family.ravel(), "holm")
+    return diffs if diffs.empty else call_metrics(diffs, "diff")
+
+
+def call_metrics(table: pd.DataFrame, estimate: str) -> pd.DataFrame:
+    """``table`` with every metric's comparisons called as one family (:func:`labkit.analysis.inference.call_family`,
+    Holm's correction over every row and metric, the untestable counted): ``<metric>_p_holm``,
+    ``<metric>_verdict`` (higher, lower, unclear, not testable) and ``<metric>_mde``, the smallest difference the
+    family could have called where the verdict is unclear. The table gives each metric's ``<metric>_<estimate>``,
+    ``_p``, ``_se`` and ``_df``."""
+    from labkit.analysis.inference import call_family
+
+    def family(column: str) -> np.ndarray:
+        return table[[f"{m}_{column}" for m in METRICS]].to_numpy(dtype=float)
+
+    calls = call_family(family(estimate).ravel(), family("p").ravel(), family("se").ravel(), family("df").ravel())
+    shape = (len(table), len(METRICS))
     for i, metric in enumerate(METRICS):
-        diffs[f"{metric}_p_holm"] = adjusted.reshape(family.shape)[:, i]
-        called = rejected.reshape(family.shape)[:, i]
-        diffs[f"{metric}_verdict"] = np.where(~called, "unclear", np.where(diffs[f"{metric}_diff"] > 0, "higher", "lower"))
-    return diffs
+        table[f"{metric}_p_holm"] = calls.adjusted.reshape(shape)[:, i]
+        table[f"{metric}_verdict"] = calls.verdict.reshape(shape)[:, i]
+        table[f"{metric}_mde"] = calls.mde.reshape(shape)[:, i]
+    return table
+
+
+def called(verdicts: pd.Series) -> pd.Series:
+    """Which verdicts call a difference (higher or lower): not the unclear, nor the not testable."""
+    return verdicts.isin(("higher", "lower"))
 
 
 def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s: float, n_resamples: int) -> list[dict]:
@@ -175,8 +192,6 @@ def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s:
     rows = []
     for where, a_row, b_row in pairs:
         a, b = calls[a_row["cell_id"]], calls[b_row["cell_id"]]
-        if a["ok"].sum() < 2 or b["ok"].sum() < 2:
-            continue
         compared = _compare_cells(a, b, n_bins=n_bins, bin_s=bin_s, n_resamples=n_resamples)
         named_settings = [setting_label(k, where[k]) for k in rest if shown(k, where[k])]
         if len(named_settings) == 1 and any(shown(k, v) for w, _, _ in pairs for k, v in w.items() if k != "concurrency"):
@@ -192,6 +207,7 @@ def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s:
         for metric, (off_value, on_value, difference) in compared.items():
             row.update({f"{metric}_off": off_value, f"{metric}_on": on_value, f"{metric}_diff": difference.difference,
                         f"{metric}_lo": difference.low, f"{metric}_hi": difference.high, f"{metric}_p": difference.pvalue,
+                        f"{metric}_se": difference.se, f"{metric}_df": difference.df,
                         f"{metric}_n": min(difference.n_a, difference.n_b)})
         rows.append(row)
     return rows
@@ -199,22 +215,25 @@ def _level_pairs(cells, calls, knob: str, spec: Knob, on, *, n_bins: int, bin_s:
 
 def _compare_cells(a: pd.DataFrame, b: pd.DataFrame, *, n_bins: int, bin_s: float, n_resamples: int) -> dict:
     """metric -> (off value, on value, :class:`~labkit.analysis.inference.Difference`) of two cells' calls, in the
-    order they started (their dependence is what the block bootstrap keeps), and of their req/s bins in time order.
-    A p99 from fewer calls than can bound it (299) is not given."""
-    from labkit.analysis.inference import Difference, block_bootstrap_difference, min_samples_for_percentile
+    order they started (their dependence is what the block bootstrap keeps), and of their req/s bins in time order,
+    each as :func:`~labkit.analysis.inference.two_sample_difference` compares them. A p99 from fewer calls than can
+    bound it (299) is not given: not testable."""
+    from labkit.analysis.inference import Difference, min_samples_for_percentile, two_sample_difference
 
     latencies = [frame.loc[frame["ok"]].sort_values("t_utc")["latency_ms"].to_numpy(dtype=float) for frame in (a, b)]
     rates = [rps_bins(frame, n_bins, bin_s) for frame in (a, b)]
-    compared = {"p50": (*map(float, map(np.median, latencies)),
-                        block_bootstrap_difference(*latencies, np.median, n_resamples=n_resamples))}
+    nan = float("nan")
+
+    def of_each(statistic, values) -> tuple[float, float]:
+        return tuple(float(statistic(side)) if len(side) else nan for side in values)
+
+    options = {"time_ordered": True, "n_resamples": n_resamples}
+    compared = {"p50": (*of_each(np.median, latencies), two_sample_difference(*latencies, np.median, **options))}
     if min(map(len, latencies)) >= min_samples_for_percentile(99):
-        compared["p99"] = (*map(float, map(_p99, latencies)),
-                           block_bootstrap_difference(*latencies, _p99, n_resamples=n_resamples))
+        compared["p99"] = (*of_each(_p99, latencies), two_sample_difference(*latencies, _p99, **options))
     else:
-        nan = float("nan")
-        compared["p99"] = (nan, nan, Difference(nan, nan, nan, nan, *map(len, latencies)))
-    compared["rps"] = (float(np.mean(rates[0])), float(np.mean(rates[1])),
-                       block_bootstrap_difference(*rates, np.mean, n_resamples=n_resamples))
+        compared["p99"] = (nan, nan, Difference(nan, nan, nan, nan, *map(len, latencies), "none", "p99"))
+    compared["rps"] = (*of_each(np.mean, rates), two_sample_difference(*rates, np.mean, **options))
     return compared
 
 
@@ -258,11 +277,11 @@ def aa_control(diffs: pd.DataFrame, knobs: dict, cell_s: float) -> dict | None:
         return None
     null = diffs[diffs["knob"] == "keepalive"]
     noise = {m: float(null[f"{m}_diff"].abs().max()) if len(null) else float("nan") for m in METRICS}
-    excluding = {m: int((null[f"{m}_verdict"] != "unclear").sum()) if len(null) else 0 for m in METRICS}
+    excluding = {m: int(called(null[f"{m}_verdict"]).sum()) if len(null) else 0 for m in METRICS}
     for knob in (k for k in knobs if k != "keepalive"):
         frame = diffs[diffs["knob"] == knob]
         for m in METRICS:
-            diffs.loc[frame.index, f"{m}_beyond_null"] = (frame[f"{m}_diff"].abs() > noise[m]) & (frame[f"{m}_verdict"] != "unclear")
+            diffs.loc[frame.index, f"{m}_beyond_null"] = (frame[f"{m}_diff"].abs() > noise[m]) & called(frame[f"{m}_verdict"])
     return {"noise": noise, "excluding": excluding, "pairs": len(null)}
 
 
@@ -270,12 +289,14 @@ def diffs_between_runs(per_run: list[pd.DataFrame], confidence: float = 0.95) ->
     """The comparisons of :func:`compare_knobs` in several runs of the same cells, one row per compared pair (by
     ``knob``, ``where`` and the two cells): each metric's on − off in every run (``<metric> run 1``, ...), their
     mean with its Student-t interval over the runs (``_mean``, ``_lo``, ``_hi``: the runs as units, see
-    :func:`labkit.analysis.runs_t_interval`), a one-sample t-test of the runs' differences against 0 (``_p``),
-    and the verdict after Holm's correction over every comparison and metric of the table (``_verdict``). Unlike
-    the within-cell intervals of one run, these include how far a cell moves from one run to the next."""
-    from scipy import stats
-
-    from labkit.analysis.inference import adjust, runs_t_interval
+    :func:`labkit.analysis.inference.one_sample_t`), a one-sample t-test of the runs' differences against 0 (``_p``;
+    NaN, not testable, where every run gave the same difference: req/s counted in whole steps can), and the verdict
+    after Holm's correction over every comparison and metric of the table, the untestable counted
+    (:func:`call_metrics`: ``_verdict``, and ``_mde`` for the unclear). Unlike the within-cell intervals of one run,
+    these include how far a cell moves from one run to the next; with three runs a t-test has two degrees of
+    freedom, so only a difference several times larger than the runs' spread is called, and ``_mde`` says how
+    much larger."""
+    from labkit.analysis.inference import one_sample_t
 
     keys = ["knob", "where", "off_cell", "on_cell"]
     frames = [d.set_index(keys) for d in per_run]
@@ -285,31 +306,26 @@ def diffs_between_runs(per_run: list[pd.DataFrame], confidence: float = 0.95) ->
         for metric in METRICS:
             values = np.array([f.at[key, f"{metric}_diff"] if key in f.index else np.nan for f in frames], dtype=float)
             row.update({f"{metric} run {i}": v for i, v in enumerate(values, 1)})
-            mean, low, high = runs_t_interval(values, confidence)
-            finite = values[np.isfinite(values)]
-            p = float(stats.ttest_1samp(finite, 0).pvalue) if finite.size >= 2 and finite.std() > 0 else np.nan
-            row.update({f"{metric}_mean": mean, f"{metric}_lo": low, f"{metric}_hi": high, f"{metric}_p": p})
+            over_runs = one_sample_t(values, confidence)
+            row.update({f"{metric}_mean": over_runs.difference, f"{metric}_lo": over_runs.low,
+                        f"{metric}_hi": over_runs.high, f"{metric}_p": over_runs.pvalue, f"{metric}_se": over_runs.se,
+                        f"{metric}_df": over_runs.df})
         rows.append(row)
     table = pd.DataFrame(rows)
-    if table.empty:
-        return table
-    family = table[[f"{m}_p" for m in METRICS]].to_numpy(dtype=float)
-    rejected, _ = adjust(family.ravel(), "holm")
-    for i, metric in enumerate(METRICS):
-        called = rejected.reshape(family.shape)[:, i]
-        table[f"{metric}_verdict"] = np.where(~called, "unclear", np.where(table[f"{metric}_mean"] > 0, "higher", "lower"))
-    return table
+    return table if table.empty else call_metrics(table, "mean")
 
 
 def runs_verdict_headline(between: pd.DataFrame) -> dict:
-    """Headline fields of :func:`diffs_between_runs`: the runs, the comparisons, how many were called per metric,
-    and of the keepalive (A/A) comparisons how many were called."""
+    """Headline fields of :func:`diffs_between_runs`: the runs, the comparisons, how many were called and how many
+    could not be tested per metric, and of the keepalive (A/A) comparisons how many were called."""
     runs = len([c for c in between.columns if c.startswith("p50 run ")])
     headline: dict = {"runs": runs, "runs.comparisons": int(len(between))}
     aa = between[between["knob"] == "keepalive"] if len(between) else between
     for metric in METRICS:
-        headline[f"runs.called.{metric}"] = int((between[f"{metric}_verdict"] != "unclear").sum()) if len(between) else 0
-        headline[f"runs.aa_called.{metric}"] = int((aa[f"{metric}_verdict"] != "unclear").sum()) if len(aa) else 0
+        headline[f"runs.called.{metric}"] = int(called(between[f"{metric}_verdict"]).sum()) if len(between) else 0
+        headline[f"runs.not_testable.{metric}"] = (int((between[f"{metric}_verdict"] == "not testable").sum())
+                                                   if len(between) else 0)
+        headline[f"runs.aa_called.{metric}"] = int(called(aa[f"{metric}_verdict"]).sum()) if len(aa) else 0
     headline["runs.aa_pairs"] = int(len(aa))
     return headline
 
@@ -330,44 +346,62 @@ def beyond_null(diffs: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
 
 
 def idle_keepalive(calls: pd.DataFrame, n_resamples: int = 2000) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Keepalive on against off on an idle connection: median latency in ping RTTs per setting and size, and on − off per size.
+    """Keepalive on against off on an idle connection: each setting's latency in ping RTTs per size, and on − off per
+    size, called as one family.
 
     ``calls`` are an idle-step run's warm, successful calls under one
     condition but the keepalive (a ``keepalive`` label, "none" when off), with
-    ``rtt_ms`` and ``rtt_multiple``. Sizes with fewer than two calls on either
-    side are not compared.
+    ``rtt_ms`` and ``rtt_multiple``. The first table is the location of
+    ``rtt_multiple`` per setting and size with its interval
+    (:func:`labkit.analysis.inference.locations`: below ten calls, their mean
+    and Student's t interval). The second has one row per size and setting:
+    on − off in ms (:func:`labkit.analysis.inference.two_sample_difference`:
+    Welch's t below ten calls a side), its interval and p-value, and the
+    verdict after Holm's correction over every size and setting
+    (:func:`labkit.analysis.inference.call_differences`), with ``mde_ms``
+    where it is unclear. A size without two calls a side is listed, not
+    testable.
     """
-    table = summarize_with_ci(calls, "rtt_multiple", by=["keepalive", "payload_bytes"], n_resamples=n_resamples)
-    table.index.names = ["keepalive", "payload_bytes"]
-    rows = []
+    from labkit.analysis.inference import call_differences, locations, two_sample_difference
+
+    table = locations(calls, "rtt_multiple", ["keepalive", "payload_bytes"], n_resamples=n_resamples)
+    rows, results = [], []
     for size in sorted(calls["payload_bytes"].unique()):
         off = calls[(calls["keepalive"] == "none") & (calls["payload_bytes"] == size)]["rtt_ms"]
         for setting in sorted(k for k in calls["keepalive"].unique() if k != "none"):
             on = calls[(calls["keepalive"] == setting) & (calls["payload_bytes"] == size)]["rtt_ms"]
-            if len(off) < 2 or len(on) < 2:
-                continue
-            result = compare(off, on, n_resamples=n_resamples)
+            result = two_sample_difference(off, on, n_resamples=n_resamples)
+            results.append(result)
             rows.append({"keepalive": setting, "payload_bytes": int(size), "n": f"{result.n_a}/{result.n_b}",
-                         "median_off_rtt": table.at[("none", size), "50%"], "median_on_rtt": table.at[(setting, size), "50%"],
-                         "diff_ms": result.median_diff, "lo_ms": result.median_diff_ci[0], "hi_ms": result.median_diff_ci[1],
-                         "verdict": verdict(*result.median_diff_ci)})
-    return table, pd.DataFrame(rows)
+                         "off_rtt": table["value"].get(("none", size), np.nan),
+                         "on_rtt": table["value"].get((setting, size), np.nan), "statistic": result.statistic,
+                         "diff_ms": result.difference, "lo_ms": result.low, "hi_ms": result.high, "p": result.pvalue})
+    diffs = pd.DataFrame(rows)
+    if results:
+        calls_made = call_differences(results)
+        diffs = diffs.assign(p_holm=calls_made.adjusted, verdict=calls_made.verdict, mde_ms=calls_made.mde)
+    return table, diffs
 
 
 def knob_table(diffs: pd.DataFrame, knob: str) -> pd.DataFrame:
-    """One knob's pairs as a person reads them: per metric, off → on, and on − off [interval] with its verdict."""
+    """One knob's pairs as a person reads them: per metric, off → on, and on − off [interval] with its verdict (an
+    unclear one with the smallest difference the table could have called: its MDE)."""
+    from labkit.analysis.inference import verdict_text
+
     frame = diffs[diffs["knob"] == knob]
     shown = pd.DataFrame({"where": frame["where"]})
     for metric, unit in (("p50", "ms"), ("p99", "ms"), ("rps", "req/s")):
         shown[f"{metric} off → on ({unit})"] = [f"{x:.1f} → {y:.1f}" for x, y in zip(frame[f"{metric}_off"], frame[f"{metric}_on"])]
-        shown[f"{metric} on − off [95 % CI]"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {v}" for d, lo, hi, v in zip(
-            frame[f"{metric}_diff"], frame[f"{metric}_lo"], frame[f"{metric}_hi"], frame[f"{metric}_verdict"])]
+        shown[f"{metric} on − off [95 % CI]"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {verdict_text(v, mde, unit)}" for d, lo, hi, v, mde in zip(
+            frame[f"{metric}_diff"], frame[f"{metric}_lo"], frame[f"{metric}_hi"], frame[f"{metric}_verdict"],
+            frame[f"{metric}_mde"])]
     return shown.set_index("where")
 
 
 def verdict_headline(diffs: pd.DataFrame) -> dict[str, float]:
     """Per knob: pairs compared and, per metric, the range of on − off and how many were called higher, lower or
-    neither after Holm's correction (``ci_higher``, ``ci_lower``, ``ci_unclear``: the keys of earlier reports)."""
+    neither after Holm's correction (``ci_higher``, ``ci_lower``, ``ci_unclear``: the keys of earlier reports), and
+    how many could not be tested (``ci_not_testable``)."""
     headline: dict[str, float] = {}
     for knob in KNOB_COLUMNS:
         frame = diffs[diffs["knob"] == knob]
@@ -376,6 +410,6 @@ def verdict_headline(diffs: pd.DataFrame) -> dict[str, float]:
             verdicts = frame[f"{metric}_verdict"].value_counts()
             headline[f"{knob}.{metric}.diff_min"] = round(float(frame[f"{metric}_diff"].min()), 2)
             headline[f"{knob}.{metric}.diff_max"] = round(float(frame[f"{metric}_diff"].max()), 2)
-            for name in ("higher", "lower", "unclear"):
-                headline[f"{knob}.{metric}.ci_{name}"] = int(verdicts.get(name, 0))
+            for name in ("higher", "lower", "unclear", "not testable"):
+                headline[f"{knob}.{metric}.ci_{name.replace(' ', '_')}"] = int(verdicts.get(name, 0))
     return headline
