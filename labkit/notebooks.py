@@ -195,11 +195,11 @@ def made_alone(command: str) -> str:
             f"`labkit {command} --runs 3` makes three, and this section then compares them.")
 
 
-def runs_section(command: str, replicates: list, frame, value: str, by, what: str, order=None):
+def runs_section(command: str, replicates: list, frame, value: str, by, what: str, order=None, statistic=None):
     """A notebook's *Between runs* table: ``what`` (the statistic and its unit) per group of ``by`` in each run of
     ``replicates``, pooled, and the runs' mean with its interval over runs (:func:`labkit.analysis.between_runs` of
-    ``frame``, whose ``replicate`` column numbers the runs), shown and returned; for a run made alone, the sentence
-    that says so (:func:`made_alone`) and None."""
+    ``frame``, whose ``replicate`` column numbers the runs; each run summarised by ``statistic``, the median unless
+    given), shown and returned; for a run made alone, the sentence that says so (:func:`made_alone`) and None."""
     from IPython.display import Markdown, display
 
     from labkit.analysis import between_runs
@@ -207,7 +207,7 @@ def runs_section(command: str, replicates: list, frame, value: str, by, what: st
     if len(replicates) < 2:
         display(Markdown(made_alone(command)))
         return None
-    table = between_runs(frame, value, by)
+    table = between_runs(frame, value, by) if statistic is None else between_runs(frame, value, by, statistic=statistic)
     if order is not None:
         table = table.reindex(order, level=0) if table.index.nlevels > 1 else table.reindex(order)
     display(Markdown(f"{what} in each of the {len(replicates)} runs ({', '.join(f'`{r.run_id}`' for r in replicates)}),"
@@ -233,14 +233,17 @@ def series_runs_section(run, this, probes: list[str]) -> dict:
 
 
 def upload_runs_section(run, conditions: list[str], sizes: tuple[int, int], drop_first_upload: bool) -> dict:
-    """The upload notebook's *Between runs*: each cell's median MB/s per run (:func:`runs_section`, the uploads the
-    notebook keeps), shown; returns the headline fields (``runs`` and the intervals over runs at ``sizes``)."""
-    from labkit.analysis import upload
+    """The upload notebook's *Between runs*: each cell's MB/s per run (:func:`runs_section`, the uploads the notebook
+    keeps, each run's cell summarised as the small-sample rule summarises a cell: the mean of a few uploads,
+    :func:`labkit.analysis.inference.rule_statistic`), shown; returns the headline fields (``runs`` and the
+    intervals over runs at ``sizes``)."""
+    from labkit.analysis import rule_statistic, upload
 
     replicates, recorded = replicate_samples(run)
     kept = upload.kept_uploads(upload.label_uploads(recorded)[0], drop_first_upload)
-    table = runs_section("upload", replicates, kept, "mb_per_s", ["condition", "chunk_bytes"], "Median MB/s",
-                         order=conditions)
+    statistic = rule_statistic(int(kept.groupby(["replicate", "condition", "chunk_bytes"]).size().min()))
+    table = runs_section("upload", replicates, kept, "mb_per_s", ["condition", "chunk_bytes"],
+                         f"{statistic.__name__.capitalize()} MB/s", order=conditions, statistic=statistic)
     return {"runs": len(replicates), **upload.runs_headline(table, sizes)}
 
 

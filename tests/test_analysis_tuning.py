@@ -427,3 +427,19 @@ def test_over_the_runs_unclear_is_not_no_effect(go_between_runs):
                                "comparisons are unclear after Holm's correction over the table's 132 comparisons")
     table = tuning_report.runs_table(between, "p50")
     assert table.loc[("pool", largest.loc["pool", "where"]), "verdict"].startswith("unclear (MDE ")
+
+
+def test_the_sample_readme_says_what_the_runs_test_gives(go_between_runs):
+    """data/samples/README.md's sentence on tuning-go's three runs, against the analysis: the untestable counted
+    in the family, the calls per metric, and the pools' unclear p50 at c=50, 128 KiB with its MDE."""
+    text = " ".join((SAMPLES / "README.md").read_text().split())
+    headline = tuning.runs_verdict_headline(go_between_runs)
+    untestable = sum(headline[f"runs.not_testable.{m}"] for m in tuning.METRICS)
+    assert (f"(the {untestable} that cannot be tested counted: {headline['runs.not_testable.p99']} p99s from too few "
+            f"calls, and {headline['runs.not_testable.rps']} req/s differences that were the same step in every run)") in text
+    assert (f"while {headline['runs.called.p50']} are in p50, {headline['runs.called.p99']} in p99 and "
+            f"{headline['runs.called.rps']} in req/s.") in text
+    pools = go_between_runs[(go_between_runs["knob"] == "pool") & go_between_runs["where"].str.endswith("c=50 131072B")]
+    runs = pools[[f"p50 run {i}" for i in (1, 2, 3)]].to_numpy()
+    assert f"moved by −{round(-runs.max())} to −{round(-runs.min())} ms in every run" in text
+    assert (pools["p50_verdict"] == "unclear").all() and ((pools["p50_mde"] - 170).abs() < 15).all()

@@ -303,6 +303,13 @@ def method_for(n_a: int, n_b: int | None = None) -> str:
     return "t" if smallest < SMALL_SAMPLE else "bootstrap"
 
 
+def rule_statistic(n: int, statistic: Callable = np.median) -> Callable:
+    """What :func:`method_for` summarises ``n`` values with: their mean below :data:`SMALL_SAMPLE` (what a t interval
+    is about), else ``statistic``; for a table of runs or cells that should show the same statistic as their
+    intervals."""
+    return np.mean if method_for(n) != "bootstrap" else statistic
+
+
 @dataclass(frozen=True)
 class Location:
     """One sample's location by :func:`method_for`: the ``statistic`` (``mean`` below :data:`SMALL_SAMPLE` values,

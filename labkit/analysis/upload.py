@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from labkit.analysis.summary import Comparison, compare, summarize_with_ci
+from labkit.analysis.summary import summarize
 
 #: The conditions of an upload run in reading order: transport, then TLS.
 CONDITIONS = ("grpc", "grpc+TLS", "http2", "http2+TLS")
@@ -47,10 +47,16 @@ def with_cpu_costs(uploads: pd.DataFrame, file_bytes: int) -> pd.DataFrame:
 
 
 def cell_summary(uploads: pd.DataFrame, value: str, confidence: float = 0.95) -> pd.DataFrame:
-    """Per condition and chunk size (columns, not index): the summary of ``value`` with bootstrap intervals of the median."""
-    table = summarize_with_ci(uploads, value, by=_CELL, ok=None, confidence=confidence)
+    """Per condition and chunk size (columns, not index): the summary of ``value`` (count, mean, quartiles...) and
+    its location with an interval as :func:`labkit.analysis.inference.method_for` puts it (``statistic``,
+    ``value``, ``lo``, ``hi``, ``method``: with fewer than ten uploads a cell, their mean and Student's t
+    interval)."""
+    from labkit.analysis.inference import locations
+
+    table = summarize(uploads, value, by=_CELL, ok=None)
     table.index.names = _CELL
-    return table.reset_index()
+    found = locations(uploads, value, _CELL, confidence=confidence).drop(columns="n")
+    return table.join(found).reset_index()
 
 
 def spread(uploads: pd.DataFrame) -> pd.DataFrame:
@@ -79,22 +85,45 @@ def condition_pairs(conditions: list[str]) -> tuple[dict[str, tuple[str, str]], 
     return tls, transport
 
 
-def compare_pairs(uploads: pd.DataFrame, pairs: dict[str, tuple[str, str]],
-                  confidence: float = 0.95) -> tuple[pd.DataFrame, dict[tuple[str, int], Comparison]]:
-    """B against A in MB/s, chunk size by chunk size (two uploads or more each): a table and the comparisons."""
-    rows, results = [], {}
+def compare_pairs(uploads: pd.DataFrame, pairs: dict[str, tuple[str, str]], confidence: float = 0.95) -> pd.DataFrame:
+    """B against A in MB/s, every pair at every chunk size, as one family: one row per comparison.
+
+    Each is :func:`labkit.analysis.inference.two_sample_difference` of the two
+    cells' uploads (with fewer than ten a side, the difference of their means
+    and Welch's interval and test), ``statistic`` its summary of each side
+    (``A``/``B`` their values, ``B / A``), and the verdict after Holm's
+    correction over every row (:func:`labkit.analysis.inference.call_differences`):
+    ``higher`` or ``lower`` where called, ``unclear`` with ``mde`` (the
+    smallest difference the family could have called) where not, ``not
+    testable`` (listed, and counted in the family) where a side has fewer than
+    two uploads or none vary. ``cell`` is the difference, its interval and
+    the verdict as a table shows them.
+    """
+    from labkit.analysis.inference import call_differences, two_sample_difference, verdict_text
+
+    rows, results = [], []
     for name, (a, b) in pairs.items():
         for size in sorted(int(s) for s in uploads["chunk_bytes"].unique()):
             at_size = uploads[uploads["chunk_bytes"] == size]
-            xa, xb = at_size[at_size["condition"] == a]["mb_per_s"], at_size[at_size["condition"] == b]["mb_per_s"]
-            if len(xa) < 2 or len(xb) < 2:
-                continue
-            result = results[(name, size)] = compare(xa, xb, confidence=confidence)
-            rows.append({"comparison": name, "chunk_bytes": size, "A": a, "B": b,
-                         "B / A (medians)": result.median_b / result.median_a,
-                         "cell": f"{result.median_diff:+.1f} [{result.median_diff_ci[0]:+.1f}, {result.median_diff_ci[1]:+.1f}]",
-                         "mannwhitney_p": result.mannwhitney_p})
-    return pd.DataFrame(rows), results
+            xa, xb = (at_size[at_size["condition"] == c]["mb_per_s"] for c in (a, b))
+            result = two_sample_difference(xa, xb, confidence=confidence)
+            summary = np.mean if result.statistic == "mean" else np.median
+            value_a, value_b = (float(summary(x)) if len(x) else np.nan for x in (xa, xb))
+            results.append(result)
+            rows.append({"comparison": name, "chunk_bytes": size, "A": a, "B": b, "n": f"{result.n_a}/{result.n_b}",
+                         "statistic": result.statistic, "A MB/s": value_a, "B MB/s": value_b,
+                         "B / A": value_b / value_a if value_a else np.nan, "difference": result.difference,
+                         "lo": result.low, "hi": result.high, "p": result.pvalue, "method": result.method})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    called = call_differences(results)
+    table = table.assign(p_holm=called.adjusted, verdict=called.verdict, mde=called.mde)
+    table["cell"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {verdict_text(v, m, 'MB/s')}" if np.isfinite(lo) else
+                     f"{d:+.1f} {verdict_text(v, m, 'MB/s')}"
+                     for d, lo, hi, v, m in zip(table["difference"], table["lo"], table["hi"], table["verdict"],
+                                                table["mde"])]
+    return table
 
 
 def kept_uploads(samples: pd.DataFrame, drop_first_upload: bool = False) -> pd.DataFrame:
@@ -105,18 +134,20 @@ def kept_uploads(samples: pd.DataFrame, drop_first_upload: bool = False) -> pd.D
 
 def upload_headline(conditions: list[str], throughput: pd.DataFrame, cpu: dict[str, pd.DataFrame],
                     utilisation: pd.DataFrame, sizes: tuple[int, int]) -> dict[str, float]:
-    """Per condition at the smallest and largest chunk: median MB/s with its interval, CPU s/MB per side, client CPU use.
+    """Per condition at the smallest and largest chunk: MB/s with its interval, CPU s/MB per side, client CPU use.
 
-    ``throughput`` and ``cpu[side]`` are :func:`cell_summary` tables;
+    ``throughput`` and ``cpu[side]`` are :func:`cell_summary` tables: MB/s is
+    a cell's location as the small-sample rule gives it (``mb_per_s.statistic``
+    says which: the mean below ten uploads), CPU per MB the cells' medians;
     ``utilisation`` the medians of ``client_cpu_util`` per condition and chunk.
     """
     smallest, largest = sizes
     by_cell = throughput.set_index(_CELL)
     cpu_cells = {side: table.set_index(_CELL) for side, table in cpu.items()}
-    headline: dict[str, float] = {}
+    headline: dict[str, float] = {"mb_per_s.statistic": " or ".join(dict.fromkeys(by_cell["statistic"]))}
     for condition in conditions:
         for size in (s for s in (smallest, largest) if (condition, s) in by_cell.index):
-            for suffix, column in (("", "50%"), ("_lo", "50%_lo"), ("_hi", "50%_hi")):
+            for suffix, column in (("", "value"), ("_lo", "lo"), ("_hi", "hi")):
                 headline[f"mb_per_s.{condition}.{size}{suffix}"] = round(float(by_cell.loc[(condition, size), column]), 3)
         for side in ("client", "server"):
             for size in (s for s in (smallest, largest) if (condition, s) in cpu_cells[side].index):
@@ -135,19 +166,67 @@ def runs_headline(runs_table: pd.DataFrame | None, sizes: tuple[int, int]) -> di
     return runs_interval_fields(runs_table, lambda key: f"mb_per_s.{key[0]}.{key[1]}" if key[1] in sizes else None)
 
 
-def pairs_headline(tls: dict[tuple[str, int], Comparison], transport: dict[tuple[str, int], Comparison],
-                   pairs: dict[str, tuple[str, str]], sizes: tuple[int, int]) -> dict[str, float]:
-    """At the smallest and largest chunk: TLS on − off in MB/s per transport, and HTTP/2 ÷ gRPC (medians) with TLS and without.
+def pairs_headline(compared: pd.DataFrame, pairs: dict[str, tuple[str, str]], sizes: tuple[int, int]) -> dict[str, float]:
+    """At the smallest and largest chunk: TLS on − off in MB/s per transport, and HTTP/2 ÷ gRPC with TLS and
+    without (of the statistic each comparison used), each with its verdict; and the family's size and calls.
 
-    ``tls`` and ``transport`` are :func:`compare_pairs` results; ``pairs``
-    every pair compared (name → (A, B)), as :func:`condition_pairs` gives them.
+    ``compared`` is :func:`compare_pairs` of ``pairs`` (name → (A, B)), as :func:`condition_pairs` gives them.
     """
-    headline: dict[str, float] = {}
-    for (name, size), result in tls.items():
-        if size in sizes:
-            headline[f"tls_effect.{pairs[name][0]}.{size}"] = round(result.median_diff, 3)
-    for (name, size), result in transport.items():
-        if size in sizes:
-            mode = "tls" if pairs[name][0].endswith("+TLS") else "plain"
-            headline[f"http2_vs_grpc.{mode}.{size}"] = round(result.median_b / result.median_a, 3)
+    headline: dict[str, float] = {"comparisons": int(len(compared)),
+                                  "comparisons.called": int(compared["verdict"].isin(("higher", "lower")).sum()),
+                                  "comparisons.not_testable": int((compared["verdict"] == "not testable").sum())}
+    for _, row in compared[compared["chunk_bytes"].isin(sizes)].iterrows():
+        a, size = pairs[row["comparison"]][0], row["chunk_bytes"]
+        if row["comparison"].startswith("TLS"):
+            key = f"tls_effect.{a}.{size}"
+            headline[key] = round(row["difference"], 3)
+        else:
+            key = f"http2_vs_grpc.{'tls' if a.endswith('+TLS') else 'plain'}.{size}"
+            headline[key] = round(row["B / A"], 3)
+        headline[f"{key}.verdict"] = row["verdict"]
     return headline
+
+
+def later_uploads(uploads: pd.DataFrame) -> pd.DataFrame:
+    """The uploads after the first of each cell (``seq`` > 0): the first, on a connection the warm-up left idle, runs
+    at about the same MB/s whatever the condition (see :func:`first_vs_later`), and would otherwise be most of a
+    large chunk's spread."""
+    return uploads[uploads["seq"] > 0]
+
+
+def chunk_ranges(every_run: pd.DataFrame, conditions: list[str], low: int, high: tuple[int, ...]) -> pd.DataFrame:
+    """Per condition, over every run's later uploads (:func:`later_uploads`; ``every_run`` has a ``replicate``
+    column): the slowest and fastest MB/s at chunk ``low`` and at the chunks ``high``, and whether in every run the
+    fastest at ``low`` was slower than the slowest at ``high`` (``apart``)."""
+    later = later_uploads(every_run)
+    rows = []
+    for condition in conditions:
+        mine = later[later["condition"] == condition]
+        at_low, at_high = mine[mine["chunk_bytes"] == low], mine[mine["chunk_bytes"].isin(high)]
+        per_run = [(at_low.loc[at_low["replicate"] == r, "mb_per_s"].max(), at_high.loc[at_high["replicate"] == r, "mb_per_s"].min())
+                   for r in sorted(mine["replicate"].unique())]
+        rows.append({"condition": condition, "low min": at_low["mb_per_s"].min(), "low max": at_low["mb_per_s"].max(),
+                     "high min": at_high["mb_per_s"].min(), "high max": at_high["mb_per_s"].max(),
+                     "runs": len(per_run), "apart": bool(per_run) and all(f < s for f, s in per_run)})
+    return pd.DataFrame(rows).set_index("condition")
+
+
+def pairs_in_runs(every_run: pd.DataFrame, pairs: dict[str, tuple[str, str]], sizes: tuple[int, ...]) -> pd.DataFrame:
+    """Per pair (name → (A, B)): in how many run × chunk-size cells (the chunk ``sizes``) B's later uploads
+    (:func:`later_uploads`) were slower than A's (``B below``), faster (``B above``), and of how many (``cells``),
+    each run's cell summarised as the small-sample rule does (:func:`labkit.analysis.inference.rule_statistic`:
+    the mean of a few uploads)."""
+    from labkit.analysis.inference import rule_statistic
+
+    later = later_uploads(every_run)
+    later = later[later["chunk_bytes"].isin(sizes)]
+    statistic = rule_statistic(int(later.groupby(["replicate", *_CELL]).size().min()) if len(later) else 0)
+    by_run = later.groupby(["condition", "chunk_bytes", "replicate"])["mb_per_s"].agg(statistic)
+    rows = []
+    for name, (a, b) in pairs.items():
+        if a not in by_run.index.unique("condition") or b not in by_run.index.unique("condition"):
+            continue
+        difference = (by_run.loc[b] - by_run.loc[a]).dropna()
+        rows.append({"comparison": name, "B below": int((difference < 0).sum()), "B above": int((difference > 0).sum()),
+                     "cells": int(difference.size)})
+    return pd.DataFrame(rows, columns=["comparison", "B below", "B above", "cells"]).set_index("comparison")

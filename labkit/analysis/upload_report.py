@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from labkit.analysis.summary import Comparison
 from labkit.units import format_size
 
 _CELL = ["condition", "chunk_bytes"]
@@ -19,9 +18,10 @@ _CELL = ["condition", "chunk_bytes"]
 DECENT_CHUNK_BYTES = 1024
 
 
-def median_ci_grid(summary: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
-    """A :func:`labkit.analysis.upload.cell_summary` table as ``median [lo, hi]`` text: conditions as rows, chunk sizes as columns."""
-    text = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in zip(summary["50%"], summary["50%_lo"], summary["50%_hi"])]
+def location_grid(summary: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
+    """A :func:`labkit.analysis.upload.cell_summary` table as ``value [lo, hi]`` text (each cell's location and its
+    interval, as the small-sample rule gives them): conditions as rows, chunk sizes as columns."""
+    text = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" for m, lo, hi in zip(summary["value"], summary["lo"], summary["hi"])]
     return summary.assign(cell=text).pivot(index="condition", columns="chunk_bytes", values="cell").reindex(conditions)
 
 
@@ -53,14 +53,16 @@ def rtt_share(uploads: pd.DataFrame, ping_ms: float, conditions: list[str]) -> p
     return (ping_ms / 1e3) / seconds
 
 
-def summary_lines(uploads: pd.DataFrame, conditions: list[str], comparisons: dict[tuple[str, int], Comparison]) -> list[str]:
+def summary_lines(uploads: pd.DataFrame, conditions: list[str], compared: pd.DataFrame) -> list[str]:
     """The bullets of "what this shows": per condition, MB/s and CPU from the smallest chunk to the largest; comparisons at both ends.
 
     ``uploads`` carry :func:`labkit.analysis.upload.with_cpu_costs`' columns;
-    ``comparisons`` are :func:`labkit.analysis.upload.compare_pairs` results
-    (name, chunk size) → comparison, of which those at the smallest and the
-    largest chunk size are described.
+    ``compared`` is :func:`labkit.analysis.upload.compare_pairs`, of which the
+    rows at the smallest and the largest chunk size are described, each with
+    its verdict after the family's correction.
     """
+    from labkit.analysis.inference import verdict_text
+
     medians = uploads.groupby(_CELL)[["mb_per_s", "client_cpu_util", "server_cpu_util", "client_cpu_s_per_mb"]].median()
     smallest, largest = int(uploads["chunk_bytes"].min()), int(uploads["chunk_bytes"].max())
     small, large = format_size(smallest), format_size(largest)
@@ -69,16 +71,77 @@ def summary_lines(uploads: pd.DataFrame, conditions: list[str], comparisons: dic
         low, high = medians.loc[(condition, smallest)], medians.loc[(condition, largest)]
         decent = medians["mb_per_s"].get((condition, DECENT_CHUNK_BYTES), float("nan"))
         lines.append(
-            f"- **{condition}**: {low['mb_per_s']:.1f} MB/s at {small}, {decent:.1f} at {format_size(DECENT_CHUNK_BYTES)}, "
-            f"{high['mb_per_s']:.1f} at {large}; client CPU {low['client_cpu_s_per_mb'] * 1e3:.0f} ms/MB at "
-            f"{small} against {high['client_cpu_s_per_mb'] * 1e3:.1f} ms/MB at {large}; "
-            f"client + server CPU {low['client_cpu_util'] + low['server_cpu_util']:.0%} of the wall time at {small}."
+            f"- **{condition}**: median {low['mb_per_s']:.1f} MB/s at {small}, {decent:.1f} at "
+            f"{format_size(DECENT_CHUNK_BYTES)}, {high['mb_per_s']:.1f} at {large}; client CPU "
+            f"{low['client_cpu_s_per_mb'] * 1e3:.0f} ms/MB at {small} against {high['client_cpu_s_per_mb'] * 1e3:.1f} "
+            f"ms/MB at {large}; client + server CPU {low['client_cpu_util'] + low['server_cpu_util']:.0%} of the wall "
+            f"time at {small}."
         )
-    for (name, size), r in sorted(comparisons.items()):
-        if size in (smallest, largest):
-            lines.append(f"- {name} at {format_size(size)}: {r.median_diff:+.1f} MB/s "
-                         f"[{r.median_diff_ci[0]:+.1f}, {r.median_diff_ci[1]:+.1f}], B / A = {r.median_b / r.median_a:.2f}.")
+    ends = compared[compared["chunk_bytes"].isin((smallest, largest))].sort_values(["comparison", "chunk_bytes"])
+    for _, r in ends.iterrows():
+        lines.append(f"- {r['comparison']} at {format_size(r['chunk_bytes'])}: {r['difference']:+.1f} MB/s "
+                     f"[{r['lo']:+.1f}, {r['hi']:+.1f}] ({r['statistic']}s of {r['n']} uploads), B / A = "
+                     f"{r['B / A']:.2f}: {verdict_text(r['verdict'], r['mde'], 'MB/s')}.")
     return lines
+
+
+def _sizes(sizes) -> str:
+    """Chunk sizes as a sentence names them: ``16KiB``, ``256KiB–1MiB``."""
+    sizes = sorted(sizes)
+    return format_size(sizes[0]) if len(sizes) == 1 else f"{format_size(sizes[0])}–{format_size(sizes[-1])}"
+
+
+def chunk_size_line(ranges: pd.DataFrame, low: int, high: tuple[int, ...]) -> str:
+    """The bullet on chunk sizes from :func:`labkit.analysis.upload.chunk_ranges`: each condition's later uploads at
+    ``low`` against ``high``, and in which the two ranges were apart in every run."""
+    apart = [c for c, row in ranges.iterrows() if row["apart"]]
+    shown = "; ".join(f"{c} {row['low min']:.0f}–{row['low max']:.0f} against {row['high min']:.0f}–"
+                      f"{row['high max']:.0f}" for c, row in ranges.iterrows())
+    runs = int(ranges["runs"].max()) if len(ranges) else 0
+    return (f"- **{format_size(low)} against {_sizes(high)} chunks**: the later uploads of a cell (its first apart), "
+            f"slowest–fastest MB/s over the {runs} run{'s' if runs != 1 else ''}, at {format_size(low)} against "
+            f"{_sizes(high)}: {shown}. The two ranges are apart in every run for {', '.join(apart) or 'no condition'}"
+            + (f", and overlap for {', '.join(c for c in ranges.index if c not in apart)}." if len(apart) < len(ranges)
+               else "."))
+
+
+def tls_line(compared: pd.DataFrame, in_runs: pd.DataFrame, from_size: int) -> str:
+    """The TLS bullet: how many TLS comparisons this run's family called (and the MDEs of the unclear ones from
+    ``from_size``), and in how many run × size cells from ``from_size`` the later uploads with TLS were slower
+    (:func:`labkit.analysis.upload.pairs_in_runs`)."""
+    tls = compared[compared["comparison"].str.startswith("TLS")]
+    called = tls[tls["verdict"].isin(("higher", "lower"))]
+    unclear = tls[(tls["verdict"] == "unclear") & (tls["chunk_bytes"] >= from_size)]
+    slower = "; ".join(f"{name.split(', ')[-1]}: slower in {row['B below']} of {row['cells']}"
+                       for name, row in in_runs.iterrows() if name.startswith("TLS"))
+    return (f"- **TLS**: of its {len(tls)} comparisons in this run, {len(called)} "
+            f"{'is' if len(called) == 1 else 'are'} called after Holm's correction over the {len(compared)} comparisons"
+            + (f"; from {format_size(from_size)} on, with so few uploads a side, only a difference of "
+               f"{unclear['mde'].min():.0f}–{unclear['mde'].max():.0f} MB/s or more could have been called (their "
+               "MDEs)" if len(unclear) else "")
+            + f". Over the runs, the later uploads with TLS against without, run × chunk size from "
+            f"{format_size(from_size)}: {slower}.")
+
+
+def transport_line(compared: pd.DataFrame, in_runs: pd.DataFrame, from_size: int) -> str:
+    """The HTTP/2 against gRPC bullet: the chunk sizes at which this run's family called HTTP/2 faster or slower
+    (with the ratio), and in how many run × size cells from ``from_size`` gRPC's later uploads were faster than
+    HTTP/2's (:func:`labkit.analysis.upload.pairs_in_runs`)."""
+    transport = compared[~compared["comparison"].str.startswith("TLS")]
+    faster, slower = (transport[transport["verdict"] == v] for v in ("higher", "lower"))
+    large_called = transport[(transport["chunk_bytes"] >= from_size) & transport["verdict"].isin(("higher", "lower"))]
+
+    def where(rows) -> str:
+        return ", ".join(f"{format_size(r['chunk_bytes'])} against {r['A']} ({r['B / A']:.1f}×)" for _, r in rows.iterrows())
+
+    grpc_faster = " and ".join(f"{row['B below']} of {row['cells']} ({name})" for name, row in in_runs.iterrows()
+                               if not name.startswith("TLS"))
+    return (f"- **HTTP/2 against gRPC**, both timed to the server's acknowledgement: HTTP/2 called faster in this run "
+            f"at {where(faster) or 'no chunk size'}" + (f", slower at {where(slower)}" if len(slower) else "")
+            + " (HTTP/2 ÷ gRPC). What makes gRPC slower with small chunks is not measured here: the CPU table gives "
+            f"its cost per chunk, not the cause. From {format_size(from_size)} on, gRPC's later uploads were faster "
+            f"than HTTP/2's in {grpc_faster} run × chunk-size cells"
+            + (", though no comparison there is called within one run." if large_called.empty else "."))
 
 
 def cell_details(throughput: pd.DataFrame, cpu: dict[str, pd.DataFrame], utilisation: pd.DataFrame,
@@ -94,7 +157,8 @@ def cell_details(throughput: pd.DataFrame, cpu: dict[str, pd.DataFrame], utilisa
     cpu_cells = {side: table.set_index(_CELL) for side, table in cpu.items()}
     chunk_sizes = sorted(int(s) for s in throughput["chunk_bytes"].unique())
     return [{"condition": c, "chunk_bytes": s, "uploads": int(by_cell.loc[(c, s), "count"]),
-             "mb_per_s": by_cell.loc[(c, s), ["50%", "50%_lo", "50%_hi", "mean", "std", "min", "max"]].to_dict(),
+             "mb_per_s": by_cell.loc[(c, s), ["statistic", "value", "lo", "hi", "method", "50%", "mean", "std", "min",
+                                              "max"]].to_dict(),
              "client_cpu_s_per_mb": cpu_cells["client"].loc[(c, s), "50%"],
              "server_cpu_s_per_mb": cpu_cells["server"].loc[(c, s), "50%"],
              "client_cpu_util": utilisation.loc[(c, s), "client_cpu_util"],
