@@ -201,7 +201,8 @@ def test_the_rule_takes_t_below_ten_values_a_side_and_the_bootstrap_from_ten():
     noise = np.random.default_rng(1).normal(size=(2, 30))
     assert two_sample_difference(*noise, time_ordered=True).method == "block bootstrap"
     # Nothing to test: too few values, or none that vary on either side (one side constant is still testable).
-    assert math.isnan(two_sample_difference([1.0], [2.0, 3.0]).pvalue)
+    alone = two_sample_difference([1.0], [2.0, 3.0])
+    assert math.isnan(alone.pvalue) and math.isnan(alone.low) and (alone.difference, alone.method) == (1.5, "none")
     flat = two_sample_difference([2.0, 2.0, 2.0], [3.0, 3.0, 3.0])
     assert flat.difference == 1.0 and math.isnan(flat.pvalue) and math.isnan(flat.low)
     assert np.isfinite(two_sample_difference([2.0, 2.0, 2.0], [3.0, 3.5, 4.0]).pvalue)

@@ -3,9 +3,11 @@
 A ``labkit hop`` run has one row per cell: a transport (``via``) and a repeat.
 **The repeats are the independent units**: requests within one cell share a
 warm process, a connection and a moment of the machine, so every interval
-here resamples repeats (whole cells), never requests. These functions are
-what the hop notebook shows and ``labkit hop`` prints, tested in
-``tests/test_analysis_hop.py``.
+here is over repeats (whole cells), never requests: with fewer than ten
+repeats a side, Welch's or Student's t on their means, as
+:func:`labkit.analysis.inference.method_for` says (a bootstrap over five
+repeats is about their range). These functions are what the hop notebook
+shows and ``labkit hop`` prints, tested in ``tests/test_analysis_hop.py``.
 """
 
 from __future__ import annotations
@@ -101,35 +103,42 @@ def published_layout(samples: pd.DataFrame) -> pd.DataFrame:
     return table.loc[order]
 
 
-def _resampled_means(values: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
-    """Means of ``n_resamples`` resamples (with replacement) of ``values``: the bootstrap of a mean over repeats."""
-    picks = rng.integers(0, values.size, size=(n_resamples, values.size))
-    return values[picks].mean(axis=1)
-
-
 def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline: str = "direct",
              n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """The cost of the hop per transport: mean over repeats of ``column`` via it, minus the same for ``baseline``
     (``direct``: the back without the front).
 
-    The interval is a percentile bootstrap that resamples each side's repeats
-    (cells) with replacement, independently; NaN when either side has fewer
-    than two repeats. Closed-loop cells only (the published setting).
+    The interval and p-value are over repeats (cells), each side on its own,
+    by :func:`labkit.analysis.inference.two_sample_difference` of the means:
+    Welch's t below ten repeats a side, else a percentile bootstrap of the
+    repeats; none with fewer than two repeats a side (``se`` and ``df`` are
+    its test's standard error and degrees of freedom). ``verdict`` is
+    "higher" or "lower" where the cost survives Holm's correction over the
+    table's transports, else "unclear" (with ``mde``, the smallest cost the
+    table could have called) or "not testable". Closed-loop cells only (the
+    published setting).
     """
+    from labkit.analysis.inference import call_differences, two_sample_difference
+
     closed = samples[samples["rate"].isna() & samples[column].notna()]
     direct = closed.loc[closed["via"] == baseline, column].to_numpy(dtype=float)
-    rows = []
+    rows, results = [], []
     for via in [v for v in [*PUBLISHED_ORDER, "http2-tls"] if v != baseline and v in set(closed["via"])]:
         values = closed.loc[closed["via"] == via, column].to_numpy(dtype=float)
-        lo = hi = np.nan
-        if direct.size >= 2 and values.size >= 2 and n_resamples:
-            rng = np.random.default_rng(seed)
-            diffs = _resampled_means(values, rng, n_resamples) - _resampled_means(direct, rng, n_resamples)
-            lo, hi = np.quantile(diffs, [(1 - confidence) / 2, (1 + confidence) / 2])
-        estimate = values.mean() - direct.mean() if direct.size else np.nan
-        rows.append({"via": via, "cost": estimate, "lo": lo, "hi": hi, "n_via": values.size, "n_direct": direct.size,
-                     "via_mean": values.mean(), "direct_mean": direct.mean() if direct.size else np.nan})
-    return pd.DataFrame(rows, columns=["via", "cost", "lo", "hi", "n_via", "n_direct", "via_mean", "direct_mean"]).set_index("via")
+        result = two_sample_difference(direct, values, np.mean, confidence=confidence, seed=seed,
+                                       n_resamples=n_resamples)
+        results.append(result)
+        rows.append({"via": via, "cost": values.mean() - direct.mean() if direct.size else np.nan, "lo": result.low,
+                     "hi": result.high, "p": result.pvalue, "method": result.method, "se": result.se, "df": result.df,
+                     "n_via": values.size, "n_direct": direct.size, "via_mean": values.mean(),
+                     "direct_mean": direct.mean() if direct.size else np.nan})
+    columns = ["via", "cost", "lo", "hi", "p", "method", "se", "df", "n_via", "n_direct", "via_mean", "direct_mean",
+               "verdict", "mde"]
+    table = pd.DataFrame(rows, columns=columns[:-2])
+    if results:
+        called = call_differences(results)
+        table = table.assign(verdict=called.verdict, mde=called.mde)
+    return table.reindex(columns=columns).set_index("via")
 
 
 def repeats_needed(cost: pd.DataFrame, halfwidth: float) -> pd.DataFrame:
@@ -146,7 +155,10 @@ def repeats_needed(cost: pd.DataFrame, halfwidth: float) -> pd.DataFrame:
 
 def cpu_per_request(samples: pd.DataFrame, *, n_resamples: int = 2000, confidence: float = 0.95,
                     seed: int = 0) -> pd.DataFrame:
-    """Per series and process (front, back, nats): CPU µs per successful request, mean over repeats with an interval."""
+    """Per series and process (front, back, nats): CPU µs per successful request, mean over repeats with an interval
+    (:func:`labkit.analysis.inference.location_interval`: Student's t below ten repeats)."""
+    from labkit.analysis.inference import location_interval
+
     frame = with_series(samples)
     rows = []
     for series in series_order(frame):
@@ -155,11 +167,9 @@ def cpu_per_request(samples: pd.DataFrame, *, n_resamples: int = 2000, confidenc
             values = cells[f"{role}_cpu_us_per_request"].dropna().to_numpy(dtype=float)
             if not values.size:
                 continue
-            lo = hi = np.nan
-            if values.size >= 2 and n_resamples:
-                means = _resampled_means(values, np.random.default_rng(seed), n_resamples)
-                lo, hi = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])
-            rows.append({"series": series, "process": role, "cpu_us": values.mean(), "lo": lo, "hi": hi, "n": values.size})
+            found = location_interval(values, np.mean, confidence=confidence, seed=seed, n_resamples=n_resamples)
+            rows.append({"series": series, "process": role, "cpu_us": values.mean(), "lo": found.low,
+                         "hi": found.high, "n": values.size})
     return pd.DataFrame(rows, columns=["series", "process", "cpu_us", "lo", "hi", "n"])
 
 
@@ -201,28 +211,42 @@ def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confide
     """For each neighbouring pair of the published order (direct < gRPC < HTTP/2 < NATS in latency): what this run says.
 
     ``difference`` is the later transport's mean latency minus the earlier's
-    (mean over repeats), with a bootstrap interval over repeats. ``finding``
-    is "same order" when the interval lies above 0, "reversed" when below,
-    "unclear" when it holds 0 or either side has fewer than 2 repeats.
+    (mean over repeats), with its interval over repeats (:func:`hop_cost`:
+    Welch's t below ten repeats a side). The pairs are one family, corrected
+    with Holm's method: ``finding`` is "same order" where the difference is
+    called above 0, "reversed" where called below, "unclear" where not called
+    (``mde_ms``: the smallest difference the family could have called at 80 %
+    power), "not testable" where a side has fewer than 2 repeats.
     """
+    from labkit.analysis.inference import Difference, call_differences
+
     present = [v for v in PUBLISHED_ORDER if v in set(samples.loc[samples["rate"].isna(), "via"])]
-    rows = []
+    rows, results = [], []
     for earlier, later in zip(present, present[1:]):
         pair = samples[samples["rate"].isna() & samples["via"].isin([earlier, later])]
         cost = hop_cost(pair, baseline=earlier, n_resamples=n_resamples, confidence=confidence, seed=seed).loc[later]
-        finding = ("unclear" if not np.isfinite(cost["lo"]) or cost["lo"] <= 0 <= cost["hi"]
-                   else "same order" if cost["lo"] > 0 else "reversed")
+        results.append(Difference(cost["cost"], cost["lo"], cost["hi"], cost["p"], int(cost["n_direct"]),
+                                  int(cost["n_via"]), cost["method"], "mean", cost["se"], cost["df"]))
         rows.append({"earlier": earlier, "later": later, "difference_ms": cost["cost"], "lo": cost["lo"],
-                     "hi": cost["hi"], "n_earlier": int(cost["n_direct"]), "n_later": int(cost["n_via"]),
-                     "finding": finding})
-    return pd.DataFrame(rows, columns=["earlier", "later", "difference_ms", "lo", "hi", "n_earlier", "n_later", "finding"])
+                     "hi": cost["hi"], "p": cost["p"], "n_earlier": int(cost["n_direct"]), "n_later": int(cost["n_via"])})
+    columns = ["earlier", "later", "difference_ms", "lo", "hi", "p", "n_earlier", "n_later", "p_holm", "finding", "mde_ms"]
+    table = pd.DataFrame(rows, columns=columns[:-3])
+    if results:
+        called = call_differences(results)
+        finding = {"higher": "same order", "lower": "reversed", "unclear": "unclear", "not testable": "not testable"}
+        table = table.assign(p_holm=called.adjusted, finding=[finding[v] for v in called.verdict], mde_ms=called.mde)
+    return table.reindex(columns=columns)
 
 
 def ordering_sentence(row) -> str:
-    """One sentence a notebook may print about a pair of :func:`ordering_findings`, with its n."""
+    """One sentence a notebook may print about a pair of :func:`ordering_findings`, with its n; an unclear pair with
+    its MDE, the smallest difference the family could have called, so that it does not read as "no difference"."""
     interval = (f"{row['difference_ms']:+.2f} ms, {row['lo']:+.2f} to {row['hi']:+.2f}"
                 if np.isfinite(row["lo"]) else f"{row['difference_ms']:+.2f} ms, no interval")
     verdict = {"same order": "is slower, as published", "reversed": "is faster, the reverse of the published order",
-               "unclear": "differs by less than this run can tell"}[row["finding"]]
+               "unclear": f"is not told apart from {row['earlier']}",
+               "not testable": "cannot be tested: fewer than two repeats on a side"}[row["finding"]]
+    detectable = (f"; only a difference of {row['mde_ms']:.2f} ms or more could have been called"
+                  if row["finding"] == "unclear" else "")
     return (f"{row['later']} vs {row['earlier']}: {row['later']} {verdict} ({interval}; "
-            f"n = {row['n_later']} and {row['n_earlier']} repeats).")
+            f"n = {row['n_later']} and {row['n_earlier']} repeats{detectable}).")

@@ -381,10 +381,16 @@ def two_sample_difference(a, b, statistic: Callable = np.median, *, time_ordered
     """``b`` against ``a``, two independent samples (NaN left out), as :func:`method_for` says: below
     :data:`SMALL_SAMPLE` values on a side, mean(b) − mean(a) with Welch's interval and test (:func:`welch_t`); else
     ``statistic(b) − statistic(a)`` with a percentile bootstrap interval and z-test, each sample resampled on its
-    own, in blocks when ``time_ordered`` (:func:`block_bootstrap_difference`). Not testable (NaN p-value) with fewer
-    than two values on a side or no spread at all."""
+    own, in blocks when ``time_ordered`` (:func:`block_bootstrap_difference`). Not testable (NaN interval and
+    p-value) with fewer than two values on a side (the difference of the means of what there is) or no spread at
+    all."""
     a, b = _finite(a), _finite(b)
-    if method_for(a.size, b.size) != "t":
+    method = method_for(a.size, b.size)
+    if method == "none":  # the difference of what there is, nothing to test it with
+        difference = float(b.mean() - a.mean()) if a.size and b.size else float("nan")
+        return Difference(difference, float("nan"), float("nan"), float("nan"), int(a.size), int(b.size), "none",
+                          "mean")
+    if method == "bootstrap":
         return block_bootstrap_difference(a, b, statistic, confidence, seed, n_resamples, time_ordered)
     difference, low, high, pvalue, se, df = (float(x) for x in welch_t(a, b, confidence))
     return Difference(difference, low, high, pvalue, int(a.size), int(b.size), "Welch t", "mean", se, df)
