@@ -40,7 +40,8 @@
 # 3. plots the cwnd that `ss -tin` recorded before and after each call and
 #    explains why the reset hardly shows in it;
 # 4. predicts each call's number of round trips from its recorded TCP state;
-# 5. compares the conditions with bootstrap confidence intervals.
+# 5. compares the conditions, with intervals and verdicts corrected for the
+#    whole family of comparisons.
 #
 # It runs on any idle-step run; with `data/samples/idle-step-knobs/` it shows
 # the other fixes (BBR, short gaps, a background sender, keepalive pings).
@@ -80,7 +81,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import idle, step_edges, summarize_with_ci
+from labkit.analysis import idle, step_edges, summarize_with_location
 
 nb = notebooks.setup("idle_step", run_dir, sample="idle-step-cubic", experiment="idle-step", formats=formats,
                      output_dir=output_dir, headline_path=headline_path)
@@ -346,23 +347,34 @@ display(idle.rounds_by_window(tcp, in_tcp, initial_window))
 # %% [markdown]
 # ## The conditions compared
 #
-# Each condition against the reference condition, size by size: the
-# difference of median latencies (reference − condition: what the reference
-# costs more) with a seeded 95 % bootstrap interval, and the Mann–Whitney U
-# p-value. With a handful of calls per size the intervals are coarse; a two-RTT
-# against one-RTT difference is still far outside them.
+# Each condition against the reference condition, size by size: reference −
+# condition, what the reference costs more, by labkit's small-sample rule
+# (`labkit.analysis.inference.method_for`): from ten calls a side (the default
+# sample's three runs give 30) the difference of the medians with a seeded
+# 95 % percentile bootstrap interval; below ten (the knobs sample's 3) the
+# difference of the means with Welch's interval, as a bootstrap over three
+# values is no wider than their range. Every condition and size is **one
+# family**, corrected with Holm's method: a difference is called higher or
+# lower only where it survives it. An unclear one shows its MDE, the smallest
+# difference the family could have called with 80 % probability: an MDE well
+# below a round trip says a whole round trip's difference would have been
+# seen, an MDE above it that these calls cannot tell.
 
 # %%
-summary = summarize_with_ci(calls, "rtt_ms", by=["condition", "payload_bytes"])
+summary = summarize_with_location(calls, "rtt_ms", by=["condition", "payload_bytes"])
 summary["median_rtt_multiple"] = summary["50%"] / [calls[calls["condition"] == c]["ping_ms"].iat[0] for c, _ in summary.index]
-display(Markdown("Summary per condition and size (ms; 50%_lo/_hi: 95 % bootstrap interval of the median):"))
-display(summary.reindex(conditions, level=0)[["count", "lost", "min", "50%", "50%_lo", "50%_hi", "max", "median_rtt_multiple"]])
+display(Markdown("Summary per condition and size (ms; `value` [`lo`, `hi`]: the location and its 95 % interval by "
+                 "the same rule, the mean with Student's t below ten calls, else the median with a bootstrap):"))
+display(summary.reindex(conditions, level=0)[["count", "lost", "min", "50%", "statistic", "value", "lo", "hi", "max",
+                                              "median_rtt_multiple"]])
 
 reference_condition = reference or (conditions[0] if conditions else None)
 comparisons = idle.compare_to_reference(calls, conditions, reference_condition)
-if comparisons:
-    display(Markdown(f"Reference: **{reference_condition}**. Reference − condition, median latency in ms "
-                     "[95 % bootstrap interval], by request size:"))
+if len(comparisons):
+    statistics = " or ".join(dict.fromkeys(comparisons["statistic"]))
+    display(Markdown(f"Reference: **{reference_condition}**. Reference − condition, the difference of the "
+                     f"{statistics}s in ms [95 % interval] and its verdict after Holm's correction over all "
+                     f"{len(comparisons)} comparisons, by request size:"))
     display(idle.comparison_table(comparisons).reindex([c for c in conditions if c != reference_condition]))
 
 # %%
@@ -434,7 +446,10 @@ runs_table = notebooks.runs_section("sweep", replicates, calls, "rtt_multiple", 
 #   not yet grown to their size (the first 100 KB calls of a cell).
 # - **Keepalive pings every 250 ms did not help** in the knobs sample (3
 #   calls per size and condition), and 14000 B requests took two RTT with
-#   them. What the data show: `lastsnd_ms_before` is a few ms before every
+#   them: against none, at 16 and 32 KB the difference is unclear with an MDE
+#   far below one round trip, so a round trip saved would have been called,
+#   and at 14000 B one more round trip is called (Welch's t, Holm's correction;
+#   the tuning notebook's idle section). What the data show: `lastsnd_ms_before` is a few ms before every
 #   call and `cwnd_before` is 10, so nothing was sent in the idle second
 #   until just before each call, and that first send restarted the window.
 #   Why the pings did not flow is not settled here. labkit's client asks for
@@ -514,10 +529,11 @@ display(needs)
 # numbers rest on. `step.*` describe the reference condition;
 # `rtt_multiple_at_largest.*` is each condition's median latency at the
 # largest size in ping RTTs (with several runs, `.runs_lo` and `.runs_hi`
-# give the interval over runs); `cost_vs.*` the reference's median minus the
-# condition's at that size, with its bootstrap interval, for the conditions
-# that change one knob of the reference (every comparison is in the JSON's
-# `comparisons`).
+# give the interval over runs); `cost_vs.*` the reference's latency minus the
+# condition's at that size (of the medians, or of the means below ten calls a
+# side), with its interval and verdict (and its MDE where unclear), for the
+# conditions that change one knob of the reference (every comparison is in
+# the JSON's `comparisons`).
 
 # %%
 headline: dict = {
@@ -536,13 +552,16 @@ for condition in conditions:
     value = medians.at[condition, largest] if largest in medians.columns else np.nan
     headline[f"rtt_multiple_at_largest.{condition}"] = round(float(value), 3)
 headline.update(idle.runs_headline(runs_table, largest))
-for condition in conditions:
-    result = comparisons.get((condition, largest))
+at_largest_size = comparisons[comparisons["payload_bytes"] == largest].set_index("condition")
+for condition, result in at_largest_size.iterrows():
     # In the headline: the conditions that change one knob of the reference (all of them are in the JSON's comparisons).
-    if result is not None and len(idle.knobs_changed(knobs, condition, reference_condition)) == 1:
-        headline[f"cost_vs.{condition}.ms"] = round(result.median_diff, 2)
-        headline[f"cost_vs.{condition}.ci_lo_ms"] = round(result.median_diff_ci[0], 2)
-        headline[f"cost_vs.{condition}.ci_hi_ms"] = round(result.median_diff_ci[1], 2)
+    if len(idle.knobs_changed(knobs, condition, reference_condition)) == 1:
+        headline[f"cost_vs.{condition}.ms"] = round(result["difference"], 2)
+        headline[f"cost_vs.{condition}.ci_lo_ms"] = round(result["lo"], 2)
+        headline[f"cost_vs.{condition}.ci_hi_ms"] = round(result["hi"], 2)
+        headline[f"cost_vs.{condition}.verdict"] = result["verdict"]
+        if result["verdict"] == "unclear":
+            headline[f"cost_vs.{condition}.mde_ms"] = round(result["mde"], 2)
 
 conditions_detail = [{
     "condition": c, "cell_id": k["cell"], "pair": k["pair"], "cc": k["cc"], "slow_start_after_idle": int(k["ssai"]),
@@ -561,7 +580,7 @@ nb.finish(
               "change_point": {"params": f.change_point.params, "intervals": f.change_point.intervals},
               "change_points": f.later, "predicted_steps_bytes": step_edges(f.model, largest)}
           for c, f in step_fits.items()},
-    comparisons=[{"condition": c, "payload_bytes": s, **r.as_dict()} for (c, s), r in comparisons.items()],
+    comparisons=comparisons.to_dict(orient="records"),
     restart_rule={"misses": misses[["condition", "payload_bytes", "replicate", "seq", "rtt_ms", "cwnd_before", "lastsnd_ms_before",
                                     "srtt_ms_before", "window_at_send", "predicted_rounds", "observed_rounds"]].to_dict(orient="records"),
                   "by_in_flight": agreement.to_dict(orient="index")},

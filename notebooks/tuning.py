@@ -300,9 +300,9 @@ idle_table, idle_diffs = tuning.idle_keepalive(idle_calls, n_resamples=n_resampl
 idle_statistic = " or ".join(dict.fromkeys(idle_table["statistic"]))
 display(Markdown(f"Idle-step run `{idle_run.run_id}`: {idle_gap_s:g} s between calls, ping RTT "
                  f"{', '.join(f'{v:.1f} ms' for v in idle_ping_ms.values())}. Latency in ping RTTs per keepalive "
-                 f"setting and request size, its {idle_statistic} over the `n` calls with a 95 % interval (`method`: "
-                 "`t` is Student's, the rule below ten calls):"))
-display(idle_table.round(3))
+                 f"setting and request size, its {idle_statistic} over the `count` calls with a 95 % interval "
+                 "(`method`: `t` is Student's, the rule below ten calls):"))
+display(idle_table[["count", "statistic", "value", "lo", "hi", "method", "50%", "max"]].round(3))
 display(Markdown("Keepalive on − off (ms) by request size, with its 95 % interval: below ten calls a side the "
                  "difference of the means, Welch's t (`labkit.analysis.inference.method_for`), and the verdict after "
                  "Holm's correction over every size; an unclear one with its MDE (`mde_ms`):"))

@@ -99,11 +99,36 @@ def test_each_condition_is_compared_with_the_reference_size_by_size(cubic):
     calls, knobs, _ = cubic
     comparisons = idle.compare_to_reference(calls, list(knobs.index), REFERENCE)
     sizes = sorted(calls["payload_bytes"].unique())
-    assert sorted(comparisons) == [("cubic ssai=0 gap=1s", int(s)) for s in sizes]
-    # The reference restarts after idle: at the largest size it costs about an RTT or more.
-    assert comparisons[("cubic ssai=0 gap=1s", int(sizes[-1]))].median_diff > 190
+    assert list(zip(comparisons["condition"], comparisons["payload_bytes"])) == [("cubic ssai=0 gap=1s", int(s)) for s in sizes]
+    # Ten calls a side in one run: the medians, with a bootstrap (the rule's threshold).
+    assert set(comparisons["statistic"]) == {"median"} and set(comparisons["n"]) == {"10/10"}
+    by_size = comparisons.set_index("payload_bytes")
+    # The reference restarts after idle: at the largest size it costs about an RTT or more, called after Holm's
+    # correction over the 10 sizes; below the step (up to 14000 B) nothing is called, each with an MDE below a
+    # tenth of the 200 ms round trip (a one-RTT difference would have been seen).
+    assert by_size.at[sizes[-1], "difference"] > 190 and by_size.at[sizes[-1], "verdict"] == "higher"
+    below = by_size.loc[[s for s in sizes if s <= 14000]]
+    assert (below["verdict"] == "unclear").all() and (below["mde"] < 0.1 * 200).all()
+    assert (by_size.loc[[s for s in sizes if s >= 15000], "verdict"] == "higher").all()
     table = idle.comparison_table(comparisons)
     assert list(table.index) == ["cubic ssai=0 gap=1s"] and table.iat[0, -1].startswith("+")
+    assert table.iat[0, -1].endswith("higher") and "unclear (MDE " in table.iat[0, 0]
+
+
+def test_keepalive_at_250_ms_saved_no_round_trip_in_the_knobs_sample_and_would_have_been_seen_to():
+    """The notebook's keepalive sentence on idle-step-knobs (3 calls per size and condition: Welch's t, Holm over
+    all 75 comparisons with the reference): keepalive against none costs a round trip at 14000 B (called), and at
+    16 and 32 KB the difference is unclear with an MDE far below the round trip it would have saved."""
+    run = Run.open(SAMPLES / "idle-step-knobs")
+    samples, knobs = idle.label_conditions(run.samples())
+    calls = samples[samples["ok"] & ~samples["cold"]]
+    comparisons = idle.compare_to_reference(calls, list(knobs.index), REFERENCE)
+    assert len(comparisons) == 75 and set(comparisons["statistic"]) == {"mean"}
+    keepalive = comparisons[comparisons["condition"] == "cubic ssai=1 gap=1s ka=250ms"].set_index("payload_bytes")
+    ping = run.ping_baseline("a", "b")["rtt_avg_ms"]
+    assert keepalive.at[14000, "verdict"] == "lower" and keepalive.at[14000, "difference"] < -0.9 * ping
+    for size in (16000, 32000):
+        assert keepalive.at[size, "verdict"] == "unclear" and keepalive.at[size, "mde"] < 0.25 * ping
 
 
 def test_step_headline_and_restart_summary_of_the_sample(cubic):

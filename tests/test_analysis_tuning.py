@@ -95,7 +95,7 @@ def test_keepalive_on_an_idle_connection_is_compared_size_by_size():
     assert at_14000["p_holm"] == pytest.approx(min(1.0, 5 * at_14000["p"]))
     assert np.isclose(at_14000["on_rtt"], table.at[("250ms", 14000), "value"])
     on = calls[(calls["keepalive"] == "250ms") & (calls["payload_bytes"] == 14000)]["rtt_multiple"]
-    assert table.loc[("250ms", 14000), ["n", "statistic", "value"]].tolist() == [3, "mean", pytest.approx(on.mean())]
+    assert table.loc[("250ms", 14000), ["count", "statistic", "value"]].tolist() == [3, "mean", pytest.approx(on.mean())]
     # Every other size is unclear, and says the smallest difference its 3 calls a side could have shown.
     others = diffs[diffs["payload_bytes"] != 14000]
     assert (others["verdict"] == "unclear").all() and (others["mde_ms"] > others["diff_ms"].abs()).all()

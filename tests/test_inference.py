@@ -11,7 +11,7 @@ import pytest
 
 from labkit.analysis import (adjust, between_runs, block_bootstrap, block_bootstrap_difference, block_draws, block_length,
                              bootstrap_ci, call_differences, call_family, data_needs, data_needs_in_short,
-                             location_interval, locations, method_for, min_samples_for_percentile,
+                             location_interval, method_for, min_samples_for_percentile,
                              minimum_detectable_effect, normal_pvalue, one_sample_t, paired_block_difference,
                              percentile_if_enough, runs_bootstrap, runs_t_interval, samples_for_median,
                              samples_for_proportion, thin_statistics, two_sample_difference, verdict_text, welch_t)
@@ -210,12 +210,17 @@ def test_the_rule_takes_t_below_ten_values_a_side_and_the_bootstrap_from_ten():
 
 
 def test_one_location_per_group_follows_the_rule():
-    frame = pd.DataFrame({"cell": ["small"] * 3 + ["large"] * 12, "v": [1.0, 2.0, 6.0] + list(range(12))})
-    table = locations(frame, "v", "cell")
+    from labkit.analysis import summarize_with_location
+
+    frame = pd.DataFrame({"cell": ["small"] * 3 + ["large"] * 12, "v": [1.0, 2.0, 6.0] + list(range(12)), "ok": True})
+    table = summarize_with_location(frame, "v", by="cell")
     small, large = table.loc["small"], table.loc["large"]
-    assert (small["n"], small["statistic"], small["value"], small["method"]) == (3, "mean", 3.0, "t")
+    assert (small["count"], small["statistic"], small["value"], small["method"]) == (3, "mean", 3.0, "t")
     assert (small["lo"], small["hi"]) == pytest.approx(runs_t_interval([1.0, 2.0, 6.0])[1:])
-    assert (large["statistic"], large["value"], large["method"]) == ("median", 5.5, "bootstrap")
+    assert (large["statistic"], large["value"], large["method"], large["50%"]) == ("median", 5.5, "bootstrap", 5.5)
+    # A lost sample (ok false) is counted as lost and left out of the location, as summarize leaves it out.
+    lost = summarize_with_location(frame.assign(ok=[False] + [True] * 14), "v", by="cell").loc["small"]
+    assert (lost["count"], lost["lost"], lost["value"]) == (2, 1, 4.0)
 
 
 def test_the_minimum_detectable_effect_is_called_four_times_in_five():

@@ -16,7 +16,7 @@ notebook shows; each is a rule someone could get wrong, so each is tested.
 - :func:`fit_steps`: the slow-start step model and the change point, per
   condition whose latency steps.
 - :func:`compare_to_reference`: every condition against the reference,
-  size by size.
+  size by size, as one family.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from labkit.analysis.fits import Fit, fit_slow_start, locate_change_point, locate_change_points, slow_start_rounds
-from labkit.analysis.summary import Comparison, compare
 
 #: The knobs of a condition as :func:`label_conditions` names them in its ``knobs`` table.
 KNOBS = ["pair", "stack", "cc", "ssai", "gap", "bg", "ka"]
@@ -236,34 +235,56 @@ def step_table(fits: dict[str, StepFit], overhead_bytes: float) -> pd.DataFrame:
 
 
 def compare_to_reference(calls: pd.DataFrame, conditions: list[str], reference: str | None,
-                         value: str = "rtt_ms") -> dict[tuple[str, int], Comparison]:
-    """Every other condition against ``reference``, size by size (two calls or more on each side).
+                         value: str = "rtt_ms") -> pd.DataFrame:
+    """Every other condition against ``reference``, size by size, as one family: one row per condition and size.
 
-    Each :class:`Comparison` is ``compare(condition, reference)``: its
-    ``median_diff`` is the reference's median minus the condition's, what the
-    reference costs more.
+    ``difference`` is the reference's minus the condition's, what the
+    reference costs more, by :func:`labkit.analysis.inference.two_sample_difference`
+    (with fewer than ten calls a side, as in a sweep of 3 calls per size, the
+    difference of the means with Welch's interval and test; else of the
+    medians, with a percentile bootstrap and its z-test). ``verdict`` is
+    "higher" or "lower" where it survives Holm's correction over every
+    condition and size, "unclear" with ``mde`` (the smallest difference the
+    family could have called at 80 % power) where not, and "not testable"
+    (listed, and counted in the family) where a side has fewer than two
+    calls. ``cell`` is ``"+d [lo, hi]"`` (ms) and the verdict, as a table
+    shows them.
     """
-    results = {}
-    for condition in conditions:
-        if condition == reference:
-            continue
+    import numpy as np
+
+    from labkit.analysis.inference import call_differences, two_sample_difference, verdict_text
+
+    rows, results = [], []
+    for condition in (c for c in conditions if c != reference):
         for size in sorted(calls["payload_bytes"].unique()):
             at_size = calls[calls["payload_bytes"] == size]
-            a = at_size[at_size["condition"] == condition][value]
-            b = at_size[at_size["condition"] == reference][value]
-            if len(a) >= 2 and len(b) >= 2:
-                results[(condition, int(size))] = compare(a, b)
-    return results
+            mine, theirs = (at_size[at_size["condition"] == c][value] for c in (condition, reference))
+            if mine.empty and theirs.empty:
+                continue
+            result = two_sample_difference(mine, theirs)
+            results.append(result)
+            rows.append({"condition": condition, "payload_bytes": int(size), "n": f"{result.n_a}/{result.n_b}",
+                         "statistic": result.statistic, "difference": result.difference, "lo": result.low,
+                         "hi": result.high, "p": result.pvalue, "method": result.method})
+    columns = ["condition", "payload_bytes", "n", "statistic", "difference", "lo", "hi", "p", "method", "p_holm",
+               "verdict", "mde", "cell"]
+    table = pd.DataFrame(rows, columns=columns[:9])
+    if results:
+        called = call_differences(results)
+        table = table.assign(p_holm=called.adjusted, verdict=called.verdict, mde=called.mde)
+        table["cell"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {verdict_text(v, m, 'ms')}" if np.isfinite(lo) else
+                         f"{d:+.1f} {verdict_text(v, m, 'ms')}"
+                         for d, lo, hi, v, m in zip(table["difference"], table["lo"], table["hi"], table["verdict"],
+                                                    table["mde"])]
+    return table.reindex(columns=columns)
 
 
-def comparison_table(comparisons: dict[tuple[str, int], Comparison]) -> pd.DataFrame:
-    """``compare_to_reference`` as a condition × size table of ``"+d [lo, hi]"`` cells (ms)."""
-    rows = [{"condition": c, "payload_bytes": s,
-             "cell": f"{r.median_diff:+.1f} [{r.median_diff_ci[0]:+.1f}, {r.median_diff_ci[1]:+.1f}]"}
-            for (c, s), r in comparisons.items()]
-    if not rows:
+def comparison_table(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """:func:`compare_to_reference` as a condition × size table of its ``cell`` text: ``"+d [lo, hi]"`` (ms) and the
+    verdict."""
+    if comparisons.empty:
         return pd.DataFrame()
-    return pd.DataFrame(rows).pivot(index="condition", columns="payload_bytes", values="cell")
+    return comparisons.pivot(index="condition", columns="payload_bytes", values="cell")
 
 
 def step_headline(step: StepFit, overhead_bytes: float, ping_ms: float) -> dict[str, float]:

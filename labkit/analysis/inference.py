@@ -340,22 +340,6 @@ def location_interval(values, statistic: Callable = np.median, *, time_ordered: 
                     int(array.size), "block bootstrap" if time_ordered else "bootstrap")
 
 
-def locations(frame, value: str, by, statistic: Callable = np.median, **options):
-    """:func:`location_interval` of ``frame[value]`` per group of ``by`` (in the frame's order within a group, which
-    should be time when ``time_ordered``): one row per group with ``n``, ``statistic``, ``value``, ``lo``, ``hi``
-    and ``method``."""
-    import pandas as pd
-
-    keys = [by] if isinstance(by, str) else list(by)
-    rows = []
-    for key, group in frame.groupby(keys, sort=True, dropna=False):
-        found = location_interval(group[value], statistic, **options)
-        rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), "n": found.n,
-                     "statistic": found.statistic, "value": found.value, "lo": found.low, "hi": found.high,
-                     "method": found.method})
-    return pd.DataFrame(rows, columns=[*keys, "n", "statistic", "value", "lo", "hi", "method"]).set_index(keys)
-
-
 def welch_t(a, b, confidence: float = 0.95) -> tuple[np.ndarray, ...]:
     """Welch's t for mean(b) − mean(a) along the last axis of two arrays (every row a comparison; no NaN):
     ``(difference, low, high, p-value, standard error, degrees of freedom)``, the degrees of freedom

@@ -44,6 +44,23 @@ def summarize(df: pd.DataFrame, value: str = "rtt_ms", *, by=None, ok: str | Non
     return table.astype({"count": "int64", "lost": "int64"})
 
 
+def summarize_with_location(df: pd.DataFrame, value: str = "rtt_ms", *, by=None, ok: str | None = "ok",
+                            confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000) -> pd.DataFrame:
+    """:func:`summarize` plus each group's location with its interval by labkit's small-sample rule
+    (:func:`labkit.analysis.inference.location_interval`): ``statistic`` (the mean below ten values, else the
+    median), ``value``, ``lo``, ``hi`` and ``method``."""
+    from labkit.analysis.inference import location_interval
+
+    table = summarize(df, value, by=by, ok=ok)
+    found = [location_interval(_samples(group, value, ok), confidence=confidence, seed=seed, n_resamples=n_resamples)
+             for _, group in _groups(df, by)]
+    for column in ("statistic", "value", "low", "high", "method"):
+        table[{"low": "lo", "high": "hi"}.get(column, column)] = [getattr(f, column) for f in found]
+    if not isinstance(by, str) and by is not None:
+        table.index.names = list(by)
+    return table
+
+
 def _p99(x, axis=-1):
     return np.quantile(x, 0.99, axis=axis)
 

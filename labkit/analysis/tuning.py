@@ -353,8 +353,8 @@ def idle_keepalive(calls: pd.DataFrame, n_resamples: int = 2000) -> tuple[pd.Dat
     condition but the keepalive (a ``keepalive`` label, "none" when off), with
     ``rtt_ms`` and ``rtt_multiple``. The first table is the location of
     ``rtt_multiple`` per setting and size with its interval
-    (:func:`labkit.analysis.inference.locations`: below ten calls, their mean
-    and Student's t interval). The second has one row per size and setting:
+    (:func:`labkit.analysis.summary.summarize_with_location`: below ten calls,
+    their mean and Student's t interval). The second has one row per size and setting:
     on − off in ms (:func:`labkit.analysis.inference.two_sample_difference`:
     Welch's t below ten calls a side), its interval and p-value, and the
     verdict after Holm's correction over every size and setting
@@ -362,9 +362,10 @@ def idle_keepalive(calls: pd.DataFrame, n_resamples: int = 2000) -> tuple[pd.Dat
     where it is unclear. A size without two calls a side is listed, not
     testable.
     """
-    from labkit.analysis.inference import call_differences, locations, two_sample_difference
+    from labkit.analysis.inference import call_differences, two_sample_difference
+    from labkit.analysis.summary import summarize_with_location
 
-    table = locations(calls, "rtt_multiple", ["keepalive", "payload_bytes"], n_resamples=n_resamples)
+    table = summarize_with_location(calls, "rtt_multiple", by=["keepalive", "payload_bytes"], n_resamples=n_resamples)
     rows, results = [], []
     for size in sorted(calls["payload_bytes"].unique()):
         off = calls[(calls["keepalive"] == "none") & (calls["payload_bytes"] == size)]["rtt_ms"]

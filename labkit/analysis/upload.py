@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from labkit.analysis.summary import summarize
+from labkit.analysis.summary import summarize_with_location
 
 #: The conditions of an upload run in reading order: transport, then TLS.
 CONDITIONS = ("grpc", "grpc+TLS", "http2", "http2+TLS")
@@ -51,12 +51,7 @@ def cell_summary(uploads: pd.DataFrame, value: str, confidence: float = 0.95) ->
     its location with an interval as :func:`labkit.analysis.inference.method_for` puts it (``statistic``,
     ``value``, ``lo``, ``hi``, ``method``: with fewer than ten uploads a cell, their mean and Student's t
     interval)."""
-    from labkit.analysis.inference import locations
-
-    table = summarize(uploads, value, by=_CELL, ok=None)
-    table.index.names = _CELL
-    found = locations(uploads, value, _CELL, confidence=confidence).drop(columns="n")
-    return table.join(found).reset_index()
+    return summarize_with_location(uploads, value, by=_CELL, ok=None, confidence=confidence).reset_index()
 
 
 def spread(uploads: pd.DataFrame) -> pd.DataFrame:
