@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from labkit.analysis import (adjust, between_runs, block_bootstrap, block_bootstrap_difference, block_draws, block_length,
-                             bootstrap_ci, call_differences, call_family, data_needs, data_needs_in_short,
+                             bootstrap_ci, call_differences, call_family, call_table, data_needs, data_needs_in_short,
                              location_interval, method_for, min_samples_for_percentile,
                              minimum_detectable_effect, normal_pvalue, one_sample_t, paired_block_difference,
                              percentile_if_enough, runs_bootstrap, runs_t_interval, samples_for_median,
@@ -254,6 +254,11 @@ def test_a_family_counts_what_it_could_not_test_and_says_what_it_could_have_call
     records = [two_sample_difference([1.0, 2.0, 3.0], [9.0, 10.0, 11.5]), one_sample_t([4.0, 4.0, 4.0])]
     assert list(call_differences(records).verdict) == ["higher", "not testable"]
     assert verdict_text("unclear", 177.4, "ms") == "unclear (MDE 177 ms)" and verdict_text("lower", 3.0) == "lower"
+    # A table of those records gets the family's calls and the cell a person reads.
+    table = call_table(pd.DataFrame({"pair": ["a", "b"]}), records, "ms")
+    assert list(table["verdict"]) == ["higher", "not testable"] and table["p_holm"][0] == pytest.approx(2 * records[0].pvalue)
+    assert table["cell"][0] == f"+8.2 [{records[0].low:+.1f}, {records[0].high:+.1f}] higher"
+    assert table["cell"][1] == "+4.0 not testable"
 
 
 def test_one_sample_t_is_the_runs_test_and_has_nothing_to_test_without_spread():

@@ -54,6 +54,7 @@ _EXPORTS = {
     "block_draws": "inference",
     "call_differences": "inference",
     "call_family": "inference",
+    "call_table": "inference",
     "location_interval": "inference",
     "method_for": "inference",
     "minimum_detectable_effect": "inference",

@@ -118,7 +118,7 @@ def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline
     table could have called) or "not testable". Closed-loop cells only (the
     published setting).
     """
-    from labkit.analysis.inference import call_differences, two_sample_difference
+    from labkit.analysis.inference import call_table, two_sample_difference
 
     closed = samples[samples["rate"].isna() & samples[column].notna()]
     direct = closed.loc[closed["via"] == baseline, column].to_numpy(dtype=float)
@@ -135,10 +135,7 @@ def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline
     columns = ["via", "cost", "lo", "hi", "p", "method", "se", "df", "n_via", "n_direct", "via_mean", "direct_mean",
                "verdict", "mde"]
     table = pd.DataFrame(rows, columns=columns[:-2])
-    if results:
-        called = call_differences(results)
-        table = table.assign(verdict=called.verdict, mde=called.mde)
-    return table.reindex(columns=columns).set_index("via")
+    return (call_table(table, results) if results else table).reindex(columns=columns).set_index("via")
 
 
 def repeats_needed(cost: pd.DataFrame, halfwidth: float) -> pd.DataFrame:
@@ -218,7 +215,7 @@ def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confide
     (``mde_ms``: the smallest difference the family could have called at 80 %
     power), "not testable" where a side has fewer than 2 repeats.
     """
-    from labkit.analysis.inference import Difference, call_differences
+    from labkit.analysis.inference import Difference, call_table
 
     present = [v for v in PUBLISHED_ORDER if v in set(samples.loc[samples["rate"].isna(), "via"])]
     rows, results = [], []
@@ -232,9 +229,9 @@ def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confide
     columns = ["earlier", "later", "difference_ms", "lo", "hi", "p", "n_earlier", "n_later", "p_holm", "finding", "mde_ms"]
     table = pd.DataFrame(rows, columns=columns[:-3])
     if results:
-        called = call_differences(results)
         finding = {"higher": "same order", "lower": "reversed", "unclear": "unclear", "not testable": "not testable"}
-        table = table.assign(p_holm=called.adjusted, finding=[finding[v] for v in called.verdict], mde_ms=called.mde)
+        table = call_table(table, results).rename(columns={"mde": "mde_ms"})
+        table["finding"] = table["verdict"].map(finding)
     return table.reindex(columns=columns)
 
 

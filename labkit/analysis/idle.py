@@ -250,9 +250,7 @@ def compare_to_reference(calls: pd.DataFrame, conditions: list[str], reference: 
     calls. ``cell`` is ``"+d [lo, hi]"`` (ms) and the verdict, as a table
     shows them.
     """
-    import numpy as np
-
-    from labkit.analysis.inference import call_differences, two_sample_difference, verdict_text
+    from labkit.analysis.inference import call_table, two_sample_difference
 
     rows, results = [], []
     for condition in (c for c in conditions if c != reference):
@@ -269,14 +267,7 @@ def compare_to_reference(calls: pd.DataFrame, conditions: list[str], reference: 
     columns = ["condition", "payload_bytes", "n", "statistic", "difference", "lo", "hi", "p", "method", "p_holm",
                "verdict", "mde", "cell"]
     table = pd.DataFrame(rows, columns=columns[:9])
-    if results:
-        called = call_differences(results)
-        table = table.assign(p_holm=called.adjusted, verdict=called.verdict, mde=called.mde)
-        table["cell"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {verdict_text(v, m, 'ms')}" if np.isfinite(lo) else
-                         f"{d:+.1f} {verdict_text(v, m, 'ms')}"
-                         for d, lo, hi, v, m in zip(table["difference"], table["lo"], table["hi"], table["verdict"],
-                                                    table["mde"])]
-    return table.reindex(columns=columns)
+    return (call_table(table, results, "ms") if results else table).reindex(columns=columns)
 
 
 def comparison_table(comparisons: pd.DataFrame) -> pd.DataFrame:

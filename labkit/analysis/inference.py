@@ -453,6 +453,17 @@ def call_differences(differences: Sequence[Difference], method: str = "holm", al
                        [d.se for d in differences], [d.df for d in differences], method, alpha)
 
 
+def call_table(table, differences: Sequence[Difference], unit: str = "", method: str = "holm", alpha: float = 0.05):
+    """``table``, one row per comparison of ``differences`` (in their order), with the family's calls
+    (:func:`call_differences`): ``p_holm`` (the corrected p-value, whatever ``method``), ``verdict``, ``mde``, and
+    ``cell``, the difference, its interval and its verdict as a table shows them (``+1.2 [+1.1, +1.4] higher``)."""
+    called = call_differences(differences, method, alpha)
+    cells = [f"{d.difference:+.1f} [{d.low:+.1f}, {d.high:+.1f}] {verdict_text(v, m, unit)}" if math.isfinite(d.low)
+             else f"{d.difference:+.1f} {verdict_text(v, m, unit)}"
+             for d, v, m in zip(differences, called.verdict, called.mde)]
+    return table.assign(p_holm=called.adjusted, verdict=called.verdict, mde=called.mde, cell=cells)
+
+
 def verdict_text(verdict: str, mde: float, unit: str = "", digits: int = 3) -> str:
     """A verdict as a table cell or a sentence shows it: an unclear one with the smallest difference the family
     could have called (``unclear (MDE 160 ms)``), so that it does not read as "no difference"."""

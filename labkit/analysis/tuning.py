@@ -27,7 +27,7 @@ import pandas as pd
 
 from labkit.analysis.idle import stack_labels
 from labkit.analysis.load import per_request_file
-from labkit.analysis.summary import _p99
+from labkit.analysis.summary import _p99, summarize_with_location
 from labkit.analysis.windows import measured_window, window_start
 from labkit.parsers import parse_ghz_json
 
@@ -358,12 +358,10 @@ def idle_keepalive(calls: pd.DataFrame, n_resamples: int = 2000) -> tuple[pd.Dat
     on − off in ms (:func:`labkit.analysis.inference.two_sample_difference`:
     Welch's t below ten calls a side), its interval and p-value, and the
     verdict after Holm's correction over every size and setting
-    (:func:`labkit.analysis.inference.call_differences`), with ``mde_ms``
-    where it is unclear. A size without two calls a side is listed, not
-    testable.
+    (:func:`labkit.analysis.inference.call_table`), with ``mde_ms`` where it
+    is unclear. A size without two calls a side is listed, not testable.
     """
-    from labkit.analysis.inference import call_differences, two_sample_difference
-    from labkit.analysis.summary import summarize_with_location
+    from labkit.analysis.inference import call_table, two_sample_difference
 
     table = summarize_with_location(calls, "rtt_multiple", by=["keepalive", "payload_bytes"], n_resamples=n_resamples)
     rows, results = [], []
@@ -378,10 +376,7 @@ def idle_keepalive(calls: pd.DataFrame, n_resamples: int = 2000) -> tuple[pd.Dat
                          "on_rtt": table["value"].get((setting, size), np.nan), "statistic": result.statistic,
                          "diff_ms": result.difference, "lo_ms": result.low, "hi_ms": result.high, "p": result.pvalue})
     diffs = pd.DataFrame(rows)
-    if results:
-        calls_made = call_differences(results)
-        diffs = diffs.assign(p_holm=calls_made.adjusted, verdict=calls_made.verdict, mde_ms=calls_made.mde)
-    return table, diffs
+    return table, (call_table(diffs, results, "ms").rename(columns={"mde": "mde_ms"}) if results else diffs)
 
 
 def knob_table(diffs: pd.DataFrame, knob: str) -> pd.DataFrame:

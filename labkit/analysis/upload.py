@@ -87,14 +87,14 @@ def compare_pairs(uploads: pd.DataFrame, pairs: dict[str, tuple[str, str]], conf
     cells' uploads (with fewer than ten a side, the difference of their means
     and Welch's interval and test), ``statistic`` its summary of each side
     (``A``/``B`` their values, ``B / A``), and the verdict after Holm's
-    correction over every row (:func:`labkit.analysis.inference.call_differences`):
+    correction over every row (:func:`labkit.analysis.inference.call_table`):
     ``higher`` or ``lower`` where called, ``unclear`` with ``mde`` (the
     smallest difference the family could have called) where not, ``not
     testable`` (listed, and counted in the family) where a side has fewer than
     two uploads or none vary. ``cell`` is the difference, its interval and
     the verdict as a table shows them.
     """
-    from labkit.analysis.inference import call_differences, two_sample_difference, verdict_text
+    from labkit.analysis.inference import call_table, two_sample_difference
 
     rows, results = [], []
     for name, (a, b) in pairs.items():
@@ -110,15 +110,7 @@ def compare_pairs(uploads: pd.DataFrame, pairs: dict[str, tuple[str, str]], conf
                          "B / A": value_b / value_a if value_a else np.nan, "difference": result.difference,
                          "lo": result.low, "hi": result.high, "p": result.pvalue, "method": result.method})
     table = pd.DataFrame(rows)
-    if table.empty:
-        return table
-    called = call_differences(results)
-    table = table.assign(p_holm=called.adjusted, verdict=called.verdict, mde=called.mde)
-    table["cell"] = [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {verdict_text(v, m, 'MB/s')}" if np.isfinite(lo) else
-                     f"{d:+.1f} {verdict_text(v, m, 'MB/s')}"
-                     for d, lo, hi, v, m in zip(table["difference"], table["lo"], table["hi"], table["verdict"],
-                                                table["mde"])]
-    return table
+    return call_table(table, results, "MB/s") if results else table
 
 
 def kept_uploads(samples: pd.DataFrame, drop_first_upload: bool = False) -> pd.DataFrame:
