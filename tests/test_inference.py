@@ -146,24 +146,26 @@ def test_the_t_interval_over_few_runs_keeps_its_coverage_where_resampling_runs_d
 def test_below_ten_values_a_side_welchs_interval_keeps_its_coverage_where_the_percentile_bootstrap_falls_short():
     """Issue 29: 2000 seeded pairs of samples of 3, 4 and 5 values a side, b shifted by exactly 1 from a. Welch's
     95 % interval (what :func:`two_sample_difference` gives at these sizes) holds 1 in 93.5–98.5 % of them, normal
-    or exponential values alike; the percentile bootstrap of the same difference of means (what the hop, upload
-    and idle-keepalive comparisons used to give) in at most 90 %: about 81, 83 and 87 %, since with so few values
-    its resamples span little more than their range. With 2000 pairs the binomial error of a coverage is 0.5 %
+    or exponential values alike (measured: 96.5, 96.1, 95.6 % normal; 97.3, 97.5, 97.0 % exponential); the
+    percentile bootstrap of the same difference of means on the normal pairs (what the hop, upload and
+    idle-keepalive comparisons used to give) in at most 90 % (measured: 81, 83, 87 %), since with so few values its
+    resamples span little more than their range. With 2000 pairs the binomial error of a coverage is 0.5 %
     (√(0.95 × 0.05 / 2000)), so each bound is at least 3 errors from where it is measured; Welch's interval is a
-    little wide at 3 a side (96–97 %), as its Satterthwaite degrees of freedom are cautious there."""
+    little wide at 3 a side, as its Satterthwaite degrees of freedom are cautious there."""
     rng = np.random.default_rng(29)
     trials, shift = 2000, 1.0
     for n in (3, 4, 5):
         assert method_for(n, n) == "t" and two_sample_difference(np.arange(n), np.arange(n) + 1.0).method == "Welch t"
-        for draw in (rng.normal, rng.exponential):
-            a, b = draw(size=(trials, n)), draw(size=(trials, n)) + shift
-            _, low, high, *_ = welch_t(a, b)
-            welch = np.mean((low <= shift) & (shift <= high))
-            assert 0.935 <= welch <= 0.985, (n, draw.__name__, welch)
+        a, b = rng.normal(size=(trials, n)), rng.normal(size=(trials, n)) + shift
+        _, low, high, *_ = welch_t(a, b)
+        assert 0.935 <= np.mean((low <= shift) & (shift <= high)) <= 0.985, n
         bootstrap = [block_bootstrap_difference(x, y, np.mean, seed=i, n_resamples=400, time_ordered=False)
                      for i, (x, y) in enumerate(zip(a, b))]
         percentile = np.mean([d.low <= shift <= d.high for d in bootstrap])
         assert percentile <= 0.90, (n, percentile)
+        skewed_a, skewed_b = rng.exponential(size=(trials, n)), rng.exponential(size=(trials, n)) + shift
+        _, low, high, *_ = welch_t(skewed_a, skewed_b)
+        assert 0.935 <= np.mean((low <= shift) & (shift <= high)) <= 0.985, n
 
 
 def test_one_sample_of_three_the_t_interval_holds_the_mean_where_a_bootstrap_holds_the_median_three_times_in_four():
@@ -180,6 +182,10 @@ def test_one_sample_of_three_the_t_interval_holds_the_mean_where_a_bootstrap_hol
             <= np.quantile(block_draws(row, seed=i, n_resamples=400, time_ordered=False), 0.975)
             for i, row in enumerate(samples)]
     assert 0.72 <= np.mean(held) <= 0.78
+    # t's limit, stated with the rule: on skewed values (exponential, mean 1) three values cover their mean only
+    # about 88 % of the time (measured 87.7 %), short of 95 % but still well above the bootstrap's 75 %.
+    skewed = [location_interval(row) for row in rng.exponential(size=(2000, 3))]
+    assert 0.85 <= np.mean([f.low <= 1 <= f.high for f in skewed]) <= 0.92
 
 
 def test_the_rule_takes_t_below_ten_values_a_side_and_the_bootstrap_from_ten():
