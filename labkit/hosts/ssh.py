@@ -596,11 +596,24 @@ class SSHHost(Becomes):
                 try:
                     sftp.stat(prefix)
                 except FileNotFoundError:
-                    sftp.mkdir(prefix, 0o700 if private and end == len(parts) else 0o777)
+                    try:
+                        sftp.mkdir(prefix, 0o700 if private and end == len(parts) else 0o777)
+                    except OSError:
+                        # Made meanwhile by another session on a filesystem two hosts share (the testbed's
+                        # namespaces, a shared home), deploying in parallel: SFTP says only "Failure".
+                        if not self._is_dir(sftp, prefix):
+                            raise
             if private:
                 sftp.chmod(target, 0o700)
 
         self._sftp_call(f"create the directory {self.name}:{path}", make)
+
+    @staticmethod
+    def _is_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
+        try:
+            return stat.S_ISDIR(sftp.stat(path).st_mode)
+        except OSError:
+            return False
 
     def make_temp_dir(self, prefix: str) -> str:
         base = "/tmp"  # POSIX guarantees it; no shell is run to read $TMPDIR
