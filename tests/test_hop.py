@@ -265,9 +265,11 @@ def test_all_four_transports_on_three_hosts_with_zero_errors_and_every_row_fille
     assert report.returncode == 0, report.stderr
     headline = json.loads((run.path / "report" / "hop.json").read_text())["headline"]
     assert headline["errors"] == 0 and headline["cells"] == 4 and headline["bytes_per_request"] == pytest.approx(366, abs=1)
-    # One repeat per transport: a cost, but no interval, and no ordering the data could support.
+    # One repeat per transport: a cost, but no interval, and no ordering the data could support: with one value a
+    # side nothing can be tested (the small-sample rule, inference.method_for), which the headline says as such.
     assert "cost_ms.nats" in headline and headline["cost_ms.nats_lo"] is None
-    assert {headline[f"order.{b}_vs_{a}"] for a, b in (("direct", "grpc"), ("grpc", "http2"), ("http2", "nats"))} == {"unclear"}
+    orders = {headline[f"order.{b}_vs_{a}"] for a, b in (("direct", "grpc"), ("grpc", "http2"), ("http2", "nats"))}
+    assert orders == {"not testable"}
 
 
 def test_killing_the_nats_server_mid_run_gives_error_rows_and_a_summary_line(lab, inventory, tmp_path):
