@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import pytest
 
 from conftest import deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed, running_labkit, \
-    wait_for, wait_for_cell_start
+    wait_for, wait_for_cell_start, wait_for_rows
 from labkit.store import Run
 
 pytestmark = pytest.mark.testbed
@@ -117,6 +117,9 @@ def flapped_mid_run(lab, runs, name: str, args: list[str]):
     try:
         with running_labkit(*args) as proc:
             run_path = wait_for_cell_start(runs, name)
+            # The first measured row, not only a connection: a flap during the client's warm-up ends the agent in
+            # its warm-up, before the measured calls whose deadline the tests follow.
+            wait_for_rows(run_path, 1, timeout=60)
             wait_for(lambda: established_to(lab, "a", lab.hosts["b"].data_address), 60, "the echo client's connection")
             for state in ("down", "up"):
                 subprocess.run(["ip", "-n", lab.hosts["b"].netns, "link", "set", "lkdata", state], check=True)
