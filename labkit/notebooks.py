@@ -195,6 +195,25 @@ def made_alone(command: str) -> str:
             f"`labkit {command} --runs 3` makes three, and this section then compares them.")
 
 
+def ping_baselines(manifest: dict):
+    """The ping baselines a run recorded before its cells, one row per host pair and ping (``a-b ping_...``): mean
+    and deviation of the RTT (ms), and the replies received."""
+    import pandas as pd
+
+    return pd.DataFrame({f"{pair} {key}": {field: values.get(field) for field in ("rtt_avg_ms", "rtt_mdev_ms", "received")}
+                         for pair, baseline in manifest.get("baselines", {}).items()
+                         for key, values in sorted(baseline.items()) if key.startswith("ping_")}).T
+
+
+def iperf3_baselines(manifest: dict) -> str:
+    """One line on the iperf3 baseline of each host pair: the rate received, the retransmits, the congestion control."""
+    return "iperf3 baseline: " + "; ".join(
+        f"{pair}: {values.get('received_bps', float('nan')) / 1e6:.1f} Mbit/s received, {values.get('retransmits')} "
+        f"retransmits, {values.get('sender_tcp_congestion')}"
+        for pair, values in ((pair, baseline.get("iperf3", {})) for pair, baseline in manifest.get("baselines", {}).items())
+    ) + "."
+
+
 def runs_section(command: str, replicates: list, frame, value: str, by, what: str, order=None, statistic=None):
     """A notebook's *Between runs* table: ``what`` (the statistic and its unit) per group of ``by`` in each run of
     ``replicates``, pooled, and the runs' mean with its interval over runs (:func:`labkit.analysis.between_runs` of
@@ -276,6 +295,17 @@ def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n
         tuning_report.runs_table(between, "p50"),
         Markdown("\n".join(tuning_report.unclear_over_runs_lines(between, "p50"))))
     return h
+
+
+def idle_keepalive_calls(idle_run) -> tuple[Any, dict[str, float]]:
+    """The calls of an idle-step run that isolate keepalive on an idle connection
+    (:func:`labkit.analysis.tuning_report.idle_keepalive_calls`), and the ping RTT (ms) of each of its host pairs."""
+    from labkit.analysis import idle, tuning_report
+
+    samples, _ = idle.label_conditions(idle_run.samples())
+    ping_ms = {f"{src}-{dst}": (idle_run.ping_baseline(src, dst) or {}).get("rtt_avg_ms")
+               for src, dst in samples[["src", "dst"]].drop_duplicates().itertuples(index=False)}
+    return tuning_report.idle_keepalive_calls(samples, ping_ms), ping_ms
 
 
 def tuning_calls(run, cells, bin_s: float) -> dict:

@@ -84,9 +84,7 @@ display(Markdown(
     f"`{config.get('nats_host') or config.get('back')}`; tools: "
     + ", ".join(f"{name} ({t.get('version')})" for name, t in manifest.get("tools", {}).items()) + "."
 ))
-pings = {f"{pair} {key}": v for pair, inner in manifest.get("baselines", {}).items() for key, v in inner.items()
-         if key.startswith("ping_")}
-display(pd.DataFrame({k: {f: v.get(f) for f in ("rtt_avg_ms", "rtt_mdev_ms", "received")} for k, v in pings.items()}).T)
+display(notebooks.ping_baselines(manifest))
 display(samples[["order", "series", "repeat", "requests", "errors", "rps", "latency_mean_ms", "latency_p99_ms",
                  "latency_max_ms", "front_cpu_s", "back_cpu_s", "nats_cpu_s", "error"]].sort_values("order")
         .set_index("order"))

@@ -107,13 +107,8 @@ display(Markdown(
 # failed calls are counted here and left out of the latency figures.
 
 # %%
-baselines = run.manifest.get("baselines", {})
-display(pd.DataFrame({pair: {f"{key} ({field})": values.get(field) for key, values in sorted(b.items())
-                             if key.startswith("ping_") for field in ("rtt_avg_ms", "rtt_mdev_ms")}
-                      for pair, b in baselines.items()}).T)
-display(Markdown("iperf3 baseline (rate-limited): " + "; ".join(
-    f"{pair}: {v.get('received_bps', float('nan')) / 1e6:.1f} Mbit/s received, {v.get('retransmits')} retransmits, "
-    f"{v.get('sender_tcp_congestion')}" for pair, v in ((p, b.get("iperf3", {})) for p, b in baselines.items())) + "."))
+display(notebooks.ping_baselines(run.manifest))
+display(Markdown(notebooks.iperf3_baselines(run.manifest)))
 
 host_sysctls = {name: facts.get("sysctl", {}) for name, facts in run.manifest.get("hosts", {}).items()}
 samples, knobs = idle.label_conditions(recorded, host_sysctls)
@@ -552,16 +547,7 @@ for condition in conditions:
     value = medians.at[condition, largest] if largest in medians.columns else np.nan
     headline[f"rtt_multiple_at_largest.{condition}"] = round(float(value), 3)
 headline.update(idle.runs_headline(runs_table, largest))
-at_largest_size = comparisons[comparisons["payload_bytes"] == largest].set_index("condition")
-for condition, result in at_largest_size.iterrows():
-    # In the headline: the conditions that change one knob of the reference (all of them are in the JSON's comparisons).
-    if len(idle.knobs_changed(knobs, condition, reference_condition)) == 1:
-        headline[f"cost_vs.{condition}.ms"] = round(result["difference"], 2)
-        headline[f"cost_vs.{condition}.ci_lo_ms"] = round(result["lo"], 2)
-        headline[f"cost_vs.{condition}.ci_hi_ms"] = round(result["hi"], 2)
-        headline[f"cost_vs.{condition}.verdict"] = result["verdict"]
-        if result["verdict"] == "unclear":
-            headline[f"cost_vs.{condition}.mde_ms"] = round(result["mde"], 2)
+headline.update(idle.cost_headline(comparisons, knobs, reference_condition, largest))
 
 conditions_detail = [{
     "condition": c, "cell_id": k["cell"], "pair": k["pair"], "cc": k["cc"], "slow_start_after_idle": int(k["ssai"]),

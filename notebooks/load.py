@@ -94,9 +94,7 @@ display(Markdown(
 # concurrency / 4 streams each). Failed requests are counted in `errors`.
 
 # %%
-pings = {f"{pair} {key}": v for pair, inner in manifest.get("baselines", {}).items() for key, v in inner.items()
-         if key.startswith("ping_")}
-display(pd.DataFrame({k: {f: v.get(f) for f in ("rtt_avg_ms", "rtt_mdev_ms", "received")} for k, v in pings.items()}).T)
+display(notebooks.ping_baselines(manifest))
 ping_ms = float(run.ping_baseline()["rtt_avg_ms"])
 
 cells, order = load.label_series(load.with_call_costs(run.samples()))

@@ -81,7 +81,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import idle, summarize_with_ci, tuning, tuning_report
+from labkit.analysis import summarize_with_ci, tuning, tuning_report
 from labkit.analysis.tuning import METRICS
 
 nb = notebooks.setup("tuning", run_dir, sample="tuning-go", experiment="load", formats=formats, output_dir=output_dir,
@@ -291,10 +291,7 @@ export(fig, "ecdf")
 # keepalive off and on, latency in multiples of the ping RTT.
 
 # %%
-idle_samples, _ = idle.label_conditions(idle_run.samples())
-idle_ping_ms = {f"{s}-{d}": (idle_run.ping_baseline(s, d) or {}).get("rtt_avg_ms")
-                for s, d in idle_samples[["src", "dst"]].drop_duplicates().itertuples(index=False)}
-idle_calls = tuning_report.idle_keepalive_calls(idle_samples, idle_ping_ms)
+idle_calls, idle_ping_ms = notebooks.idle_keepalive_calls(idle_run)
 idle_gap_s = float(idle_calls["gap_s"].iat[0])
 idle_table, idle_diffs = tuning.idle_keepalive(idle_calls, n_resamples=n_resamples)
 idle_statistic = " or ".join(dict.fromkeys(idle_table["statistic"]))

@@ -106,9 +106,7 @@ display(Markdown(
 # are counted here and left out of every figure.
 
 # %%
-display(pd.DataFrame({f"{pair} {key}": {"rtt_avg_ms": v.get("rtt_avg_ms"), "rtt_mdev_ms": v.get("rtt_mdev_ms")}
-                      for pair, b in manifest.get("baselines", {}).items() for key, v in sorted(b.items())
-                      if key.startswith("ping_")}).T)
+display(notebooks.ping_baselines(manifest))
 ping_ms = float(run.ping_baseline(config.get("client"), config.get("server"))["rtt_avg_ms"])
 failed = samples[~samples["ok"]]
 uploads = upload.with_cpu_costs(upload.kept_uploads(samples, drop_first_upload), file_bytes)
@@ -315,17 +313,10 @@ display(rtt_share.style.format("{:.1%}"))
 
 # %%
 every_run = upload.label_uploads(notebooks.replicate_samples(run)[1])[0]
-every_run = every_run[every_run["ok"]]
-above = [size for size in chunk_sizes if size > upload_report.DECENT_CHUNK_BYTES]
-if len(above) > 1:
-    display(Markdown("\n".join([
-        upload_report.chunk_size_line(upload.chunk_ranges(every_run, conditions, above[0], tuple(above[1:])),
-                                      above[0], tuple(above[1:])),
-        upload_report.tls_line(compared, upload.pairs_in_runs(every_run, tls_pairs, tuple(above)), above[0]),
-        upload_report.transport_line(compared, upload.pairs_in_runs(every_run, transport_pairs, tuple(above[1:])),
-                                     above[1]),
-    ])))
-display(Markdown("\n".join(upload_report.summary_lines(uploads, conditions, compared))))
+display(Markdown("\n".join([
+    *upload_report.over_the_runs_lines(every_run[every_run["ok"]], conditions, chunk_sizes, compared, tls_pairs,
+                                       transport_pairs),
+    *upload_report.summary_lines(uploads, conditions, compared)])))
 
 # %% [markdown]
 # ## Every call in round trips (`labkit explain`)

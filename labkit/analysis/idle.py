@@ -328,6 +328,25 @@ def rounds_by_window(tcp: pd.DataFrame, conditions: list[str], initial_window: i
     return table.sort_index(level=0, key=lambda level: level.map(order), sort_remaining=True)
 
 
+def cost_headline(comparisons: pd.DataFrame, knobs: pd.DataFrame, reference: str, largest: int) -> dict:
+    """The headline's ``cost_vs.<condition>.*`` at the ``largest`` size from :func:`compare_to_reference`'s
+    table, for the conditions that change one knob of the reference (the JSON's ``comparisons`` keep them all): the
+    difference in ms, its interval, its verdict, and its MDE where it is unclear."""
+    headline: dict = {}
+    if not len(comparisons):
+        return headline
+    for condition, result in comparisons[comparisons["payload_bytes"] == largest].set_index("condition").iterrows():
+        if len(knobs_changed(knobs, condition, reference)) != 1:
+            continue
+        headline.update({f"cost_vs.{condition}.ms": round(result["difference"], 2),
+                         f"cost_vs.{condition}.ci_lo_ms": round(result["lo"], 2),
+                         f"cost_vs.{condition}.ci_hi_ms": round(result["hi"], 2),
+                         f"cost_vs.{condition}.verdict": result["verdict"]})
+        if result["verdict"] == "unclear":
+            headline[f"cost_vs.{condition}.mde_ms"] = round(result["mde"], 2)
+    return headline
+
+
 def runs_headline(runs_table: pd.DataFrame | None, largest: int) -> dict[str, float]:
     """Headline fields of a :func:`labkit.analysis.between_runs` table of RTT multiples by condition and size: each
     condition's interval over runs at the largest size (``rtt_multiple_at_largest.<condition>.runs_lo`` /

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from labkit.analysis import upload
 from labkit.units import format_size
 
 _CELL = ["condition", "chunk_bytes"]
@@ -142,6 +143,22 @@ def transport_line(compared: pd.DataFrame, in_runs: pd.DataFrame, from_size: int
             f"its cost per chunk, not the cause. From {format_size(from_size)} on, gRPC's later uploads were faster "
             f"than HTTP/2's in {grpc_faster} run × chunk-size cells"
             + (", though no comparison there is called within one run." if large_called.empty else "."))
+
+
+def over_the_runs_lines(every_run: pd.DataFrame, conditions: list[str], chunk_sizes, compared: pd.DataFrame,
+                        tls_pairs: dict, transport_pairs: dict) -> list[str]:
+    """The three bullets that read a run with the other runs of its group (``every_run``: their successful uploads,
+    labelled): chunk sizes above :data:`DECENT_CHUNK_BYTES` against each other, TLS, and HTTP/2 against gRPC; none
+    with fewer than two such sizes."""
+    above = sorted(size for size in chunk_sizes if size > DECENT_CHUNK_BYTES)
+    if len(above) < 2:
+        return []
+    larger = tuple(above[1:])
+    return [
+        chunk_size_line(upload.chunk_ranges(every_run, conditions, above[0], larger), above[0], larger),
+        tls_line(compared, upload.pairs_in_runs(every_run, tls_pairs, tuple(above)), above[0]),
+        transport_line(compared, upload.pairs_in_runs(every_run, transport_pairs, larger), above[1]),
+    ]
 
 
 def cell_details(throughput: pd.DataFrame, cpu: dict[str, pd.DataFrame], utilisation: pd.DataFrame,
