@@ -49,9 +49,7 @@ fi
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   echo "bootstrap: installing labkit and its dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  # --no-compile: byte-compiling every installed file (JupyterLab's and its kin's) took 27 of the install's 42 s;
-  # Python compiles what it imports on first import instead, which is a small part of it.
-  .venv/bin/python -m pip install -q --no-compile -e '.[dev,notebooks]'
+  .venv/bin/python -m pip install -q -e '.[dev,notebooks]'
   touch "$stamp"
 fi
 
