@@ -190,9 +190,13 @@ def test_the_idle_step_sweep_runs_through_sudo_and_restores_the_kernel(lab, inve
     run = Run.open(next(tmp_path.glob("*-sudo")))
     samples = run.samples()
     assert run.status == "complete" and len(samples) == 8 and samples["ok"].all()
-    medians = samples.groupby(["slow_start_after_idle", "payload_bytes"])["rtt_ms"].median() / (2 * ONE_WAY_S * 1e3)
-    assert medians[(1, 30000)] > 1.6 and medians[(0, 30000)] < 1.3
-    assert medians[(1, 1000)] < 1.3 and medians[(0, 1000)] < 1.3
+    # In round trips, each condition and size's fastest of its two calls: a round trip is a floor no call goes
+    # under, while one call of two may wait on a loaded machine (in a suite run a 1000 B call with 55 segments of
+    # window took 209 ms, 2.1 RTT, its median with the other 1.56). So the restart's extra round trip is asserted of
+    # every call (the fastest has it too), and fitting in one round trip of at least one call of each.
+    fastest = samples.groupby(["slow_start_after_idle", "payload_bytes"])["rtt_ms"].min() / (2 * ONE_WAY_S * 1e3)
+    assert fastest[(1, 30000)] > 1.6 and fastest[(0, 30000)] < 1.3
+    assert fastest[(1, 1000)] < 1.3 and fastest[(0, 1000)] < 1.3
     assert set(samples["tcp_cc"]) == {"cubic"}
     for host in ("a", "b"):
         assert run.manifest["hosts"][host]["login"] == {"user": "lab", "become": "sudo"}
