@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import re
+import socket
 import subprocess
 from dataclasses import fields, replace
 from pathlib import Path
@@ -30,7 +31,7 @@ from labkit.echo.remote import local_labkit_argv, wait_until_ready
 from labkit.echo.tcpinfo import TCP_COLUMNS
 from labkit.errors import LabkitError
 from labkit.hosts.layout import local_tool
-from labkit.hosts.local import LocalHost
+from labkit.hosts.local import LocalHost, Silent, command_name
 from labkit.limits import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_GRPC_CHANNELS, MAX_KEEPALIVE_MS, MAX_MESSAGE_BYTES,
                            MAX_NATS_WORKERS, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_SERIES_INTERVAL_S,
                            MAX_SERIES_PAYLOAD_BYTES, MAX_TICKS, MAX_WARMUP)
@@ -305,6 +306,21 @@ def test_each_upload_agent_makes_the_uploads_its_plan_says(impl, transport, go_s
     assert (ready["event"], ready["transport"], ready["target"]) == ("ready", transport, plan.target)
     assert [(u["seq"], u["ok"], u["bytes_sent"], u["chunks"]) for u in uploads] == [
         (seq, True, upload_file["bytes"], math.ceil(upload_file["bytes"] / plan.chunk_size)) for seq in range(2)]
+
+
+def test_an_agent_that_says_nothing_is_named_by_its_command_not_its_last_flag(upload_file):
+    """The watchdog's line names the agent (it named the argv's last word, a deadline's ``3.0s``): an upload agent
+    whose server's port takes the connection but never speaks HTTP/2 prints nothing while it waits for it."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        plan = UploadPlan(transport="grpc", target=f"127.0.0.1:{listener.getsockname()[1]}", file=upload_file["path"],
+                          sha256=upload_file["sha256"], chunk_size=1000, repeats=1, timeout_s=60.0)
+        with HOST.start(local_labkit_argv(*upload_argv(plan, "python"))) as proc:
+            with pytest.raises(Silent) as silent:
+                next(proc.lines(timeout=0.5))
+    assert str(silent.value) == "no output from `labkit echo upload-agent` for 0.5 s"
+    assert command_name(["/opt/labkit/bin/labkit-go", "upload", "-target", "h:1", "-timeout", "3s"]) == "labkit-go upload"
 
 
 def test_the_go_upload_agent_takes_its_plan_at_the_bounds(go_server, upload_file):

@@ -54,6 +54,7 @@ from labkit.hosts.claims import HostClaims, refuse_if_busy
 from labkit.hosts.facts import collect_facts, process_start_ticks
 from labkit.hosts.inventory import load_inventory, open_host
 from labkit.hosts.layout import TOOL_HINTS, host_tool_candidates, labkit_argv, labkit_home
+from labkit.hosts.local import Silent
 from labkit.interrupts import interrupts_deferred
 from labkit.parsers.ping import baseline_ping_argv, parse_ping
 from labkit.provenance import utc_now
@@ -256,14 +257,29 @@ class ExperimentRunner:
             raise LabkitError(f"{again.message}, again after a restart: {what} is left incomplete "
                               f"(`{self.resume_command()}` redoes it)") from None
 
-    def fail_past_deadline(self, code: str | None, src: str, dst: str, deadline_s: float, what: str) -> None:
-        """Fail the cell (one line, the run resumable) when a call or upload from ``src`` to ``dst`` ended with gRPC
-        status ``code`` DEADLINE_EXCEEDED: the link or the server stopped answering, and every later one would wait out
-        its deadline too, so the cell ends now instead of after all of them."""
-        if code == "DEADLINE_EXCEEDED":
-            raise LabkitError(f"a call from {src} to {dst} got no answer within its {deadline_s:g} s deadline in {what}: "
-                              "the link or the server stopped answering (on a testbed, `labkit testbed status` says "
-                              f"what is wrong); `{self.resume_command()}` redoes the cell")
+    def rows_within_deadline(self, proc, code_field: str, src: str, dst: str, deadline_s: float, what: str, *,
+                             silence_s: float) -> Iterator[dict[str, Any]]:
+        """The JSON rows an agent calling from ``src`` to ``dst`` prints (see :func:`json_lines`), failing the cell in
+        one line, the run resumable, at the first row whose ``code_field`` is gRPC's DEADLINE_EXCEEDED: the link or
+        the server stopped answering, and every later call would wait out its deadline too, so the cell ends now
+        instead of after all of them.
+
+        An agent that prints nothing for ``silence_s`` (longer than a call's deadline) fails the cell the same way:
+        no call got an answer within its deadline, whatever held the agent past it.
+        """
+        try:
+            for row in json_lines(proc, timeout=silence_s):
+                if row.get(code_field) == "DEADLINE_EXCEEDED":
+                    raise LabkitError(self._no_answer(src, dst, deadline_s, what))
+                yield row
+        except Silent as silent:
+            raise LabkitError(self._no_answer(src, dst, deadline_s, what, f" (`{silent.command}` on {src} then wrote "
+                                              f"nothing for {silent.seconds:g} s)")) from None
+
+    def _no_answer(self, src: str, dst: str, deadline_s: float, what: str, detail: str = "") -> str:
+        return (f"a call from {src} to {dst} got no answer within its {deadline_s:g} s deadline in {what}{detail}: "
+                "the link or the server stopped answering (on a testbed, `labkit testbed status` says what is wrong); "
+                f"`{self.resume_command()}` redoes the cell")
 
     def resume_command(self) -> str:
         return spec_for_experiment(self.run.manifest["experiment"]).resume_command(self.run.run_id)

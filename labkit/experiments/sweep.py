@@ -43,7 +43,7 @@ from labkit.hosts.kernel import ConditionRefused, KernelConditions, KnobLock, kn
 from labkit.hosts.privilege import knob_blockers
 from labkit.limits import (MAX_CALL_TIMEOUT_S, MAX_IPERF_SECONDS, MAX_PING_COUNT, MAX_SWEEP_REQUEST_BYTES,
                            MIN_CALL_TIMEOUT_S, check_within)
-from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
+from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 from labkit.parsers.iperf3 import iperf3_rate
 from labkit.provenance import utc_now
@@ -314,8 +314,8 @@ class _Sweeper(ExperimentRunner):
         received = 0
         with self.session.agent(cell.src, *call_argv(calls, cell.stack.client_impl)) as proc, self.stops_with(server.proc, proc):
             # Silence for longer than a call's deadline plus its gap means the client is stuck.
-            for call in json_lines(proc, timeout=config.call_timeout_s + cell.gap_s + 30):
-                self.fail_past_deadline(call.get("grpc_code"), cell.src, cell.dst, config.call_timeout_s, cell.id)
+            for call in self.rows_within_deadline(proc, "grpc_code", cell.src, cell.dst, config.call_timeout_s, cell.id,
+                                                  silence_s=config.call_timeout_s + cell.gap_s + 30):
                 call["rtt_ms"] = call["rtt_ns"] / 1e6
                 call.pop("background", None)
                 run.append([{**fixed, **call}])

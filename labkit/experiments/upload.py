@@ -37,7 +37,7 @@ from labkit.echo.plans import UPLOAD_TRANSPORTS, UploadFilePlan, UploadPlan, upl
 from labkit.echo.upload_agent import chunk_message_bytes, file_facts
 from labkit.errors import LabkitError
 from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_FILE_BYTES, MAX_MESSAGE_BYTES, MAX_PING_COUNT, check_within
-from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
+from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 from labkit.pki import existing_pki, write_throwaway_pki
 
@@ -297,13 +297,12 @@ class _Uploader(ExperimentRunner):
         received = 0
         with self.session.agent(cell.src, *upload_argv(uploads, cell.stack.client_impl)) as proc, self.stops_with(self.server, proc):
             # Silence for longer than one upload's deadline means the agent is stuck.
-            for message in json_lines(proc, timeout=config.upload_timeout_s + 60):
+            for message in self.rows_within_deadline(proc, "status", cell.src, config.server, config.upload_timeout_s,
+                                                     cell.id, silence_s=config.upload_timeout_s + 60):
                 event = message.pop("event", None)
                 if event == "ready":
                     run.manifest.setdefault("connections", {})[f"{cell.id}#{attempt}"] = message
                 elif event == "upload":
-                    self.fail_past_deadline(message.get("status"), cell.src, config.server, config.upload_timeout_s,
-                                            cell.id)
                     run.append([{**fixed, **message}])
                     received += 1
                     self.uploads_measured += 1

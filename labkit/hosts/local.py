@@ -30,6 +30,26 @@ class Result:
         return self.returncode == 0
 
 
+def command_name(argv: list[str]) -> str:
+    """What a person calls the command ``argv`` runs, for an error line: the program and its subcommands, no flags
+    or values (``labkit echo upload-agent``, ``labkit-go upload``); a ``python -m labkit`` agent is named labkit."""
+    words = argv[2:] if len(argv) > 2 and argv[1] == "-m" else [os.path.basename(argv[0]), *argv[1:]]
+    name = []
+    for word in words:
+        if word.startswith("-") or len(name) == 3:
+            break
+        name.append(word)
+    return " ".join(name)
+
+
+class Silent(LabkitError):
+    """A background process wrote no stdout line for ``seconds``: the caller's watchdog for a stuck process."""
+
+    def __init__(self, command: str, seconds: float):
+        super().__init__(f"no output from `{command}` for {seconds:g} s")
+        self.command, self.seconds = command, seconds
+
+
 class BackgroundProcess:
     """What every host's background process offers: stdout lines as they arrive, then stop.
 
@@ -91,7 +111,7 @@ class BackgroundProcess:
             try:
                 line = self._lines.get(timeout=timeout)
             except queue.Empty:
-                raise LabkitError(f"no output from `{self.argv[-1]}` for {timeout:g} s") from None
+                raise Silent(command_name(self.argv), timeout) from None
             if line is None:
                 return
             yield line
