@@ -81,7 +81,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import idle, step_edges, summarize_with_location
+from labkit.analysis import idle, statistics_named, step_edges, summarize_with_location
 
 nb = notebooks.setup("idle_step", run_dir, sample="idle-step-cubic", experiment="idle-step", formats=formats,
                      output_dir=output_dir, headline_path=headline_path)
@@ -366,7 +366,7 @@ display(summary.reindex(conditions, level=0)[["count", "lost", "min", "50%", "st
 reference_condition = reference or (conditions[0] if conditions else None)
 comparisons = idle.compare_to_reference(calls, conditions, reference_condition)
 if len(comparisons):
-    statistics = " or ".join(dict.fromkeys(comparisons["statistic"]))
+    statistics = statistics_named(comparisons["statistic"])
     display(Markdown(f"Reference: **{reference_condition}**. Reference − condition, the difference of the "
                      f"{statistics}s in ms [95 % interval] and its verdict after Holm's correction over all "
                      f"{len(comparisons)} comparisons, by request size:"))

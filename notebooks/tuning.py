@@ -81,7 +81,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import summarize_with_ci, tuning, tuning_report
+from labkit.analysis import statistics_named, summarize_with_ci, tuning, tuning_report
 from labkit.analysis.tuning import METRICS
 
 nb = notebooks.setup("tuning", run_dir, sample="tuning-go", experiment="load", formats=formats, output_dir=output_dir,
@@ -294,7 +294,7 @@ export(fig, "ecdf")
 idle_calls, idle_ping_ms = notebooks.idle_keepalive_calls(idle_run)
 idle_gap_s = float(idle_calls["gap_s"].iat[0])
 idle_table, idle_diffs = tuning.idle_keepalive(idle_calls, n_resamples=n_resamples)
-idle_statistic = " or ".join(dict.fromkeys(idle_table["statistic"]))
+idle_statistic = statistics_named(idle_table["statistic"])
 display(Markdown(f"Idle-step run `{idle_run.run_id}`: {idle_gap_s:g} s between calls, ping RTT "
                  f"{', '.join(f'{v:.1f} ms' for v in idle_ping_ms.values())}. Latency in ping RTTs per keepalive "
                  f"setting and request size, its {idle_statistic} over the `count` calls with a 95 % interval "

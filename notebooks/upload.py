@@ -80,7 +80,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import upload, upload_report
+from labkit.analysis import statistics_named, upload, upload_report
 from labkit.units import format_size
 
 nb = notebooks.setup("upload", run_dir, sample="upload-small", experiment="upload", formats=formats, output_dir=output_dir,
@@ -134,7 +134,7 @@ if len(failed):
 
 # %%
 throughput = upload.cell_summary(uploads, "mb_per_s", confidence)
-statistic = " or ".join(dict.fromkeys(throughput["statistic"]))
+statistic = statistics_named(throughput["statistic"])
 display(Markdown(f"MB/s per condition (rows) and chunk size (columns): the {statistic} of each cell's uploads "
                  f"[{confidence:.0%} interval]:"))
 display(upload_report.location_grid(throughput, conditions))
@@ -260,7 +260,7 @@ for title, names in (("TLS on − off", tls_pairs), ("HTTP/2 − gRPC", transpor
     frame = compared[compared["comparison"].isin(list(names))] if len(compared) else compared
     if frame.empty:
         continue
-    display(Markdown(f"**{title}**, difference of the {' or '.join(dict.fromkeys(frame['statistic']))}s in MB/s "
+    display(Markdown(f"**{title}**, difference of the {statistics_named(frame['statistic'])}s in MB/s "
                      f"[{confidence:.0%} interval] and its verdict after Holm's correction over all {len(compared)} "
                      "comparisons:"))
     display(frame.pivot(index="comparison", columns="chunk_bytes", values="cell"))

@@ -14,7 +14,8 @@ from labkit.analysis import (adjust, between_runs, block_bootstrap, block_bootst
                              location_interval, method_for, min_samples_for_percentile,
                              minimum_detectable_effect, normal_pvalue, one_sample_t, paired_block_difference,
                              percentile_if_enough, runs_bootstrap, runs_t_interval, samples_for_median,
-                             samples_for_proportion, thin_statistics, two_sample_difference, verdict_text, welch_t)
+                             samples_for_proportion, statistics_named, thin_statistics, two_sample_difference,
+                             verdict_text, welch_t)
 
 
 def ar1(n: int, phi: float, rng: np.random.Generator) -> np.ndarray:
@@ -224,6 +225,9 @@ def test_one_location_per_group_follows_the_rule():
     assert (small["count"], small["statistic"], small["value"], small["method"]) == (3, "mean", 3.0, "t")
     assert (small["lo"], small["hi"]) == pytest.approx(runs_t_interval([1.0, 2.0, 6.0])[1:])
     assert (large["statistic"], large["value"], large["method"], large["50%"]) == ("median", 5.5, "bootstrap", 5.5)
+    # The table's sentence names both statistics, in the table's order, each once.
+    assert statistics_named(table.sort_index(ascending=False)["statistic"]) == "mean or median"
+    assert statistics_named(table.loc[["large"]]["statistic"]) == "median"
     # A lost sample (ok false) is counted as lost and left out of the location, as summarize leaves it out.
     lost = summarize_with_location(frame.assign(ok=[False] + [True] * 14), "v", by="cell").loc["small"]
     assert (lost["count"], lost["lost"], lost["value"]) == (2, 1, 4.0)

@@ -60,6 +60,7 @@ _EXPORTS = {
     "minimum_detectable_effect": "inference",
     "one_sample_t": "inference",
     "rule_statistic": "inference",
+    "statistics_named": "inference",
     "two_sample_difference": "inference",
     "verdict_text": "inference",
     "welch_t": "inference",

@@ -310,6 +310,12 @@ def rule_statistic(n: int, statistic: Callable = np.median) -> Callable:
     return np.mean if method_for(n) != "bootstrap" else statistic
 
 
+def statistics_named(statistics) -> str:
+    """The statistics a table's rows rest on (its ``statistic`` column, in order, each once), for a sentence: a table
+    of small and large cells mixes ``mean`` and ``median`` by :func:`method_for`, and says so as "mean or median"."""
+    return " or ".join(dict.fromkeys(statistics))
+
+
 @dataclass(frozen=True)
 class Location:
     """One sample's location by :func:`method_for`: the ``statistic`` (``mean`` below :data:`SMALL_SAMPLE` values,

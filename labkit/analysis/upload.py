@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from labkit.analysis.inference import statistics_named
 from labkit.analysis.summary import summarize_with_location
 
 #: The conditions of an upload run in reading order: transport, then TLS.
@@ -131,7 +132,7 @@ def upload_headline(conditions: list[str], throughput: pd.DataFrame, cpu: dict[s
     smallest, largest = sizes
     by_cell = throughput.set_index(_CELL)
     cpu_cells = {side: table.set_index(_CELL) for side, table in cpu.items()}
-    headline: dict[str, float] = {"mb_per_s.statistic": " or ".join(dict.fromkeys(by_cell["statistic"]))}
+    headline: dict[str, float] = {"mb_per_s.statistic": statistics_named(by_cell["statistic"])}
     for condition in conditions:
         for size in (s for s in (smallest, largest) if (condition, s) in by_cell.index):
             for suffix, column in (("", "value"), ("_lo", "lo"), ("_hi", "hi")):
