@@ -131,6 +131,33 @@ def test_keepalive_at_250_ms_saved_no_round_trip_in_the_knobs_sample_and_would_h
         assert keepalive.at[size, "verdict"] == "unclear" and keepalive.at[size, "mde"] < 0.25 * ping
 
 
+def test_the_cost_headline_is_the_one_knob_conditions_at_the_largest_size_with_an_mde_where_unclear(cubic):
+    run = Run.open(SAMPLES / "idle-step-knobs")
+    samples, knobs = idle.label_conditions(run.samples())
+    calls = samples[samples["ok"] & ~samples["cold"]]
+    comparisons = idle.compare_to_reference(calls, list(knobs.index), REFERENCE)
+    largest = int(calls["payload_bytes"].max())
+    headline = idle.cost_headline(comparisons, knobs, REFERENCE, largest)
+    # 15 conditions against the reference; 4 of them change one knob (keepalive, background calls, gap, cc).
+    named = {key.removeprefix("cost_vs.").rsplit(".", 1)[0] for key in headline}
+    assert named == {c for c in knobs.index if len(idle.knobs_changed(knobs, c, REFERENCE)) == 1} and len(named) == 4
+    at_largest = comparisons[comparisons["payload_bytes"] == largest].set_index("condition")
+    for condition in named:  # 3 calls a side: every one unclear, so each carries the effect it could have seen
+        row = at_largest.loc[condition]
+        assert headline[f"cost_vs.{condition}.ms"] == round(row["difference"], 2)
+        assert (headline[f"cost_vs.{condition}.ci_lo_ms"], headline[f"cost_vs.{condition}.ci_hi_ms"]) == (
+            round(row["lo"], 2), round(row["hi"], 2))
+        assert headline[f"cost_vs.{condition}.verdict"] == "unclear"
+        assert headline[f"cost_vs.{condition}.mde_ms"] == round(row["mde"], 2)
+    # The cubic sample's one comparison is called: no MDE beside it.
+    calls, knobs, _ = cubic
+    called = idle.cost_headline(idle.compare_to_reference(calls, list(knobs.index), REFERENCE), knobs, REFERENCE,
+                                int(calls["payload_bytes"].max()))
+    assert called["cost_vs.cubic ssai=0 gap=1s.verdict"] in ("higher", "lower")
+    assert not any(key.endswith(".mde_ms") for key in called)
+    assert idle.cost_headline(comparisons.iloc[:0], knobs, REFERENCE, largest) == {}
+
+
 def test_step_headline_and_restart_summary_of_the_sample(cubic):
     calls, knobs, ping = cubic
     step = idle.fit_step(calls[calls["condition"] == REFERENCE], ping, overhead_bytes=61, mss=None, iw=10,

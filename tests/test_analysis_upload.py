@@ -291,6 +291,25 @@ def test_http2_is_faster_only_with_small_chunks_and_grpc_faster_in_every_run_fro
                          "comparison there is called within one run.")
 
 
+def test_over_the_runs_the_notebook_reads_the_three_lines_above_at_the_sizes_above_1_kib(every_run, uploads):
+    """The notebook's "over the runs" bullets: chunk sizes, TLS and transport, at the sizes above 1 KiB (16 KiB
+    against 256 KiB–1 MiB; the transport line from the second of them), each the line its own test above reads;
+    none when fewer than two sizes lie above 1 KiB."""
+    frame, conditions = uploads
+    tls_pairs, transport_pairs = upload.condition_pairs(conditions)
+    compared = upload.compare_pairs(frame, {**tls_pairs, **transport_pairs})
+    chunk_sizes = sorted(int(size) for size in frame["chunk_bytes"].unique())
+    assert chunk_sizes == [64, 1024, 16384, 262144, 1048576]
+    chunk, tls, transport = upload_report.over_the_runs_lines(every_run, conditions, chunk_sizes, compared, tls_pairs,
+                                                              transport_pairs)
+    assert chunk.endswith("apart in every run for grpc, grpc+TLS, and overlap for http2, http2+TLS.")
+    assert tls.endswith("grpc: slower in 5 of 9; http2: slower in 9 of 9.")
+    assert transport.endswith("6 of 6 (http2 − grpc) and 6 of 6 (http2 − grpc+TLS) run × chunk-size cells, though "
+                              "no comparison there is called within one run.")
+    assert upload_report.over_the_runs_lines(every_run, conditions, [64, 1024, 16384], compared, tls_pairs,
+                                             transport_pairs) == []
+
+
 def test_the_sample_readme_says_what_the_comparisons_give(every_run, uploads):
     """data/samples/README.md's sentence on the upload sample, against the analysis of the predicates above."""
     text = " ".join((SAMPLES / "README.md").read_text().split())
