@@ -14,6 +14,7 @@ its TCP state where not.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -22,6 +23,7 @@ from labkit.analysis.explain import COMPONENTS, Context, attribute_packets, expl
 from labkit.errors import LabkitError
 from labkit.parsers.base import ParseError
 from labkit.parsers.pcap import parse_pcap
+from labkit.units import format_size
 
 #: Which captured port each kind of call went to: a series probe or an upload transport -> the server's port name.
 PORT_OF = {"echo-warm": "grpc", "echo-cold": "grpc", "tcp-echo": "tcp_echo", "tcp-connect": "tcp_echo",
@@ -184,6 +186,66 @@ def group_labels(explained: pd.DataFrame, by: tuple[str, ...] = ("cell",)) -> pd
     for name in by[1:]:
         labels = labels + " " + parts[name]
     return labels
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each explained call goes in the components figure (:func:`layout`): its ``panel`` (a condition; one
+    empty panel when nothing but ``x`` varies) and its place on the ``x`` axis, ``x_order`` from left to right
+    (sizes ascending), the axis' ``x_label``, and the ``common`` parts every call shares, for the title."""
+
+    panel: pd.Series
+    x: pd.Series
+    x_order: list[str]
+    x_label: str
+    common: str
+
+
+def layout(explained: pd.DataFrame, by: tuple[str, ...] = ("cell",)) -> Layout:
+    """Lay the groups of ``by`` (as :func:`group_labels`) out for a reader: the cell id split into its ``key=value``
+    parts; what every call shares goes to the title; a size that varies (``size``, else a cell part of whole
+    numbers such as ``chunk``) is the x axis in numeric order; the other parts that vary name the panels.
+
+    A label like ``cc=cubic|ssai=0|gap=1|bg=none|ka=none 16000 B``, sixty characters set at an angle and sorted
+    as text (16000 B before 1000 B), becomes the panel ``ssai=0`` and the tick ``16000B``.
+    """
+    parts: dict[str, pd.Series] = {}
+    for name in by:
+        if name == "cell":
+            cells = explained["cell_id"].str.split("|", n=1).str[-1].str.split("|")
+            for key in dict.fromkeys(k for cell in cells for k in _keys(cell)):
+                parts[key] = cells.map(lambda cell, key=key: dict(zip(_keys(cell), cell)).get(key, ""))
+        elif name == "probe":
+            parts["probe"] = explained["probe"].astype(str)
+        elif name == "size":
+            parts["size"] = explained["payload_bytes"].map(lambda size: f"size={size}")
+    varying = [key for key, values in parts.items() if values.nunique() > 1]
+    common = " ".join(dict.fromkeys(parts[key].iat[0] for key in parts if key not in varying and len(parts[key])))
+    numeric = [key for key in varying if parts[key].str.fullmatch(r"[^=]*=\d+").all()]
+    x_key = "size" if "size" in numeric else (numeric[-1] if numeric else None)
+    panels = [key for key in varying if key != x_key]
+    if x_key is None:  # nothing to lay along an axis: one panel, a bar per group
+        x = _joined(parts, panels, explained.index)
+        return Layout(pd.Series("", index=explained.index), x, sorted(x.unique()), "", common)
+    sizes = parts[x_key].str.split("=").str[-1].astype(int)
+    x = sizes.map(format_size)
+    x_label = "payload (bytes)" if x_key == "size" else f"{x_key} (bytes)"
+    return Layout(_joined(parts, panels, explained.index), x, [format_size(s) for s in sorted(sizes.unique())],
+                  x_label, common)
+
+
+def _keys(cell_parts: list[str]) -> list[str]:
+    """The name of each part of a cell id: the key of ``key=value``, else the part's position (``grpc``)."""
+    return [part.split("=", 1)[0] if "=" in part else f"#{position}" for position, part in enumerate(cell_parts)]
+
+
+def _joined(parts: dict[str, pd.Series], keys: list[str], index) -> pd.Series:
+    if not keys:
+        return pd.Series("", index=index)
+    joined = parts[keys[0]]
+    for key in keys[1:]:
+        joined = joined + " " + parts[key]
+    return joined
 
 
 def json_lines(explained: pd.DataFrame) -> list[str]:

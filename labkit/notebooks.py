@@ -330,7 +330,7 @@ def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, 
 
     from labkit import plots
     from labkit.analysis.explain import COMPONENTS, explain_headline, flights, showcase_call
-    from labkit.explain import component_table, explain_run, group_labels, run_calls, run_packets
+    from labkit.explain import component_table, explain_run, group_labels, layout, run_calls, run_packets
 
     explained = explain_run(nb.run)
     if explained.empty:
@@ -342,10 +342,14 @@ def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, 
     display(Markdown(f"{len(explained)} calls ({evidence}); base RTT {explained['base_rtt_ms'].iat[0]:.2f} ms. "
                      "Calls per cause and group:"))
     display(pd.crosstab(wide["group"], wide["cause"]))
+    placed = layout(explained, by)
+    wide["panel"], wide["x"] = placed.panel, placed.x
     with plots.theme():
-        fig, ax = plots.figure(figsize=(max(6.4, 0.5 * wide["group"].nunique() + 3), 4.2))
-        plots.components_stacked(wide, "group", [c for c in COMPONENTS if wide[c].abs().max() > 0], ax=ax)
-        ax.set_title("each call's latency, cut into round trips (median per group)", loc="left", fontsize="small")
+        drawn = plots.components_facets(wide, "panel", "x", [c for c in COMPONENTS if wide[c].abs().max() > 0],
+                                        x_order=placed.x_order, x_label=placed.x_label)
+        fig = drawn[0].figure
+        fig.suptitle("each call's latency, cut into round trips (median per group)"
+                     + (f": {placed.common}" if placed.common else ""), x=0.01, ha="left", fontsize="small")
     nb.export(fig, "explain_components")
     call = showcase_call(explained)
     packets = run_packets(nb.run) if call is not None else None

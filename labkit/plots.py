@@ -13,6 +13,7 @@ import it only where figures are made.
 from __future__ import annotations
 
 import contextlib
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -24,6 +25,8 @@ import pandas as pd
 import seaborn as sns
 from cycler import cycler
 from matplotlib import cbook
+
+from labkit.analysis.explain import COMPONENTS
 
 PALETTE = sns.color_palette("colorblind")
 
@@ -558,15 +561,16 @@ def quantile_curves(table: pd.DataFrame, by: str, *, order=None, low: str | None
 
 
 def components_stacked(table: pd.DataFrame, by: str, components: Sequence[str], *, order=None, ax=None,
-                       ylabel: str = "ms (median per component)") -> Drawn:
-    """One stacked bar per ``by`` group: the median of each component column (``components``, in order), a colour
-    each, from the bottom up. Negative medians (a remainder below zero) are drawn below the axis."""
+                       ylabel: str = "ms (median per component)", legend: bool = True) -> Drawn:
+    """One stacked bar per ``by`` group, in ``order`` (default: as they come): the median of each component column
+    (``components``, in order) from the bottom up, each component in the colour it has in every such figure.
+    Negative medians (a remainder below zero) are drawn below the axis; a group absent from ``table`` is a gap."""
     ax = _ax(ax)
     artists: dict[str, list] = {"bars": []}
     with theme():
         groups = list(order) if order is not None else list(dict.fromkeys(table[by]))
         medians = table.groupby(by)[list(components)].median().reindex(groups)
-        colors = group_colors(components)
+        colors = dict(zip(COMPONENTS, PALETTE))  # in the components' own order: neighbours in a stack stay apart
         bottom_up, bottom_down = np.zeros(len(groups)), np.zeros(len(groups))
         for name in components:
             values = medians[name].fillna(0).to_numpy(dtype=float)
@@ -575,10 +579,42 @@ def components_stacked(table: pd.DataFrame, by: str, components: Sequence[str], 
             artists["bars"].extend(bars.patches)
             bottom_up += np.clip(values, 0, None)
             bottom_down += np.clip(values, None, 0)
-        ax.set_xticks(np.arange(len(groups)), [str(g) for g in groups], rotation=30, ha="right")
+        labels = [str(g) for g in groups]
+        # A few short labels (sizes) read level; more, or longer, are set at an angle rather than overlap.
+        level = max(map(len, labels), default=0) * len(labels) <= 30
+        ax.set_xticks(np.arange(len(groups)), labels, rotation=0 if level else 30, ha="center" if level else "right")
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize="small", ncols=2)
+        if legend:
+            ax.legend(fontsize="small", ncols=2)
     return Drawn(ax, artists)
+
+
+def components_facets(table: pd.DataFrame, panel: str, x: str, components: Sequence[str], *, panels=None,
+                      x_order=None, x_label: str = "", axes=None, ylabel: str = "ms (median per component)"
+                      ) -> list[Drawn]:
+    """:func:`components_stacked` once per ``panel`` value (``panels``, default sorted), on ``axes`` (one per panel,
+    sharing the y axis; default a new figure of up to four columns): each panel's groups are ``x`` in ``x_order``,
+    its title the panel's value; one legend, below the panels, where it hides no bar."""
+    panels = list(panels) if panels is not None else sorted(table[panel].unique())
+    if axes is None:
+        columns = min(4, len(panels))
+        rows = -(-len(panels) // columns)
+        _, grid = figure(rows, columns, sharey=True, squeeze=False,
+                         figsize=(max(6.4, 0.45 * len(x_order or table[x].unique()) * columns + 1.5), 3.2 * rows))
+        axes = grid.ravel()
+        for unused in axes[len(panels):]:
+            unused.set_visible(False)
+    drawn = []
+    for number, (name, ax) in enumerate(zip(panels, axes)):
+        one = components_stacked(table[table[panel] == name], x, components, order=x_order, ax=ax,
+                                 ylabel=ylabel if number % 4 == 0 else "", legend=False)
+        ax.set_title(textwrap.fill(str(name), 28), fontsize="small")  # a condition of several knobs on two lines
+        ax.set_xlabel(x_label)
+        drawn.append(one)
+    if drawn:
+        handles, labels = drawn[0].ax.get_legend_handles_labels()
+        drawn[0].figure.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)), fontsize="small")
+    return drawn
 
 
 def time_sequence(packets: pd.DataFrame, start_ns: int, *, flights=(), ax=None) -> Drawn:

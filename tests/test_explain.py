@@ -12,7 +12,7 @@ import pytest
 from conftest import deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed, running_labkit, \
     wait_for, wait_for_cell_start, wait_for_rows
 from labkit.analysis.explain import CAUSES, COMPONENTS, explain_headline, remainder_share, showcase_call
-from labkit.explain import explain_run, group_labels, run_packets
+from labkit.explain import explain_run, group_labels, layout, run_packets
 from labkit.store import Run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
@@ -69,6 +69,24 @@ def test_series_calls_count_their_handshake_against_the_series_own_pings():
     assert headline["explain.calls"] == len(explained) == sum(v for k, v in headline.items() if k.startswith("explain.cause."))
     assert set(group_labels(explained, ("probe",))) == {"echo-warm", "echo-cold", "tcp-echo"}
     assert showcase_call(explained) is None  # no packets in the sample
+
+
+def test_the_components_figure_lays_sizes_out_in_order_and_conditions_in_panels():
+    """Issue 29: the groups were 60-character labels set at an angle, sorted as text (16000 B before 10000 B)."""
+    idle = explain_run(Run.open(SAMPLES / "idle-step-cubic"))
+    placed = layout(idle, ("cell", "size"))
+    # What the two conditions share is said once; the knob they differ in names the panels; sizes run left to right.
+    assert sorted(placed.panel.unique()) == ["ssai=0", "ssai=1"] and placed.common == "cc=cubic gap=1 bg=none ka=none"
+    assert placed.x_order == ["1000B", "8000B", "12000B", "14000B", "15000B", "16000B", "20000B", "32000B", "64000B",
+                              "100000B"]
+    assert (placed.x == idle["payload_bytes"].map(lambda size: f"{size}B")).all() and placed.x_label == "payload (bytes)"
+    # A cell part of whole numbers is the axis when the payload does not vary: upload's chunk size.
+    upload = layout(explain_run(Run.open(SAMPLES / "upload-small")), ("cell",))
+    assert sorted(upload.panel.unique()) == ["grpc tls=off", "grpc tls=on", "http2 tls=off", "http2 tls=on"]
+    assert (upload.x_order, upload.x_label) == (["64B", "1KiB", "16KiB", "256KiB", "1MiB"], "chunk (bytes)")
+    # Nothing numeric varies: one panel, a bar per group.
+    series = layout(explain_run(Run.open(SAMPLES / "series-wan")), ("probe",))
+    assert set(series.panel) == {""} and series.x_order == ["echo-cold", "echo-warm", "tcp-echo"]
 
 
 # -- captured on the testbed -----------------------------------------------------------------------

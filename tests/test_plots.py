@@ -277,3 +277,32 @@ def test_every_group_gets_a_colour_of_its_own_even_beyond_the_palette():
     colors = plots.group_colors([f"condition {i}" for i in range(16)])
     assert len({tuple(np.round(c, 6)) for c in colors.values()}) == 16
     assert plots.group_colors(["b", "a"]) == {"a": plots.PALETTE[0], "b": plots.PALETTE[1]}
+
+
+def test_the_components_facets_share_their_axis_and_colours_and_keep_the_sizes_in_order():
+    from labkit.analysis.explain import COMPONENTS
+    from labkit.explain import component_table, explain_run, layout
+    from labkit.store import Run
+
+    explained = explain_run(Run.open(ROOT / "data" / "samples" / "idle-step-knobs"))
+    placed = layout(explained, ("cell", "size"))
+    wide = component_table(explained).assign(panel=placed.panel, x=placed.x)
+    drawn = plots.components_facets(wide, "panel", "x", ["request-rounds", "queueing"], x_order=placed.x_order,
+                                    x_label=placed.x_label)
+    # 16 conditions (cc, gap, background calls, keepalive): 16 panels of 4 columns, one y axis for all.
+    assert len(drawn) == 16 and len({id(d.figure) for d in drawn}) == 1
+    assert [d.ax.get_title().replace("\n", " ") for d in drawn] == sorted(placed.panel.unique())
+    assert len({d.ax.get_ylim() for d in drawn}) == 1
+    for one in drawn:
+        assert [t.get_text() for t in one.ax.get_xticklabels()] == ["1000B", "14000B", "16000B", "32000B", "100000B"]
+        # request-rounds then queueing, five bars each, each component in its colour in every panel.
+        colours = [bar.get_facecolor() for bar in one.artists["bars"]]
+        assert colours == [plots.PALETTE[COMPONENTS.index("request-rounds")] + (1.0,)] * 5 + [
+            plots.PALETTE[COMPONENTS.index("queueing")] + (1.0,)] * 5
+    # The medians stack: a panel's request rounds are its calls' median, per size.
+    first = wide[wide["panel"] == sorted(placed.panel.unique())[0]]
+    heights = [bar.get_height() for bar in drawn[0].artists["bars"][:5]]
+    assert heights == pytest.approx([first[first["x"] == x]["request-rounds"].median() for x in placed.x_order])
+    legend = drawn[0].figure.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["request-rounds", "queueing"]
+    plt.close(drawn[0].figure)
