@@ -240,6 +240,9 @@ class SSHHost(Becomes):
         self._lock = threading.RLock()
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
+        # One SFTP operation at a time: paramiko's SFTPClient answers concurrent requests from several threads out
+        # of turn, and two reads at once (a host's facts, read in parallel) each waited for the other's reply, for good.
+        self._sftp_lock = threading.Lock()
         self._sftp_transport: paramiko.Transport | None = None
         self._jump: SSHHost | None = None
         self.connects = 0  # transports opened so far (1 unless it had to reconnect)
@@ -538,7 +541,8 @@ class SSHHost(Becomes):
     def _sftp_call(self, what: str, call):
         """Run an SFTP operation; an OSError becomes one line: ``cannot <what>: <reason>``."""
         try:
-            return call(self.sftp())
+            with self._sftp_lock:
+                return call(self.sftp())
         except OSError as exc:
             raise LabkitError(f"cannot {what}: {exc.strerror or exc}") from None
 
@@ -577,7 +581,8 @@ class SSHHost(Becomes):
 
     def exists(self, path: str) -> bool:
         try:
-            self.sftp().lstat(remote_path(path))
+            with self._sftp_lock:
+                self.sftp().lstat(remote_path(path))
         except FileNotFoundError:
             return False
         except OSError as exc:
@@ -620,7 +625,8 @@ class SSHHost(Becomes):
         for _ in range(10):
             path = f"{base}/{prefix}{secrets.token_hex(6)}"
             try:
-                self.sftp().mkdir(path, 0o700)
+                with self._sftp_lock:
+                    self.sftp().mkdir(path, 0o700)
             except OSError:
                 continue  # taken (or not writable: the last attempt reports it)
             return path
