@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -96,6 +97,7 @@ def test_sweep_shows_the_idle_step_with_tcp_state_and_restores_the_kernel(lab, i
         assert facts["kernel"] and facts["sysctl"]["net.ipv4.tcp_slow_start_after_idle"] in {"0", "1"}
         assert facts["interface_mtu"] == 1460 and facts["route_to_peer"]["congctl"] == "cubic"
         assert facts["python"]["labkit"] == labkit.__version__
+        assert facts["cpus_online"] == os.cpu_count()  # the testbed's hosts share this machine's cores
     assert manifest["kernel_originals"]["a->" + lab.hosts["b"].data_address]["slow_start_after_idle"] == before["ssai"][0]
     raw = {path.name for path in run.raw_dir.iterdir()}
     assert {"ping-a-b-before.txt", "ping-a-b-after.txt", "iperf3-a-b.json"} <= raw
@@ -236,6 +238,7 @@ def test_runs_are_independent_replicates_of_the_whole_matrix_grouped_and_each_sh
         (["--client", "a", "--server", "zz"], "no host 'zz'"),
         (["--client", "a", "--server", "a"], "different hosts"),
         (["--client", "a", "--server", "b", "--sizes", "100,999999999"], "out of range"),
+        (["--client", "a", "--server", "b", "--sizes", "100,4MiB"], "out of range [0, 4193280]"),
         (["--client", "a", "--server", "b", "--gaps", "soon"], "not a duration"),
         (["--client", "a"], "give --client and --server"),
     ],

@@ -56,6 +56,19 @@ def tool_versions(host) -> dict[str, str | None]:
     return {tool: first_line(_output(host, argv) or "") for tool, argv in TOOL_VERSION_ARGV.items()}
 
 
+def count_cpu_list(text: str) -> int | None:
+    """How many CPUs a kernel CPU list names (``/sys/devices/system/cpu/online``: ``0-1``, ``0,2-3``); None if empty
+    or unreadable."""
+    count = 0
+    try:
+        for part in text.strip().split(","):
+            low, _, high = part.partition("-")
+            count += int(high or low) - int(low) + 1
+    except ValueError:
+        return None
+    return count or None
+
+
 def read_text(host, path: str) -> str | None:
     """A small file's text on ``host`` (a /sys or /proc value), or None when it cannot be read."""
     try:
@@ -97,6 +110,7 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
         commands["python"] = ([*python_argv, "-c", PYTHON_VERSIONS_CODE], False)
     with ThreadPoolExecutor(PARALLEL_COMMANDS) as pool:
         clocksource = pool.submit(read_text, host, "/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        cpus = pool.submit(read_text, host, "/sys/devices/system/cpu/online")
         futures = {key: pool.submit(_output, host, argv, partial_ok=partial) for key, (argv, partial) in commands.items()}
         out = {key: future.result() for key, future in futures.items()}
         route = parse_route_get(out.get("route") or "")
@@ -105,6 +119,7 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
             qdisc = pool.submit(_output, host, ["tc", "qdisc", "show", "dev", route["dev"]])
             out["link"], out["qdisc"] = link.result(), qdisc.result()
         out["clocksource"] = clocksource.result()
+        out["cpus"] = cpus.result()
     return _facts_from(host, out, peer_address, route)
 
 
@@ -117,6 +132,8 @@ def _facts_from(host, out: dict[str, str | None], peer_address: str | None, rout
     facts["login"] = {"user": first_line(out["user"] or ""), "become": getattr(host, "become", None)}
     facts["sysctl"] = parse_sysctl_output(out["sysctl"] or "")
     facts["clocksource"] = first_line(out["clocksource"] or "")
+    # The cores the host's processes share: what a share of CPU (a load tool's, a server's) is a share of.
+    facts["cpus_online"] = count_cpu_list(out.get("cpus") or "")
     if peer_address:
         line = out["route"] or ""
         facts["route_to_peer"] = {"peer": peer_address, "line": " ".join(line.split()) or None, **route}
