@@ -14,12 +14,14 @@ from labkit.errors import LabkitError
 
 #: Bytes of one echo request (a typo like 16000000000 fails at once instead of exhausting memory).
 MAX_REQUEST_BYTES = 1 << 30
-#: Bytes of one request of a sweep: its calls are timed in a cell of a matrix, where 64 MiB is already extreme.
-MAX_SWEEP_REQUEST_BYTES = 64 * 2**20
 #: What an echo server accepts unless told otherwise: gRPC's own default receive limit (grpcio's and grpc-go's), large
-#: enough for the brief's largest request (about 100 KB) and upload chunk (2 MiB); --max-message-bytes raises it. So
-#: also the largest payload of a run whose server keeps the default (load, demo).
+#: enough for the brief's largest request (about 100 KB) and upload chunk (2 MiB); --max-message-bytes raises it.
 GRPC_DEFAULT_MESSAGE_BYTES = 4 * 2**20
+#: The largest payload of an echo call between a server and a client that keep gRPC's default bound (sweep, load,
+#: demo): the request's and the reply's framing must fit beside it. Measured on loopback, each of the four stacks
+#: (grpcio and grpc-go, either side) echoes 4 MiB − 1 KiB and refuses 4 MiB with RESOURCE_EXHAUSTED; a sweep allowed
+#: 64 MiB before, every call above 4 MiB of which failed that way.
+MAX_ECHO_PAYLOAD_BYTES = GRPC_DEFAULT_MESSAGE_BYTES - 1024
 #: The largest gRPC message a server may be told to accept: gRPC's own limit (a signed 32-bit length).
 MAX_MESSAGE_BYTES = 2**31 - 1
 #: Bytes of the file of ``labkit upload`` (the agent holds it in memory).

@@ -32,8 +32,8 @@ from labkit.echo.tcpinfo import TCP_COLUMNS
 from labkit.errors import LabkitError
 from labkit.hosts.layout import local_tool
 from labkit.hosts.local import LocalHost, Silent, command_name
-from labkit.limits import (MAX_DURATION_S, MAX_FILE_BYTES, MAX_GRPC_CHANNELS, MAX_KEEPALIVE_MS, MAX_MESSAGE_BYTES,
-                           MAX_NATS_WORKERS, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_SERIES_INTERVAL_S,
+from labkit.limits import (MAX_DURATION_S, MAX_ECHO_PAYLOAD_BYTES, MAX_FILE_BYTES, MAX_GRPC_CHANNELS,
+                           MAX_KEEPALIVE_MS, MAX_MESSAGE_BYTES, MAX_NATS_WORKERS, MAX_REPEATS, MAX_REQUEST_BYTES, MAX_SERIES_INTERVAL_S,
                            MAX_SERIES_PAYLOAD_BYTES, MAX_TICKS, MAX_WARMUP)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -217,6 +217,20 @@ def test_each_echo_client_makes_the_calls_its_plan_says(impl, go_server):
     assert not any(row["cold"] for row in rows)  # the warm-up calls opened the channel
     assert all(row["background"] is None and set(TCP_COLUMNS) <= set(row) for row in rows)
     assert summary_counts(" ".join(proc.stderr_lines)) == {"recorded": 9, "warmup": 2, "background": 0}
+
+
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_the_largest_payload_a_sweep_allows_is_echoed_and_the_next_kibibyte_is_refused(impl, go_server):
+    """A sweep's, load's and the demo's sizes stop at MAX_ECHO_PAYLOAD_BYTES: the echo server and clients keep gRPC's
+    default 4 MiB bound (a sweep allowed 64 MiB, whose every call above 4 MiB failed)."""
+    plan = CallPlan(target=f"127.0.0.1:{go_server['port']}",
+                    sizes=(MAX_ECHO_PAYLOAD_BYTES, MAX_ECHO_PAYLOAD_BYTES + 1024), repeats=1, gap_s=0.0, timeout_s=30.0)
+    with HOST.start(local_labkit_argv(*call_argv(plan, impl))) as proc:
+        rows = list(json_events(proc))
+        proc.wait()
+    assert [(row["payload_bytes"], row["ok"]) for row in rows] == [(MAX_ECHO_PAYLOAD_BYTES, True),
+                                                                   (MAX_ECHO_PAYLOAD_BYTES + 1024, False)]
+    assert rows[1]["grpc_code"] == "RESOURCE_EXHAUSTED"
 
 
 def test_the_go_client_takes_its_plan_at_the_bounds(go_server):

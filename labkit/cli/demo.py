@@ -9,7 +9,7 @@ import click
 from labkit.cli.options import stop_cleanly_on_sigterm
 from labkit.cli.params import BOUNDED_DURATION, DURATION, size_list
 from labkit.cli.sweep import print_summary
-from labkit.limits import AT_MOST, GRPC_DEFAULT_MESSAGE_BYTES
+from labkit.limits import AT_MOST, MAX_ECHO_PAYLOAD_BYTES
 from labkit.experiments.demo import DEFAULT_SIZES, run_demo
 from labkit.report import make_report, print_report
 from labkit.results import Run
@@ -19,7 +19,7 @@ from labkit.results import Run
 @click.option("--one-way-delay", "delay", type=DURATION, default="100ms", show_default=True,
               help="One-way delay of the emulated link.")
 # The sweep's server keeps its default message bound.
-@click.option("--sizes", type=size_list(1, GRPC_DEFAULT_MESSAGE_BYTES), default=",".join(map(str, DEFAULT_SIZES)), show_default=True,
+@click.option("--sizes", type=size_list(1, MAX_ECHO_PAYLOAD_BYTES), default=",".join(map(str, DEFAULT_SIZES)), show_default=True,
               help="Request sizes in bytes; the step is expected just above 10 segments × MSS ≈ 14 KB.")
 @click.option("--repeats", type=click.IntRange(1, 1000), default=3, show_default=True, help="Calls per size and condition.")
 @click.option("--gap", type=BOUNDED_DURATION, default="1s", show_default=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
-from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_CONCURRENCY, MAX_KEEPALIVE_MS, MAX_LOAD_CONNECTIONS,
+from labkit.limits import (MAX_CONCURRENCY, MAX_ECHO_PAYLOAD_BYTES, MAX_KEEPALIVE_MS, MAX_LOAD_CONNECTIONS,
                            MAX_PING_COUNT, MAX_STREAM_MESSAGES)
 from labkit.cli.params import DURATION, choice_list, int_list, size_list
 from labkit.experiments.load import COMPRESSIONS, DESIGNS, RPCS, TRANSPORTS
@@ -20,7 +20,7 @@ RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call
 @click.option("--transports", type=choice_list(TRANSPORTS),
               help="grpc (ghz, 1 connection), grpc-conns (ghz --connections N), http2 (h2load POST /echo). [default: all three]")
 @click.option("--concurrency", type=int_list(1, MAX_CONCURRENCY), help="Requests in flight at once, e.g. 1,10,50. [default: 1,10,50]")
-@click.option("--payload-bytes", type=size_list(0, GRPC_DEFAULT_MESSAGE_BYTES), help="Payload per request, e.g. 64,1024. [default: 64,1024]")
+@click.option("--payload-bytes", type=size_list(0, MAX_ECHO_PAYLOAD_BYTES), help="Payload per request, e.g. 64,1024. [default: 64,1024]")
 @click.option("--connections", type=int_list(1, MAX_LOAD_CONNECTIONS),
               help="Connections for grpc-conns (values above 1; with none, grpc-conns is left out) and http2, "
                    "e.g. 1,4. [default: 1,4]")

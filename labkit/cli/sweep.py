@@ -6,7 +6,7 @@ import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.limits import (AT_MOST, MAX_CALL_TIMEOUT_S, MAX_IPERF_SECONDS, MAX_KEEPALIVE_MS, MAX_PING_COUNT,
-                           MAX_REPEATS, MAX_SWEEP_REQUEST_BYTES, MAX_WARMUP, MIN_CALL_TIMEOUT_S, duration_text)
+                           MAX_ECHO_PAYLOAD_BYTES, MAX_REPEATS, MAX_WARMUP, MIN_CALL_TIMEOUT_S, duration_text)
 from labkit.cli.params import DURATION, IPERF3_RATE, choice_list, duration_list, int_list, size_list
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
@@ -17,8 +17,8 @@ RENAMED = {"gaps": "gaps_s", "background_gap": "background_gaps_s", "call_timeou
 @click.command()
 @click.option("--client", help="Inventory host that runs the echo client.")
 @click.option("--server", help="Inventory host that runs the echo server.")
-@click.option("--sizes", type=size_list(0, MAX_SWEEP_REQUEST_BYTES),
-              help=f"Request sizes in bytes, e.g. 1000,14000,16k,32000 (each at most {MAX_SWEEP_REQUEST_BYTES}).")
+@click.option("--sizes", type=size_list(0, MAX_ECHO_PAYLOAD_BYTES),
+              help=f"Request sizes in bytes, e.g. 1000,14000,16k,32000 (each at most {MAX_ECHO_PAYLOAD_BYTES}).")
 @click.option("--gaps", type=duration_list(), help=f"Idle gaps between calls, e.g. 1s,100ms ({AT_MOST}).")
 @click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), help="Calls per size in each cell. [default: 5]")
 @click.option("--background-gap", type=duration_list(allow_none=True),

@@ -75,7 +75,7 @@ from typing import Any
 from labkit.analysis.windows import h2load_errors, measured_window, window_stats
 from labkit.errors import LabkitError
 from labkit.hosts.layout import TOOL_HINTS as DEPLOY_HINTS
-from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_CONCURRENCY, MAX_DURATION_S, MAX_KEEPALIVE_MS,
+from labkit.limits import (MAX_CONCURRENCY, MAX_DURATION_S, MAX_ECHO_PAYLOAD_BYTES, MAX_KEEPALIVE_MS,
                            MAX_LOAD_CONNECTIONS, MAX_LOAD_DURATION_S, MAX_LOAD_WARMUP_S, MAX_PING_COUNT,
                            MAX_STREAM_MESSAGES, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
@@ -139,8 +139,8 @@ class LoadConfig:
         for concurrency in self.concurrency:
             check_within("--concurrency", concurrency, 1, MAX_CONCURRENCY)
         # The server keeps its default message bound.
-        if not self.payload_bytes or any(p < 0 or p > GRPC_DEFAULT_MESSAGE_BYTES for p in self.payload_bytes):
-            raise LabkitError(f"payload sizes must be between 0 and {GRPC_DEFAULT_MESSAGE_BYTES} bytes")
+        if not self.payload_bytes or any(p < 0 or p > MAX_ECHO_PAYLOAD_BYTES for p in self.payload_bytes):
+            raise LabkitError(f"payload sizes must be between 0 and {MAX_ECHO_PAYLOAD_BYTES} bytes")
         if not self.connections or not self.keepalive_ms:
             raise LabkitError("give at least one --connections and one --keepalive-ms (or none)")
         for connections in self.connections:

@@ -41,7 +41,7 @@ from labkit.echo.plans import CallPlan, call_argv
 from labkit.errors import LabkitError
 from labkit.hosts.kernel import ConditionRefused, KernelConditions, KnobLock, knob_commands
 from labkit.hosts.privilege import knob_blockers
-from labkit.limits import (MAX_CALL_TIMEOUT_S, MAX_IPERF_SECONDS, MAX_PING_COUNT, MAX_SWEEP_REQUEST_BYTES,
+from labkit.limits import (MAX_CALL_TIMEOUT_S, MAX_ECHO_PAYLOAD_BYTES, MAX_IPERF_SECONDS, MAX_PING_COUNT,
                            MIN_CALL_TIMEOUT_S, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
@@ -86,7 +86,7 @@ class SweepConfig(StackChoice):
             CallPlan(target="", sizes=self.sizes, repeats=self.repeats, gap_s=gap, background_gap_s=background,
                      warmup=self.warmup, order=self.order, keepalive_ms=keepalive).check()
         for size in self.sizes:
-            check_within("sizes", size, 0, MAX_SWEEP_REQUEST_BYTES, " bytes")
+            check_within("sizes", size, 0, MAX_ECHO_PAYLOAD_BYTES, " bytes")
         check_within("--call-timeout", self.call_timeout_s, MIN_CALL_TIMEOUT_S, MAX_CALL_TIMEOUT_S, "s")
         check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
         check_within("iperf seconds", self.iperf_seconds, 1, MAX_IPERF_SECONDS)
