@@ -322,6 +322,16 @@ def test_each_upload_agent_makes_the_uploads_its_plan_says(impl, transport, go_s
         (seq, True, upload_file["bytes"], math.ceil(upload_file["bytes"] / plan.chunk_size)) for seq in range(2)]
 
 
+@pytest.mark.parametrize("impl", ["python", "go"])
+def test_an_upload_agent_refuses_a_file_without_an_end_in_one_line(impl, go_server):
+    """--file /dev/zero: the Python agent read it whole (without end, growing); both refuse it before a byte."""
+    plan = UploadPlan(transport="grpc", target=f"127.0.0.1:{go_server['port']}", file="/dev/zero", chunk_size=1000,
+                      repeats=1, timeout_s=30.0)
+    with HOST.start(local_labkit_argv(*upload_argv(plan, impl))) as proc:
+        assert list(json_events(proc)) == [] and proc.wait(timeout=30) == 2
+    assert len(proc.stderr_lines) == 1 and "/dev/zero is not a regular file" in proc.stderr_lines[0], proc.stderr_lines
+
+
 def test_an_agent_that_says_nothing_is_named_by_its_command_not_its_last_flag(upload_file):
     """The watchdog's line names the agent (it named the argv's last word, a deadline's ``3.0s``): an upload agent
     whose server's port takes the connection but never speaks HTTP/2 prints nothing while it waits for it."""

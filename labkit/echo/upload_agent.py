@@ -46,6 +46,8 @@ from typing import Any
 from labkit.echo.cputime import cpu_now
 from labkit.echo.plans import UploadPlan
 from labkit.errors import LabkitError
+from labkit.files import open_regular, read_errors, read_file
+from labkit.limits import MAX_FILE_BYTES
 
 ROW_FIELDS = (
     "seq", "t_start_utc_ns", "seconds", "mb_per_s", "bytes_sent", "chunks", "bytes_acked",
@@ -99,26 +101,23 @@ def make_file(path: str, size: int, seed: int) -> dict[str, Any]:
 
 
 def file_facts(path: str) -> dict[str, Any]:
-    """Path, size and SHA-256 of a file (a clear error if it is missing)."""
+    """Path, size and SHA-256 of a file: a regular file of at most :data:`MAX_FILE_BYTES` (one clear line if it is
+    missing, a device such as /dev/zero, or larger), hashed no further than that."""
     digest = hashlib.sha256()
     size = 0
-    try:
-        with open(path, "rb") as source:
-            while block := source.read(_BLOCK):
-                digest.update(block)
-                size += len(block)
-    except OSError as exc:
-        raise LabkitError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with open_regular(path, "--file") as source, read_errors(f"--file {path}", missing=f"--file {path} does not exist"):
+        while size <= MAX_FILE_BYTES and (block := source.read(_BLOCK)):
+            digest.update(block)
+            size += len(block)
+    if size > MAX_FILE_BYTES:
+        raise LabkitError(f"--file {path} is larger than an upload may be ({MAX_FILE_BYTES} bytes)")
     return {"path": path, "bytes": size, "sha256": digest.hexdigest()}
 
 
 def load_file(path: str, sha256: str | None) -> bytes:
-    """The file's bytes, checked against ``sha256`` when given (a file changed on the host fails here)."""
-    try:
-        with open(path, "rb") as source:
-            data = source.read()
-    except OSError as exc:
-        raise LabkitError(f"cannot read {path}: {exc.strerror or exc}") from None
+    """The file's bytes (a regular file of at most :data:`MAX_FILE_BYTES`: a device such as /dev/zero is refused
+    before a byte is read), checked against ``sha256`` when given (a file changed on the host fails here)."""
+    data = read_file(path, "--file", max_bytes=MAX_FILE_BYTES)
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256.lower():
         raise LabkitError(f"{path} does not have sha256 {sha256}: the file changed on this host")
     return data

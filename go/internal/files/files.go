@@ -19,25 +19,11 @@ import (
 // bytes: a device (/dev/zero) or FIFO has no end, so it is refused before a byte is read, and at
 // most max+1 bytes are read, so a file that grows after the check is refused too.
 func ReadRegular(path, flagName string, max int64) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO with no writer would wait for one; a regular file ignores it.
-	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	file, err := OpenRegular(path, flagName, max)
 	if err != nil {
-		return nil, fmt.Errorf("--%s: cannot read %s: %v", flagName, path, reason.Of(err))
+		return nil, err
 	}
 	defer file.Close()
-	info, err := file.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("--%s: cannot read %s: %v", flagName, path, reason.Of(err))
-	}
-	if info.IsDir() {
-		return nil, fmt.Errorf("--%s %s is a directory, not a file", flagName, path)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("--%s %s is not a regular file (a device, FIFO or socket), so it has no end to read to", flagName, path)
-	}
-	if info.Size() > max {
-		return nil, fmt.Errorf("--%s %s is %d bytes; the bound is %d", flagName, path, info.Size(), max)
-	}
 	data, err := io.ReadAll(io.LimitReader(file, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("--%s: cannot read %s: %v", flagName, path, reason.Of(err))
@@ -46,6 +32,32 @@ func ReadRegular(path, flagName string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("--%s %s grew past the bound of %d bytes while it was read", flagName, path, max)
 	}
 	return data, nil
+}
+
+// OpenRegular opens the file a flag names once it is known to be a regular file of at most max bytes,
+// for a caller that streams it (a hash): it should read no more than max+1 bytes of it.
+func OpenRegular(path, flagName string, max int64) (*os.File, error) {
+	// O_NONBLOCK: opening a FIFO with no writer would wait for one; a regular file ignores it.
+	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: cannot read %s: %v", flagName, path, reason.Of(err))
+	}
+	info, err := file.Stat()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("--%s: cannot read %s: %v", flagName, path, reason.Of(err))
+	case info.IsDir():
+		err = fmt.Errorf("--%s %s is a directory, not a file", flagName, path)
+	case !info.Mode().IsRegular():
+		err = fmt.Errorf("--%s %s is not a regular file (a device, FIFO or socket), so it has no end to read to", flagName, path)
+	case info.Size() > max:
+		err = fmt.Errorf("--%s %s is %d bytes; the bound is %d", flagName, path, info.Size(), max)
+	}
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	return file, nil
 }
 
 // KeyPair reads --tls-cert and --tls-key (regular files, bounded) and says which one is wrong:

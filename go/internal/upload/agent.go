@@ -11,16 +11,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"labkit/go/internal/address"
 	"labkit/go/internal/echo"
+	"labkit/go/internal/files"
 	"labkit/go/internal/limits"
 	"labkit/go/internal/options"
-	"labkit/go/internal/reason"
 )
 
 // Config is what `labkit-go upload-agent` is told: the flags of `labkit echo upload-agent`, the timeout as written.
@@ -68,8 +67,9 @@ func NewAgent(c Config) (*Agent, error) {
 	if a.timeout, err = limits.ParseDuration("timeout", c.Timeout); err != nil {
 		return nil, err
 	}
-	if a.data, err = os.ReadFile(c.File); err != nil {
-		return nil, fmt.Errorf("cannot read %s: %v", c.File, reason.Of(err))
+	// A regular file within the bound: /dev/zero would be read (and held) without end.
+	if a.data, err = files.ReadRegular(c.File, "file", limits.MaxFileBytes); err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256(a.data)
 	a.sha = hex.EncodeToString(sum[:])

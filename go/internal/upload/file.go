@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"labkit/go/internal/files"
 	"labkit/go/internal/limits"
 	"labkit/go/internal/pyrandom"
 	"labkit/go/internal/reason"
@@ -85,17 +86,21 @@ func writeSeeded(path string, size, seed int64) error {
 	return out.Close()
 }
 
-// hashFile is the size and SHA-256 of a file (a one-line error if it cannot be read).
+// hashFile is the size and SHA-256 of a file: a regular file within the upload bound (a one-line error
+// if it is missing, a device such as /dev/zero, or larger), hashed no further than the bound.
 func hashFile(path string) (int64, string, error) {
-	source, err := os.Open(path)
+	source, err := files.OpenRegular(path, "path", limits.MaxFileBytes)
 	if err != nil {
-		return 0, "", fmt.Errorf("cannot read %s: %v", path, reason.Of(err))
+		return 0, "", err
 	}
 	defer source.Close()
 	digest := sha256.New()
-	size, err := io.Copy(digest, source)
+	size, err := io.Copy(digest, io.LimitReader(source, limits.MaxFileBytes+1))
 	if err != nil {
 		return 0, "", fmt.Errorf("cannot read %s: %v", path, reason.Of(err))
+	}
+	if size > limits.MaxFileBytes {
+		return 0, "", fmt.Errorf("--path %s grew past the bound of %d bytes while it was read", path, limits.MaxFileBytes)
 	}
 	return size, hex.EncodeToString(digest.Sum(nil)), nil
 }

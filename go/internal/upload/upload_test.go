@@ -148,6 +148,7 @@ func TestTheBoundsAreRefused(t *testing.T) {
 		{func(c *upload.Config) { c.Transport, c.GRPCOptions = "http2", []string{"pool=2"} }, "--grpc-option applies to --transport grpc only"},
 		{func(c *upload.Config) { c.Timeout = above }, `--timeout: "` + above + `" is longer than 168h`},
 		{func(c *upload.Config) { c.File = "/nonexistent" }, "cannot read /nonexistent: no such file or directory"},
+		{func(c *upload.Config) { c.File = "/dev/zero" }, "--file /dev/zero is not a regular file"},
 		{func(c *upload.Config) { c.SHA256 = "ab" }, "does not have sha256 ab: the file changed on this host"},
 	} {
 		c := config(t, "grpc", echotest.ClosedPort, tc.change)
@@ -182,7 +183,8 @@ func TestTheGeneratedFileIsThePythonAgentsAndMadeOnce(t *testing.T) {
 	}{
 		{upload.File{}, "--path is required"},
 		{upload.File{Path: path, Size: limits.MaxFileBytes + 1, Generate: true}, "file size must be between 1 byte and 1073741824, not 1073741825"},
-		{upload.File{Path: path + "-missing"}, "cannot read " + path + "-missing: no such file or directory"},
+		{upload.File{Path: path + "-missing"}, "--path: cannot read " + path + "-missing: no such file or directory"},
+		{upload.File{Path: "/dev/zero"}, "--path /dev/zero is not a regular file (a device, FIFO or socket), so it has no end to read to"},
 	} {
 		if _, err := tc.file.Facts(); err == nil || err.Error() != tc.says {
 			t.Errorf("%+v: %v, want %q", tc.file, err, tc.says)
