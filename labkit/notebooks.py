@@ -321,6 +321,23 @@ def tuning_calls(run, cells, bin_s: float) -> dict:
     return per_call
 
 
+def hop_cdfs(run, samples):
+    """Every hop cell's latency CDF from its raw output (:func:`labkit.analysis.hop.cell_cdf`), averaged per series
+    over its repeats (:func:`labkit.analysis.hop.transport_cdf`); None when no cell kept one. ``samples`` are the run's
+    rows with their ``series`` (:func:`labkit.analysis.hop.with_series`)."""
+    import pandas as pd
+
+    from labkit.analysis import hop
+
+    cdfs = []
+    for _, row in samples.iterrows():
+        names = [n for n in str(row["raw_files"]).split(",") if n.startswith(row["tool"])]
+        if names and (run.raw_dir / names[0]).exists():
+            cdfs.append(hop.cell_cdf(row["tool"], run.raw_text(names[0])).assign(series=row["series"],
+                                                                                 repeat=row["repeat"]))
+    return hop.transport_cdf(pd.concat(cdfs, ignore_index=True)) if cdfs else None
+
+
 def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, Any]:
     """The section every experiment's notebook shows of ``labkit explain``: causes per group of calls, the components
     as stacked bars per group, and the call with the most request rounds in time and sequence when the run has its
@@ -439,7 +456,7 @@ RUN_IT_YOURSELF: dict[str, Yourself] = {
         "grpc_option": ["static-stream-window+static-conn-window=default,32MiB"], "design": "one-at-a-time",
         "duration_s": 3.0, "warmup_s": 1.0, "name": "tuning"}),
     "hop": Yourself("hop-small", {"one_way_delay": "0ms", "rate": None}, "hop", {
-        "load_host": "a", "front": "a", "back": "b", "via": ["direct", "grpc", "http2", "nats"], "tool": "wrk",
+        "load_host": "a", "front": "a", "back": "b", "via": ["direct", "grpc", "http2", "nats"], "tool": ["wrk", "vegeta"],
         "threads": 2, "connections": 10, "duration_s": 10.0, "repeats": 5, "name": "hop"}),
     # The 2016 logs were a ping and a Go echo client a second apart for an hour over a ~12 ms path; labkit records
     # the ping side the same way (a live ping vs echo comparison is `labkit series`, the series notebook's).

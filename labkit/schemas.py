@@ -217,7 +217,7 @@ LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
 HOP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("run_id", pa.string(), False, "The run's id (its directory name)."),
     ("experiment", pa.string(), False, "'hop'."),
-    ("cell_id", pa.string(), False, "The cell: load_host|via|rate=closed or N/s|r=repeat."),
+    ("cell_id", pa.string(), False, "The cell: load_host|via|tool|rate=closed or N/s|r=repeat."),
     ("attempt", pa.int32(), False, "The cell's attempt that wrote the row (a resumed run redoes unfinished cells)."),
     ("load_host", pa.string(), False, "The host (inventory name) that ran the load tool."),
     ("front", pa.string(), True, "The host of the front relay (labkit-go front); null for direct cells, which skip it."),
@@ -226,7 +226,8 @@ HOP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("via", pa.string(), False, "'direct' (the load on the back itself), or the transport the front called the back "
                                 "over: 'grpc' (BackService.Get), 'http2' (GET on one h2c connection), 'http2-tls', "
                                 "'nats' (request-reply)."),
-    ("tool", pa.string(), False, "'wrk' (closed loop), 'vegeta' (open loop at rate) or 'ghz' (gRPC, closed loop)."),
+    ("tool", pa.string(), False, "'wrk' (closed loop, latencies corrected for coordinated omission), 'vegeta' (closed "
+     "loop of `connections` workers, or open loop at `rate`) or 'ghz' (gRPC, closed loop)."),
     ("tool_version", pa.string(), True, "What the tool's --version printed on the load host."),
     ("repeat", pa.int64(), False, "0-based repeat of the transport: the independent unit the notebook resamples."),
     ("order", pa.int64(), False, "0-based position of the cell in the run's shuffled order."),
@@ -259,6 +260,8 @@ HOP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
                                         "/proc/<pid>/stat before and after; null without a front or when unreadable."),
     ("back_cpu_s", pa.float64(), True, "CPU seconds of the back over the cell."),
     ("nats_cpu_s", pa.float64(), True, "CPU seconds of nats-server over the cell; null when the run has no NATS."),
+    ("load_cpu_s", pa.float64(), True, "CPU seconds of the load tool over the cell, sampled from /proc/<pid>/stat on "
+     "the load host while it ran (the last sample at most 0.1 s before it ended); null when none was read."),
     ("cell_wall_s", pa.float64(), False, "Wall time between the CPU readings before and after the cell."),
     ("services_alive_after", pa.bool_(), False, "Whether the front, the back and nats-server all still ran after the cell."),
     ("tool_exit", pa.int64(), True, "Exit status of the tool's (last) command; null when it was stopped."),

@@ -22,18 +22,24 @@
 # HTTP/2 multiplexing, over gRPC, or over NATS request-reply, and against the
 # back API directly. `labkit hop` rebuilds it with Go services on both sides
 # (`labkit-go front` and `labkit-go back`, one long-lived client per
-# transport), nats-server between them, and wrk on a load host, repeating each
-# transport in a shuffled order.
+# transport), nats-server between them, and a load host, repeating each
+# transport in a shuffled order. The load comes from two closed loops of ten
+# requests in flight, their cells shuffled together: wrk, the published tool,
+# whose latencies are corrected for coordinated omission (synthetic samples
+# added), and vegeta, which times each request and keeps it.
 #
 # This notebook reads a `labkit hop` run (by default the shipped sample
 # `data/samples/hop-small/`) and shows
 #
-# 1. the published table and this run's in the same layout;
-# 2. the cost of the hop (via − direct) per transport, with intervals over
-#    **repeats**, the independent units (requests within one cell share a
-#    process, a connection and a moment of the machine, so they are not);
+# 1. each closed-loop cell against Little's law, and the published table
+#    beside this run's wrk cells in the same layout;
+# 2. the cost of the hop (via − direct) per transport, measured on the
+#    requests' own latencies, with intervals over **repeats**, the independent
+#    units (requests within one cell share a process, a connection and a
+#    moment of the machine, so they are not);
 # 3. latency CDFs per transport;
-# 4. the CPU each process spends per request;
+# 4. the CPU each process spends per request, and the load tool's share of
+#    the machine;
 # 5. what the data says about the published ordering, and with what n.
 
 # %% tags=["parameters"]
@@ -64,8 +70,6 @@ from labkit import notebooks
 run_dir = notebooks.run_it_yourself("hop", run_it_yourself, run_dir)
 
 # %%
-import numpy as np
-import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
@@ -91,6 +95,24 @@ display(samples[["order", "series", "repeat", "requests", "errors", "rps", "late
 errors, requests = int(samples["errors"].sum()), int(samples["requests"].sum())
 
 # %% [markdown]
+# ## Little's law, cell by cell
+#
+# A closed loop keeps a fixed number of requests in flight (here the
+# connections), so its req/s × mean latency ÷ requests in flight is 1 when the
+# latencies are the requests' own (a little less where the tool itself takes
+# time between an answer and its next request), and nothing can push it above
+# 1. wrk corrects its latency histogram for coordinated omission: where a
+# request took longer than wrk's usual interval, it adds the requests it
+# would have sent meanwhile, with made-up latencies. Its mean then comes out
+# above what Little's law allows. Each cell's ratio, and the cells outside
+# 0.95–1.05:
+
+# %%
+law = hop.littles_law(samples)
+display(hop.littles_law_by_tool(law))
+display(Markdown("\n".join(f"- {line}" for line in hop.littles_law_lines(law))))
+
+# %% [markdown]
 # ## The published table, and this run's in its layout
 #
 # wrk prints the average and maximum latency of one run, its req/s, the
@@ -98,7 +120,8 @@ errors, requests = int(samples["errors"].sum()), int(samples["requests"].sum())
 # are binary). Here avg is the mean over repeats of each repeat's mean, max the
 # largest of any repeat, and req/s, total requests and transfer/s are means
 # per repeat. The post shows its HTTP/2 and gRPC runs in full; of the direct
-# and NATS runs only the latencies and req/s are known (NaN below).
+# and NATS runs only the latencies and req/s are known (NaN below). This
+# run's columns are its wrk cells: wrk's corrected view, as published.
 
 # %%
 layout = hop.published_layout(samples)
@@ -117,7 +140,9 @@ display(Markdown(
 # ## The cost of the hop: via − direct
 #
 # For each transport, the mean over repeats of its cells' mean latency minus
-# the same for `direct` (the load on the back itself), and the same for req/s.
+# the same for `direct` (the load on the back itself), and the same for req/s,
+# on the cells whose latencies are each request's own (vegeta's, where the run
+# has them: the tool is named below).
 # The interval is over each side's repeats: with fewer than ten a side,
 # Welch's t on their means (`labkit.analysis.inference.method_for`: a
 # percentile bootstrap of five repeats is little more than their range, and
@@ -128,7 +153,8 @@ display(Markdown(
 # %%
 cost = hop.hop_cost(samples, "latency_mean_ms", n_resamples=n_resamples, confidence=confidence)
 cost_rps = hop.hop_cost(samples, "rps", n_resamples=n_resamples, confidence=confidence)
-display(cost.join(cost_rps[["cost", "lo", "hi", "verdict"]], rsuffix="_rps"))
+display(Markdown(f"Measured on the **{hop.measuring_tool(samples)}** cells."),
+        cost.join(cost_rps[["cost", "lo", "hi", "verdict"]], rsuffix="_rps"))
 with plots.theme():
     fig, axes = plots.figure(1, 2, figsize=(9.6, 3.8))
     plots.bars_with_ci(cost.reset_index(), "via", "cost", "lo", "hi", ax=axes[0],
@@ -164,12 +190,7 @@ display(hop.repeats_needed(cost, halfwidth=0.05))
 # any other.
 
 # %%
-cdfs = []
-for _, row in samples.iterrows():
-    names = [n for n in str(row["raw_files"]).split(",") if n.startswith(row["tool"])]
-    if names and (run.raw_dir / names[0]).exists():
-        cdfs.append(hop.cell_cdf(row["tool"], run.raw_text(names[0])).assign(series=row["series"], repeat=row["repeat"]))
-curves = hop.transport_cdf(pd.concat(cdfs, ignore_index=True)) if cdfs else None
+curves = notebooks.hop_cdfs(run, samples)
 if curves is not None:
     with plots.theme():
         fig, ax = plots.figure(figsize=(7.2, 4.2))
@@ -185,7 +206,8 @@ if curves is not None:
 # `/proc/<pid>/stat` on its host before and after) over the cell's successful
 # requests. A direct cell still counts the idle front's CPU, and every cell the
 # idle nats-server's, so the processes off a transport's path show what they
-# spend while they wait.
+# spend while they wait. Then the load tool's own CPU per second of load, and
+# the share of the load host's cores it took: what was left for the services.
 
 # %%
 cpu = hop.cpu_per_request(samples, n_resamples=n_resamples, confidence=confidence)
@@ -195,6 +217,7 @@ with plots.theme():
     plots.bars_with_ci(cpu, "series", "cpu_us", "lo", "hi", by="process", order=order, groups=list(hop.ROLES), ax=ax,
                        ylabel=f"CPU µs per request ({confidence:.0%} CI over repeats)")
 export(fig, "cpu")
+display(hop.load_cpu_share(samples, manifest["hosts"].get(config.get("load_host"), {}).get("cpus_online")))
 
 # %% [markdown]
 # ## The published ordering
@@ -221,25 +244,13 @@ display(Markdown("\n".join(f"- {hop.ordering_sentence(row)}" for _, row in findi
 # per series `rps.`, `mean_ms.`, `p99_ms.`, `max_ms.` (over repeats), per
 # transport `cost_ms.` with `_lo`/`_hi`, `cpu_us.<series>.<process>`, and per
 # pair of the published order `order.<later>_vs_<earlier>` (same order,
-# reversed, unclear, with `.mde_ms`, or not testable).
+# reversed, unclear, with `.mde_ms`, or not testable), per closed-loop tool
+# `little.<tool>.lowest`, `.highest` and `.outside` (cells outside 0.95–1.05),
+# and `measured_on`, the tool of the costs.
 
 # %%
-summary = hop.summarize_hop(samples).set_index("series")
-headline: dict = {"cells": int(len(samples)), "requests": requests, "errors": errors,
-                  "bytes_per_request": round(labkit_bytes, 1)}
-for series, row in summary.iterrows():
-    for key, column in (("rps", "rps"), ("mean_ms", "latency_mean_ms"), ("p99_ms", "latency_p99_ms"),
-                        ("max_ms", "latency_max_ms")):
-        headline[f"{key}.{series}"] = round(float(row[column]), 3)
-for via, row in cost.iterrows():
-    headline.update({f"cost_ms.{via}{suffix}": round(float(row[key]), 4) for key, suffix in
-                     (("cost", ""), ("lo", "_lo"), ("hi", "_hi"))})
-for _, row in cpu.iterrows():
-    headline[f"cpu_us.{row['series']}.{row['process']}"] = round(float(row["cpu_us"]), 2)
-for _, row in findings.iterrows():
-    headline[f"order.{row['later']}_vs_{row['earlier']}"] = row["finding"]
-    if row["finding"] == "unclear":
-        headline[f"order.{row['later']}_vs_{row['earlier']}.mde_ms"] = round(float(row["mde_ms"]), 4)
+headline = hop.headline(samples, cost, cpu, findings, law, requests=requests, errors=errors,
+                        bytes_per_request=labkit_bytes)
 nb.finish(headline, settings={"n_resamples": n_resamples, "confidence": confidence},
           published=hop.PUBLISHED.reset_index().to_dict(orient="records"),
           layout=layout.reset_index().to_dict(orient="records"), findings=findings.to_dict(orient="records"))

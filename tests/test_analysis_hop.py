@@ -26,7 +26,7 @@ def sample():
 
 def cells(values: dict[str, list[float]], column: str = "latency_mean_ms", **extra) -> pd.DataFrame:
     """Made-up cells: per transport, one row per repeat with ``column`` as given (for rules with known answers)."""
-    rows = [{"via": via, "rate": np.nan, "repeat": i, column: value, **extra}
+    rows = [{"via": via, "rate": np.nan, "tool": "wrk", "repeat": i, column: value, **extra}
             for via, series in values.items() for i, value in enumerate(series)]
     return pd.DataFrame(rows)
 

@@ -25,7 +25,8 @@ from conftest import (DATA, LABKIT, deployed_inventory, labkit as run_labkit, le
                       running_labkit, wait_for_cell_start)
 from labkit.experiments.hop import HopConfig, plan_cells, vegeta_cell_stats, wrk_cell_stats
 from labkit.parsers import ParseError
-from labkit.parsers.vegeta import parse_vegeta_csv
+from labkit.analysis import hop as hop_analysis
+from labkit.parsers.vegeta import parse_vegeta_csv, vegeta_attack_argv
 from labkit.parsers.wrk import SCRIPT_PERCENTILES, parse_wrk, wrk_argv
 from labkit.schemas import HOP_SCHEMA
 from labkit.store import Run
@@ -135,7 +136,7 @@ def test_vegeta_records_502s_and_refused_connections_as_errors():
 
 
 def test_cells_are_every_transport_and_repeat_in_a_seeded_shuffle():
-    config = HopConfig(inventory="x", load_host="a", front="a", back="b", repeats=3)
+    config = HopConfig(inventory="x", load_host="a", front="a", back="b", tool="wrk", repeats=3)
     config.validate()
     cells = plan_cells(config)
     assert sorted((c.via, c.repeat) for c in cells) == sorted((v, r) for v in config.via for r in range(3))
@@ -148,6 +149,23 @@ def test_cells_are_every_transport_and_repeat_in_a_seeded_shuffle():
     assert three.host_names() == ["c", "a", "b", "d"]
     rates = plan_cells(HopConfig(inventory="x", load_host="a", back="b", via=["direct"], rate=[100, 200], repeats=2))
     assert sorted((c.rate, c.repeat) for c in rates) == [(100, 0), (100, 1), (200, 0), (200, 1)]
+    assert {c.tool for c in rates} == {"vegeta"}
+
+
+def test_several_closed_loop_tools_are_shuffled_together_and_vegetas_closed_loop_has_a_worker_per_connection():
+    config = HopConfig(inventory="x", load_host="a", front="a", back="b", via=["direct", "grpc"], tool="wrk,vegeta",
+                       repeats=2)
+    config.validate()
+    cells = plan_cells(config)
+    assert sorted((c.via, c.tool, c.repeat) for c in cells) == sorted(
+        (v, t, r) for v in ("direct", "grpc") for t in ("wrk", "vegeta") for r in range(2))
+    assert [c.tool for c in cells] not in (["wrk"] * 4 + ["vegeta"] * 4, ["vegeta"] * 4 + ["wrk"] * 4)
+    assert "a|grpc|vegeta|rate=closed|r=1" in {c.id for c in cells}
+    argv = vegeta_attack_argv("vegeta", "t.txt", rate=0, seconds=10, timeout_s=6, out="o.bin", workers=10)
+    assert argv[argv.index("-rate") + 1] == "0" and argv[argv.index("-max-workers") + 1] == "10"
+    assert argv[argv.index("-workers") + 1] == "10"
+    with pytest.raises(ValueError, match="workers"):
+        vegeta_attack_argv("vegeta", "t.txt", rate=0, seconds=10, timeout_s=6, out="o.bin")
 
 
 # --- on the testbed ----------------------------------------------------------------------------------
@@ -234,7 +252,7 @@ def test_a_relay_over_each_transport_returns_the_backs_exact_body(lab, inventory
 
 def test_all_four_transports_on_three_hosts_with_zero_errors_and_every_row_filled(lab, inventory, tmp_path):
     """Load on c (this machine in a's namespace), front on a, back on b, nats-server on a: four inventory roles."""
-    run = labkit.hop(inventory, load_host="c", front="a", back="b", nats_host="a", duration_s=2, repeats=1,
+    run = labkit.hop(inventory, load_host="c", front="a", back="b", nats_host="a", tool="wrk", duration_s=2, repeats=1,
                      ping_count=2, name="four", runs_dir=tmp_path, quiet=True, capture=True)
     assert run.status == "complete"
     # --capture: on the back (callers a and c) and the front (caller c), each side, for every start of the services.
@@ -250,10 +268,11 @@ def test_all_four_transports_on_three_hosts_with_zero_errors_and_every_row_fille
     assert sorted(rows.index) == ["direct", "grpc", "http2", "nats"]
     assert (rows["errors"] == 0).all() and rows["error"].isna().all() and rows["services_alive_after"].all()
     for column in ("rps", "latency_mean_ms", "latency_max_ms", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms",
-                   "transfer_bytes_per_s", "back_cpu_s", "front_cpu_s", "nats_cpu_s", "tool_version"):
+                   "transfer_bytes_per_s", "back_cpu_s", "front_cpu_s", "nats_cpu_s", "load_cpu_s", "tool_version"):
         assert rows[column].notna().all(), column
     assert (rows["requests"] > 100).all() and (rows["bytes_read"] / rows["requests"]).round().eq(366).all()
     assert (rows["back_cpu_s"] > 0).all() and (rows.drop("direct")["front_cpu_s"] > 0).all()
+    assert (rows["load_cpu_s"] > 0).all() and (rows["load_cpu_s"] < 2 * 2 + 0.5).all()  # wrk, at most 2 cores × 2 s
     assert rows.loc["nats", "nats_cpu_s"] > rows.loc["grpc", "nats_cpu_s"]  # the NATS server works for nats cells only
     assert pd.isna(rows.loc["direct", "front"]) and rows.loc["grpc", "front"] == "a" and rows.loc["nats", "nats_host"] == "a"
     assert set(run.manifest["tools"]) == {"wrk", "labkit-go", "nats-server"}
@@ -272,10 +291,36 @@ def test_all_four_transports_on_three_hosts_with_zero_errors_and_every_row_fille
     assert orders == {"not testable"}
 
 
+def test_vegetas_closed_loop_keeps_every_request_beside_wrks_corrected_view(lab, inventory, tmp_path):
+    """Issue 29: wrk's latencies hold synthetic samples; vegeta's closed loop times each request and keeps it."""
+    run = labkit.hop(inventory, load_host="a", front="a", back="b", via=["direct", "grpc"], tool=["wrk", "vegeta"],
+                     duration_s=2, repeats=1, ping_count=1, name="tools", runs_dir=tmp_path, quiet=True)
+    assert run.status == "complete"
+    samples = run.samples()
+    assert sorted(zip(samples["via"], samples["tool"])) == [("direct", "vegeta"), ("direct", "wrk"), ("grpc", "vegeta"),
+                                                            ("grpc", "wrk")]
+    assert (samples["errors"] == 0).all() and (samples["connections"] == 10).all() and (samples["load_cpu_s"] > 0).all()
+    for _, cell in samples[samples["tool"] == "vegeta"].iterrows():
+        kept = parse_vegeta_csv(run.raw_text(cell["raw_files"].split(",")[0])).rows
+        assert len(kept) == cell["requests"] > 100 and kept["ok"].all()
+        assert kept["latency_ms"].mean() == pytest.approx(cell["latency_mean_ms"])
+    # Ten requests in flight: req/s × each request's own mean latency cannot exceed 10 (Little's law).
+    law = hop_analysis.littles_law(samples)
+    assert set(law["series"]) == {"direct (wrk)", "direct (vegeta)", "grpc (wrk)", "grpc (vegeta)"}
+    assert (law.loc[law["tool"] == "vegeta", "ratio"] <= hop_analysis.LITTLE_BAND[1]).all(), law
+    # The costs are measured on vegeta's cells; the published table's layout stays wrk's.
+    assert hop_analysis.measuring_tool(samples) == "vegeta"
+    assert hop_analysis.hop_cost(samples).loc["grpc", "via_mean"] == pytest.approx(
+        samples.query("via == 'grpc' and tool == 'vegeta'")["latency_mean_ms"].iat[0])
+    assert hop_analysis.published_layout(samples).loc["grpc", "labkit rps"] == pytest.approx(
+        samples.query("via == 'grpc' and tool == 'wrk'")["rps"].iat[0])
+    assert lab_processes(lab) == []
+
+
 def test_killing_the_nats_server_mid_run_gives_error_rows_and_a_summary_line(lab, inventory, tmp_path):
     experiment = tmp_path / "killed.toml"
     experiment.write_text(tomli_w.dumps({"hop": {
-        "inventory": str(inventory), "load_host": "a", "front": "a", "back": "b", "via": "nats", "duration": "3s",
+        "inventory": str(inventory), "load_host": "a", "front": "a", "back": "b", "via": "nats", "tool": "wrk", "duration": "3s",
         "repeats": 2, "ping_count": 1, "name": "killed"}}))
     with running_labkit("hop", "--config", str(experiment), "--runs-dir", str(tmp_path), "--quiet") as proc:
         run_path = wait_for_cell_start(tmp_path, "killed")
@@ -304,7 +349,7 @@ def test_killing_the_nats_server_mid_run_gives_error_rows_and_a_summary_line(lab
 def test_a_hop_cell_whose_nats_server_died_at_its_start_warns_with_its_counts_and_exits_1(lab, inventory, tmp_path):
     # nats-server killed as the cell starts: every request after fails, so more than half of the cell's do.
     with running_labkit("hop", str(inventory), "--load-host", "a", "--front", "a", "--back", "b", "--via", "nats",
-                        "--duration", "3s", "--repeats", "1", "--ping-count", "1", "--name", "dead",
+                        "--tool", "wrk", "--duration", "3s", "--repeats", "1", "--ping-count", "1", "--name", "dead",
                         "--runs-dir", str(tmp_path), "--quiet") as proc:
         run_path = wait_for_cell_start(tmp_path, "dead")
         nats_pid = json.loads((run_path / "manifest.json").read_text())["services"][0]["nats"]["pid"]
@@ -321,7 +366,7 @@ def test_a_hop_cell_whose_nats_server_died_at_its_start_warns_with_its_counts_an
 
 def test_sigterm_stops_everything_and_resume_runs_what_is_missing(lab, inventory, tmp_path):
     with running_labkit("hop", str(inventory), "--load-host", "a", "--front", "a", "--back", "b", "--via", "direct,grpc",
-                        "--duration", "2s", "--repeats", "1", "--ping-count", "1", "--name", "resumed", "--runs-dir",
+                        "--tool", "wrk", "--duration", "2s", "--repeats", "1", "--ping-count", "1", "--name", "resumed", "--runs-dir",
                         str(tmp_path), "--quiet") as proc:
         run_path = wait_for_cell_start(tmp_path, "resumed")
         time.sleep(1.0)  # into the first cell
@@ -344,6 +389,7 @@ def test_sigterm_stops_everything_and_resume_runs_what_is_missing(lab, inventory
         (["--via", "grpc,quic"], "'quic' is not one of direct, grpc, http2, http2-tls, nats"),
         (["--duration", "1.5s"], "--duration must be whole seconds"),
         (["--tool", "ghz", "--rate", "100"], "--rate is open-loop HTTP load (vegeta)"),
+        (["--tool", "wrk,wrk"], "--tool names a tool twice"),
         (["--front", "nowhere"], "nowhere"),
     ],
 )

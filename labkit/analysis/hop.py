@@ -38,6 +38,13 @@ PUBLISHED = pd.DataFrame({
 #: The transports in the published order, fastest first (by avg latency and by req/s alike).
 PUBLISHED_ORDER = ["direct", "grpc", "http2", "nats"]
 ROLES = ("front", "back", "nats")
+#: The closed-loop tools, by how directly their latencies are each request's own: vegeta and ghz time and keep
+#: every request; wrk corrects its histogram for coordinated omission (synthetic samples), so its latencies are the
+#: published view, and a cost is measured on the first of these a run has.
+MEASURING_TOOLS = ("vegeta", "ghz", "wrk")
+#: Little's law for a closed loop of N requests in flight: req/s × mean latency = N, to within this band (a worker's
+#: own time between an answer and its next request takes a little off; nothing can add to it).
+LITTLE_BAND = (0.95, 1.05)
 
 
 def bytes_per_response(published: pd.DataFrame = PUBLISHED) -> pd.Series:
@@ -46,14 +53,38 @@ def bytes_per_response(published: pd.DataFrame = PUBLISHED) -> pd.Series:
     return shown["mib_read"] * 2**20 / shown["requests"]
 
 
-def label(via: str, rate=None) -> str:
-    """A series' name: the transport, and the open-loop rate when there is one."""
-    return via if rate is None or pd.isna(rate) else f"{via} @{int(rate)}/s"
+def label(via: str, rate=None, tool: str | None = None) -> str:
+    """A series' name: the transport, the open-loop rate when there is one, and the closed-loop tool when a run has
+    several."""
+    if rate is not None and not pd.isna(rate):
+        return f"{via} @{int(rate)}/s"
+    return f"{via} ({tool})" if tool else via
+
+
+def closed_tools(samples: pd.DataFrame) -> list[str]:
+    """The closed-loop tools of a run's cells, in :data:`MEASURING_TOOLS` order."""
+    present = set(samples.loc[samples["rate"].isna(), "tool"])
+    return [tool for tool in MEASURING_TOOLS if tool in present]
+
+
+def measuring_tool(samples: pd.DataFrame) -> str | None:
+    """The closed-loop tool a run's costs are measured on: the first of :data:`MEASURING_TOOLS` it has."""
+    tools = closed_tools(samples)
+    return tools[0] if tools else None
+
+
+def closed_cells(samples: pd.DataFrame, tool: str | None = None) -> pd.DataFrame:
+    """A run's closed-loop cells of ``tool`` (default :func:`measuring_tool`)."""
+    tool = tool or measuring_tool(samples)
+    return samples[samples["rate"].isna() & (samples["tool"] == tool)]
 
 
 def with_series(samples: pd.DataFrame) -> pd.DataFrame:
-    """The rows with a ``series`` label (transport, and rate for open-loop cells) and CPU µs per ok request by role."""
-    frame = samples.assign(series=[label(v, r) for v, r in zip(samples["via"], samples["rate"])])
+    """The rows with a ``series`` label (transport, rate for open-loop cells, tool when the closed loop had several)
+    and CPU µs per ok request by role."""
+    several = len(closed_tools(samples)) > 1
+    frame = samples.assign(series=[label(v, r, t if several else None)
+                                   for v, r, t in zip(samples["via"], samples["rate"], samples["tool"])])
     for role in ROLES:
         frame[f"{role}_cpu_us_per_request"] = frame[f"{role}_cpu_s"] / frame["ok"].where(frame["ok"] > 0) * 1e6
     return frame
@@ -62,9 +93,54 @@ def with_series(samples: pd.DataFrame) -> pd.DataFrame:
 def series_order(frame: pd.DataFrame) -> list[str]:
     """Series in the published order of their transport (then any other, e.g. http2-tls), rates ascending."""
     rank = {via: i for i, via in enumerate([*PUBLISHED_ORDER, "http2-tls"])}
+    tools = {tool: i for i, tool in enumerate(MEASURING_TOOLS)}
     keys = frame.drop_duplicates("series").assign(
-        _rank=lambda f: f["via"].map(rank), _rate=lambda f: f["rate"].fillna(-1))
-    return keys.sort_values(["_rank", "_rate"])["series"].tolist()
+        _rank=lambda f: f["via"].map(rank), _rate=lambda f: f["rate"].fillna(-1), _tool=lambda f: f["tool"].map(tools))
+    return keys.sort_values(["_rank", "_rate", "_tool"])["series"].tolist()
+
+
+def littles_law(samples: pd.DataFrame) -> pd.DataFrame:
+    """Each closed-loop cell's Little's-law ratio: req/s × mean latency ÷ requests in flight (``connections``), 1 for
+    latencies that are the requests' own, above 1 where synthetic samples were added (wrk's correction for
+    coordinated omission); ``outside`` flags a cell beyond :data:`LITTLE_BAND`. Cells in run order."""
+    closed = with_series(samples[samples["rate"].isna() & (samples["ok"] > 0)])
+    ratio = closed["rps"] * closed["latency_mean_ms"] / 1e3 / closed["connections"]
+    table = closed.assign(ratio=ratio, outside=(ratio < LITTLE_BAND[0]) | (ratio > LITTLE_BAND[1]))
+    return table[["order", "series", "via", "tool", "repeat", "rps", "latency_mean_ms", "connections", "ratio",
+                  "outside"]].sort_values("order").reset_index(drop=True)
+
+
+def littles_law_by_tool(law: pd.DataFrame) -> pd.DataFrame:
+    """Per tool, over its cells of :func:`littles_law`: the cells, the least and greatest ratio, and the cells
+    outside :data:`LITTLE_BAND`."""
+    grouped = law.groupby("tool", sort=False)["ratio"]
+    table = pd.DataFrame({"cells": grouped.size(), "lowest": grouped.min(), "highest": grouped.max(),
+                          "outside": law.groupby("tool", sort=False)["outside"].sum()})
+    return table.reindex([tool for tool in MEASURING_TOOLS if tool in table.index])
+
+
+def littles_law_lines(law: pd.DataFrame) -> list[str]:
+    """One sentence per closed-loop tool of :func:`littles_law`: its cells, their ratios' range, and which cells lie
+    outside :data:`LITTLE_BAND` (by series, with how many)."""
+    lines = []
+    for tool, row in littles_law_by_tool(law).iterrows():
+        outside = law[(law["tool"] == tool) & law["outside"]]
+        where = ", ".join(f"{series} {count}" for series, count in outside["series"].value_counts(sort=False).items())
+        lines.append(f"{tool}: {int(row['cells'])} cells, ratios {row['lowest']:.3f} to {row['highest']:.3f}; "
+                     + (f"{int(row['outside'])} outside {LITTLE_BAND[0]}–{LITTLE_BAND[1]} ({where})."
+                        if len(outside) else f"all within {LITTLE_BAND[0]}–{LITTLE_BAND[1]}."))
+    return lines
+
+
+def load_cpu_share(samples: pd.DataFrame, cpus: int | None) -> pd.DataFrame:
+    """Per series: the load tool's CPU seconds per second of load (mean over repeats) and, with ``cpus`` (the load
+    host's cores), the share of them it took, the rest being what the services and the link had."""
+    frame = with_series(samples)
+    per_second = frame["load_cpu_s"] / frame["tool_duration_s"] if "load_cpu_s" in frame else pd.Series(np.nan, frame.index)
+    grouped = frame.assign(_per_second=per_second).groupby("series", sort=False)["_per_second"]
+    table = pd.DataFrame({"load_cpu_per_s": grouped.mean(), "repeats": grouped.count()})
+    table["share_of_cpus"] = table["load_cpu_per_s"] / cpus if cpus else np.nan
+    return table.reindex(series_order(frame))
 
 
 def summarize_hop(samples: pd.DataFrame) -> pd.DataFrame:
@@ -89,7 +165,7 @@ def published_layout(samples: pd.DataFrame) -> pd.DataFrame:
     largest of any repeat, req/s and total requests the mean per repeat,
     transfer/s in MiB/s as wrk prints it. The published columns come first.
     """
-    closed = samples[samples["rate"].isna()]
+    closed = closed_cells(samples, "wrk" if "wrk" in closed_tools(samples) else None)
     grouped = closed.groupby("via")
     ours = pd.DataFrame({
         "labkit avg_ms": grouped["latency_mean_ms"].mean(), "labkit max_ms": grouped["latency_max_ms"].max(),
@@ -104,7 +180,7 @@ def published_layout(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline: str = "direct",
-             n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+             n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0, tool: str | None = None) -> pd.DataFrame:
     """The cost of the hop per transport: mean over repeats of ``column`` via it, minus the same for ``baseline``
     (``direct``: the back without the front).
 
@@ -116,11 +192,13 @@ def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline
     "higher" or "lower" where the cost survives Holm's correction over the
     table's transports, else "unclear" (with ``mde``, the smallest cost the
     table could have called) or "not testable". Closed-loop cells only (the
-    published setting).
+    published setting), of ``tool`` (default :func:`measuring_tool`: each
+    request's own latency where the run has it, not wrk's corrected view).
     """
     from labkit.analysis.inference import call_table, two_sample_difference
 
-    closed = samples[samples["rate"].isna() & samples[column].notna()]
+    closed = closed_cells(samples, tool)
+    closed = closed[closed[column].notna()]
     direct = closed.loc[closed["via"] == baseline, column].to_numpy(dtype=float)
     rows, results = [], []
     for via in [v for v in [*PUBLISHED_ORDER, "http2-tls"] if v != baseline and v in set(closed["via"])]:
@@ -204,7 +282,7 @@ def transport_cdf(cdfs: pd.DataFrame) -> pd.DataFrame:
 
 
 def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confidence: float = 0.95,
-                      seed: int = 0) -> pd.DataFrame:
+                      seed: int = 0, tool: str | None = None) -> pd.DataFrame:
     """For each neighbouring pair of the published order (direct < gRPC < HTTP/2 < NATS in latency): what this run says.
 
     ``difference`` is the later transport's mean latency minus the earlier's
@@ -213,14 +291,16 @@ def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confide
     with Holm's method: ``finding`` is "same order" where the difference is
     called above 0, "reversed" where called below, "unclear" where not called
     (``mde_ms``: the smallest difference the family could have called at 80 %
-    power), "not testable" where a side has fewer than 2 repeats.
+    power), "not testable" where a side has fewer than 2 repeats. Closed-loop
+    cells of ``tool`` (default :func:`measuring_tool`), as :func:`hop_cost`.
     """
     from labkit.analysis.inference import Difference, call_table
 
-    present = [v for v in PUBLISHED_ORDER if v in set(samples.loc[samples["rate"].isna(), "via"])]
+    closed = closed_cells(samples, tool)
+    present = [v for v in PUBLISHED_ORDER if v in set(closed["via"])]
     rows, results = [], []
     for earlier, later in zip(present, present[1:]):
-        pair = samples[samples["rate"].isna() & samples["via"].isin([earlier, later])]
+        pair = closed[closed["via"].isin([earlier, later])]
         cost = hop_cost(pair, baseline=earlier, n_resamples=n_resamples, confidence=confidence, seed=seed).loc[later]
         results.append(Difference(cost["cost"], cost["lo"], cost["hi"], cost["p"], int(cost["n_direct"]),
                                   int(cost["n_via"]), cost["method"], "mean", cost["se"], cost["df"]))
@@ -247,3 +327,32 @@ def ordering_sentence(row) -> str:
                   if row["finding"] == "unclear" else "")
     return (f"{row['later']} vs {row['earlier']}: {row['later']} {verdict} ({interval}; "
             f"n = {row['n_later']} and {row['n_earlier']} repeats{detectable}).")
+
+
+def headline(samples: pd.DataFrame, cost: pd.DataFrame, cpu: pd.DataFrame, findings: pd.DataFrame,
+             law: pd.DataFrame, *, requests: int, errors: int, bytes_per_request: float) -> dict:
+    """The hop notebook's headline numbers (``hop.json``): counts; per series ``rps.``, ``mean_ms.``, ``p99_ms.``,
+    ``max_ms.``; per transport ``cost_ms.`` with ``_lo``/``_hi`` (:func:`hop_cost`); ``cpu_us.<series>.<process>``
+    (:func:`cpu_per_request`); ``order.<later>_vs_<earlier>`` with ``.mde_ms`` where unclear
+    (:func:`ordering_findings`); ``little.<tool>.lowest``/``.highest``/``.outside`` (:func:`littles_law_by_tool`)
+    and ``measured_on``, the tool of the costs."""
+    found: dict = {"cells": int(len(samples)), "requests": requests, "errors": errors,
+                   "bytes_per_request": round(bytes_per_request, 1), "measured_on": measuring_tool(samples)}
+    for series, row in summarize_hop(samples).set_index("series").iterrows():
+        for key, column in (("rps", "rps"), ("mean_ms", "latency_mean_ms"), ("p99_ms", "latency_p99_ms"),
+                            ("max_ms", "latency_max_ms")):
+            found[f"{key}.{series}"] = round(float(row[column]), 3)
+    for via, row in cost.iterrows():
+        found.update({f"cost_ms.{via}{suffix}": round(float(row[key]), 4)
+                      for key, suffix in (("cost", ""), ("lo", "_lo"), ("hi", "_hi"))})
+    for _, row in cpu.iterrows():
+        found[f"cpu_us.{row['series']}.{row['process']}"] = round(float(row["cpu_us"]), 2)
+    for _, row in findings.iterrows():
+        found[f"order.{row['later']}_vs_{row['earlier']}"] = row["finding"]
+        if row["finding"] == "unclear":
+            found[f"order.{row['later']}_vs_{row['earlier']}.mde_ms"] = round(float(row["mde_ms"]), 4)
+    for tool, row in littles_law_by_tool(law).iterrows():
+        found.update({f"little.{tool}.lowest": round(float(row["lowest"]), 4),
+                      f"little.{tool}.highest": round(float(row["highest"]), 4),
+                      f"little.{tool}.outside": int(row["outside"])})
+    return found

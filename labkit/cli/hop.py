@@ -22,10 +22,13 @@ RENAMED = {"duration": "duration_s", "call_timeout": "call_timeout_s"}
 @click.option("--via", type=choice_list(VIAS),
               help="Transports: direct (the load on the back itself), grpc, http2 (h2c), http2-tls, nats. "
                    "[default: direct,grpc,http2,nats]")
-@click.option("--tool", type=click.Choice(TOOLS),
-              help="wrk (HTTP/1.1 to the front, as published) or ghz (gRPC BackService.Get to the front). [default: wrk]")
+@click.option("--tool", type=choice_list(TOOLS),
+              help="Closed-loop tools, one or several, e.g. wrk,vegeta (their cells shuffled together): wrk (HTTP/1.1, "
+                   "as published; latencies corrected for coordinated omission), vegeta (HTTP/1.1, --connections "
+                   "workers, every request's own latency kept), ghz (gRPC BackService.Get). [default: wrk,vegeta]")
 @click.option("--threads", type=click.IntRange(1, MAX_LOAD_THREADS), help="wrk -t. [default: 2]")
-@click.option("--connections", type=click.IntRange(1, MAX_CONCURRENCY), help="wrk -c (ghz: concurrency and connections). [default: 10]")
+@click.option("--connections", type=click.IntRange(1, MAX_CONCURRENCY),
+              help="Requests in flight: wrk -c, vegeta's workers, ghz's concurrency and connections. [default: 10]")
 @click.option("--duration", type=DURATION, help="Load per cell, whole seconds, e.g. 10s. [default: 10s]")
 @click.option("--repeats", type=click.IntRange(1, MAX_HOP_REPEATS), help="Cells per transport, in shuffled order. [default: 5]")
 @click.option("--rate", type=int_list(1, MAX_RATE),
@@ -49,12 +52,15 @@ def hop(**flags):
 
     Starts nats-server on the NATS host, `labkit-go back` on the back host and
     `labkit-go front` on the front host, all bound to their data addresses.
-    For each transport × repeat, in an order shuffled with --seed, runs wrk
-    (closed loop, as published) or, with --rate, vegeta (open loop) on the
-    load host against GET /via/<transport> on the front, or against the back
-    itself for `direct`. Each cell is one row: req/s, latency mean, max and
-    p50/p90/p99, errors, transfer/s, and the CPU seconds of the front, the back
-    and nats-server. wrk comes from Debian (`apt-get install wrk`);
+    For each transport × tool × repeat, in an order shuffled with --seed, runs
+    wrk (closed loop, as published) and vegeta's closed loop or, with
+    --rate, vegeta (open loop) on the load host against GET /via/<transport>
+    on the front, or against the back itself for `direct`. Each cell is one
+    row: req/s, latency mean, max and p50/p90/p99, errors, transfer/s, and the
+    CPU seconds of the front, the back, nats-server and the load tool. wrk
+    corrects its latencies for coordinated omission (its req/s × mean ÷
+    connections exceeds 1); vegeta keeps each request's own. wrk comes from
+    Debian (`apt-get install wrk`);
     nats-server, vegeta and labkit-go come with `labkit deploy`. The published
     runs, on the local testbed:
 

@@ -25,19 +25,32 @@ seconds of the front, the back and the NATS server over the cell (from
 ``--seed``, so that drift over the run does not fall on one transport; the
 repeats are the independent units the notebook resamples.
 
-The load tools:
+The load tools (``--tool`` takes one or several closed-loop tools; their
+cells are shuffled together, so drift over the run falls on none of them):
 
 - **wrk** (closed loop, the published tool), ``--threads`` and
   ``--connections``, with ``--latency`` and labkit's Lua ``done()`` script
   (:data:`labkit.parsers.wrk.WRK_SCRIPT`), whose lines give the exact counts
-  and the latency percentiles at every 0.1 %;
-- **vegeta** when ``--rate`` is given (open loop: requests are sent at the
+  and the latency percentiles at every 0.1 %. wrk corrects its latency
+  histogram for coordinated omission before it prints and before ``done()``:
+  its means and percentiles hold synthetic samples, so a cell's req/s × mean
+  latency ÷ connections (Little's law, 1 for a closed loop) comes out above 1.
+  It gives the published numbers, labelled as wrk's corrected view;
+- **vegeta** closed loop with ``--tool vegeta``: exactly ``--connections``
+  workers, each sending its next request when its last is answered (vegeta's
+  rate 0), every request's own latency kept, with nothing added: what the
+  hop's cost is measured from;
+- **vegeta** open loop when ``--rate`` is given (requests are sent at the
   rate whatever the answers do, so queueing shows as latency instead of being
   hidden by fewer requests, the coordinated omission of a closed loop); a
   maintained tool, pinned and built by bootstrap, whose per-request results
   (``vegeta encode --to csv``) are kept and checked body by body;
 - **ghz** with ``--tool ghz``: gRPC all the way, ``BackService.Get`` on the
   front (with ``via``) or on the back.
+
+The load tool's own CPU seconds are sampled from ``/proc/<pid>/stat`` on the
+load host while it runs (the last sample at most 0.1 s before it ends), so a
+cell says what share of the machine the load generator took.
 
 **A process that dies mid-cell** is recorded, not raised: the front answers
 502 for a relay that failed (wrk counts them as non-2xx, vegeta and ghz as
@@ -53,6 +66,7 @@ import gzip
 import json
 import random
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +90,9 @@ from labkit.pki import existing_pki, write_throwaway_pki
 
 EXPERIMENT = "hop"
 VIAS = ("direct", "grpc", "http2", "http2-tls", "nats")
-TOOLS = ("wrk", "ghz")
+TOOLS = ("wrk", "vegeta", "ghz")  # closed loop; --rate is vegeta's open loop
+#: wrk for the published view, vegeta for each request's own latency.
+DEFAULT_TOOLS = ("wrk", "vegeta")
 BODY_PATH = "/products"  # the back's path (go/internal/hop BodyPath)
 BACK_CALL = "echo.BackService/Get"
 TOOL_HINTS = {"wrk": "install Debian's wrk there (`apt-get install wrk`)"}
@@ -94,7 +110,8 @@ class HopConfig:
     back: str | None = None
     nats_host: str | None = None  # default: the back's host
     via: list[str] = field(default_factory=lambda: ["direct", "grpc", "http2", "nats"])
-    tool: str = "wrk"
+    # Closed-loop tools, their cells shuffled together; None: DEFAULT_TOOLS for a closed loop, none with --rate.
+    tool: list[str] | None = None
     threads: int = 2
     connections: int = 10
     duration_s: float = 10.0
@@ -112,6 +129,10 @@ class HopConfig:
     ghz: str | None = None
     vegeta: str | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.tool, str):  # an experiment file's `tool = "wrk"`, or "wrk,vegeta"
+            self.tool = [name.strip() for name in self.tool.split(",") if name.strip()]
+
     def validate(self) -> None:
         if not (self.load_host and self.back):
             raise LabkitError("give --load-host and --back (and --front for the relayed transports)")
@@ -122,11 +143,17 @@ class HopConfig:
             raise LabkitError("--via names a transport twice")
         if any(v != "direct" for v in self.via) and not self.front:
             raise LabkitError("the relayed transports need --front (the host of the front relay)")
-        if self.tool not in TOOLS:
-            raise LabkitError(f"--tool is {' or '.join(TOOLS)}, not {self.tool!r}")
-        if self.rate and self.tool == "ghz":
-            raise LabkitError("--rate is open-loop HTTP load (vegeta); ghz keeps a closed pool of workers, use --tool wrk")
-        if self.tool == "ghz" and "http2-tls" in self.via:
+        if self.rate and self.tool is not None:
+            raise LabkitError("--rate is open-loop HTTP load (vegeta) and takes no --tool: the closed-loop tools keep "
+                              "a fixed number of requests in flight")
+        if self.tool is None and not self.rate:
+            self.tool = list(DEFAULT_TOOLS)
+        unknown = [name for name in self.tool or () if name not in TOOLS]
+        if unknown or self.tool == []:
+            raise LabkitError(f"--tool takes {', '.join(TOOLS)}, not {', '.join(unknown) or 'nothing'}")
+        if self.tool and len(set(self.tool)) < len(self.tool):
+            raise LabkitError("--tool names a tool twice")
+        if "ghz" in (self.tool or ()) and "http2-tls" in self.via:
             raise LabkitError("http2-tls is an HTTP path of the front; ghz drives its gRPC endpoint (grpc, http2, nats)")
         check_within("--threads", self.threads, 1, MAX_LOAD_THREADS)
         check_within("--connections", self.connections, 1, MAX_CONCURRENCY)
@@ -162,36 +189,37 @@ class HopConfig:
     def nats(self) -> bool:
         return "nats" in self.via
 
-    def tool_of(self, rate: int | None) -> str:
-        return "vegeta" if rate is not None else self.tool
-
 
 @dataclass(frozen=True)
 class Cell:
-    """One transport, one rate (None: closed loop) and one repeat, at its place in the shuffled order."""
+    """One transport, one tool at one rate (None: closed loop) and one repeat, at its place in the shuffled order."""
 
     load_host: str
     via: str
     rate: int | None
     repeat: int
     order: int = 0
+    tool: str = "wrk"
 
     @property
     def id(self) -> str:
         rate = "closed" if self.rate is None else f"{self.rate}/s"
-        return f"{self.load_host}|{self.via}|rate={rate}|r={self.repeat}"
+        return f"{self.load_host}|{self.via}|{self.tool}|rate={rate}|r={self.repeat}"
 
     def slug(self, attempt: int) -> str:
         rate = "" if self.rate is None else f"-{self.rate}rps"
-        return f"{self.via}{rate}-r{self.repeat}-a{attempt}"
+        return f"{self.via}-{self.tool}{rate}-r{self.repeat}-a{attempt}"
 
 
 def plan_cells(config: HopConfig) -> list[Cell]:
-    """Every transport × rate × repeat, in an order shuffled with the run's seed."""
-    rates = list(config.rate) or [None]
-    cells = [(via, rate, repeat) for repeat in range(config.repeats) for via in config.via for rate in rates]
+    """Every transport × tool (closed loop) or rate (vegeta's open loop) × repeat, in an order shuffled with the
+    run's seed."""
+    loads = [("vegeta", rate) for rate in config.rate] or [(tool, None) for tool in config.tool or DEFAULT_TOOLS]
+    cells = [(via, tool, rate, repeat) for repeat in range(config.repeats) for via in config.via
+             for tool, rate in loads]
     random.Random(config.seed).shuffle(cells)
-    return [Cell(config.load_host, via, rate, repeat, order) for order, (via, rate, repeat) in enumerate(cells)]
+    return [Cell(config.load_host, via, rate, repeat, order, tool)
+            for order, (via, tool, rate, repeat) in enumerate(cells)]
 
 
 # -- a cell's numbers from its tool's output (pure) ------------------------------------------------
@@ -364,7 +392,7 @@ class _Hopper(ExperimentRunner):
     def find_tools(self, cells: list[Cell]) -> None:
         """Every tool on its host, before anything starts; one clear line for the first one missing."""
         config, session = self.config, self.session
-        for tool in sorted({config.tool_of(cell.rate) for cell in cells}):
+        for tool in sorted({cell.tool for cell in cells}):
             how = TOOL_HINTS.get(tool) or session.deploy_hint(config.load_host, tool)
             self.tools[tool] = session.find_tool(config.load_host, tool, getattr(config, tool), how)
         for host in dict.fromkeys(filter(None, [config.back, config.front if config.relayed else None])):
@@ -388,7 +416,7 @@ class _Hopper(ExperimentRunner):
         config = self.config
         self.workdir = self.load.make_temp_dir("labkit-hop.")
         files = {"labkit.lua": WRK_SCRIPT.encode()}
-        if config.tool == "ghz":
+        if "ghz" in (config.tool or ()):
             from google.protobuf import descriptor_pb2
 
             from labkit.proto import echo_pb2
@@ -472,14 +500,14 @@ class _Hopper(ExperimentRunner):
     def run_cell(self, cell: Cell) -> list[str]:
         """Run one cell and append its row; return what died during it."""
         config, run = self.config, self.run
-        tool = config.tool_of(cell.rate)
+        tool = cell.tool
         attempt = run.begin_cell(cell.id)
         slug = cell.slug(attempt)
         row: dict[str, Any] = self._columns(cell, tool, attempt)
         problems: list[str] = []
         cpu_before, wall_before = self.services.cpu(), time.monotonic()
         row["t_start_utc_ns"] = time.time_ns()
-        text, status = self.run_tool(cell, tool, slug, problems)
+        text, status, row["load_cpu_s"] = self.run_tool(cell, tool, slug, problems)
         cpu_after = self.services.cpu()
         row["cell_wall_s"] = round(time.monotonic() - wall_before, 6)
         for role in ROLES:
@@ -520,19 +548,22 @@ class _Hopper(ExperimentRunner):
                              seconds=int(config.duration_s), timeout_s=config.call_timeout_s + 1, script=f"{work}/labkit.lua")]
         if tool == "vegeta":
             self._put(self.load, work, {f"targets-{slug}.txt": f"GET {target}\n".encode()})
-            return [vegeta_attack_argv(path, f"{work}/targets-{slug}.txt", rate=cell.rate, seconds=config.duration_s,
-                                       timeout_s=config.call_timeout_s + 1, out=f"{work}/{slug}.bin"),
+            return [vegeta_attack_argv(path, f"{work}/targets-{slug}.txt", rate=cell.rate or 0, seconds=config.duration_s,
+                                       timeout_s=config.call_timeout_s + 1, out=f"{work}/{slug}.bin",
+                                       workers=config.connections if cell.rate is None else None),
                     vegeta_encode_argv(path, f"{work}/{slug}.bin", f"{work}/{slug}.out")]
         return [ghz_argv(path, target, call=BACK_CALL, protoset=f"{work}/echo.protoset", data_file=f"{work}/data-{cell.via}.json",
                          concurrency=config.connections, connections=config.connections, seconds=config.duration_s,
                          call_timeout_s=config.call_timeout_s + 1, out=f"{work}/{slug}.out")]
 
-    def run_tool(self, cell: Cell, tool: str, slug: str, problems: list[str]) -> tuple[str, int | None]:
-        """Run the cell's tool on the load host to its end; (stdout and stderr as text, exit status of the last command)."""
-        config, text, status = self.config, "", None
-        for argv in self._tool_argv(cell, tool, slug):
+    def run_tool(self, cell: Cell, tool: str, slug: str, problems: list[str]) -> tuple[str, int | None, float | None]:
+        """Run the cell's tool on the load host to its end; (stdout and stderr as text, exit status of the last command,
+        the load command's CPU seconds as last sampled)."""
+        config, text, status, load_cpu_s = self.config, "", None, None
+        for number, argv in enumerate(self._tool_argv(cell, tool, slug)):
             proc = self.session.start(config.load_host, argv)
             lines: list[str] = []
+            sampler = _CpuSampler(self.session, config.load_host, proc, config.duration_s) if number == 0 else None
             try:
                 # Every tool ends on its own after the duration; silence much longer means stuck.
                 lines.extend(proc.lines(timeout=config.duration_s + config.call_timeout_s + 30))
@@ -540,12 +571,14 @@ class _Hopper(ExperimentRunner):
             except LabkitError as exc:
                 problems.append(f"{tool} did not finish: {exc.message}")
             finally:
+                if sampler is not None:
+                    load_cpu_s = sampler.stop()
                 self.session.stop(config.load_host, proc)
             text += "\n".join([*lines, *proc.stderr_lines]) + "\n"
             if status != 0 and tool != "wrk":
                 problems.append(f"{tool} failed: {proc.last_words(status)}")
                 break
-        return text, status
+        return text, status, load_cpu_s
 
     def cell_stats(self, cell: Cell, tool: str, slug: str, text: str, problems: list[str]) -> tuple[dict, list[str]]:
         """The cell's numbers from the tool's outputs, which are kept in raw/; (stats, raw file names)."""
@@ -571,6 +604,32 @@ class _Hopper(ExperimentRunner):
             first = text.strip().splitlines()[-1:] if text else []
             problems.append(f"{tool} output unreadable: {exc.message}" + (f" ({first[0][:200]})" if first else ""))
         return stats or empty_stats(), raw_files
+
+
+class _CpuSampler:
+    """A process's CPU seconds, sampled from /proc/<pid>/stat on its host while it runs: every 0.5 s, and every 0.1 s
+    from half a second before its planned end, so the last sample misses at most 0.1 s of it. (A process that ends
+    is reaped by its parent on its host at once: there is no reading it after.)"""
+
+    def __init__(self, session, host: str, proc, planned_s: float):
+        self.session, self.host, self.proc = session, host, proc
+        self.last: float | None = None
+        self._done = threading.Event()
+        self._end = time.monotonic() + planned_s
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.is_set() and self.proc.poll() is None:
+            value = self.session.process_cpu_s(self.host, self.proc.pid)
+            if value is not None and self.proc.poll() is None:  # a pid read after the end may be another process's
+                self.last = value
+            self._done.wait(0.1 if time.monotonic() > self._end - 0.5 else 0.5)
+
+    def stop(self) -> float | None:
+        self._done.set()
+        self._thread.join(timeout=10)
+        return None if self.last is None else round(self.last, 6)
 
 
 def plan(config: HopConfig, inventory) -> Plan:

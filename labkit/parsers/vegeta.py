@@ -31,10 +31,21 @@ _COLUMNS = 12
 
 
 def vegeta_attack_argv(vegeta: str, targets_file: str, *, rate: int, seconds: float, timeout_s: float,
-                       out: str) -> list[str]:
-    """vegeta at ``rate`` requests per second for ``seconds`` on the targets in ``targets_file``; binary results in ``out``."""
-    return [vegeta, "attack", "-targets", targets_file, "-rate", f"{int(rate)}/1s", "-duration", ms_arg(seconds),
-            "-timeout", ms_arg(timeout_s), "-output", out]
+                       out: str, workers: int | None = None) -> list[str]:
+    """vegeta at ``rate`` requests per second for ``seconds`` on the targets in ``targets_file``; binary results in ``out``.
+
+    ``rate`` 0 with ``workers``: a closed loop instead, vegeta's "as fast as possible" with exactly that many
+    workers, each sending its next request when its last one is answered (as wrk's connections do), every request
+    timed as it happened and kept.
+    """
+    if rate == 0:
+        if not workers:
+            raise ValueError("a closed loop (rate 0) needs its number of workers")
+        pace = ["-rate", "0", "-workers", str(workers), "-max-workers", str(workers)]
+    else:
+        pace = ["-rate", f"{int(rate)}/1s"]
+    return [vegeta, "attack", "-targets", targets_file, *pace, "-duration", ms_arg(seconds), "-timeout",
+            ms_arg(timeout_s), "-output", out]
 
 
 def vegeta_encode_argv(vegeta: str, results: str, out: str) -> list[str]:
