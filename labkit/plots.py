@@ -502,6 +502,13 @@ def lines_with_ci(
     return Drawn(ax, artists)
 
 
+def _category_ticks(ax, labels: list[str]) -> None:
+    """One tick per category: a few short labels (sizes, transports) read level; more, or longer, are set at an
+    angle rather than overlap (eight series of 13 characters did, side by side)."""
+    level = max(map(len, labels), default=0) * len(labels) <= 30
+    ax.set_xticks(np.arange(len(labels)), labels, rotation=0 if level else 30, ha="center" if level else "right")
+
+
 def bars_with_ci(table: pd.DataFrame, x: str, y: str, lo: str | None = None, hi: str | None = None,
                  by: str | None = None, *, order=None, groups=None, ax=None, ylabel: str | None = None) -> Drawn:
     """One bar per ``x`` (in ``order``), side by side per ``by`` group (in ``groups``), with ``lo``–``hi`` as error bars.
@@ -530,7 +537,7 @@ def bars_with_ci(table: pd.DataFrame, x: str, y: str, lo: str | None = None, hi:
                     artists["errorbars"].append(ax.errorbar(
                         positions[bounded], values[bounded], yerr=[values[bounded] - low[bounded], high[bounded] - values[bounded]],
                         fmt="none", ecolor="0.2", capsize=3, linewidth=1))
-        ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs])
+        _category_ticks(ax, [str(v) for v in xs])
         ax.set_ylabel(ylabel or y)
         if by:
             ax.legend(title=by, fontsize="small")
@@ -579,10 +586,7 @@ def components_stacked(table: pd.DataFrame, by: str, components: Sequence[str], 
             artists["bars"].extend(bars.patches)
             bottom_up += np.clip(values, 0, None)
             bottom_down += np.clip(values, None, 0)
-        labels = [str(g) for g in groups]
-        # A few short labels (sizes) read level; more, or longer, are set at an angle rather than overlap.
-        level = max(map(len, labels), default=0) * len(labels) <= 30
-        ax.set_xticks(np.arange(len(groups)), labels, rotation=0 if level else 30, ha="center" if level else "right")
+        _category_ticks(ax, [str(g) for g in groups])
         ax.set_ylabel(ylabel)
         if legend:
             ax.legend(fontsize="small", ncols=2)
