@@ -99,9 +99,11 @@ errors, requests = int(samples["errors"].sum()), int(samples["requests"].sum())
 #
 # A closed loop keeps a fixed number of requests in flight (here the
 # connections), so its req/s × mean latency ÷ requests in flight is 1 when the
-# latencies are the requests' own (a little less where the tool itself takes
-# time between an answer and its next request), and nothing can push it above
-# 1. wrk corrects its latency histogram for coordinated omission: where a
+# latencies are the requests' own and the tool sends each next request at
+# once; it is less where the tool itself takes time between an answer and its
+# next request (fewer requests in flight on average), and nothing but made-up
+# latencies can push it above 1. wrk corrects its latency histogram for
+# coordinated omission: where a
 # request took longer than wrk's usual interval, it adds the requests it
 # would have sent meanwhile, with made-up latencies. Its mean then comes out
 # above what Little's law allows. Each cell's ratio, and the cells outside
@@ -127,11 +129,11 @@ display(Markdown("\n".join(f"- {line}" for line in hop.littles_law_lines(law))))
 layout = hop.published_layout(samples)
 display(layout)
 published_bytes = hop.bytes_per_response()
-closed = samples[samples["rate"].isna() & (samples["requests"] > 0)]
-labkit_bytes = float((closed["bytes_read"] / closed["requests"]).median())
+labkit_bytes, byte_cells, byte_tool = hop.bytes_per_request(samples)
 display(Markdown(
     f"Bytes read per request: the published runs' {', '.join(f'{b:.0f}' for b in published_bytes)} B "
-    f"({', '.join(published_bytes.index)}); this run's median over {len(closed)} cells {labkit_bytes:.0f} B, "
+    f"({', '.join(published_bytes.index)}); this run's median over its {byte_cells} {byte_tool} cells "
+    f"{labkit_bytes:.0f} B, "
     f"a {int(samples['body_bytes'].iloc[0])}-byte body with its HTTP/1.1 headers. "
     f"Requests: {requests} over all cells, **{errors} failed**."
 ))
@@ -142,7 +144,8 @@ display(Markdown(
 # For each transport, the mean over repeats of its cells' mean latency minus
 # the same for `direct` (the load on the back itself), and the same for req/s,
 # on the cells whose latencies are each request's own (vegeta's, where the run
-# has them: the tool is named below).
+# has them: the tool is named below). Costs and req/s compare cells of one
+# tool, at the requests in flight that tool kept (the table above).
 # The interval is over each side's repeats: with fewer than ten a side,
 # Welch's t on their means (`labkit.analysis.inference.method_for`: a
 # percentile bootstrap of five repeats is little more than their range, and
@@ -187,17 +190,19 @@ display(hop.repeats_needed(cost, halfwidth=0.05))
 # (vegeta and ghz keep every request, read the same way). The line is each
 # percentile averaged over the repeats; the band spans the fastest and the
 # slowest repeat at that percentile. wrk times a failed request (a 502) like
-# any other.
+# any other. The shipped sample keeps wrk's reports only: its vegeta CSVs
+# (27 MB) are left out, and a run of your own keeps them.
 
 # %%
 curves = notebooks.hop_cdfs(run, samples)
 if curves is not None:
+    kept = [series for series in order if series in set(curves["series"])]  # the series whose requests were kept
     with plots.theme():
         fig, ax = plots.figure(figsize=(7.2, 4.2))
-        plots.quantile_curves(curves, "series", order=order, low="lowest", high="highest", ax=ax)
+        plots.quantile_curves(curves, "series", order=kept, low="lowest", high="highest", ax=ax)
     export(fig, "cdf")
     display(curves[curves["percent"].isin([50.0, 90.0, 99.0, 99.9])].pivot(index="series", columns="percent",
-                                                                             values="latency_ms").reindex(order))
+                                                                             values="latency_ms").reindex(kept))
 
 # %% [markdown]
 # ## CPU per request, by process
