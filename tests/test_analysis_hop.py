@@ -215,3 +215,17 @@ def test_the_repeats_a_hop_cost_needs_scale_with_the_square_of_the_interval():
         assert row["repeats for ±0.01"] == math.ceil(5 * (now / 0.01) ** 2) > 5
     # Already narrower than asked: the repeats it has (at least two) suffice.
     assert (hop.repeats_needed(cost, halfwidth=10.0)["repeats for ±10"] == 5).all()
+
+
+def test_the_load_tools_share_of_the_cores_is_its_cpu_per_second_of_load(sample):
+    """The notebook's table of what the load generator took of the load host's cores (the hosts' facts name 2)."""
+    run, samples = sample
+    cpus = run.manifest["hosts"]["a"]["cpus_online"]
+    table = hop.load_cpu_share(samples, cpus)
+    assert cpus == 2 and list(table.index) == hop.series_order(hop.with_series(samples)) and (table["repeats"] == 5).all()
+    for series, row in table.iterrows():
+        cells = hop.with_series(samples).query("series == @series")
+        assert row["load_cpu_per_s"] == pytest.approx((cells["load_cpu_s"] / cells["tool_duration_s"]).mean())
+        assert row["share_of_cpus"] == pytest.approx(row["load_cpu_per_s"] / 2)
+    assert (table["share_of_cpus"] > 0).all() and (table["share_of_cpus"] < 1).all()
+    assert hop.load_cpu_share(samples, None)["share_of_cpus"].isna().all()  # without the host's cores, no share
