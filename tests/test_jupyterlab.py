@@ -11,12 +11,14 @@ to go idle, and reads the page and the saved notebook. A screenshot of the step 
 from __future__ import annotations
 
 import base64
+import ctypes
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +38,17 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1400,1050")
 LABKIT_PROCESSES = ("echo serve", "echo call", "labkit-go", "iperf3")
+#: Run beside the browser: waits for SIGTERM, which the kernel sends it when the test process dies (however it dies,
+#: SIGKILL too, when no teardown runs), then kills the browser's process group and removes its profile. chromedriver
+#: alone is no guard: sent SIGTERM it leaves chromium running (a killed suite run left both behind for good).
+GROUP_WATCHER = """
+import os, shutil, signal, sys
+group, parent, profile = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if os.getppid() == parent:  # else the test process is already gone
+    signal.sigwait({signal.SIGTERM})  # blocked since before exec, so it waits here instead of ending the watcher
+os.killpg(group, signal.SIGKILL)
+shutil.rmtree(profile, ignore_errors=True)
+"""
 
 
 def free_port() -> int:
@@ -85,12 +98,28 @@ def browser():
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
+    # chromedriver in a session of its own: chromium and its helpers share its process group, which the watcher kills.
+    service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver", popen_kw={"start_new_session": True})
+    driver = webdriver.Chrome(options=options, service=service)
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", GROUP_WATCHER, str(service.process.pid), str(os.getpid()), profile],
+        preexec_fn=_signalled_when_parent_dies)
     try:
         yield driver
     finally:
         driver.quit()
+        watcher.kill()
+        watcher.wait()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def _signalled_when_parent_dies() -> None:
+    """Popen ``preexec_fn``: SIGTERM blocked (for the watcher's sigwait) and sent to the child when its parent dies."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 # --- the page -------------------------------------------------------------------------------------------------------
