@@ -212,9 +212,10 @@ def layout(explained: pd.DataFrame, by: tuple[str, ...] = ("cell",)) -> Layout:
     parts: dict[str, pd.Series] = {}
     for name in by:
         if name == "cell":
-            cells = explained["cell_id"].str.split("|", n=1).str[-1].str.split("|")
-            for key in dict.fromkeys(k for cell in cells for k in _keys(cell)):
-                parts[key] = cells.map(lambda cell, key=key: dict(zip(_keys(cell), cell)).get(key, ""))
+            cells = explained["cell_id"].str.split("|", n=1).str[-1].str.split("|").map(
+                lambda cell: dict(zip(_keys(cell), cell)))
+            for key in dict.fromkeys(key for cell in cells for key in cell):
+                parts[key] = cells.map(lambda cell, key=key: cell.get(key, ""))
         elif name == "probe":
             parts["probe"] = explained["probe"].astype(str)
         elif name == "size":

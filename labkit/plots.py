@@ -609,9 +609,10 @@ def components_facets(table: pd.DataFrame, panel: str, x: str, components: Seque
         for unused in axes[len(panels):]:
             unused.set_visible(False)
     drawn = []
-    for number, (name, ax) in enumerate(zip(panels, axes)):
+    for name, ax in zip(panels, axes):
+        spec = ax.get_subplotspec()  # the y label on the first panel of each row of the grid
         one = components_stacked(table[table[panel] == name], x, components, order=x_order, ax=ax,
-                                 ylabel=ylabel if number % 4 == 0 else "", legend=False)
+                                 ylabel=ylabel if spec is None or spec.is_first_col() else "", legend=False)
         ax.set_title(textwrap.fill(str(name), 28), fontsize="small")  # a condition of several knobs on two lines
         ax.set_xlabel(x_label)
         drawn.append(one)

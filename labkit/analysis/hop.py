@@ -75,6 +75,12 @@ def measuring_tool(samples: pd.DataFrame) -> str | None:
     return tools[0] if tools else None
 
 
+def published_tool(samples: pd.DataFrame) -> str | None:
+    """The closed-loop tool whose cells stand beside the published runs: wrk, the post's tool, where the run has it
+    (its whole-response byte counts and corrected latencies are what the post printed), else :func:`measuring_tool`."""
+    return "wrk" if "wrk" in closed_tools(samples) else measuring_tool(samples)
+
+
 def closed_cells(samples: pd.DataFrame, tool: str | None = None) -> pd.DataFrame:
     """A run's closed-loop cells of ``tool`` (default :func:`measuring_tool`)."""
     tool = tool or measuring_tool(samples)
@@ -171,10 +177,9 @@ def summarize_hop(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def bytes_per_request(samples: pd.DataFrame) -> tuple[float, int, str | None]:
-    """The median bytes read per request over the closed-loop cells of wrk (whole HTTP/1.1 responses, as the
-    published runs' counts are), else of the run's closed-loop tool; how many cells, and the tool. vegeta counts
-    bodies only."""
-    tool = "wrk" if "wrk" in closed_tools(samples) else measuring_tool(samples)
+    """The median bytes read per request over the cells of :func:`published_tool` (wrk counts whole HTTP/1.1
+    responses, as the published runs' counts are; vegeta bodies only); how many cells, and the tool."""
+    tool = published_tool(samples)
     cells = closed_cells(samples, tool)
     cells = cells[cells["requests"] > 0]
     return float((cells["bytes_read"] / cells["requests"]).median()), len(cells), tool
@@ -187,7 +192,7 @@ def published_layout(samples: pd.DataFrame) -> pd.DataFrame:
     largest of any repeat, req/s and total requests the mean per repeat,
     transfer/s in MiB/s as wrk prints it. The published columns come first.
     """
-    closed = closed_cells(samples, "wrk" if "wrk" in closed_tools(samples) else None)
+    closed = closed_cells(samples, published_tool(samples))
     grouped = closed.groupby("via")
     ours = pd.DataFrame({
         "labkit avg_ms": grouped["latency_mean_ms"].mean(), "labkit max_ms": grouped["latency_max_ms"].max(),
