@@ -23,10 +23,11 @@
 # back API directly. `labkit hop` rebuilds it with Go services on both sides
 # (`labkit-go front` and `labkit-go back`, one long-lived client per
 # transport), nats-server between them, and a load host, repeating each
-# transport in a shuffled order. The load comes from two closed loops of ten
-# requests in flight, their cells shuffled together: wrk, the published tool,
-# whose latencies are corrected for coordinated omission (synthetic samples
-# added), and vegeta, which times each request and keeps it.
+# transport in a shuffled order. The load comes from two closed loops of as
+# many connections (ten in the sample), their cells shuffled together: wrk,
+# the published tool, whose latencies are corrected for coordinated omission
+# (synthetic samples added), and vegeta, which times each request and keeps
+# it. How many requests each actually kept in flight is the first table.
 #
 # This notebook reads a `labkit hop` run (by default the shipped sample
 # `data/samples/hop-small/`) and shows

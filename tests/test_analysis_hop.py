@@ -228,4 +228,7 @@ def test_the_load_tools_share_of_the_cores_is_its_cpu_per_second_of_load(sample)
         assert row["load_cpu_per_s"] == pytest.approx((cells["load_cpu_s"] / cells["tool_duration_s"]).mean())
         assert row["share_of_cpus"] == pytest.approx(row["load_cpu_per_s"] / 2)
     assert (table["share_of_cpus"] > 0).all() and (table["share_of_cpus"] < 1).all()
+    # vegeta, which times and keeps every request, took about twice wrk's share or more on every transport.
+    for via in ("direct", "grpc", "http2", "nats"):
+        assert table.at[f"{via} (vegeta)", "share_of_cpus"] > 1.5 * table.at[f"{via} (wrk)", "share_of_cpus"]
     assert hop.load_cpu_share(samples, None)["share_of_cpus"].isna().all()  # without the host's cores, no share
