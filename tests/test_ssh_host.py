@@ -6,12 +6,15 @@ the management veths, and ProxyJump hops cross the delayed data link.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -286,6 +289,86 @@ def test_reconnects_after_the_transport_drops(lab, caplog):
         assert processes_with(marker)
         process.stop(grace_s=1)
         assert processes_with(marker) == []
+
+
+class _Emitted(logging.Handler):
+    """Sets an event when a log message containing ``text`` is emitted."""
+
+    def __init__(self, text: str):
+        super().__init__(logging.DEBUG)
+        self.text, self.event = text, threading.Event()
+
+    def emit(self, record):
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+@contextlib.contextmanager
+def debug_message(text: str):
+    """An event set when labkit.hosts.ssh logs a message containing ``text``."""
+    logger = logging.getLogger("labkit.hosts.ssh")
+    handler, level = _Emitted(text), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler.event
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def run_in_thread(host: SSHHost, argv: list[str]) -> tuple[threading.Thread, dict]:
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("run", host.run(argv)), daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_channel_the_server_refuses_waits_for_one_to_close_and_keeps_the_connection(lab, tmp_path):
+    # sshd allows 10 sessions per connection (MaxSessions). The eleventh used to be taken for a dropped
+    # connection: labkit closed the transport, killing the ten commands on it, and printed a reconnect
+    # notice into a run's one-line error. Ten channels opened on the transport outside labkit's count
+    # (each `cat` of its own FIFO, which ends when the test opens the FIFO for writing and closes it).
+    fifos = [tmp_path / f"hold{i}" for i in range(10)]
+    with host_a(lab) as host:
+        held = []
+        for fifo in fifos:
+            os.mkfifo(fifo)
+            channel = host.transport().open_session(timeout=10)
+            channel.exec_command(shlex.join(["cat", str(fifo)]))
+            held.append(channel)
+        with debug_message("the server refused one") as refused:
+            eleventh, result = run_in_thread(host, ["echo", "eleventh"])
+            assert refused.wait(30), "the eleventh channel was not refused: is sshd's MaxSessions still 10?"
+            assert eleventh.is_alive()  # waiting for a channel, not failed
+            with open(fifos[0], "w"):  # waits for cat to have it open: the channel is in use
+                pass
+            eleventh.join(60)
+        assert result["run"].stdout == "eleventh\n" and host.connects == 1
+        assert held[0].recv_exit_status() == 0
+        assert not any(channel.closed for channel in held[1:])  # the other nine still run
+        for fifo in fifos[1:]:
+            with open(fifo, "w"):
+                pass
+        assert all(channel.recv_exit_status() == 0 for channel in held)
+
+
+def test_a_run_holding_nine_channels_can_still_stop_them(lab):
+    # Ordinary commands leave the tenth channel to the `kill` that stops a process: with nine processes
+    # running, a tenth command waits, and stopping one of the nine (through the reserved channel) frees it.
+    marker = f"3000.{uuid.uuid4().int % 10**6}"
+    with host_a(lab) as host:
+        held = [host.start(["sleep", marker]) for _ in range(9)]
+        with debug_message("labkit holds the others") as waiting:
+            tenth, result = run_in_thread(host, ["echo", "tenth"])
+            assert waiting.wait(30)
+            held.pop().stop(grace_s=1)
+            tenth.join(60)
+        assert result["run"].stdout == "tenth\n" and host.connects == 1
+        assert len(processes_with(marker)) == 8
+        for process in held:
+            process.stop(grace_s=1)
+    assert processes_with(marker) == []
 
 
 def test_put_get_round_trip(lab, tmp_path):

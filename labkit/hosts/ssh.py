@@ -23,6 +23,7 @@ and sysctl, which labkit reads state with, lives in /usr/sbin.
 from __future__ import annotations
 
 import getpass
+import itertools
 import logging
 import os
 import secrets
@@ -56,6 +57,26 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_KEEPALIVE_S = 15
 # Waits before each reconnection attempt after a transport has dropped.
 RECONNECT_BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 4.0)
+# How long a command waits for the SSH server to accept one more channel on a live connection. sshd allows
+# MaxSessions (10 by default) at once per connection; a run's threads (facts read in parallel, servers, samplers,
+# the commands that stop them) can ask for more, and a refused channel is not a dropped connection.
+SESSION_WAIT_S = 60.0
+# OpenSSH's default MaxSessions; see _open_session.
+SSHD_MAX_SESSIONS = 10
+# How often a command refused a channel asks again when none of labkit's own channels on the host has closed
+# meanwhile (a process that ends by itself closes its channel from the server's side, unseen).
+SESSION_RETRY_S = 0.2
+
+
+def _refused(transport: paramiko.Transport, exc: BaseException) -> bool:
+    """Whether a failed channel open was the server saying no on a connection that is still alive.
+
+    paramiko raises ChannelException for the server's refusal, but keeps it in one slot per transport that
+    any thread's next wait may take first; the thread that asked then gets a bare "Unable to open channel."
+    """
+    if not transport.is_active():
+        return False
+    return isinstance(exc, paramiko.ChannelException) or str(exc) == "Unable to open channel."
 
 
 class HostUnreachable(LabkitError):
@@ -245,6 +266,9 @@ class SSHHost(Becomes):
         self._sftp_lock = threading.Lock()
         self._sftp_transport: paramiko.Transport | None = None
         self._jump: SSHHost | None = None
+        # Notified whenever labkit closes a channel on this host: a command the server refused a channel waits on it.
+        self._channel_closed = threading.Condition()
+        self._channels: set[paramiko.Channel] = set()  # session channels open, for the MaxSessions reserve
         self.connects = 0  # transports opened so far (1 unless it had to reconnect)
         self.sessions_opened = 0  # exec channels opened; bench/sweep_overhead.py counts them per call
 
@@ -415,23 +439,70 @@ class SSHHost(Becomes):
             return HostUnreachable(f"{self.name}: SSH to {target} failed: {exc or type(exc).__name__}")
         return exc
 
-    def _open_session(self) -> paramiko.Channel:
-        # A transport may die between the liveness check and the channel open; one
-        # retry goes through transport() again, which reconnects.
-        for attempt in (1, 2):
+    def _open_session(self, *, reserved: bool = False) -> paramiko.Channel:
+        """A new session channel on the host's transport.
+
+        sshd accepts MaxSessions (10 by default) session channels per connection and refuses
+        the next. Ordinary commands leave one of the ten to ``reserved`` ones, the commands
+        that stop processes, so a run holding nine can still stop them; whichever is refused
+        on a live transport waits for a channel to close: closing the transport, as for a
+        dead one, would kill every command running on it. A transport that died between the
+        liveness check and the open is closed and the open retried once through transport(),
+        which reconnects.
+        """
+        waiting_since: float | None = None
+        dead = 0
+        while True:
+            if not reserved and self._live_channels() >= SSHD_MAX_SESSIONS - 1:
+                waiting_since = self._wait_for_a_channel(waiting_since, "labkit holds the others")
+                continue
             transport = self.transport()
             try:
                 channel = transport.open_session(timeout=self.connect_timeout)
-                self.sessions_opened += 1
-                return channel
             except (paramiko.SSHException, EOFError, OSError) as exc:
-                if attempt == 2:
+                if _refused(transport, exc):
+                    waiting_since = self._wait_for_a_channel(waiting_since, f"the server refused one: {exc}")
+                    continue
+                dead += 1
+                if dead >= 2:
                     raise HostUnreachable(f"{self.name}: cannot open an SSH channel: {exc}") from None
                 transport.close()
-        raise AssertionError("unreachable")
+                continue
+            self.sessions_opened += 1
+            with self._channel_closed:
+                self._channels.add(channel)
+            return channel
 
-    def _exec(self, argv: list[str]) -> paramiko.Channel:
-        channel = self._open_session()
+    def _live_channels(self) -> int:
+        """Session channels labkit opened on this host and neither side has closed yet."""
+        with self._channel_closed:
+            self._channels = {channel for channel in self._channels if not channel.closed}
+            return len(self._channels)
+
+    def _wait_for_a_channel(self, since: float | None, why: str) -> float:
+        """Wait a little for a channel on this host to close; fail after SESSION_WAIT_S in all."""
+        now = time.monotonic()
+        if since is None:
+            since = now
+            log.debug("%s: waiting for an SSH channel to close (%s)", self.name, why)
+        elif now - since > SESSION_WAIT_S:
+            raise HostUnreachable(
+                f"{self.name}: no SSH channel free for {SESSION_WAIT_S:g} s ({why}; sshd allows "
+                f"MaxSessions channels per connection)"
+            )
+        with self._channel_closed:
+            self._channel_closed.wait(SESSION_RETRY_S)
+        return since
+
+    def _close_channel(self, channel: paramiko.Channel) -> None:
+        """Close a channel labkit opened, and wake any command waiting for a free one."""
+        channel.close()
+        with self._channel_closed:
+            self._channels.discard(channel)
+            self._channel_closed.notify_all()
+
+    def _exec(self, argv: list[str], *, reserved: bool = False) -> paramiko.Channel:
+        channel = self._open_session(reserved=reserved)
         channel.exec_command(remote_command(argv))
         return channel
 
@@ -463,7 +534,10 @@ class SSHHost(Becomes):
     # -- commands ----------------------------------------------------------------------
     def run(self, argv: list[str], *, timeout: float = 60, check: bool = False) -> Result:
         """Run ``argv`` to completion on the host."""
-        channel = self._exec(argv)
+        return self._run(argv, timeout=timeout, check=check)
+
+    def _run(self, argv: list[str], *, timeout: float, check: bool, reserved: bool = False) -> Result:
+        channel = self._exec(argv, reserved=reserved)
         channel.shutdown_write()  # stdin is empty, like subprocess.DEVNULL
         out, err = bytearray(), bytearray()
         deadline = time.monotonic() + timeout
@@ -489,7 +563,7 @@ class SSHHost(Becomes):
             if status == -1 and not channel.get_transport().is_active():
                 raise HostUnreachable(f"{self.name}: the SSH connection dropped while running `{shlex.join(argv)}`")
         finally:
-            channel.close()
+            self._close_channel(channel)
         stdout = out.decode(errors="replace")
         if stdout.startswith(PID_PREFIX):
             stdout = stdout.split("\n", 1)[1] if "\n" in stdout else ""
@@ -508,7 +582,8 @@ class SSHHost(Becomes):
 
     def signal_group(self, pgid: int, signal_name: str) -> bool:
         """Send SIG``signal_name`` to process group ``pgid`` on the host; False if no such group."""
-        return self.run(["kill", f"-{signal_name}", "--", f"-{pgid}"], timeout=30).ok
+        # On the reserved channel: stopping what holds the others must not wait for them.
+        return self._run(["kill", f"-{signal_name}", "--", f"-{pgid}"], timeout=30, check=False, reserved=True).ok
 
     def start(self, argv: list[str], ready_timeout: float = 30) -> "SSHProcess":
         """Start ``argv`` in the background; returns once the host has reported its process group."""
@@ -532,10 +607,13 @@ class SSHHost(Becomes):
             transport = self.transport()
             if self._sftp is None or self._sftp_transport is not transport:
                 try:
-                    self._sftp = paramiko.SFTPClient.from_transport(transport)
+                    # SFTPClient.from_transport, through the channel open that waits out sshd's MaxSessions.
+                    channel = self._open_session()
+                    channel.invoke_subsystem("sftp")
+                    self._sftp = paramiko.SFTPClient(channel)
                 except (paramiko.SSHException, EOFError) as exc:
                     raise LabkitError(f"{self.name}: the SSH server offers no SFTP: {exc}") from None
-                self._sftp_transport = transport
+                self._sftp_transport = channel.get_transport()
             return self._sftp
 
     def _sftp_call(self, what: str, call):
@@ -701,7 +779,7 @@ class SSHProcess(BackgroundProcess):
 
     def _wait_for_pid(self, timeout: float) -> None:
         if not self._pid_seen.wait(timeout) or self._pid is None:
-            self.channel.close()
+            self.host._close_channel(self.channel)
             detail = self.stderr_lines[-1] if self.stderr_lines else "no process id reported"
             raise LabkitError(f"`{shlex.join(self.argv)}` did not start on {self.host.name}: {detail}")
 
@@ -738,7 +816,7 @@ class SSHProcess(BackgroundProcess):
             self.host.signal_group(self._pid, "KILL")
             for reader in self._readers:
                 reader.join(timeout=1)
-            self.channel.close()
+            self.host._close_channel(self.channel)
         return self.poll()
 
     def _wait_gone(self, timeout: float, lost: bool) -> bool:
