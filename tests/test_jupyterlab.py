@@ -213,13 +213,21 @@ def open_quickstart(browser, jupyterlab, name: str, runs_dir: Path) -> Notebook:
     nbformat.write(notebook, path)
     browser.get(f"{base}/lab/tree/{path.name}?reset&token={token}")  # reset: only this notebook open
     page = Notebook(browser, path)
-    wait_for(lambda: len(page.code_cells()) >= 8 and page.status() == "idle", 90, "the notebook and its kernel")
-    # The kernel the notebook asks for by name, as the set-up registered it.
-    kernel = wait_for(lambda: [page.text(e) for e in page.within(".jp-Toolbar-kernelName") if page.text(e).strip()], 30,
-                      "the kernel's name in the toolbar")
     from labkit import __version__
 
-    assert kernel[0].strip() == f"labkit {__version__}"
+    def kernel_name() -> str:
+        return " ".join(page.text(e).strip() for e in page.within(".jp-Toolbar-kernelName")).strip()
+
+    # The kernel the notebook asks for by name, as the set-up registered it. Until its kernel has started, the
+    # toolbar says "Kernel" or "No Kernel" and the status indicator already says idle: on a busy machine the first
+    # look came before the kernel (JupyterLab's log: "Kernel started" a second after the page had loaded).
+    try:
+        wait_for(lambda: len(page.code_cells()) >= 8 and kernel_name() == f"labkit {__version__}"
+                 and page.status() == "idle", 120, "the notebook and its kernel")
+    except AssertionError as exc:
+        log = (root.parent / f"{root.name}-jupyterlab.log").read_text().splitlines()
+        raise AssertionError(f"{exc}; the toolbar names the kernel {kernel_name()!r}; JupyterLab's log ends:\n"
+                             + "\n".join(log[-30:])) from None
     return page
 
 
