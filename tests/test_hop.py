@@ -1,6 +1,6 @@
-"""`labkit hop`: wrk's and vegeta's parsers on recorded output, and the relay on a testbed of its own (real parts).
+"""`labkit hop`: wrk's, vegeta's and labkit-go load's parsers on recorded output, and the relay on a testbed of its own (real parts).
 
-The recorded output (tests/data/wrk/, tests/data/vegeta/) comes from
+The recorded output (tests/data/wrk/, tests/data/vegeta/, tests/data/goload/) comes from
 tests/data/tools/record_hop.sh: labkit-go back and front on loopback, through
 a nats-server on loopback.
 """
@@ -23,9 +23,10 @@ import tomllib
 import labkit
 from conftest import (DATA, LABKIT, deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed,
                       running_labkit, wait_for_cell_start)
-from labkit.experiments.hop import HopConfig, plan_cells, vegeta_cell_stats, wrk_cell_stats
+from labkit.experiments.hop import HopConfig, goload_cell_stats, plan_cells, vegeta_cell_stats, wrk_cell_stats
 from labkit.parsers import ParseError
 from labkit.analysis import hop as hop_analysis
+from labkit.parsers.goload import goload_argv, parse_goload_csv
 from labkit.parsers.vegeta import parse_vegeta_csv, vegeta_attack_argv
 from labkit.parsers.wrk import SCRIPT_PERCENTILES, parse_wrk, wrk_argv
 from labkit.schemas import HOP_SCHEMA
@@ -130,6 +131,39 @@ def test_vegeta_records_502s_and_refused_connections_as_errors():
     assert refused.counts["no_response"] == 10 and refused.rows["error"].str.contains("connection refused").all()
     with pytest.raises(ParseError, match="not vegeta's CSV"):
         parse_vegeta_csv(read("wrk/direct_plain.txt"))
+
+
+# --- labkit-go load's CSV ---------------------------------------------------------------------------
+
+
+def test_labkit_go_load_keeps_each_connection_busy_and_every_body_is_the_backs():
+    result = parse_goload_csv(read("goload/front_grpc.csv"))
+    rows = result.rows
+    assert result.counts["unrecognised"] == 0 and result.counts["requests"] == result.counts["ok"] > 100
+    assert set(rows["connection"]) == {0, 1} and (rows["status"] == 200).all() and (rows["bytes_in"] == 257).all()
+    # A closed loop: on each connection the next request leaves once the last has been answered.
+    for _, sent in rows.sort_values("t_utc").groupby("connection"):
+        ends = sent["t_utc"] + pd.to_timedelta(sent["latency_ms"], unit="ms")
+        assert (sent["t_utc"].iloc[1:].to_numpy() >= ends.iloc[:-1].to_numpy()).all()
+    stats = goload_cell_stats(read("goload/front_grpc.csv"), 0.2)
+    assert stats["ok"] == len(rows) and stats["rps"] == len(rows) / 0.2 and stats["bytes_read"] == 257 * len(rows)
+    assert stats["latency_mean_ms"] == pytest.approx(rows["latency_ms"].mean())
+
+
+def test_labkit_go_load_records_502s_wrong_bodies_and_refused_connections_as_errors():
+    gone = parse_goload_csv(read("goload/nats_gone.csv")).rows
+    assert len(gone) and (gone["status"] == 502).all() and (gone["error"] == "HTTP 502").all() and not gone["ok"].any()
+    wrong = goload_cell_stats(read("goload/wrong_body.csv"), 0.02)
+    assert wrong["requests"] > 0 and wrong["ok"] == 0
+    assert json.loads(wrong["error_kinds"]) == {"a body other than the back's": wrong["requests"]}
+    refused = parse_goload_csv(read("goload/refused.csv"))
+    assert refused.counts["no_response"] == refused.counts["requests"] > 0
+    assert refused.rows["error"].str.contains("connection refused").all()
+    with pytest.raises(ParseError, match="not labkit-go load's CSV"):
+        parse_goload_csv(read("vegeta/refused.csv"))
+    assert goload_argv("labkit-go", "http://h:1/p", connections=10, seconds=10.0, timeout_s=6.0, body_sha256="ab",
+                       out="o.csv") == ["labkit-go", "load", "-url", "http://h:1/p", "-connections", "10", "-duration",
+                                        "10s", "-timeout", "6s", "-out", "o.csv", "-body-sha256", "ab"]
 
 
 # --- the plan ----------------------------------------------------------------------------------------
@@ -291,27 +325,36 @@ def test_all_four_transports_on_three_hosts_with_zero_errors_and_every_row_fille
     assert orders == {"not testable"}
 
 
-def test_vegetas_closed_loop_keeps_every_request_beside_wrks_corrected_view(lab, inventory, tmp_path):
-    """Issue 29: wrk's latencies hold synthetic samples; vegeta's closed loop times each request and keeps it."""
-    run = labkit.hop(inventory, load_host="a", front="a", back="b", via=["direct", "grpc"], tool=["wrk", "vegeta"],
-                     duration_s=2, repeats=1, ping_count=1, name="tools", runs_dir=tmp_path, quiet=True)
+def test_labkit_go_and_vegeta_keep_every_request_beside_wrks_corrected_view(lab, inventory, tmp_path):
+    """Issue 29: wrk's latencies hold synthetic samples; labkit-go's and vegeta's closed loops time each request and
+    keep it, and the costs are measured on labkit-go's."""
+    run = labkit.hop(inventory, load_host="a", front="a", back="b", via=["direct", "grpc"],
+                     tool=["wrk", "labkit-go", "vegeta"], duration_s=2, repeats=1, ping_count=1, name="tools",
+                     runs_dir=tmp_path, quiet=True)
     assert run.status == "complete"
     samples = run.samples()
-    assert sorted(zip(samples["via"], samples["tool"])) == [("direct", "vegeta"), ("direct", "wrk"), ("grpc", "vegeta"),
-                                                            ("grpc", "wrk")]
+    assert sorted(zip(samples["via"], samples["tool"])) == [
+        (via, tool) for via in ("direct", "grpc") for tool in ("labkit-go", "vegeta", "wrk")]
     assert (samples["errors"] == 0).all() and (samples["connections"] == 10).all() and (samples["load_cpu_s"] > 0).all()
-    for _, cell in samples[samples["tool"] == "vegeta"].iterrows():
-        kept = parse_vegeta_csv(run.raw_text(cell["raw_files"].split(",")[0])).rows
+    for _, cell in samples[samples["tool"] != "wrk"].iterrows():
+        text = run.raw_text(cell["raw_files"].split(",")[0])
+        kept = (parse_goload_csv(text) if cell["tool"] == "labkit-go" else parse_vegeta_csv(text)).rows
         assert len(kept) == cell["requests"] > 100 and kept["ok"].all()
         assert kept["latency_ms"].mean() == pytest.approx(cell["latency_mean_ms"])
+        assert (kept["bytes_in"] == cell["body_bytes"]).all()
+        if cell["tool"] == "labkit-go":
+            # Ten connections, each busy with one request at a time: no connection's requests add up to more
+            # than the load's two seconds and the last request's deadline.
+            assert sorted(kept["connection"].unique()) == list(range(10))
+            assert kept.groupby("connection")["latency_ms"].sum().max() <= (2 + 6) * 1e3
     # Ten requests in flight: req/s × each request's own mean latency cannot exceed 10 (Little's law).
     law = hop_analysis.littles_law(samples)
-    assert set(law["series"]) == {"direct (wrk)", "direct (vegeta)", "grpc (wrk)", "grpc (vegeta)"}
-    assert (law.loc[law["tool"] == "vegeta", "ratio"] <= hop_analysis.LITTLE_BAND[1]).all(), law
-    # The costs are measured on vegeta's cells; the published table's layout stays wrk's.
-    assert hop_analysis.measuring_tool(samples) == "vegeta"
+    assert set(law["series"]) == {f"{via} ({tool})" for via in ("direct", "grpc") for tool in ("labkit-go", "vegeta", "wrk")}
+    assert (law.loc[law["tool"] != "wrk", "ratio"] <= hop_analysis.LITTLE_BAND[1]).all(), law
+    # The costs are measured on labkit-go's cells; the published table's layout stays wrk's.
+    assert hop_analysis.measuring_tool(samples) == "labkit-go"
     assert hop_analysis.hop_cost(samples).loc["grpc", "via_mean"] == pytest.approx(
-        samples.query("via == 'grpc' and tool == 'vegeta'")["latency_mean_ms"].iat[0])
+        samples.query("via == 'grpc' and tool == 'labkit-go'")["latency_mean_ms"].iat[0])
     assert hop_analysis.published_layout(samples).loc["grpc", "labkit rps"] == pytest.approx(
         samples.query("via == 'grpc' and tool == 'wrk'")["rps"].iat[0])
     assert lab_processes(lab) == []

@@ -50,7 +50,7 @@ def test_labkit_go_states_the_bounds_of_labkit():
         "MaxDuration": limits.MAX_DURATION_S, "MaxKeepaliveMs": limits.MAX_KEEPALIVE_MS, "MaxTicks": limits.MAX_TICKS,
         "MaxProbeWait": limits.MAX_SERIES_INTERVAL_S, "MaxPEMBytes": limits.MAX_PEM_BYTES,
         "MaxBodyBytes": limits.MAX_BODY_BYTES, "MaxGRPCChannels": limits.MAX_GRPC_CHANNELS,
-        "MaxNATSWorkers": limits.MAX_NATS_WORKERS,
+        "MaxNATSWorkers": limits.MAX_NATS_WORKERS, "MaxConcurrency": limits.MAX_CONCURRENCY,
     }
 
 
@@ -282,6 +282,39 @@ def test_sigint_stops_the_upload_agent_started_in_the_background_while_an_upload
                 proc.send_signal(signal.SIGINT)
                 _, stderr = proc.communicate(timeout=60)
             assert proc.returncode == 130, stderr
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_sigint_stops_labkit_go_load_started_in_the_background_and_keeps_its_rows(tmp_path):
+    """`labkit-go load` (hop's closed loop) as a shell's background job, against a server that takes a request and
+    never answers: SIGINT ends it at once with status 130 and its CSV so far (the header: no request ended)."""
+    from conftest import as_a_background_job
+
+    out = tmp_path / "load.csv"
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(60)
+        proc = subprocess.Popen([str(Path(LABKIT).with_name("labkit-go")), "load", "-url",
+                                 f"http://127.0.0.1:{silent.getsockname()[1]}/products", "-connections", "1",
+                                 "-duration", "168h", "-timeout", "168h", "-out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_a_background_job)
+        try:
+            connection, _ = silent.accept()
+            with connection:
+                connection.settimeout(60)
+                request = b""
+                while b"\r\n\r\n" not in request:  # the first GET, whole: in flight, and never answered
+                    chunk = connection.recv(4096)
+                    assert chunk, "labkit-go load closed the connection before its request"
+                    request += chunk
+                assert request.startswith(b"GET /products HTTP/1.1\r\n")
+                proc.send_signal(signal.SIGINT)
+                _, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 130, stderr
+            assert "labkit-go load: interrupted after 0 requests" in stderr
+            assert out.read_text() == "t_ns,connection,status,latency_ns,bytes_in,error\n"
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from labkit.parsers.ghz import parse_ghz_json
+from labkit.parsers.goload import parse_goload_csv
 from labkit.parsers.vegeta import parse_vegeta_csv
 from labkit.parsers.wrk import SCRIPT_PERCENTILES, parse_wrk
 
@@ -38,10 +39,11 @@ PUBLISHED = pd.DataFrame({
 #: The transports in the published order, fastest first (by avg latency and by req/s alike).
 PUBLISHED_ORDER = ["direct", "grpc", "http2", "nats"]
 ROLES = ("front", "back", "nats")
-#: The closed-loop tools, by how directly their latencies are each request's own: vegeta and ghz time and keep
-#: every request; wrk corrects its histogram for coordinated omission (synthetic samples), so its latencies are the
-#: published view, and a cost is measured on the first of these a run has.
-MEASURING_TOOLS = ("vegeta", "ghz", "wrk")
+#: The closed-loop tools, by how directly their latencies are each request's own: labkit-go, vegeta and ghz time
+#: and keep every request (labkit-go keeps its connections busy; vegeta's closed loop leaves fewer requests in flight
+#: than it has workers); wrk corrects its histogram for coordinated omission (synthetic samples), so its latencies
+#: are the published view, and a cost is measured on the first of these a run has.
+MEASURING_TOOLS = ("labkit-go", "vegeta", "ghz", "wrk")
 #: Little's law for a closed loop of N requests in flight: req/s × mean latency = N, to within this band. Below it,
 #: the tool's own time between an answer and its next request left fewer than N in flight on average (vegeta's ten
 #: workers: 0.72-0.93 in the sample, 0.75 against labkit-go back on loopback alone, with or without keeping bodies);
@@ -276,7 +278,7 @@ def cpu_per_request(samples: pd.DataFrame, *, n_resamples: int = 2000, confidenc
 
 
 def cdf_from_requests(latency_ms, percents=None) -> pd.DataFrame:
-    """The latency CDF of per-request latencies (vegeta's, ghz's) at the percentiles wrk's script prints.
+    """The latency CDF of per-request latencies (labkit-go's, vegeta's, ghz's) at the percentiles wrk's script prints.
 
     Nearest rank, as wrk's own percentile() over its histogram: the smallest
     latency with at least p % of the requests at or below it.
@@ -290,10 +292,13 @@ def cdf_from_requests(latency_ms, percents=None) -> pd.DataFrame:
 
 
 def cell_cdf(tool: str, text: str) -> pd.DataFrame:
-    """One cell's latency CDF from its raw output: wrk's script percentiles, or vegeta's/ghz's ok requests."""
+    """One cell's latency CDF from its raw output: wrk's script percentiles, or labkit-go's/vegeta's/ghz's ok
+    requests."""
     if tool == "wrk":
         return parse_wrk(text).rows
-    if tool == "vegeta":
+    if tool == "labkit-go":
+        rows = parse_goload_csv(text).rows
+    elif tool == "vegeta":
         rows = parse_vegeta_csv(text).rows
     else:
         rows = parse_ghz_json(text).rows

@@ -15,7 +15,7 @@ RENAMED = {"duration": "duration_s", "call_timeout": "call_timeout_s"}
 
 
 @click.command()
-@click.option("--load-host", help="Inventory host that runs the load tool (wrk, vegeta or ghz).")
+@click.option("--load-host", help="Inventory host that runs the load tool (wrk, labkit-go, vegeta or ghz).")
 @click.option("--front", help="Inventory host of the front relay (labkit-go front); may be the load host.")
 @click.option("--back", help="Inventory host of the back service (labkit-go back).")
 @click.option("--nats-host", help="Inventory host of nats-server. [default: the back's host]")
@@ -23,12 +23,14 @@ RENAMED = {"duration": "duration_s", "call_timeout": "call_timeout_s"}
               help="Transports: direct (the load on the back itself), grpc, http2 (h2c), http2-tls, nats. "
                    "[default: direct,grpc,http2,nats]")
 @click.option("--tool", type=choice_list(TOOLS),
-              help="Closed-loop tools, one or several, e.g. wrk,vegeta (their cells shuffled together): wrk (HTTP/1.1, "
-                   "as published; latencies corrected for coordinated omission), vegeta (HTTP/1.1, --connections "
-                   "workers, every request's own latency kept), ghz (gRPC BackService.Get). [default: wrk,vegeta]")
+              help="Closed-loop tools, one or several, e.g. wrk,labkit-go (their cells shuffled together): wrk "
+                   "(HTTP/1.1, as published; latencies corrected for coordinated omission), labkit-go (HTTP/1.1, "
+                   "--connections connections, every request's own latency kept), vegeta (the same, but fewer "
+                   "requests in flight than workers), ghz (gRPC BackService.Get). [default: wrk,labkit-go]")
 @click.option("--threads", type=click.IntRange(1, MAX_LOAD_THREADS), help="wrk -t. [default: 2]")
 @click.option("--connections", type=click.IntRange(1, MAX_CONCURRENCY),
-              help="Requests in flight: wrk -c, vegeta's workers, ghz's concurrency and connections. [default: 10]")
+              help="Requests in flight: wrk -c, labkit-go's connections, vegeta's workers, ghz's concurrency and "
+                   "connections. [default: 10]")
 @click.option("--duration", type=DURATION, help="Load per cell, whole seconds, e.g. 10s. [default: 10s]")
 @click.option("--repeats", type=click.IntRange(1, MAX_HOP_REPEATS), help="Cells per transport, in shuffled order. [default: 5]")
 @click.option("--rate", type=int_list(1, MAX_RATE),
@@ -53,13 +55,13 @@ def hop(**flags):
     Starts nats-server on the NATS host, `labkit-go back` on the back host and
     `labkit-go front` on the front host, all bound to their data addresses.
     For each transport × tool × repeat, in an order shuffled with --seed, runs
-    wrk (closed loop, as published) and vegeta's closed loop or, with
+    wrk (closed loop, as published) and labkit-go's closed loop or, with
     --rate, vegeta (open loop) on the load host against GET /via/<transport>
     on the front, or against the back itself for `direct`. Each cell is one
     row: req/s, latency mean, max and p50/p90/p99, errors, transfer/s, and the
     CPU seconds of the front, the back, nats-server and the load tool. wrk
     corrects its latencies for coordinated omission (its req/s × mean ÷
-    connections exceeds 1); vegeta keeps each request's own. wrk comes from
+    connections exceeds 1); labkit-go keeps each request's own. wrk comes from
     Debian (`apt-get install wrk`);
     nats-server, vegeta and labkit-go come with `labkit deploy`. The published
     runs, on the local testbed:

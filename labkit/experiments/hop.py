@@ -36,12 +36,15 @@ cells are shuffled together, so drift over the run falls on none of them):
   its means and percentiles hold synthetic samples, so a cell's req/s × mean
   latency ÷ connections (Little's law, 1 for a closed loop) comes out above 1.
   It gives the published numbers, labelled as wrk's corrected view;
-- **vegeta** closed loop with ``--tool vegeta``: exactly ``--connections``
-  workers, each sending its next request when its last is answered (vegeta's
-  rate 0), every request's own latency kept, with nothing added: what the
-  hop's cost is measured from. Its own time between an answer and the next
-  request leaves fewer than ``--connections`` in flight on average (its
-  Little's-law ratio is below 1: 0.72-0.93 in the shipped sample);
+- **labkit-go** closed loop (``labkit-go load``, the default beside wrk):
+  exactly ``--connections`` connections, each sending its next GET as soon
+  as its last is answered, every request timed from its send to the last
+  byte of its body and kept (a CSV row each, the body checked against the
+  back's), with nothing added: what the hop's cost is measured from;
+- **vegeta** closed loop with ``--tool vegeta`` (rate 0, as many workers as
+  ``--connections``), every request kept too; but vegeta's own time between
+  an answer and its next request leaves fewer requests in flight than it has
+  workers (Little's-law ratio 0.72-0.93 on the testbed, 0.75 on loopback);
 - **vegeta** open loop when ``--rate`` is given (requests are sent at the
   rate whatever the answers do, so queueing shows as latency instead of being
   hidden by fewer requests, the coordinated omission of a closed loop); a
@@ -86,15 +89,17 @@ from labkit.limits import (MAX_BODY_BYTES, MAX_CALL_TIMEOUT_S, MAX_CONCURRENCY, 
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 from labkit.parsers.ghz import ghz_argv, parse_ghz_json
 from labkit.parsers.nats import nats_client_url, nats_server_argv
+from labkit.parsers.goload import goload_argv, parse_goload_csv
 from labkit.parsers.vegeta import parse_vegeta_csv, vegeta_attack_argv, vegeta_encode_argv
 from labkit.parsers.wrk import WRK_SCRIPT, parse_wrk, wrk_argv
 from labkit.pki import existing_pki, write_throwaway_pki
 
 EXPERIMENT = "hop"
 VIAS = ("direct", "grpc", "http2", "http2-tls", "nats")
-TOOLS = ("wrk", "vegeta", "ghz")  # closed loop; --rate is vegeta's open loop
-#: wrk for the published view, vegeta for each request's own latency.
-DEFAULT_TOOLS = ("wrk", "vegeta")
+TOOLS = ("wrk", "labkit-go", "vegeta", "ghz")  # closed loop; --rate is vegeta's open loop
+#: wrk for the published view, labkit-go for each request's own latency (vegeta's closed loop keeps fewer requests
+#: in flight than it has workers: Little's law gave 0.72-0.93 on the testbed, 0.75 on loopback).
+DEFAULT_TOOLS = ("wrk", "labkit-go")
 BODY_PATH = "/products"  # the back's path (go/internal/hop BodyPath)
 BACK_CALL = "echo.BackService/Get"
 TOOL_HINTS = {"wrk": "install Debian's wrk there (`apt-get install wrk`)"}
@@ -272,6 +277,12 @@ def vegeta_cell_stats(text: str, duration_s: float, body_sha256: str | None) -> 
     return per_request_stats(rows["latency_ms"], ok, duration_s, errors, rows["bytes_in"])
 
 
+def goload_cell_stats(text: str, duration_s: float) -> dict[str, Any]:
+    """A cell's numbers from labkit-go load's CSV (which checked each body against the back's itself)."""
+    rows = parse_goload_csv(text).rows
+    return per_request_stats(rows["latency_ms"], rows["ok"], duration_s, rows["error"], rows["bytes_in"])
+
+
 def ghz_cell_stats(text: str, duration_s: float) -> dict[str, Any]:
     """A cell's numbers from ghz's JSON report (every call of the run; ghz has no warm-up here)."""
     parsed = parse_ghz_json(text)
@@ -396,7 +407,7 @@ class _Hopper(ExperimentRunner):
         config, session = self.config, self.session
         for tool in sorted({cell.tool for cell in cells}):
             how = TOOL_HINTS.get(tool) or session.deploy_hint(config.load_host, tool)
-            self.tools[tool] = session.find_tool(config.load_host, tool, getattr(config, tool), how)
+            self.tools[tool] = session.find_tool(config.load_host, tool, getattr(config, tool, None), how)
         for host in dict.fromkeys(filter(None, [config.back, config.front if config.relayed else None])):
             found = session.find_tool(host, "labkit-go", None, session.deploy_hint(host, "labkit-go"))
             self.labkit_go[host] = found["path"]
@@ -554,6 +565,10 @@ class _Hopper(ExperimentRunner):
                                        timeout_s=config.call_timeout_s + 1, out=f"{work}/{slug}.bin",
                                        workers=config.connections if cell.rate is None else None),
                     vegeta_encode_argv(path, f"{work}/{slug}.bin", f"{work}/{slug}.out")]
+        if tool == "labkit-go":
+            return [goload_argv(path, target, connections=config.connections, seconds=config.duration_s,
+                                timeout_s=config.call_timeout_s + 1, body_sha256=self.services.ready["back"]["body_sha256"],
+                                out=f"{work}/{slug}.out")]
         return [ghz_argv(path, target, call=BACK_CALL, protoset=f"{work}/echo.protoset", data_file=f"{work}/data-{cell.via}.json",
                          concurrency=config.connections, connections=config.connections, seconds=config.duration_s,
                          call_timeout_s=config.call_timeout_s + 1, out=f"{work}/{slug}.out")]
@@ -600,6 +615,8 @@ class _Hopper(ExperimentRunner):
                 stats = wrk_cell_stats(text, config.duration_s)
             elif tool == "vegeta":
                 stats = vegeta_cell_stats(text, config.duration_s, self.services.ready["back"]["body_sha256"])
+            elif tool == "labkit-go":
+                stats = goload_cell_stats(text, config.duration_s)
             else:
                 stats = ghz_cell_stats(text, config.duration_s)
         except LabkitError as exc:  # a parser refused the output

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
+	"syscall"
 
 	"labkit/go/internal/hop"
 	"labkit/go/internal/limits"
@@ -62,4 +68,59 @@ func frontCommand(flags *flag.FlagSet, args []string) error {
 	}
 	defer front.Stop()
 	return untilStopped("front", front.Ready, stop)
+}
+
+// loadCommand is `labkit-go load`, the closed-loop HTTP load of `labkit hop --tool labkit-go`: every request
+// timed on its own and written as a CSV row (go/internal/hop LoadColumns), a summary line on stderr at the end.
+// On SIGINT or SIGTERM the rows so far are kept and it exits with the shell's status for the signal.
+func loadCommand(flags *flag.FlagSet, args []string) error {
+	var c hop.LoadConfig
+	var out string
+	flags.StringVar(&c.URL, "url", "", "http://HOST:PORT/PATH to GET")
+	flags.IntVar(&c.Connections, "connections", 10, fmt.Sprintf("connections, each with one request in flight (at most %d)", limits.MaxConcurrency))
+	flags.StringVar(&c.Duration, "duration", "10s", "how long to send requests"+atMost)
+	flags.StringVar(&c.Timeout, "timeout", "5s", "deadline of each request, connecting included"+atMost)
+	flags.StringVar(&c.BodySHA256, "body-sha256", "", "SHA-256 (hex) every answer's body must have; another is an error")
+	flags.StringVar(&out, "out", "", "write the CSV here instead of stdout")
+	if err := parse(flags, args); err != nil {
+		return err
+	}
+	load, err := hop.NewLoad(c)
+	if err != nil {
+		return err
+	}
+	writer, closeOut, err := output(out)
+	if err != nil {
+		return err
+	}
+	ctx, stoppedBy := stopOnSignal()
+	summary, err := load.Run(ctx, writer)
+	if closeErr := closeOut(); err == nil {
+		err = closeErr
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "labkit-go load: interrupted after %s\n", summary)
+		os.Exit(128 + int(stoppedBy().(syscall.Signal)))
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "labkit-go load: %s\n", summary)
+	if summary.OK == 0 {
+		os.Exit(1)
+	}
+	return nil
+}
+
+// output is stdout, or a new file at path (replacing one there), with what closes it.
+func output(path string) (io.Writer, func() error, error) {
+	if path == "" {
+		return os.Stdout, func() error { return nil }, nil
+	}
+	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--out: %v", err)
+	}
+	buffered := bufio.NewWriterSize(file, 1<<16)
+	return buffered, func() error { return errors.Join(buffered.Flush(), file.Close()) }, nil
 }

@@ -36,6 +36,8 @@ const (
 	// MaxBodyBytes bounds the hop back's body: it must fit one NATS message under nats-server's default
 	// max_payload (1 MiB) and one gRPC message under grpc-go's default receive limit (4 MiB).
 	MaxBodyBytes = 1 << 20
+	// MaxConcurrency bounds the requests a load keeps in flight at once (hop's --connections).
+	MaxConcurrency = 10_000
 	// MaxGRPCChannels bounds the hop front's gRPC channels to the back.
 	MaxGRPCChannels = 256
 	// MaxNATSWorkers bounds the hop back's NATS subscriptions answering at once.
