@@ -23,11 +23,13 @@
 # back API directly. `labkit hop` rebuilds it with Go services on both sides
 # (`labkit-go front` and `labkit-go back`, one long-lived client per
 # transport), nats-server between them, and a load host, repeating each
-# transport in a shuffled order. The load comes from two closed loops of as
-# many connections (ten in the sample), their cells shuffled together: wrk,
-# the published tool, whose latencies are corrected for coordinated omission
-# (synthetic samples added), and vegeta, which times each request and keeps
-# it. How many requests each actually kept in flight is the first table.
+# transport in a shuffled order. The load comes from closed loops of as many
+# connections (ten in the sample), their cells shuffled together: wrk, the
+# published tool, whose latencies are corrected for coordinated omission
+# (synthetic samples added); `labkit-go load`, which sends each connection's
+# next request as soon as its last is answered and times and keeps every one;
+# and, in the sample, vegeta, which times and keeps every request too. How
+# many requests each actually kept in flight is the first table.
 #
 # This notebook reads a `labkit hop` run (by default the shipped sample
 # `data/samples/hop-small/`) and shows
@@ -144,8 +146,8 @@ display(Markdown(
 #
 # For each transport, the mean over repeats of its cells' mean latency minus
 # the same for `direct` (the load on the back itself), and the same for req/s,
-# on the cells whose latencies are each request's own (vegeta's, where the run
-# has them: the tool is named below). Costs and req/s compare cells of one
+# on the cells whose latencies are each request's own (labkit-go's, else
+# vegeta's, where the run has them: the tool is named below). Costs and req/s compare cells of one
 # tool, at the requests in flight that tool kept (the table above).
 # The interval is over each side's repeats: with fewer than ten a side,
 # Welch's t on their means (`labkit.analysis.inference.method_for`: a
@@ -188,11 +190,12 @@ display(hop.repeats_needed(cost, halfwidth=0.05))
 #
 # wrk keeps no per-request record; labkit's wrk script prints each run's
 # latency percentiles at every 0.1 % from wrk's own microsecond histogram
-# (vegeta and ghz keep every request, read the same way). The line is each
-# percentile averaged over the repeats; the band spans the fastest and the
-# slowest repeat at that percentile. wrk times a failed request (a 502) like
-# any other. The shipped sample keeps wrk's reports only: its vegeta CSVs
-# (27 MB) are left out, and a run of your own keeps them.
+# (labkit-go, vegeta and ghz keep every request, read the same way). The line
+# is each percentile averaged over the repeats; the band spans the fastest and
+# the slowest repeat at that percentile. wrk times a failed request (a 502)
+# like any other. The shipped sample keeps wrk's reports only: its labkit-go
+# and vegeta CSVs (every request, tens of MB) are left out, and a run of your
+# own keeps them.
 
 # %%
 curves = notebooks.hop_cdfs(run, samples)

@@ -95,9 +95,9 @@ def test_cpu_per_request_is_each_process_over_the_ok_requests(sample):
     assert (row["cpu_us"], row["lo"], row["hi"]) == pytest.approx(runs_t_interval(grpc))
     _, samples = sample
     table = hop.cpu_per_request(samples)
-    assert set(table["process"]) == {"front", "back", "nats"} and len(table) == 24  # 4 transports × 2 tools × 3
+    assert set(table["process"]) == {"front", "back", "nats"} and len(table) == 36  # 4 transports × 3 tools × 3
     on_path = table.set_index(["series", "process"])["cpu_us"]
-    for tool in ("wrk", "vegeta"):  # the NATS server only works for nats cells
+    for tool in ("wrk", "labkit-go", "vegeta"):  # the NATS server only works for nats cells
         assert on_path[(f"nats ({tool})", "nats")] > 10 * on_path[(f"grpc ({tool})", "nats")]
 
 
@@ -110,7 +110,8 @@ def test_cdfs_are_nearest_rank_and_averaged_over_repeats(sample):
     curve = hop.transport_cdf(two).set_index("percent")
     assert curve.loc[50.0, ["latency_ms", "lowest", "highest", "repeats"]].tolist() == [1.5, 1.0, 2.0, 2]
     run, samples = sample
-    row = samples[samples["tool"] == "wrk"].iloc[0]  # the sample keeps wrk's reports (its vegeta CSVs are left out)
+    row = samples[samples["tool"] == "wrk"].iloc[0]  # the sample keeps wrk's reports (labkit-go's and vegeta's CSVs
+    # are left out)
     rows = hop.cell_cdf(row["tool"], run.raw_text(row["raw_files"]))
     assert rows["latency_ms"].is_monotonic_increasing and rows["latency_ms"].iat[-1] == pytest.approx(row["latency_max_ms"])
 
@@ -136,11 +137,11 @@ def test_ordering_findings_say_only_what_the_family_allows():
 
 
 def test_on_the_sample_the_published_order_holds_up_to_http2_and_nats_is_faster_than_http2(sample):
-    """The hop notebook's ordering on hop-small, measured on vegeta's cells (each request's own latency), and
+    """The hop notebook's ordering on hop-small, measured on labkit-go's cells (each request's own latency), and
     data/samples/README.md's sentences: gRPC above direct and HTTP/2 above gRPC are called after Holm's correction
     over the three pairs, as published; NATS is called faster than HTTP/2, the reverse of the post's order."""
     _, samples = sample
-    assert hop.measuring_tool(samples) == "vegeta"
+    assert hop.measuring_tool(samples) == "labkit-go"
     findings = hop.ordering_findings(samples).set_index("later")
     assert findings["finding"].tolist() == ["same order", "same order", "reversed"]
     text = " ".join((SAMPLES / "README.md").read_text().split())
@@ -154,31 +155,35 @@ def test_on_the_sample_the_published_order_holds_up_to_http2_and_nats_is_faster_
     assert f"NATS faster than HTTP/2 ({nats['difference_ms']:+.2f} ms, {nats['lo']:+.2f} to {nats['hi']:+.2f})" in text
 
 
-def test_wrks_latencies_break_littles_law_in_the_direct_cells_and_vegeta_keeps_fewer_in_flight(sample):
-    """Issue 29: wrk's histogram is corrected for coordinated omission, so its direct cells' req/s × mean ÷ 10
-    connections exceeds what a closed loop allows; vegeta's own per-request latencies never do, but its ten workers
-    kept only 7-9 requests in flight on average. data/samples/README.md says both."""
+def test_labkit_go_keeps_littles_law_where_wrk_breaks_it_and_vegeta_keeps_fewer_in_flight(sample):
+    """Issue 29: labkit-go's closed loop holds Little's law on every transport (req/s × its requests' own mean latency
+    ÷ 10 connections within 0.95-1.05: each connection always had its request in flight); wrk's histogram is
+    corrected for coordinated omission, so its direct cells exceed what a closed loop allows; vegeta's ten workers
+    kept only 7-9 requests in flight on average. data/samples/README.md says all three."""
     _, samples = sample
     law = hop.littles_law(samples)
-    wrk, vegeta = law[law["tool"] == "wrk"], law[law["tool"] == "vegeta"]
-    assert len(wrk) == len(vegeta) == 20 and (wrk["ratio"] > 1).all()
-    assert set(wrk.loc[wrk["outside"], "via"]) == {"direct"} and wrk["outside"].sum() == 4
+    tools = {tool: law[law["tool"] == tool] for tool in ("labkit-go", "wrk", "vegeta")}
+    assert all(len(cells) == 20 for cells in tools.values())
+    assert set(tools["labkit-go"]["via"]) == {"direct", "grpc", "http2", "nats"} and not tools["labkit-go"]["outside"].any()
+    wrk, vegeta = tools["wrk"], tools["vegeta"]
+    assert (wrk["ratio"] > 1).all() and set(wrk.loc[wrk["outside"], "via"]) == {"direct"} and wrk["outside"].sum() == 1
     assert (vegeta["ratio"] < hop.LITTLE_BAND[0]).all() and (vegeta["ratio"] > 0.7).all()
     by_tool = hop.littles_law_by_tool(law)
     text = " ".join((SAMPLES / "README.md").read_text().split())
-    for tool in ("wrk", "vegeta"):
+    for tool in tools:
         assert f"{tool}'s ratios {by_tool.at[tool, 'lowest']:.3f} to {by_tool.at[tool, 'highest']:.3f}" in text
     lines = hop.littles_law_lines(law)
-    assert lines[0].startswith("vegeta: 20 cells") and "7.2 to 9.3 of 10 requests were in flight" in lines[0]
-    assert lines[1].startswith("wrk: 20 cells") and "4 outside 0.95–1.05 (direct (wrk) 4)" in lines[1]
-    assert "synthetic samples" in lines[1] and "synthetic" not in lines[0]
+    assert lines[0] == "labkit-go: 20 cells, ratios 0.996 to 0.998; all within 0.95–1.05."
+    assert lines[1].startswith("vegeta: 20 cells") and "7.3 to 9.3 of 10 requests were in flight" in lines[1]
+    assert lines[2].startswith("wrk: 20 cells") and "1 outside 0.95–1.05 (direct (wrk) 1)" in lines[2]
+    assert "synthetic samples" in lines[2] and not any("synthetic" in line for line in lines[:2])
 
 
 def test_the_summary_is_one_line_per_transport_in_the_published_order(sample):
     _, samples = sample
     summary = hop.summarize_hop(samples)
     assert summary["series"].tolist() == [f"{via} ({tool})" for via in ("direct", "grpc", "http2", "nats")
-                                          for tool in ("vegeta", "wrk")] and (summary["repeats"] == 5).all()
+                                          for tool in ("labkit-go", "vegeta", "wrk")] and (summary["repeats"] == 5).all()
     assert (summary["errors"] == 0).all() and summary["error"].isna().all()
     assert summary.set_index("series").loc["nats (vegeta)", "nats_cpu_us"] > 0
     wrk = samples[samples["tool"] == "wrk"]  # one closed-loop tool: the series are the transports alone
@@ -228,7 +233,15 @@ def test_the_load_tools_share_of_the_cores_is_its_cpu_per_second_of_load(sample)
         assert row["load_cpu_per_s"] == pytest.approx((cells["load_cpu_s"] / cells["tool_duration_s"]).mean())
         assert row["share_of_cpus"] == pytest.approx(row["load_cpu_per_s"] / 2)
     assert (table["share_of_cpus"] > 0).all() and (table["share_of_cpus"] < 1).all()
-    # vegeta, which times and keeps every request, took about twice wrk's share or more on every transport.
+    # labkit-go and vegeta, which time and keep every request, took about twice wrk's share or more on every
+    # transport, and wrk's req/s are the highest of the three: data/samples/README.md's sentences.
+    rps = hop.with_series(samples).groupby("series")["rps"].mean()
     for via in ("direct", "grpc", "http2", "nats"):
-        assert table.at[f"{via} (vegeta)", "share_of_cpus"] > 1.5 * table.at[f"{via} (wrk)", "share_of_cpus"]
+        for tool in ("labkit-go", "vegeta"):
+            assert table.at[f"{via} ({tool})", "share_of_cpus"] > 1.5 * table.at[f"{via} (wrk)", "share_of_cpus"]
+            assert rps[f"{via} (wrk)"] > rps[f"{via} ({tool})"]
+    text = " ".join((SAMPLES / "README.md").read_text().split())
+    for tool in ("labkit-go", "vegeta", "wrk"):
+        shares = table.loc[[f"{via} ({tool})" for via in ("direct", "grpc", "http2", "nats")], "share_of_cpus"] * 100
+        assert f"{shares.min():.0f}-{shares.max():.0f} %" in text
     assert hop.load_cpu_share(samples, None)["share_of_cpus"].isna().all()  # without the host's cores, no share

@@ -429,8 +429,8 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
 
 
 def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
-    """run_dir empty: wrk and vegeta, closed loops of 10 connections, 10 s, 5 repeats of direct, grpc, http2 and nats
-    on the testbed."""
+    """run_dir empty: wrk, labkit-go and vegeta, closed loops of 10 connections, 10 s, 5 repeats of direct, grpc,
+    http2 and nats on the testbed."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
@@ -438,19 +438,21 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
-    assert data["run_path"] == str(HOP_SMALL) and headline["cells"] == 40 and headline["errors"] == 0
+    assert data["run_path"] == str(HOP_SMALL) and headline["cells"] == 60 and headline["errors"] == 0
     assert headline["bytes_per_request"] == pytest.approx(366, abs=1)  # wrk's, the published runs' bytes per response
-    # The costs are measured on vegeta's cells (each request's own latency); every hop costs latency and req/s against
-    # going direct, with an interval over the 5 repeats around it, for either tool.
-    assert headline["measured_on"] == "vegeta"
+    # The costs are measured on labkit-go's cells (each request's own latency); every hop costs latency and req/s
+    # against going direct, with an interval over the 5 repeats around it, for every tool.
+    assert headline["measured_on"] == "labkit-go"
     for via in ("grpc", "http2", "nats"):
         assert 0 < headline[f"cost_ms.{via}_lo"] <= headline[f"cost_ms.{via}"] <= headline[f"cost_ms.{via}_hi"]
-        for tool in ("wrk", "vegeta"):
+        for tool in ("wrk", "labkit-go", "vegeta"):
             assert headline[f"rps.{via} ({tool})"] < headline[f"rps.direct ({tool})"]
             assert headline[f"cpu_us.{via} ({tool}).front"] > 0
     assert headline["cpu_us.nats (vegeta).nats"] > 0 and headline["order.grpc_vs_direct"] == "same order"
-    # Little's law: wrk's synthetic samples above it in its direct cells, vegeta's workers below it.
-    assert headline["little.wrk.outside"] == 4 and headline["little.wrk.highest"] > 1.05
+    # Little's law: labkit-go within it on every cell, wrk's synthetic samples above it in a direct cell, vegeta's
+    # workers below it.
+    assert headline["little.labkit-go.outside"] == 0 and 0.95 < headline["little.labkit-go.lowest"]
+    assert headline["little.wrk.outside"] == 1 and headline["little.wrk.highest"] > 1.05
     assert headline["little.vegeta.outside"] == 20 and headline["little.vegeta.highest"] < 0.95
     assert {f["later"] for f in data["findings"]} == {"grpc", "http2", "nats"}
     assert [row["via"] for row in data["layout"]] == ["direct", "grpc", "http2", "nats"]
