@@ -14,25 +14,10 @@ import (
 	"labkit/go/internal/limits"
 )
 
-func readLoad(t *testing.T, out *bytes.Buffer) [][]string {
+// runLoad runs a load to its end and returns its summary and its rows (the CSV's header checked).
+func runLoad(t *testing.T, c LoadConfig) (LoadSummary, [][]string) {
 	t.Helper()
-	records, err := csv.NewReader(out).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(records[0], ",") != strings.Join(LoadColumns, ",") {
-		t.Fatalf("header %v", records[0])
-	}
-	return records[1:]
-}
-
-// Every request is a row: each of the connections sent some, every answer is the back's body, and each
-// connection's latencies add up to no more than the load lasted (one request in flight per connection).
-func TestTheLoadTimesEveryRequestOnEachOfItsConnections(t *testing.T) {
-	_, httpPort, _ := startBack(t, DefaultBody())
-	digest := sha256.Sum256(DefaultBody())
-	load, err := NewLoad(LoadConfig{URL: fmt.Sprintf("http://127.0.0.1:%d%s", httpPort, BodyPath), Connections: 3,
-		Duration: "300ms", Timeout: "5s", BodySHA256: hex.EncodeToString(digest[:])})
+	load, err := NewLoad(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +26,23 @@ func TestTheLoadTimesEveryRequestOnEachOfItsConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := readLoad(t, &out)
+	records, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(records[0], ",") != strings.Join(LoadColumns, ",") {
+		t.Fatalf("header %v", records[0])
+	}
+	return summary, records[1:]
+}
+
+// Every request is a row: each of the connections sent some, every answer is the back's body, and each
+// connection's latencies add up to no more than the load lasted (one request in flight per connection).
+func TestTheLoadTimesEveryRequestOnEachOfItsConnections(t *testing.T) {
+	_, httpPort, _ := startBack(t, DefaultBody())
+	digest := sha256.Sum256(DefaultBody())
+	summary, rows := runLoad(t, LoadConfig{URL: fmt.Sprintf("http://127.0.0.1:%d%s", httpPort, BodyPath), Connections: 3,
+		Duration: "300ms", Timeout: "5s", BodySHA256: hex.EncodeToString(digest[:])})
 	if len(rows) != summary.Requests || summary.OK != summary.Requests || summary.Requests < 3 {
 		t.Fatalf("summary %v, %d rows", summary, len(rows))
 	}
@@ -72,16 +73,7 @@ func TestTheLoadRecordsWrongBodiesStatusesAndRefusalsAsErrors(t *testing.T) {
 		"refused":    {"http://127.0.0.1:1/products", "", "connection refused"},
 	}
 	for name, c := range cases {
-		load, err := NewLoad(LoadConfig{URL: c.url, Connections: 1, Duration: "50ms", Timeout: "1s", BodySHA256: c.sha})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		summary, err := load.Run(context.Background(), &out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows := readLoad(t, &out)
+		summary, rows := runLoad(t, LoadConfig{URL: c.url, Connections: 1, Duration: "50ms", Timeout: "1s", BodySHA256: c.sha})
 		if summary.OK != 0 || len(rows) == 0 || !strings.Contains(rows[0][5], c.want) {
 			t.Fatalf("%s: summary %v, first row %v", name, summary, rows[0])
 		}
