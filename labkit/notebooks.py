@@ -456,8 +456,8 @@ RUN_IT_YOURSELF: dict[str, Yourself] = {
         "grpc_option": ["static-stream-window+static-conn-window=default,32MiB"], "design": "one-at-a-time",
         "duration_s": 3.0, "warmup_s": 1.0, "name": "tuning"}),
     "hop": Yourself("hop-small", {"one_way_delay": "0ms", "rate": None}, "hop", {
-        "load_host": "a", "front": "a", "back": "b", "via": ["direct", "grpc", "http2", "nats"], "tool": ["wrk", "vegeta"],
-        "threads": 2, "connections": 10, "duration_s": 10.0, "repeats": 5, "name": "hop"}),
+        "load_host": "a", "front": "a", "back": "b", "via": ["direct", "grpc", "http2", "nats"],
+        "tool": ["wrk", "labkit-go", "vegeta"], "rate": [500, 2000], "threads": 2, "connections": 10, "duration_s": 10.0, "repeats": 5, "name": "hop"}),
     # The 2016 logs were a ping and a Go echo client a second apart for an hour over a ~12 ms path; labkit records
     # the ping side the same way (a live ping vs echo comparison is `labkit series`, the series notebook's).
     "ping_vs_echo": Yourself("orca-2016", {"one_way_delay": "6ms", "rate": None}, "ping", {

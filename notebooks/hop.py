@@ -172,6 +172,21 @@ with plots.theme():
 export(fig, "cost")
 
 # %% [markdown]
+# ## At light load: the open loop
+#
+# A closed loop measures the hop at capacity: its connections always have a
+# request in flight, queued behind one another in every process. At a fixed
+# request rate well below capacity (vegeta's open loop, `labkit hop --rate`),
+# a request mostly finds the processes idle, and its latency is the hop's own
+# cost. Each rate's cost per transport, as above (mean latency via − direct at
+# that rate, Welch's t over the repeats), with Holm's correction over every
+# rate and transport together.
+
+# %%
+light = hop.light_load_cost(samples, n_resamples=n_resamples, confidence=confidence)
+display(light if len(light) else Markdown("This run has no open-loop cells (`labkit hop --rate`)."))
+
+# %% [markdown]
 # ## How much data does this need?
 #
 # The transports' costs differ from one another by tenths of a millisecond, so
@@ -255,11 +270,12 @@ display(Markdown("\n".join(f"- {hop.ordering_sentence(row)}" for _, row in findi
 # pair of the published order `order.<later>_vs_<earlier>` (same order,
 # reversed, unclear, with `.mde_ms`, or not testable), per closed-loop tool
 # `little.<tool>.lowest`, `.highest` and `.outside` (cells outside 0.95–1.05),
-# and `measured_on`, the tool of the costs.
+# `measured_on`, the tool of the costs, and per open-loop rate and transport
+# `light_cost_ms.<rate>.<via>` with `_lo`/`_hi`.
 
 # %%
 headline = hop.headline(samples, cost, cpu, findings, law, requests=requests, errors=errors,
-                        bytes_per_request=labkit_bytes)
+                        bytes_per_request=labkit_bytes, light=light)
 nb.finish(headline, settings={"n_resamples": n_resamples, "confidence": confidence},
           published=hop.PUBLISHED.reset_index().to_dict(orient="records"),
           layout=layout.reset_index().to_dict(orient="records"), findings=findings.to_dict(orient="records"))

@@ -80,6 +80,23 @@ def test_the_cost_of_the_hop_is_over_repeats(sample):
     assert (cost["verdict"] == "higher").all() and (hop.hop_cost(samples, "rps")["verdict"] == "lower").all()
 
 
+def test_the_cost_at_light_load_is_per_rate_with_one_holm_family_over_every_rate():
+    """Open-loop cells (vegeta at a fixed rate): a cost per rate and transport, each against direct at the same rate,
+    corrected together; the closed-loop cells stay out of it, and a run without open-loop cells has no table."""
+    closed = cells({"direct": [5.0, 5.1, 4.9], "grpc": [9.0, 9.1, 8.9]})
+    slow = cells({"direct": [1.0, 1.1, 0.9], "grpc": [1.5, 1.6, 1.4], "nats": [1.0, 1.2, 0.8]}).assign(rate=100.0, tool="vegeta")
+    fast = cells({"direct": [2.0, 2.1, 1.9], "grpc": [4.0, 4.1, 3.9]}).assign(rate=1000.0, tool="vegeta")
+    light = hop.light_load_cost(pd.concat([closed, slow, fast]))
+    assert list(light.index) == [(100, "grpc"), (100, "nats"), (1000, "grpc")]
+    assert light["cost"].tolist() == pytest.approx([0.5, 0.0, 2.0])
+    assert light.loc[(100, "grpc"), "direct_mean"] == pytest.approx(1.0)  # against direct at its own rate
+    assert light["verdict"].tolist() == ["higher", "unclear", "higher"]
+    # One family of three: the smallest p-value is multiplied by three (as hop_cost's over a run's transports).
+    alone = hop.light_load_cost(pd.concat([closed, fast]))
+    assert alone.loc[(1000, "grpc"), "p"] == pytest.approx(light.loc[(1000, "grpc"), "p"])
+    assert hop.light_load_cost(closed).empty
+
+
 def test_cpu_per_request_is_each_process_over_the_ok_requests(sample):
     made = cells({"direct": [0.0, 0.0], "nats": [0.0, 0.0]}, ok=1000, front_cpu_s=0.1, back_cpu_s=0.05, nats_cpu_s=0.02)
     made["tool"], made["requests"] = "wrk", 1000

@@ -184,6 +184,13 @@ def test_cells_are_every_transport_and_repeat_in_a_seeded_shuffle():
     rates = plan_cells(HopConfig(inventory="x", load_host="a", back="b", via=["direct"], rate=[100, 200], repeats=2))
     assert sorted((c.rate, c.repeat) for c in rates) == [(100, 0), (100, 1), (200, 0), (200, 1)]
     assert {c.tool for c in rates} == {"vegeta"}
+    # With --tool too: the closed loops and the open-loop rates in one shuffled run (capacity and light load).
+    both = HopConfig(inventory="x", load_host="a", back="b", via=["direct"], tool="labkit-go", rate=[100], repeats=2)
+    both.validate()
+    mixed = plan_cells(both)
+    assert sorted((c.tool, c.rate, c.repeat) for c in mixed) == [("labkit-go", None, 0), ("labkit-go", None, 1),
+                                                                 ("vegeta", 100, 0), ("vegeta", 100, 1)]
+    assert {c.id for c in mixed} >= {"a|direct|labkit-go|rate=closed|r=0", "a|direct|vegeta|rate=100/s|r=1"}
 
 
 def test_several_closed_loop_tools_are_shuffled_together_and_vegetas_closed_loop_has_a_worker_per_connection():
@@ -431,7 +438,7 @@ def test_sigterm_stops_everything_and_resume_runs_what_is_missing(lab, inventory
                                         "(`apt-get install wrk`)"),
         (["--via", "grpc,quic"], "'quic' is not one of direct, grpc, http2, http2-tls, nats"),
         (["--duration", "1.5s"], "--duration must be whole seconds"),
-        (["--tool", "ghz", "--rate", "100"], "--rate is open-loop HTTP load (vegeta)"),
+        (["--tool", "ghz,iperf3"], "'iperf3' is not one of wrk, labkit-go, vegeta, ghz"),
         (["--tool", "wrk,wrk"], "--tool names a tool twice"),
         (["--front", "nowhere"], "nowhere"),
     ],

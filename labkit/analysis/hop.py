@@ -224,14 +224,38 @@ def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline
     published setting), of ``tool`` (default :func:`measuring_tool`: each
     request's own latency where the run has it, not wrk's corrected view).
     """
-    from labkit.analysis.inference import call_table, two_sample_difference
+    rows, results = _cost_rows(closed_cells(samples, tool), column, baseline, n_resamples, confidence, seed)
+    return _cost_table(rows, results).set_index("via")
 
-    closed = closed_cells(samples, tool)
-    closed = closed[closed[column].notna()]
-    direct = closed.loc[closed["via"] == baseline, column].to_numpy(dtype=float)
+
+def light_load_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline: str = "direct",
+                    n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """The hop's cost at each open-loop rate (vegeta sending at a fixed rate whatever the answers do): as
+    :func:`hop_cost`, one row per rate and transport, the rows of every rate one family for Holm's correction. Rates
+    well below the closed loops' req/s give the cost of the hop itself, without the queue a saturating closed loop
+    builds; the closed loop gives the capacity. Empty for a run without open-loop cells."""
+    open_loop = samples[samples["rate"].notna()]
     rows, results = [], []
-    for via in [v for v in [*PUBLISHED_ORDER, "http2-tls"] if v != baseline and v in set(closed["via"])]:
-        values = closed.loc[closed["via"] == via, column].to_numpy(dtype=float)
+    for rate in sorted(set(open_loop["rate"])):
+        found, tested = _cost_rows(open_loop[open_loop["rate"] == rate], column, baseline, n_resamples, confidence, seed)
+        rows += [{"rate": int(rate), **row} for row in found]
+        results += tested
+    return _cost_table(rows, results, first=["rate"]).set_index(["rate", "via"])
+
+
+_COST_COLUMNS = ["via", "cost", "lo", "hi", "p", "method", "se", "df", "n_via", "n_direct", "via_mean", "direct_mean"]
+
+
+def _cost_rows(cells: pd.DataFrame, column: str, baseline: str, n_resamples: int, confidence: float,
+               seed: int) -> tuple[list[dict], list]:
+    """Each transport's row of a cost table over ``cells`` (one load), and its test."""
+    from labkit.analysis.inference import two_sample_difference
+
+    cells = cells[cells[column].notna()]
+    direct = cells.loc[cells["via"] == baseline, column].to_numpy(dtype=float)
+    rows, results = [], []
+    for via in [v for v in [*PUBLISHED_ORDER, "http2-tls"] if v != baseline and v in set(cells["via"])]:
+        values = cells.loc[cells["via"] == via, column].to_numpy(dtype=float)
         result = two_sample_difference(direct, values, np.mean, confidence=confidence, seed=seed,
                                        n_resamples=n_resamples)
         results.append(result)
@@ -239,10 +263,16 @@ def hop_cost(samples: pd.DataFrame, column: str = "latency_mean_ms", *, baseline
                      "hi": result.high, "p": result.pvalue, "method": result.method, "se": result.se, "df": result.df,
                      "n_via": values.size, "n_direct": direct.size, "via_mean": values.mean(),
                      "direct_mean": direct.mean() if direct.size else np.nan})
-    columns = ["via", "cost", "lo", "hi", "p", "method", "se", "df", "n_via", "n_direct", "via_mean", "direct_mean",
-               "verdict", "mde"]
-    table = pd.DataFrame(rows, columns=columns[:-2])
-    return (call_table(table, results) if results else table).reindex(columns=columns).set_index("via")
+    return rows, results
+
+
+def _cost_table(rows: list[dict], results: list, first: list[str] = ()) -> pd.DataFrame:
+    """The cost rows with Holm's verdicts over all of them (one family)."""
+    from labkit.analysis.inference import call_table
+
+    columns = [*first, *_COST_COLUMNS]
+    table = pd.DataFrame(rows, columns=columns)
+    return (call_table(table, results) if results else table).reindex(columns=[*columns, "verdict", "mde"])
 
 
 def repeats_needed(cost: pd.DataFrame, halfwidth: float) -> pd.DataFrame:
@@ -362,12 +392,14 @@ def ordering_sentence(row) -> str:
 
 
 def headline(samples: pd.DataFrame, cost: pd.DataFrame, cpu: pd.DataFrame, findings: pd.DataFrame,
-             law: pd.DataFrame, *, requests: int, errors: int, bytes_per_request: float) -> dict:
+             law: pd.DataFrame, *, requests: int, errors: int, bytes_per_request: float,
+             light: pd.DataFrame | None = None) -> dict:
     """The hop notebook's headline numbers (``hop.json``): counts; per series ``rps.``, ``mean_ms.``, ``p99_ms.``,
     ``max_ms.``; per transport ``cost_ms.`` with ``_lo``/``_hi`` (:func:`hop_cost`); ``cpu_us.<series>.<process>``
     (:func:`cpu_per_request`); ``order.<later>_vs_<earlier>`` with ``.mde_ms`` where unclear
-    (:func:`ordering_findings`); ``little.<tool>.lowest``/``.highest``/``.outside`` (:func:`littles_law_by_tool`)
-    and ``measured_on``, the tool of the costs."""
+    (:func:`ordering_findings`); ``little.<tool>.lowest``/``.highest``/``.outside`` (:func:`littles_law_by_tool`),
+    ``measured_on``, the tool of the costs, and ``light_cost_ms.<rate>.<via>`` with ``_lo``/``_hi``
+    (:func:`light_load_cost`)."""
     found: dict = {"cells": int(len(samples)), "requests": requests, "errors": errors,
                    "bytes_per_request": round(bytes_per_request, 1), "measured_on": measuring_tool(samples)}
     for series, row in summarize_hop(samples).set_index("series").iterrows():
@@ -376,6 +408,9 @@ def headline(samples: pd.DataFrame, cost: pd.DataFrame, cpu: pd.DataFrame, findi
             found[f"{key}.{series}"] = round(float(row[column]), 3)
     for via, row in cost.iterrows():
         found.update({f"cost_ms.{via}{suffix}": round(float(row[key]), 4)
+                      for key, suffix in (("cost", ""), ("lo", "_lo"), ("hi", "_hi"))})
+    for (rate, via), row in (light if light is not None else pd.DataFrame()).iterrows():
+        found.update({f"light_cost_ms.{rate}.{via}{suffix}": round(float(row[key]), 4)
                       for key, suffix in (("cost", ""), ("lo", "_lo"), ("hi", "_hi"))})
     for _, row in cpu.iterrows():
         found[f"cpu_us.{row['series']}.{row['process']}"] = round(float(row["cpu_us"]), 2)

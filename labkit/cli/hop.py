@@ -34,7 +34,8 @@ RENAMED = {"duration": "duration_s", "call_timeout": "call_timeout_s"}
 @click.option("--duration", type=DURATION, help="Load per cell, whole seconds, e.g. 10s. [default: 10s]")
 @click.option("--repeats", type=click.IntRange(1, MAX_HOP_REPEATS), help="Cells per transport, in shuffled order. [default: 5]")
 @click.option("--rate", type=int_list(1, MAX_RATE),
-              help="Open loop instead: vegeta at each of these request rates per second, e.g. 500,2000. [default: none]")
+              help="Open loop: vegeta at each of these request rates per second, e.g. 500,2000, for the hop's cost at "
+                   "light load; alone, or beside the closed loops of --tool in one shuffled run. [default: none]")
 @click.option("--grpc-channels", type=click.IntRange(1, MAX_GRPC_CHANNELS), help="gRPC channels from the front to the back. [default: 1]")
 @click.option("--nats-workers", type=click.IntRange(1, MAX_NATS_WORKERS),
               help="NATS subscriptions of the back answering at once. [default: 1]")
@@ -54,8 +55,8 @@ def hop(**flags):
 
     Starts nats-server on the NATS host, `labkit-go back` on the back host and
     `labkit-go front` on the front host, all bound to their data addresses.
-    For each transport × tool × repeat, in an order shuffled with --seed, runs
-    wrk (closed loop, as published) and labkit-go's closed loop or, with
+    For each transport × load × repeat, in an order shuffled with --seed,
+    runs wrk (closed loop, as published), labkit-go's closed loop and, with
     --rate, vegeta (open loop) on the load host against GET /via/<transport>
     on the front, or against the back itself for `direct`. Each cell is one
     row: req/s, latency mean, max and p50/p90/p99, errors, transfer/s, and the
@@ -71,10 +72,12 @@ def hop(**flags):
           --load-host a --front a --back b --via direct,grpc,http2,nats \\
           --threads 2 --connections 10 --duration 10s --repeats 5
 
-    A fixed request rate, so that queueing shows in the latencies:
+    The cost at light load (fixed request rates, well below the closed
+    loops' req/s) beside the cost at capacity, in one run:
 
     \b
-      labkit hop INVENTORY --load-host a --front a --back b --rate 1000,3000
+      labkit hop INVENTORY --load-host a --front a --back b \\
+          --tool wrk,labkit-go --rate 500,2000
     """
     run_from_flags("hop", flags, print_summary, renamed=RENAMED, path_keys=("inventory", "body_file"),
                    check_failures=True)

@@ -45,9 +45,11 @@ cells are shuffled together, so drift over the run falls on none of them):
   ``--connections``), every request kept too; but vegeta's own time between
   an answer and its next request leaves fewer requests in flight than it has
   workers (Little's-law ratio 0.72-0.93 on the testbed, 0.75 on loopback);
-- **vegeta** open loop when ``--rate`` is given (requests are sent at the
-  rate whatever the answers do, so queueing shows as latency instead of being
-  hidden by fewer requests, the coordinated omission of a closed loop); a
+- **vegeta** open loop at each ``--rate`` (requests are sent at the rate
+  whatever the answers do, so queueing shows as latency instead of being
+  hidden by fewer requests, the coordinated omission of a closed loop): with
+  rates well below the closed loops' req/s, the hop's cost at light load,
+  apart from its cost at capacity; with ``--tool`` too, both in one run; a
   maintained tool, pinned and built by bootstrap, whose per-request results
   (``vegeta encode --to csv``) are kept and checked body by body;
 - **ghz** with ``--tool ghz``: gRPC all the way, ``BackService.Get`` on the
@@ -117,7 +119,8 @@ class HopConfig:
     back: str | None = None
     nats_host: str | None = None  # default: the back's host
     via: list[str] = field(default_factory=lambda: ["direct", "grpc", "http2", "nats"])
-    # Closed-loop tools, their cells shuffled together; None: DEFAULT_TOOLS for a closed loop, none with --rate.
+    # Closed-loop tools, their cells shuffled together (with --rate's open-loop cells too); None: DEFAULT_TOOLS, or
+    # none when --rate is given.
     tool: list[str] | None = None
     threads: int = 2
     connections: int = 10
@@ -150,13 +153,9 @@ class HopConfig:
             raise LabkitError("--via names a transport twice")
         if any(v != "direct" for v in self.via) and not self.front:
             raise LabkitError("the relayed transports need --front (the host of the front relay)")
-        if self.rate and self.tool is not None:
-            raise LabkitError("--rate is open-loop HTTP load (vegeta) and takes no --tool: the closed-loop tools keep "
-                              "a fixed number of requests in flight")
-        if self.tool is None and not self.rate:
-            self.tool = list(DEFAULT_TOOLS)
-        unknown = [name for name in self.tool or () if name not in TOOLS]
-        if unknown or self.tool == []:
+        self.tool = self.closed_loop_tools
+        unknown = [name for name in self.tool if name not in TOOLS]
+        if unknown or not (self.tool or self.rate):
             raise LabkitError(f"--tool takes {', '.join(TOOLS)}, not {', '.join(unknown) or 'nothing'}")
         if self.tool and len(set(self.tool)) < len(self.tool):
             raise LabkitError("--tool names a tool twice")
@@ -178,6 +177,13 @@ class HopConfig:
         check_within("--call-timeout", self.call_timeout_s, MIN_CALL_TIMEOUT_S, MAX_CALL_TIMEOUT_S, "s")
         if self.body_file is not None:
             read_file(self.body_file, "--body-file", max_bytes=MAX_BODY_BYTES)  # a regular file, bounded
+
+    @property
+    def closed_loop_tools(self) -> list[str]:
+        """``tool`` as given; else none when ``--rate`` asks for the open loop alone, else :data:`DEFAULT_TOOLS`."""
+        if self.tool is not None:
+            return self.tool
+        return [] if self.rate else list(DEFAULT_TOOLS)
 
     @property
     def nats_on(self) -> str:
@@ -219,9 +225,9 @@ class Cell:
 
 
 def plan_cells(config: HopConfig) -> list[Cell]:
-    """Every transport × tool (closed loop) or rate (vegeta's open loop) × repeat, in an order shuffled with the
-    run's seed."""
-    loads = [("vegeta", rate) for rate in config.rate] or [(tool, None) for tool in config.tool or DEFAULT_TOOLS]
+    """Every transport × load (each closed-loop tool, each of vegeta's open-loop rates) × repeat, in an order
+    shuffled with the run's seed: a run with both has its light-load cells among its capacity cells."""
+    loads = [(tool, None) for tool in config.closed_loop_tools] + [("vegeta", rate) for rate in config.rate]
     cells = [(via, tool, rate, repeat) for repeat in range(config.repeats) for via in config.via
              for tool, rate in loads]
     random.Random(config.seed).shuffle(cells)
