@@ -112,7 +112,7 @@ def test_cpu_per_request_is_each_process_over_the_ok_requests(sample):
     assert (row["cpu_us"], row["lo"], row["hi"]) == pytest.approx(runs_t_interval(grpc))
     _, samples = sample
     table = hop.cpu_per_request(samples)
-    assert set(table["process"]) == {"front", "back", "nats"} and len(table) == 36  # 4 transports × 3 tools × 3
+    assert set(table["process"]) == {"front", "back", "nats"} and len(table) == 60  # 4 transports × 5 loads × 3
     on_path = table.set_index(["series", "process"])["cpu_us"]
     for tool in ("wrk", "labkit-go", "vegeta"):  # the NATS server only works for nats cells
         assert on_path[(f"nats ({tool})", "nats")] > 10 * on_path[(f"grpc ({tool})", "nats")]
@@ -153,14 +153,14 @@ def test_ordering_findings_say_only_what_the_family_allows():
     assert one["finding"].tolist() == ["not testable"] and "no interval" in hop.ordering_sentence(one.iloc[0])
 
 
-def test_on_the_sample_the_published_order_holds_up_to_http2_and_nats_is_faster_than_http2(sample):
+def test_on_the_sample_the_published_order_holds_up_to_http2_and_nats_is_not_told_apart_from_it(sample):
     """The hop notebook's ordering on hop-small, measured on labkit-go's cells (each request's own latency), and
     data/samples/README.md's sentences: gRPC above direct and HTTP/2 above gRPC are called after Holm's correction
-    over the three pairs, as published; NATS is called faster than HTTP/2, the reverse of the post's order."""
+    over the three pairs, as published; NATS and HTTP/2 are not told apart (the sample before called NATS faster)."""
     _, samples = sample
     assert hop.measuring_tool(samples) == "labkit-go"
     findings = hop.ordering_findings(samples).set_index("later")
-    assert findings["finding"].tolist() == ["same order", "same order", "reversed"]
+    assert findings["finding"].tolist() == ["same order", "same order", "unclear"]
     text = " ".join((SAMPLES / "README.md").read_text().split())
     cost = hop.hop_cost(samples)
     assert (cost["verdict"] == "higher").all() and (cost["n_via"] == 5).all() and (cost["n_direct"] == 5).all()
@@ -169,7 +169,27 @@ def test_on_the_sample_the_published_order_holds_up_to_http2_and_nats_is_faster_
         assert f"{row['cost']:+.2f} ms over {name}" in text and f"{row['lo']:.2f} to {row['hi']:.2f}" in text
     http2, nats = findings.loc["http2"], findings.loc["nats"]
     assert f"gRPC < HTTP/2 as published ({http2['difference_ms']:+.2f} ms, {http2['lo']:.2f} to {http2['hi']:.2f})" in text
-    assert f"NATS faster than HTTP/2 ({nats['difference_ms']:+.2f} ms, {nats['lo']:+.2f} to {nats['hi']:+.2f})" in text
+    assert (f"NATS and HTTP/2 are not told apart ({nats['difference_ms']:+.2f} ms, {nats['lo']:+.2f} to "
+            f"{nats['hi']:+.2f}; only {nats['mde_ms']:.2f} ms or more could have been called)") in text
+    assert "NATS faster than HTTP/2 (-0.46 ms): at this n, one run's order of the two is not a finding" in text
+
+
+def test_at_light_load_the_hop_costs_a_fraction_of_its_cost_at_capacity_and_the_transports_are_close(sample):
+    """hop-small's open-loop cells (vegeta at 500 and 2000 req/s): every cost called, all between +0.23 and +0.41 ms,
+    0.2 to 0.6 of the cost at capacity, the transports within 0.08 ms of one another at each rate, as
+    data/samples/README.md says."""
+    _, samples = sample
+    light, capacity = hop.light_load_cost(samples), hop.hop_cost(samples)
+    assert list(light.index) == [(rate, via) for rate in (500, 2000) for via in ("grpc", "http2", "nats")]
+    assert (light["verdict"] == "higher").all() and (light["n_via"] == 5).all()
+    text = " ".join((SAMPLES / "README.md").read_text().split())
+    assert f"costs {light['cost'].min():+.2f} to {light['cost'].max():+.2f} ms on every transport" in text
+    share = light["cost"] / capacity["cost"].reindex(light.index.get_level_values("via")).to_numpy()
+    assert f"{share.min():.1f} to {share.max():.1f} of its cost at capacity" in text
+    spread = light.groupby(level="rate")["cost"].agg(lambda cost: cost.max() - cost.min())
+    assert (spread <= 0.08).all() and "within 0.08 ms of one another at each rate" in text
+    at500 = light.loc[500, "cost"]
+    assert f"gRPC {at500['grpc']:+.2f}, HTTP/2 {at500['http2']:+.2f}, NATS {at500['nats']:+.2f} ms" in text
 
 
 def test_labkit_go_keeps_littles_law_where_wrk_breaks_it_and_vegeta_keeps_fewer_in_flight(sample):
@@ -183,7 +203,7 @@ def test_labkit_go_keeps_littles_law_where_wrk_breaks_it_and_vegeta_keeps_fewer_
     assert all(len(cells) == 20 for cells in tools.values())
     assert set(tools["labkit-go"]["via"]) == {"direct", "grpc", "http2", "nats"} and not tools["labkit-go"]["outside"].any()
     wrk, vegeta = tools["wrk"], tools["vegeta"]
-    assert (wrk["ratio"] > 1).all() and set(wrk.loc[wrk["outside"], "via"]) == {"direct"} and wrk["outside"].sum() == 1
+    assert (wrk["ratio"] > 1).all() and set(wrk.loc[wrk["outside"], "via"]) == {"direct"} and wrk["outside"].sum() == 3
     assert (vegeta["ratio"] < hop.LITTLE_BAND[0]).all() and (vegeta["ratio"] > 0.7).all()
     by_tool = hop.littles_law_by_tool(law)
     text = " ".join((SAMPLES / "README.md").read_text().split())
@@ -192,15 +212,16 @@ def test_labkit_go_keeps_littles_law_where_wrk_breaks_it_and_vegeta_keeps_fewer_
     lines = hop.littles_law_lines(law)
     assert lines[0] == "labkit-go: 20 cells, ratios 0.996 to 0.998; all within 0.95–1.05."
     assert lines[1].startswith("vegeta: 20 cells") and "7.3 to 9.3 of 10 requests were in flight" in lines[1]
-    assert lines[2].startswith("wrk: 20 cells") and "1 outside 0.95–1.05 (direct (wrk) 1)" in lines[2]
+    assert lines[2].startswith("wrk: 20 cells") and "3 outside 0.95–1.05 (direct (wrk) 3)" in lines[2]
     assert "synthetic samples" in lines[2] and not any("synthetic" in line for line in lines[:2])
 
 
 def test_the_summary_is_one_line_per_transport_in_the_published_order(sample):
     _, samples = sample
     summary = hop.summarize_hop(samples)
-    assert summary["series"].tolist() == [f"{via} ({tool})" for via in ("direct", "grpc", "http2", "nats")
-                                          for tool in ("labkit-go", "vegeta", "wrk")] and (summary["repeats"] == 5).all()
+    assert summary["series"].tolist() == [series for via in ("direct", "grpc", "http2", "nats") for series in (
+        f"{via} (labkit-go)", f"{via} (vegeta)", f"{via} (wrk)", f"{via} @500/s", f"{via} @2000/s")]
+    assert (summary["repeats"] == 5).all()
     assert (summary["errors"] == 0).all() and summary["error"].isna().all()
     assert summary.set_index("series").loc["nats (vegeta)", "nats_cpu_us"] > 0
     wrk = samples[samples["tool"] == "wrk"]  # one closed-loop tool: the series are the transports alone
