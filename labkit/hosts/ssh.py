@@ -23,7 +23,6 @@ and sysctl, which labkit reads state with, lives in /usr/sbin.
 from __future__ import annotations
 
 import getpass
-import itertools
 import logging
 import os
 import secrets
