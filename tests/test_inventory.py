@@ -75,7 +75,7 @@ def test_unknown_host_lists_the_known_ones():
 def test_remote_command_quotes_every_word():
     command = remote_command(["printf", "%s\n", "a b", "$(x)", "it's"])
     assert command == (
-        "sh -c 'echo LABKIT_PID=$$; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin exec \"$@\"' sh env LC_ALL=C printf '%s\n' 'a b' '$(x)' 'it'\"'\"'s'"
+        "sh -c 'echo LABKIT_PID=$$; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin exec \"$@\" </dev/null' sh env LC_ALL=C printf '%s\n' 'a b' '$(x)' 'it'\"'\"'s'"
     )
     assert remote_path("~/.labkit/a") == ".labkit/a" and remote_path("/abs") == "/abs" and remote_path("~") == "."
 

@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -369,6 +370,24 @@ def test_a_run_holding_nine_channels_can_still_stop_them(lab):
         for process in held:
             process.stop(grace_s=1)
     assert processes_with(marker) == []
+
+
+def test_labkit_sends_no_eof_on_its_channels_since_one_can_overtake_the_close_and_drop_the_connection(lab):
+    # CI printed "a: the SSH connection ... dropped; reconnecting" into a one-line error; paramiko's log showed sshd's
+    # "Disconnect (code 2): ieof packet referred to nonexistent channel 4". labkit sent EOF (stdin is empty) right
+    # after each exec; paramiko builds that EOF under the channel's lock but sends it after, so when the command had
+    # already ended, the CLOSE paramiko's own thread sent in answer to sshd's could go first, sshd freed the channel,
+    # and the EOF behind it ended the connection with every command on it. labkit sends none: stdin is /dev/null on
+    # the host, a started process's channel never has EOF sent, and many quick commands from several threads at once
+    # (ending before their thread looks again: the race's ground) keep the one connection.
+    with host_a(lab) as host:
+        assert host.run(["cat"], timeout=10).stdout == ""  # reads /dev/null: ends at once, no EOF needed
+        process = host.start(["sleep", "3000.123"])
+        assert not process.channel.eof_sent
+        process.stop(grace_s=1)
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(lambda i: host.run(["echo", str(i)]).stdout, range(120)))
+        assert results == [f"{i}\n" for i in range(120)] and host.connects == 1
 
 
 def test_put_get_round_trip(lab, tmp_path):

@@ -9,7 +9,7 @@ login shell, so every argv goes through :func:`shlex.join` and arrives word
 for word, whatever quotes, ``$(...)`` or newlines it contains. Each command
 runs as::
 
-    sh -c 'echo LABKIT_PID=$$; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin exec "$@"' sh env LC_ALL=C ARGV...
+    sh -c 'echo LABKIT_PID=$$; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin exec "$@" </dev/null' sh env LC_ALL=C ARGV...
 
 sshd makes each exec channel's command a session leader and the login shell
 execs a simple command, so ``$$`` is the process group of everything the
@@ -17,7 +17,12 @@ command starts; :meth:`SSHProcess.stop` signals that group over a new channel,
 even after a reconnect. ``LC_ALL=C`` because tools such as ping print
 locale-dependent decimal separators. The sbin directories go on the end of
 PATH because sshd gives a user other than root a PATH without them (Debian),
-and sysctl, which labkit reads state with, lives in /usr/sbin.
+and sysctl, which labkit reads state with, lives in /usr/sbin. stdin is
+/dev/null, as ``subprocess.DEVNULL`` locally, and labkit sends no EOF on the
+channel instead: a command that ends first closes its channel, and sshd drops
+the whole connection (every command on it) on an EOF for a channel it has
+closed ("ieof packet referred to nonexistent channel"), which a busy client
+sent one time in many.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 PID_PREFIX = "LABKIT_PID="
 # Printed first by every remote command so it can be signalled later; see the module docstring.
-_WRAPPER = f'echo {PID_PREFIX}$$; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin exec "$@"'
+_WRAPPER = f'echo {PID_PREFIX}$$; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin exec "$@" </dev/null'
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_KEEPALIVE_S = 15
 # Waits before each reconnection attempt after a transport has dropped.
@@ -537,7 +542,6 @@ class SSHHost(Becomes):
 
     def _run(self, argv: list[str], *, timeout: float, check: bool, reserved: bool = False) -> Result:
         channel = self._exec(argv, reserved=reserved)
-        channel.shutdown_write()  # stdin is empty, like subprocess.DEVNULL
         out, err = bytearray(), bytearray()
         deadline = time.monotonic() + timeout
         try:
@@ -739,7 +743,6 @@ class SSHProcess(BackgroundProcess):
         super().__init__(argv)
         self.host = host
         self.channel = channel
-        channel.shutdown_write()
         self._pid: int | None = None
         self._pid_seen = threading.Event()
         self._stopped = False
