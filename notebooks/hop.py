@@ -39,7 +39,8 @@
 # 2. the cost of the hop (via − direct) per transport, measured on the
 #    requests' own latencies, with intervals over **repeats**, the independent
 #    units (requests within one cell share a process, a connection and a
-#    moment of the machine, so they are not);
+#    moment of the machine, so they are not): at capacity (the closed loops)
+#    and, where the run has open-loop cells, at light load;
 # 3. latency CDFs per transport;
 # 4. the CPU each process spends per request, and the load tool's share of
 #    the machine;
