@@ -176,12 +176,12 @@ export(fig, "cost")
 # ## At light load: the open loop
 #
 # A closed loop measures the hop at capacity: its connections always have a
-# request in flight, queued behind one another in every process. At a fixed
-# request rate well below capacity (vegeta's open loop, `labkit hop --rate`),
-# a request mostly finds the processes idle, and its latency is the hop's own
-# cost. Each rate's cost per transport, as above (mean latency via − direct at
-# that rate, Welch's t over the repeats), with Holm's correction over every
-# rate and transport together.
+# request in flight. At a fixed request rate well below the closed loops'
+# req/s (vegeta's open loop, `labkit hop --rate`), requests do not wait on
+# one another for a connection. Each rate's cost per transport, as above
+# (mean latency via − direct at that rate, Welch's t over the repeats, their
+# number in `n_via` and `n_direct`), with Holm's correction over every rate
+# and transport together.
 
 # %%
 light = hop.light_load_cost(samples, n_resamples=n_resamples, confidence=confidence)
