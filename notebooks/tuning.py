@@ -30,8 +30,8 @@
 # - **payload**: the largest request against the smallest, as latency and req/s;
 # - **compression**: gzip on every request against none;
 # - **rpc**: one bidirectional `EchoStream` of N requests per call against
-#   unary `Echo` calls, compared **per message** (a stream's latency divided
-#   by its messages, req/s counting messages);
+#   unary `Echo` calls at the same concurrency: latency per call (ghz times a
+#   stream as a whole), req/s counting messages;
 # - **server**: the grpc-go echo against the Python one; **options**: a server
 #   `--grpc-option` set (e.g. 32 MiB static stream and connection windows)
 #   against grpc-go's defaults.
@@ -127,9 +127,9 @@ if len(failed_cells):
 # window, the same rule `labkit load` applied to compute each row (checked
 # below: the number of calls in the window must equal the row's `requests`).
 # req/s gets its interval from the window cut into bins of `rps_bin_s`
-# seconds: successful calls started in each bin, divided by its length. From
-# here on a stream call counts as its messages: its latency is divided by
-# them and req/s counts each.
+# seconds: successful calls started in each bin, divided by its length. A
+# stream call counts as its messages in req/s; its latency is the whole
+# stream's, as ghz timed it (no message in it was timed on its own).
 
 # %%
 per_call = notebooks.tuning_calls(run, cells, rps_bin_s)
@@ -258,7 +258,7 @@ runs_headline = notebooks.tuning_runs_section(run, diffs, knobs, n_bins=n_bins, 
 
 # %% [markdown]
 # The distributions behind the differences: every call of the measured
-# window (a stream's per message), one panel per payload and concurrency, one
+# window (a stream's as a whole), one panel per payload and concurrency, one
 # line per setting of the knobs.
 
 # %%
@@ -269,7 +269,7 @@ with plots.theme():
     for (payload, concurrency), ax in zip([(p, c) for p in payloads for c in concurrencies], axes.flat):
         frame = all_calls[(all_calls["payload_bytes"] == payload) & (all_calls["concurrency"] == concurrency)]
         plots.ecdf(frame, "latency_ms", by="setting", order=sorted(frame["setting"].unique()), ax=ax)
-        ax.set(xscale="log", xlabel="latency per message (ms, log scale)")
+        ax.set(xscale="log", xlabel="latency per call (ms, log scale)")
         ax.set_title(f"{payload} B, concurrency {concurrency}", loc="left", fontsize="small")
         ax.legend(fontsize="x-small", title=None)
 export(fig, "ecdf")
@@ -342,10 +342,15 @@ display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table,
 # - **Messages under 100 KB.** The payload rows show what the largest request
 #   costs against the smallest. Whether 100 KB is a threshold would take sizes
 #   on both sides of it; "not tested" below says when the run has none above.
-# - **Streaming beats unary.** A stream call sends its requests back to back
-#   on one `EchoStream` without waiting for each answer, so per message it
-#   pays the round trip once; the rows say whether that wins at each payload
-#   and concurrency of the run.
+# - **Streaming beats unary.** ghz times a stream call as a whole. Ten 64 B
+#   requests on one `EchoStream` took one round trip, as long as one unary
+#   call, so at the same concurrency the stream cells carried ten times the
+#   messages per second with ten times as many in flight: another load, not a
+#   faster way to carry the same one. No message inside a stream was timed,
+#   so what one waits there is **not tested** (no message can wait less than
+#   a round trip). With 128 KiB requests a stream call took several round
+#   trips, and at concurrency 50 carried fewer messages per second than the
+#   unary calls in every run.
 # - **Compression.** labkit's request bodies are random bytes, which gzip
 #   cannot shrink: the compression rows show what gzip costs, not what it
 #   saves on compressible data (**not tested**).

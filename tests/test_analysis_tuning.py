@@ -272,8 +272,9 @@ def test_claim_lines_one_per_knob_and_the_idle_size():
                         "RTTs (+5.0 ms [-1.0, +9.0], unclear (MDE 12.3 ms) after Holm's correction over 2 sizes).")
 
 
-def test_a_stream_call_counts_as_its_messages():
-    # tuning-go's stream cells: one EchoStream of 10 requests per call, recorded by ghz as one call.
+def test_a_stream_call_keeps_its_own_latency_and_counts_as_its_messages_in_req_s():
+    """Issue 29: a stream call's latency divided by its messages is a time no message waited. ghz times the
+    whole EchoStream of 10 requests, and that is the latency kept; req/s counts its 10 messages."""
     from labkit.parsers import parse_ghz_json
 
     run = Run.open(SAMPLES / "tuning-go")
@@ -284,7 +285,8 @@ def test_a_stream_call_counts_as_its_messages():
     calls = tuning.binned_calls(text, stream, BIN_S)
     raw = tuning.measured_window(parse_ghz_json(text).rows, stream["warmup_s"], stream["duration_s"])
     assert len(calls) == stream["requests"] == len(raw)
-    assert np.allclose(calls["latency_ms"].to_numpy() * 10, raw["latency_ms"].to_numpy())
+    assert np.array_equal(calls["latency_ms"].to_numpy(), raw["latency_ms"].to_numpy())
+    assert calls["latency_ms"].min() > 50.0  # no stream of 10 took less than the 50.2 ms ping RTT
     n_bins = int(round(stream["duration_s"] / BIN_S))
     assert tuning.rps_bins(calls, n_bins, BIN_S).mean() == pytest.approx(10 * stream["rps"], rel=1e-9)
 
@@ -377,9 +379,8 @@ def test_comparisons_repeated_over_runs_are_called_only_when_every_run_repeats_t
 
 
 @pytest.fixture(scope="module")
-def go_between_runs():
-    """tuning-go's three runs, every comparison made in each (few resamples: only the differences are used) and
-    tested over the runs, as the notebook's *Between runs* does."""
+def go_per_run():
+    """tuning-go's three runs, every comparison made in each (few resamples: only the differences are used)."""
     from labkit import notebooks
 
     per_run = []
@@ -388,7 +389,36 @@ def go_between_runs():
         n_bins = int(round(replicate.manifest["config"]["duration_s"] / BIN_S))
         per_run.append(tuning.compare_knobs(cells, notebooks.tuning_calls(replicate, cells, BIN_S),
                                             tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=50))
-    return tuning.diffs_between_runs(per_run)
+    return per_run
+
+
+@pytest.fixture(scope="module")
+def go_between_runs(go_per_run):
+    """The three runs' comparisons tested over the runs, as the notebook's *Between runs* does."""
+    return tuning.diffs_between_runs(go_per_run)
+
+
+def test_streams_carry_ten_times_the_messages_at_one_round_trip_a_call_not_a_faster_message(go_per_run):
+    """The sample README's and the notebook's streaming sentences, in every run of tuning-go: at 64 B a call of
+    ten messages on one stream takes as long as a unary call (p50 within 0.2 ms) and the stream cells carry ten
+    times the messages per second (ten times as many in flight); at 128 KiB the stream call is slower, and at
+    concurrency 50 it carries fewer messages per second. The sentence it replaced ("per message ... p50 up to
+    46 ms lower") divided a stream's latency by its messages; it must not come back."""
+    for diffs in go_per_run:
+        rpc = diffs[diffs["knob"] == "rpc"].set_index("where")
+        assert len(rpc) == 4
+        for where in ("c=10 64B", "c=50 64B"):
+            assert abs(rpc.loc[where, "p50_diff"]) < 0.2
+            assert 9.5 < rpc.loc[where, "rps_on"] / rpc.loc[where, "rps_off"] < 10.5
+        for where in ("c=10 131072B", "c=50 131072B"):
+            assert rpc.loc[where, "p50_diff"] > 50 and rpc.loc[where, "p50_verdict"] == "higher"
+        assert rpc.loc["c=50 131072B", "rps_diff"] < 0
+    readme = " ".join((SAMPLES / "README.md").read_text().split())
+    notebook = " ".join((Path(__file__).resolve().parent.parent / "notebooks" / "tuning.py").read_text().split())
+    for text in (readme, notebook):
+        assert "46 ms lower" not in text and "per message, ten" not in text and "per message it pays" not in text
+    assert "a stream call of ten 64 B requests took one round trip, as long as a unary call (p50 within 0.2 ms)" in readme
+    assert "at concurrency 50 carried fewer messages per second in every run" in readme
 
 
 def test_over_the_runs_a_difference_repeated_exactly_is_not_testable_and_still_counted(go_between_runs):
@@ -437,9 +467,32 @@ def test_the_sample_readme_says_what_the_runs_test_gives(go_between_runs):
     untestable = sum(headline[f"runs.not_testable.{m}"] for m in tuning.METRICS)
     assert (f"(the {untestable} that cannot be tested counted: {headline['runs.not_testable.p99']} p99s from too few "
             f"calls, and {headline['runs.not_testable.rps']} req/s differences that were the same step in every run)") in text
-    assert (f"while {headline['runs.called.p50']} are in p50, {headline['runs.called.p99']} in p99 and "
+    assert (f"while others are: {headline['runs.called.p50']} in p50, {headline['runs.called.p99']} in p99 and "
             f"{headline['runs.called.rps']} in req/s.") in text
     pools = go_between_runs[(go_between_runs["knob"] == "pool") & go_between_runs["where"].str.endswith("c=50 131072B")]
     runs = pools[[f"p50 run {i}" for i in (1, 2, 3)]].to_numpy()
     assert f"moved by −{round(-runs.max())} to −{round(-runs.min())} ms in every run" in text
     assert (pools["p50_verdict"] == "unclear").all() and ((pools["p50_mde"] - 170).abs() < 15).all()
+
+
+def test_the_sample_readme_says_what_the_first_run_gives():
+    """data/samples/README.md's first-run sentences on tuning-go's payload and pools, from the notebook's own
+    comparison (2000 seeded resamples, as the notebook draws)."""
+    from labkit import notebooks
+
+    run = Run.open(SAMPLES / "tuning-go")
+    cells, _ = tuning.ghz_cells(run.samples())
+    calls = notebooks.tuning_calls(run, cells, BIN_S)
+    n_bins = int(round(run.manifest["config"]["duration_s"] / BIN_S))
+    diffs = tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=2000)
+    headline = tuning.verdict_headline(diffs)
+    text = " ".join((SAMPLES / "README.md").read_text().split())
+    payload = diffs[diffs["knob"] == "payload"]
+    assert (payload["p50_diff"] > 0).all()
+    assert (f"128 KiB requests cost latency against 64 B in every pair (called in {headline['payload.p50.ci_higher']} "
+            f"of {headline['payload.compared']})") in text
+    assert (f"pools of 2, 4 and 8 connections lower the p50 of 128 KiB calls at concurrency 50 (by up to "
+            f"{round(-headline['pool.p50.diff_min'])} ms, called in {headline['pool.p50.ci_lower']} of "
+            f"{headline['pool.compared']} pairs)") in text
+    called = diffs[(diffs["knob"] == "pool") & (diffs["p50_verdict"] == "lower")]
+    assert called["where"].str.endswith("c=50 131072B").all()

@@ -575,12 +575,13 @@ def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch, labkit_
     assert compared == {"keepalive": 4, "pool": 12, "payload": 16, "compression": 4, "rpc": 4, "options": 4, "server": 0}
     comparisons = data["comparisons"]
     rpc = {(c["concurrency"], c["payload_bytes"]): c for c in comparisons if c["knob"] == "rpc"}
-    # Per message, 10 small requests on one stream beat 10 unary calls by most of a round trip, and carry
-    # several times the requests per second.
+    # A stream call of 10 small requests takes one round trip, as a unary call does (latency per call: no message
+    # waits less than a round trip), and at the same concurrency carries ten times the messages per second.
     for concurrency in (10, 50):
         small = rpc[(concurrency, 64)]
-        assert small["p50_verdict"] == "lower" and small["p50_diff"] < -0.8 * headline["ping_rtt_ms"]
-        assert small["rps_verdict"] == "higher" and small["rps_on"] > 5 * small["rps_off"]
+        assert small["p50_verdict"] == "unclear" and abs(small["p50_diff"]) < 0.2
+        assert small["p50_on"] > headline["ping_rtt_ms"]
+        assert small["rps_verdict"] == "higher" and 9.5 * small["rps_off"] < small["rps_on"] < 10.5 * small["rps_off"]
     assert sorted({c["meaning"] for c in comparisons if c["knob"] == "pool"}) == [
         "2 connections vs 1", "4 connections vs 1", "8 connections vs 1"]
     # 128 KiB requests cost latency against 64 B ones: higher in every pair, called in most of them.

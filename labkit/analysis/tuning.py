@@ -12,9 +12,13 @@ could have called (its minimum detectable effect). A keepalive
 interval longer than a cell never fires, so its off/on pairs are an A/A
 control: how far apart two cells come out when nothing on the wire differs.
 
-A stream cell's call is one ``EchoStream`` of ``messages_per_call`` requests;
-to compare it with unary calls its latency is divided by its messages (the
-time per message) and req/s counts messages.
+A stream cell's call is one ``EchoStream`` of ``messages_per_call`` requests.
+Its latency stays the call's own: ghz times the whole stream, not each message
+in it, and a stream's latency divided by its messages is a time no message
+waited (each waits at least a round trip). req/s counts messages. At the same
+concurrency a stream cell has ``messages_per_call`` times the messages in
+flight of a unary one, so the rpc pair compares two loads, not two ways of
+carrying one.
 """
 
 from __future__ import annotations
@@ -83,13 +87,12 @@ def ghz_cells(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def binned_calls(text: str, row, bin_s: float) -> pd.DataFrame:
     """One cell's calls in its measured window (from its ghz report ``text``), each with the ``bin`` of ``bin_s`` seconds
-    it started in, and its ``messages``; a stream call's ``latency_ms`` is per message (the stream's over its messages)."""
+    it started in, and its ``messages`` (a stream call's ``latency_ms`` is the whole stream's, as ghz timed it)."""
     report = parse_ghz_json(text).rows
     calls = measured_window(report, float(row["warmup_s"]), float(row["duration_s"]))
     offset_s = (calls["t_utc"] - window_start(report, float(row["warmup_s"]))).dt.total_seconds()
     messages = int(row.get("messages_per_call", 1))
-    return calls.assign(cell_id=row["cell_id"], bin=(offset_s // bin_s).astype(int), messages=messages,
-                        latency_ms=calls["latency_ms"] / messages)
+    return calls.assign(cell_id=row["cell_id"], bin=(offset_s // bin_s).astype(int), messages=messages)
 
 
 def rps_bins(calls: pd.DataFrame, n_bins: int, bin_s: float) -> np.ndarray:
@@ -127,7 +130,7 @@ def level_meaning(knob: str, on, off) -> str:
     if knob == "keepalive":
         return f"keepalive {on} ms vs {off or 'none'}" + (" ms" if off else "")
     return {"pool": f"{on} connections vs {off}", "payload": f"{on} B vs {off} B", "compression": f"{on} vs {off}",
-            "rpc": f"{on} vs {off} (per message)", "server": f"{on} server vs {off}", "options": f"server {on} vs none"}[knob]
+            "rpc": f"{on} vs {off} (per call; req/s per message)", "server": f"{on} server vs {off}", "options": f"server {on} vs none"}[knob]
 
 
 def compare_knobs(cells: pd.DataFrame, calls: dict[str, pd.DataFrame], knobs: dict, *, n_bins: int, bin_s: float,
