@@ -17,7 +17,7 @@ RENAMED = {"timeout": "upload_timeout_s"}
 
 
 @click.command()
-@click.option("--client", help="Inventory host that uploads.")
+@click.option("--client", help="Inventory host that uploads; the --server host itself: over its loopback, as published.")
 @click.option("--server", help="Inventory host that runs the echo server (gRPC and HTTP/2).")
 @click.option("--file-size", type=SIZE, help="Bytes of the seeded file generated on the client host, e.g. 16MiB. [default: 16MiB]")
 @click.option("--file", "file", type=click.Path(exists=True, dir_okay=False),

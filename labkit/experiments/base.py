@@ -463,14 +463,15 @@ class Session:
             self.stop(host_name, proc)
 
     def start_echo_server(self, host_name: str, stack: Stack = Stack(), *, timeout: float = 60, clients: tuple[str, ...] = (),
-                          **serve):
+                          bind_host: str | None = None, **serve):
         """``labkit echo serve`` of ``stack``'s server side (implementation and options) on a host, bound to its data
-        address (port 0), with the other :class:`~labkit.echo.plans.ServePlan` fields ``serve``; (process, its ready
-        line as a dict).
+        address (or ``bind_host``, e.g. 127.0.0.1 for a client on the same host) with port 0, with the other
+        :class:`~labkit.echo.plans.ServePlan` fields ``serve``; (process, its ready line as a dict).
 
         In a run that captures, tcpdump follows the server on its host and on ``clients`` until it is stopped.
         """
-        plan = ServePlan(bind=f"{url_host(self.address(host_name))}:0", grpc_options=stack.server_options(), **serve)
+        plan = ServePlan(bind=f"{url_host(bind_host or self.address(host_name))}:0", grpc_options=stack.server_options(),
+                         **serve)
         server = self.start_labkit(host_name, *serve_argv(plan, stack.server_impl))
         try:
             ready = wait_until_ready(server, timeout)

@@ -18,6 +18,8 @@ line per upload back over a single SSH channel; see
    or, with ``file``, copied from this machine over SFTP unless the host already
    has the same bytes; its SHA-256 goes into the manifest;
 3. pings the server's data address (before and after);
+   with the client and the server on one host, the uploads go over that
+   host's loopback (127.0.0.1), as the original's did;
 4. per TLS mode, starts one echo server with gRPC and HTTP/2 on the server
    host (TLS: a throwaway CA and a certificate for the server's data address,
    from :mod:`labkit.pki`, in the run's ``tls/`` directory and copied to the
@@ -40,6 +42,9 @@ from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_FILE_BYTES, MAX_MESSAG
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
 from labkit.pki import existing_pki, write_throwaway_pki
+
+#: Where a client on the server's own host sends its uploads.
+LOOPBACK = "127.0.0.1"
 
 EXPERIMENT = "upload"
 TLS_MODES = ("both", "on", "off")
@@ -76,8 +81,9 @@ class UploadConfig(StackChoice):
         """Refuse, with one clear line, anything that would fail once the run has started."""
         if not (self.client and self.server):
             raise LabkitError("give --client and --server (host names from the inventory)")
-        if self.client == self.server:
-            raise LabkitError("client and server must be different hosts")
+        if self.client == self.server and self.capture:
+            raise LabkitError("--capture records the data interface, which uploads over loopback (client and server on "
+                              "one host) do not cross; give two hosts or leave --capture out")
         if self.tls not in TLS_MODES:
             raise LabkitError(f"--tls is one of {', '.join(TLS_MODES)}, not {self.tls!r}")
         unknown = [t for t in self.transports if t not in UPLOAD_TRANSPORTS]
@@ -209,9 +215,16 @@ class _Uploader(ExperimentRunner):
     def _tls_dir(self, name: str) -> str:
         return f"{self.session.home(name)}/upload/tls-{self.run.run_id}"
 
+    def server_address(self) -> str:
+        """Where the server listens and the client sends: the server's data address, or loopback when both are one
+        host (the original's design)."""
+        if self.config.client == self.config.server:
+            return LOOPBACK
+        return self.session.address(self.config.server)
+
     def _tls_material(self) -> tuple[str, dict[str, str]]:
         """The run's throwaway PKI, copied to the hosts; (client's CA path, the server's TLS files as plan fields)."""
-        address = self.session.address(self.config.server)
+        address = self.server_address()
         directory = self.run.path / "tls"
         pki = existing_pki(directory, address) or write_throwaway_pki(directory, address)
         self.run.manifest["tls"] = {"server_name": pki.server_name, "not_after_utc": pki.not_after_utc,
@@ -227,7 +240,7 @@ class _Uploader(ExperimentRunner):
         return f"{client_dir}/ca.pem", {"tls_cert": f"{server_dir}/server.pem", "tls_key": f"{server_dir}/server.key"}
 
     def _remove_tls_material(self) -> None:
-        for name in (self.config.client, self.config.server):
+        for name in dict.fromkeys((self.config.client, self.config.server)):
             try:
                 self.session.host(name).remove(self._tls_dir(name))
             except LabkitError as exc:
@@ -261,7 +274,7 @@ class _Uploader(ExperimentRunner):
             ca_path, tls_files = self._tls_material()
             serve.update(tls_files)
         stack = cells[0].stack
-        address = url_host(session.address(config.server))
+        address = url_host(self.server_address())
         self.start_server(stack, serve)
         try:
             for cell in cells:
@@ -276,7 +289,7 @@ class _Uploader(ExperimentRunner):
         """The echo server of a group of cells (the one before it stopped first: a restart after it died)."""
         self.stop_server()
         self.server, self.ready = self.session.start_echo_server(self.config.server, stack, clients=(self.config.client,),
-                                                                 **serve)
+                                                                 bind_host=self.server_address(), **serve)
         self.run.manifest.setdefault("servers", []).append({"attempt": self.run.attempt, **self.ready})
         self.run.save_manifest()
 
@@ -323,7 +336,7 @@ def plan(config: UploadConfig, inventory) -> Plan:
         left_out += [f"{stack.label()} over http2: gRPC options do not apply to an HTTP/2 POST"
                      for stack in stacks if stack.grpc_options]
     cells = plan_cells(config, stacks)
-    return Plan(cells, [config.client, config.server], total=len(cells) * config.repeats, unit="upload", omitted=left_out)
+    return Plan(cells, list(dict.fromkeys((config.client, config.server))), total=len(cells) * config.repeats, unit="upload", omitted=left_out)
 
 
 def summarize(run):
