@@ -157,6 +157,18 @@ UPLOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
                                          "answer, measured by the server and returned with the acknowledgement."),
     ("server_cpu_user_s", pa.float64(), True, "User part of server CPU, its /proc/self/stat utime (1/100 s ticks)."),
     ("server_cpu_sys_s", pa.float64(), True, "Kernel part of server CPU, its /proc/self/stat stime (1/100 s ticks)."),
+    ("client_rw_syscalls", pa.int64(), True, "read(2)/write(2)-family system calls of the client process over the "
+                                             "timed window (/proc/self/io syscr + syscw); labkit-go only: Python's "
+                                             "grpcio uses sendmsg/recvmsg, which that file does not count (null)."),
+    ("server_rw_syscalls", pa.int64(), True, "The same of the server process over the request (labkit-go's server; "
+                                             "null for Python's)."),
+    ("client_frames", pa.int64(), True, "HTTP/2 frames of every type the client wrote on its connection over the "
+                                        "timed window, read from the bytes above TLS (labkit-go's agent; null for "
+                                        "Python's)."),
+    ("client_data_frames", pa.int64(), True, "DATA frames among client_frames: what the chunks became on the wire."),
+    ("client_writes", pa.int64(), True, "Writes of the client's connection (each one write(2) of the socket, or of "
+                                        "TLS records on it) over the timed window (labkit-go's agent; null for "
+                                        "Python's)."),
     ("ok", pa.bool_(), False, "True when the server acknowledged every byte with the right SHA-256 and found "
                               "what the client declared; false rows say why in error."),
     ("error", pa.string(), True, "Why ok is false (gRPC status, HTTP status and reason, byte count or checksum "

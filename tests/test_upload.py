@@ -473,4 +473,13 @@ def test_go_and_python_stacks_upload_the_same_file_side_by_side(lab, inventory, 
     assert any("gRPC options do not apply to an HTTP/2 POST" in line for line in run.manifest["omitted_cells"])
     assert (samples["bytes_acked"] == FILE_BYTES).all() and (samples["server_cpu_s"] > 0).all()
     assert {server["impl"] for server in run.manifest["servers"]} == {"go"}
+    # The wire and its system calls are counted where labkit-go runs: the Go agent's frames, writes and calls, and
+    # the Go server's calls whichever client asked; a Python agent's stay null (grpcio's sendmsg/recvmsg are not
+    # in /proc/self/io).
+    go, python = (samples[samples["client_impl"] == impl].set_index("chunk_bytes") for impl in ("go", "python"))
+    assert (go["client_data_frames"] >= go["chunks"]).all() and (go["client_frames"] >= go["client_data_frames"]).all()
+    assert go.loc[1024, "client_data_frames"] > 10 * go.loc[65536, "client_data_frames"]
+    assert (go["client_writes"] > 0).all() and (go["client_rw_syscalls"] >= go["client_writes"]).all()
+    assert samples["server_rw_syscalls"].gt(0).all()
+    assert python[["client_data_frames", "client_writes", "client_rw_syscalls"]].isna().all().all()
     assert upload_processes(lab) == []

@@ -53,8 +53,13 @@ ROW_FIELDS = (
     "seq", "t_start_utc_ns", "seconds", "mb_per_s", "bytes_sent", "chunks", "bytes_acked",
     "client_cpu_s", "client_cpu_user_s", "client_cpu_sys_s",
     "server_cpu_s", "server_cpu_user_s", "server_cpu_sys_s",
+    # Counted by labkit-go's agent and server only (null here): see UPLOAD_SCHEMA.
+    "client_rw_syscalls", "server_rw_syscalls", "client_frames", "client_data_frames", "client_writes",
     "ok", "error", "status",
 )
+
+#: What a server reports of an upload: its CPU seconds, and (labkit-go's) its read/write system calls.
+SERVER_KEYS = ("cpu_s", "cpu_user_s", "cpu_sys_s", "rw_syscalls")
 
 # Generated files are written in blocks of this many bytes from one seeded
 # generator, so the same (size, seed) gives the same bytes on every host.
@@ -132,6 +137,8 @@ def _finish(row: dict[str, Any], data_len: int, sha256: str, elapsed_ns: int, cp
     row["seconds"] = elapsed_ns / 1e9
     row.update({f"client_{key}": value for key, value in cpu_end.since(cpu_start).items()})
     row.update({f"server_{key}": server_cpu.get(key) for key in ("cpu_s", "cpu_user_s", "cpu_sys_s")})
+    if server_cpu.get("rw_syscalls") is not None:  # a labkit-go server counts them
+        row["server_rw_syscalls"] = int(server_cpu["rw_syscalls"])
     row["bytes_acked"] = acked
     if acked is not None and acked != data_len:
         problems.append(f"server acknowledged {acked} bytes, sent {data_len}")
@@ -205,7 +212,7 @@ def _grpc_uploads(target, data, sha256, chunk_bytes, repeats, *, tls_root_pem, t
                     problems.append(f"server: {status.message or echo_pb2.UploadStatusCode.Name(status.code)}")
                 trailing = dict(call.trailing_metadata() or ())
                 server_cpu = {key: _float_or_none(trailing.get(f"labkit-server-{key.replace('_', '-')}"))
-                              for key in ("cpu_s", "cpu_user_s", "cpu_sys_s")}
+                              for key in SERVER_KEYS}
             except grpc.RpcError as exc:
                 end_ns = time.perf_counter_ns()
                 cpu_end = cpu_now()
@@ -263,7 +270,7 @@ def _http2_uploads(target, data, sha256, chunk_bytes, repeats, *, tls_root_pem, 
                 acked, acked_sha256 = body.get("bytes_received"), body.get("sha256")
                 if reply.status != 200:
                     problems.append(f"HTTP {reply.status}: {body.get('error', 'no reason given')}")
-                server_cpu = {key: body.get(f"server_{key}") for key in ("cpu_s", "cpu_user_s", "cpu_sys_s")}
+                server_cpu = {key: body.get(f"server_{key}") for key in SERVER_KEYS}
             except Http2Error as exc:
                 end_ns = time.perf_counter_ns()
                 cpu_end = cpu_now()

@@ -22,22 +22,28 @@ import (
 
 // Dial is how a client reaches the echo server: plain or TLS (TLSCA, a PEM root; TLSServerName, the name to
 // check instead of the host), keepalive pings every KeepaliveMs (0: none), and the --grpc-option values.
+// WrapCredentials, when set, wraps the transport credentials (plain or TLS), e.g. to count what crosses them.
 type Dial struct {
 	TLSCA, TLSServerName string
 	KeepaliveMs          int
 	Options              options.Values
+	WrapCredentials      func(credentials.TransportCredentials) credentials.TransportCredentials
 }
 
 // DialOptions are grpc-go's dial options for d.
 func (d Dial) DialOptions() ([]grpc.DialOption, error) {
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	creds := insecure.NewCredentials()
 	if d.TLSCA != "" {
 		config, err := files.ClientTLS(d.TLSCA, d.TLSServerName)
 		if err != nil {
 			return nil, err
 		}
-		dial[0] = grpc.WithTransportCredentials(credentials.NewTLS(config))
+		creds = credentials.NewTLS(config)
 	}
+	if d.WrapCredentials != nil {
+		creds = d.WrapCredentials(creds)
+	}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	if d.KeepaliveMs > 0 {
 		// grpc-go raises a client keepalive below 10 s to 10 s; the Python client pings as asked.
 		every := time.Duration(d.KeepaliveMs) * time.Millisecond

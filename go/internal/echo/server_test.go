@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -101,5 +102,22 @@ func TestAPortInUseIsNamedWithItsReason(t *testing.T) {
 		TCPEchoPort: taken.TCPEchoPort, Given: map[string]bool{"tcp-echo-port": true}})
 	if err == nil || !strings.HasSuffix(err.Error(), "port "+strings.TrimPrefix(taken.TCPEchoTarget, "127.0.0.1:")+": bind: address already in use") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// /proc/<pid>/io as a shell's was (testdata): syscr 8 + syscw 3; a text without both lines is unknown.
+func TestReadAndWriteSystemCallsComeFromProcIO(t *testing.T) {
+	text, err := os.ReadFile("testdata/proc-self-io.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := echo.ParseRWSyscalls(string(text)); got != 11 {
+		t.Fatalf("syscr + syscw = %d, want 11", got)
+	}
+	if got := echo.ParseRWSyscalls("rchar: 3980\nsyscr: 8\n"); got != -1 {
+		t.Fatalf("without syscw: %d, want -1", got)
+	}
+	if now := echo.CPUNow(); now.RWSyscalls < 1 {
+		t.Fatalf("this process has read its own /proc/self/io, yet counts %d calls", now.RWSyscalls)
 	}
 }

@@ -38,11 +38,12 @@ type Agent struct {
 	sha     string
 	options options.Values
 	out     io.Writer
+	frames  *FrameCounter // the HTTP/2 frames the agent's connection carried
 }
 
 // NewAgent checks c as the Python agent does and reads the file; a file whose SHA-256 is not c.SHA256 is refused.
 func NewAgent(c Config) (*Agent, error) {
-	a := &Agent{Config: c}
+	a := &Agent{Config: c, frames: NewFrameCounter()}
 	if c.Transport != "grpc" && c.Transport != "http2" {
 		return nil, fmt.Errorf("--transport is grpc or http2, not %q", c.Transport)
 	}
@@ -117,20 +118,35 @@ func (a *Agent) emitUnlessCancelled(ctx context.Context, row map[string]any) err
 func (a *Agent) newRow(seq int) map[string]any {
 	row := map[string]any{"event": "upload", "seq": seq, "bytes_sent": len(a.data), "chunks": (int64(len(a.data)) + a.ChunkSize - 1) / a.ChunkSize}
 	for _, key := range []string{"t_start_utc_ns", "seconds", "mb_per_s", "bytes_acked", "client_cpu_s", "client_cpu_user_s",
-		"client_cpu_sys_s", "server_cpu_s", "server_cpu_user_s", "server_cpu_sys_s", "ok", "error", "status"} {
+		"client_cpu_sys_s", "server_cpu_s", "server_cpu_user_s", "server_cpu_sys_s", "client_rw_syscalls",
+		"server_rw_syscalls", "client_frames", "client_data_frames", "client_writes", "ok", "error", "status"} {
 		row[key] = nil
 	}
 	return row
 }
 
-// finish fills in what every upload row has, as Python's _finish: time, CPU of both ends, the checks.
-func (a *Agent) finish(row map[string]any, elapsed time.Duration, cpuStart, cpuEnd echo.CPUSample, acked *int64,
+// serverKeys are what the server reports of an upload: its CPU seconds, and its read/write system calls.
+var serverKeys = []string{"cpu_s", "cpu_user_s", "cpu_sys_s", "rw_syscalls"}
+
+// measured is what the agent's process and connection spent on one upload, read before and after it.
+type measured struct {
+	cpu    echo.CPUSample
+	frames FrameCounts
+}
+
+func (a *Agent) measure() measured { return measured{echo.CPUNow(), a.frames.Counts()} }
+
+// finish fills in what every upload row has, as Python's _finish: time, CPU and system calls of both ends, the
+// client's frames and writes, the checks.
+func (a *Agent) finish(row map[string]any, elapsed time.Duration, before, after measured, acked *int64,
 	ackedSHA string, server map[string]any, problems []string) {
 	row["seconds"] = elapsed.Seconds()
-	for key, value := range cpuEnd.Since(cpuStart) {
+	for key, value := range after.cpu.Since(before.cpu) {
 		row["client_"+key] = value
 	}
-	for _, key := range []string{"cpu_s", "cpu_user_s", "cpu_sys_s"} {
+	frames := after.frames.Sub(before.frames)
+	row["client_frames"], row["client_data_frames"], row["client_writes"] = frames.Frames, frames.DataFrames, frames.Writes
+	for _, key := range serverKeys {
 		row["server_"+key] = server[key]
 	}
 	if acked != nil {

@@ -18,7 +18,8 @@ import (
 
 func (a *Agent) runGRPC(ctx context.Context) error {
 	started := time.Now()
-	dial, err := echo.Dial{TLSCA: a.TLSCA, TLSServerName: a.TLSServerName, Options: a.options}.DialOptions()
+	dial, err := echo.Dial{TLSCA: a.TLSCA, TLSServerName: a.TLSServerName, Options: a.options,
+		WrapCredentials: a.frames.Credentials}.DialOptions()
 	if err != nil {
 		return err
 	}
@@ -66,16 +67,16 @@ func (a *Agent) finishGRPC(ctx context.Context, row map[string]any, stub echopb.
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	var trailer metadata.MD
-	cpuStart := echo.CPUNow()
+	before := a.measure()
 	row["t_start_utc_ns"] = time.Now().UnixNano()
 	start := time.Now()
 	result, err := a.grpcUpload(ctx, stub, a.data, md, grpc.Trailer(&trailer))
-	elapsed, cpuEnd := time.Since(start), echo.CPUNow()
+	elapsed, after := time.Since(start), a.measure()
 	if err != nil {
 		st := status.Convert(err)
 		row["status"] = echo.CodeName(st.Code())
 		problem := fmt.Sprintf("%s: %s", echo.CodeName(st.Code()), st.Message())
-		a.finish(row, elapsed, cpuStart, cpuEnd, nil, "", map[string]any{}, []string{problem})
+		a.finish(row, elapsed, before, after, nil, "", map[string]any{}, []string{problem})
 		return
 	}
 	row["status"] = "OK"
@@ -88,13 +89,14 @@ func (a *Agent) finishGRPC(ctx context.Context, row map[string]any, stub echopb.
 		problems = append(problems, "server: "+reason)
 	}
 	received := result.GetBytesReceived()
-	a.finish(row, elapsed, cpuStart, cpuEnd, &received, result.GetSha256(), serverCPU(trailer), problems)
+	a.finish(row, elapsed, before, after, &received, result.GetSha256(), serverCPU(trailer), problems)
 }
 
-// serverCPU reads the server's CPU seconds from the labkit-server-cpu-* trailers (absent ones stay null).
+// serverCPU reads the server's CPU seconds and system calls from the labkit-server-* trailers (absent ones stay
+// null).
 func serverCPU(trailer metadata.MD) map[string]any {
 	server := map[string]any{}
-	for _, key := range []string{"cpu_s", "cpu_user_s", "cpu_sys_s"} {
+	for _, key := range serverKeys {
 		if values := trailer.Get("labkit-server-" + strings.ReplaceAll(key, "_", "-")); len(values) > 0 {
 			if v, err := strconv.ParseFloat(values[0], 64); err == nil {
 				server[key] = v

@@ -42,10 +42,12 @@ type h2Conn struct {
 	timeout     time.Duration
 	transport   *http2.Transport
 	cc          *http2.ClientConn
+	frames      *FrameCounter
 }
 
 func (a *Agent) newH2Conn() (*h2Conn, error) {
-	c := &h2Conn{target: a.Target, url: "http://" + a.Target + echo.UploadPath, timeout: a.timeout, transport: &http2.Transport{}}
+	c := &h2Conn{target: a.Target, url: "http://" + a.Target + echo.UploadPath, timeout: a.timeout, transport: &http2.Transport{},
+		frames: a.frames}
 	if a.TLSCA == "" {
 		return c, nil
 	}
@@ -82,7 +84,7 @@ func (c *h2Conn) connect(parent context.Context) error {
 		}
 		conn = secure
 	}
-	if c.cc, err = c.transport.NewClientConn(conn); err == nil {
+	if c.cc, err = c.transport.NewClientConn(c.frames.Wrap(conn)); err == nil {
 		err = c.cc.Ping(ctx)
 	}
 	if err != nil {
@@ -175,11 +177,11 @@ func (a *Agent) runHTTP2(ctx context.Context) error {
 
 // finishHTTP2 makes one timed upload on conn and fills in its row.
 func (a *Agent) finishHTTP2(ctx context.Context, row map[string]any, conn *h2Conn) {
-	cpuStart := echo.CPUNow()
+	before := a.measure()
 	row["t_start_utc_ns"] = time.Now().UnixNano()
 	start := time.Now()
 	code, body, err := conn.upload(ctx, a.data, a.ChunkSize, a.declaredLength(), a.sha)
-	elapsed, cpuEnd := time.Since(start), echo.CPUNow()
+	elapsed, after := time.Since(start), a.measure()
 	var problems []string
 	var acked *int64
 	ackedSHA, _ := body["sha256"].(string)
@@ -197,11 +199,11 @@ func (a *Agent) finishHTTP2(ctx context.Context, row map[string]any, conn *h2Con
 		if code != http.StatusOK {
 			problems = append(problems, httpFailure(code, body, nil))
 		}
-		for _, key := range []string{"cpu_s", "cpu_user_s", "cpu_sys_s"} {
+		for _, key := range serverKeys {
 			server[key] = body["server_"+key]
 		}
 	}
-	a.finish(row, elapsed, cpuStart, cpuEnd, acked, ackedSHA, server, problems)
+	a.finish(row, elapsed, before, after, acked, ackedSHA, server, problems)
 }
 
 // httpFailure says why an HTTP/2 upload failed, as the Python agent: "HTTP 413: reason".

@@ -21,8 +21,9 @@ import (
 
 // rowFields are the fields of every upload row, as labkit/echo/upload_agent.py ROW_FIELDS with event and seq.
 var rowFields = []string{"bytes_acked", "bytes_sent", "chunks", "client_cpu_s", "client_cpu_sys_s", "client_cpu_user_s",
-	"error", "event", "mb_per_s", "ok", "seconds", "seq", "server_cpu_s", "server_cpu_sys_s", "server_cpu_user_s",
-	"status", "t_start_utc_ns"}
+	"client_data_frames", "client_frames", "client_rw_syscalls", "client_writes", "error", "event", "mb_per_s", "ok",
+	"seconds", "seq", "server_cpu_s", "server_cpu_sys_s", "server_cpu_user_s", "server_rw_syscalls", "status",
+	"t_start_utc_ns"}
 
 // file is a 100-byte file to upload.
 func file(t *testing.T) string {
@@ -76,6 +77,32 @@ func TestEachUploadIsARowAfterTheReadyLine(t *testing.T) {
 				row["mb_per_s"].(float64) <= 0 || row["server_cpu_s"] == nil || row["client_cpu_s"] == nil {
 				t.Fatalf("%s row %d: %v", transport, seq, row)
 			}
+			// Each 30-byte chunk left as a DATA frame of its own (gRPC's with its 5-byte prefix), and the process
+			// wrote them with system calls the kernel counted; the server counted its reads.
+			frames, data := row["client_frames"].(float64), row["client_data_frames"].(float64)
+			if data < 4 || frames < data || row["client_writes"].(float64) < 1 ||
+				row["client_rw_syscalls"].(float64) < 1 || row["server_rw_syscalls"].(float64) < 1 {
+				t.Fatalf("%s row %d: frames, writes or system calls: %v", transport, seq, row)
+			}
+		}
+	}
+}
+
+// The frames a chunk size becomes, counted: a 100-byte file in 1-byte chunks is at least 100 DATA frames on both
+// transports, in 50-byte chunks a handful.
+func TestSmallerChunksAreMoreDataFrames(t *testing.T) {
+	server := echotest.Start(t)
+	for transport, target := range map[string]string{"grpc": server.Target, "http2": server.HTTP2Target} {
+		counts := map[int64]float64{}
+		for _, chunk := range []int64{1, 50} {
+			lines, err := run(t, config(t, transport, target, func(c *upload.Config) { c.ChunkSize, c.Repeats = chunk, 1 }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts[chunk] = lines[1]["client_data_frames"].(float64)
+		}
+		if counts[1] < 100 || counts[50] < 2 || counts[50] > 10 {
+			t.Fatalf("%s: DATA frames by chunk size %v", transport, counts)
 		}
 	}
 }
