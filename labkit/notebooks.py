@@ -266,6 +266,54 @@ def upload_runs_section(run, conditions: list[str], sizes: tuple[int, int], drop
     return {"runs": len(replicates), **upload.runs_headline(table, sizes)}
 
 
+def upload_wire_section(uploads, conditions: list[str], sizes: tuple[int, int], export, chunk_axis) -> tuple[Any, dict]:
+    """The upload notebook's *What the chunks become*: per condition and chunk size the medians of the frames,
+    writes and system calls per MB (:func:`labkit.analysis.upload.wire_table` of ``uploads``, which carry
+    :func:`labkit.analysis.upload.with_wire_costs`' columns), shown as a table and a figure (one panel per count,
+    ``wire``); returns the table and the headline fields (:func:`labkit.analysis.upload_report.wire_headline`), none
+    for a run that counted nothing (a Python side's, or one recorded before labkit counted)."""
+    from IPython.display import Markdown, display
+
+    from labkit import plots
+    from labkit.analysis import upload, upload_report
+
+    table = upload.wire_table(uploads, conditions)
+    counted = [label for label in table.columns if label != "chunks / MB"]
+    if not counted:
+        display(Markdown("This run counted no frames or system calls: its ends are Python's, or it was recorded "
+                         "before labkit counted them."))
+        return table, {}
+    display(Markdown("Medians per condition and chunk size, per MB of file:"), table)
+    with plots.theme():
+        fig, axes = plots.figure(1, len(counted), figsize=(4.2 * len(counted), 3.8), squeeze=False)
+        for ax, label in zip(axes.flat, counted):
+            plots.lines_with_ci(table.reset_index(), "chunk_bytes", label, by="condition", order=conditions, logx=True,
+                                logy=True, ax=ax, xlabel="chunk size", ylabel=f"{label} (median)")
+            chunk_axis(ax)
+    export(fig, "wire")
+    return table, upload_report.wire_headline(table, sizes)
+
+
+def upload_pairs_over_runs_section(every_run, pairs: dict, confidence: float) -> tuple[Any, dict]:
+    """The upload notebook's TLS and transport differences over the runs of its group
+    (:func:`labkit.analysis.upload.pairs_over_runs` of ``every_run``, their successful uploads, labelled), shown per
+    comparison and chunk size; (the table, the headline fields). For a run made alone, the sentence that says so."""
+    from IPython.display import Markdown, display
+
+    from labkit.analysis import upload
+
+    if every_run["replicate"].nunique() < 2:
+        display(Markdown(made_alone("upload")))
+        return None, {}
+    table = upload.pairs_over_runs(every_run, pairs, confidence)
+    display(Markdown(
+        f"Over the {every_run['replicate'].nunique()} runs: B − A in MB/s, each run's cells summarised from their later "
+        f"uploads, the runs' mean [{confidence:.0%} Student-t interval over the runs] and the verdict after "
+        f"{table['correction'].iloc[0]} over all {len(table)} comparisons:"),
+        table.pivot(index="comparison", columns="chunk_bytes", values="cell"))
+    return table, upload.runs_pairs_headline(table)
+
+
 def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n_resamples: int) -> dict:
     """The tuning notebook's *Between runs*: every comparison of ``diffs`` (this run's
     :func:`labkit.analysis.tuning.compare_knobs`) made again in each other run of the group, tested over the runs
@@ -443,9 +491,10 @@ RUN_IT_YOURSELF: dict[str, Yourself] = {
         "repeats": 10, "slow_start_after_idle": [1, 0], "cc": ["cubic"], "name": "idle-step"}),
     "series": Yourself("series-wan", {"one_way_delay": "100ms"}, "series", {
         **_TWO_HOSTS, "duration_s": 120.0, "interval_s": 1.0, "name": "series"}),
-    "upload": Yourself("upload-small", {"one_way_delay": "5ms", "rate": None}, "upload", {
-        **_TWO_HOSTS, "file_size": 4 * 2**20, "chunk_sizes": [64, 1024, 16384, 262144, 1048576], "repeats": 5,
-        "tls": "both", "transports": ["grpc", "http2"], "name": "upload"}),
+    # The published design: both ends on one host, over its loopback, in grpc-go (labkit-go).
+    "upload": Yourself("upload-loopback", {"one_way_delay": "0ms", "rate": None}, "upload", {
+        "client": "a", "server": "a", "client_impl": ["go"], "server_impl": ["go"], "file_size": 4 * 2**20,
+        "repeats": 50, "tls": "both", "transports": ["grpc", "http2"], "runs": 3, "name": "upload"}),
     "load": Yourself("load-small", {"one_way_delay": "5ms", "rate": None}, "load", {
         **_TWO_HOSTS, "transports": ["grpc", "grpc-conns", "http2"], "concurrency": [1, 10, 50], "payload_bytes": [64],
         "connections": [1, 4], "duration_s": 3.0, "warmup_s": 1.0, "name": "load"}),

@@ -346,13 +346,14 @@ def test_upload_and_load_notebooks_are_registered():
     assert notebooks_for("hop") == ("hop",)
 
 
-def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
-    """run_dir empty: 4 MiB, chunks 64 B … 1 MiB, grpc and http2 with and without TLS, 5 uploads a cell, 5 ms each way;
-    three runs."""
+def test_upload_notebook_on_the_grpcio_sample(tmp_path, monkeypatch, labkit_kernel):
+    """upload-small, grpcio at both ends: 4 MiB, chunks 64 B … 1 MiB, grpc and http2 with and without TLS, 5 uploads a
+    cell, 5 ms each way; three runs; every upload kept (drop_first_upload false), as its README sentences read it."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("upload", UPLOAD_SMALL, tmp_path, ["png", "svg"], parameters={"run_dir": ""},
+    result = execute_notebook("upload", UPLOAD_SMALL, tmp_path, ["png", "svg"],
+                              parameters={"run_dir": str(UPLOAD_SMALL), "drop_first_upload": False},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     headline = data["headline"]
@@ -389,11 +390,43 @@ def test_upload_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_ker
     assert headline["http2_vs_grpc.plain.64.verdict"] == "higher" == headline["http2_vs_grpc.tls.64.verdict"]
     assert (headline["comparisons"], headline["comparisons.called"]) == (20, 4)
     assert {"tls_effect.grpc.64", "tls_effect.http2.1048576"} <= set(headline)
+    # Python's ends count no frames or system calls: no wire figure, no wire headline.
+    assert not any(key.startswith("wire.") for key in headline)
     stems = ("upload_cpu", "upload_explain_components", "upload_spread", "upload_throughput")
     assert sorted(data["figures"]) == sorted(f"{s}.{f}" for s in stems for f in ("png", "svg"))
     for name in data["figures"]:
         assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC[name.rsplit(".", 1)[1]])
     assert not (UPLOAD_SMALL / "figures").exists() and not (UPLOAD_SMALL / "report").exists()
+
+
+UPLOAD_LOOPBACK = REPO / "data" / "samples" / "upload-loopback"
+
+
+def test_upload_notebook_on_the_shipped_loopback_sample(tmp_path, monkeypatch, labkit_kernel):
+    """run_dir empty: the published design (grpc-go at both ends over loopback, 2^4 … 2^21 B, 50 uploads a cell, three
+    runs), the first upload of every cell apart; what the chunks became is counted, and the comparisons are made
+    within the run and over the runs."""
+    from labkit.report import execute_notebook
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("upload", UPLOAD_LOOPBACK, tmp_path, ["png"], parameters={"run_dir": ""},
+                              kernel_name=labkit_kernel)
+    data = json.loads(result.headline_path.read_text())
+    headline = data["headline"]
+    assert data["run_path"] == str(UPLOAD_LOOPBACK) and data["settings"]["drop_first_upload"] is True
+    assert (headline["uploads"], headline["failed"], headline["runs"]) == (3600, 0, 3)
+    assert (headline["smallest_chunk_bytes"], headline["largest_chunk_bytes"]) == (16, 2**21)
+    cells = {(cell["condition"], cell["chunk_bytes"]): cell for cell in data["cells"]}
+    assert len(cells) == 72 and all(cell["uploads"] == 49 for cell in cells.values())  # the warm-up apart
+    assert headline["mb_per_s.statistic"] == "median"
+    for c in ("grpc", "grpc+TLS", "http2", "http2+TLS"):
+        # One DATA frame per 16 B chunk (62,500 per MB), whatever the transport; HTTP/2's server many more calls.
+        assert headline[f"wire.client_data_frames_per_mb.{c}.16"] >= 62500
+        assert headline[f"wire.server_rw_syscalls_per_mb.{c}.16"] > 0
+    assert headline["wire.server_rw_syscalls_per_mb.http2.16"] > 100 * headline["wire.server_rw_syscalls_per_mb.grpc.16"]
+    assert headline["runs.comparisons"] == 72 and headline["runs.http2 − grpc.lower"] >= 1
+    assert headline["runs.http2 − grpc.higher"] == 0
+    assert "upload_wire.png" in data["figures"]
 
 
 def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):

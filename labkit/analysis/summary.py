@@ -45,14 +45,17 @@ def summarize(df: pd.DataFrame, value: str = "rtt_ms", *, by=None, ok: str | Non
 
 
 def summarize_with_location(df: pd.DataFrame, value: str = "rtt_ms", *, by=None, ok: str | None = "ok",
-                            confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000) -> pd.DataFrame:
+                            confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000,
+                            time_ordered: bool = False) -> pd.DataFrame:
     """:func:`summarize` plus each group's location with its interval by labkit's small-sample rule
     (:func:`labkit.analysis.inference.location_interval`): ``statistic`` (the mean below ten values, else the
-    median), ``value``, ``lo``, ``hi`` and ``method``."""
+    median), ``value``, ``lo``, ``hi`` and ``method``; ``time_ordered``: each group's rows are in time order, and a
+    bootstrap resamples them in blocks."""
     from labkit.analysis.inference import location_interval
 
     table = summarize(df, value, by=by, ok=ok)
-    found = [location_interval(_samples(group, value, ok), confidence=confidence, seed=seed, n_resamples=n_resamples)
+    found = [location_interval(_samples(group, value, ok), confidence=confidence, seed=seed, n_resamples=n_resamples,
+                               time_ordered=time_ordered)
              for _, group in _groups(df, by)]
     for column in ("statistic", "value", "low", "high", "method"):
         table[{"low": "lo", "high": "hi"}.get(column, column)] = [getattr(f, column) for f in found]

@@ -47,12 +47,41 @@ def with_cpu_costs(uploads: pd.DataFrame, file_bytes: int) -> pd.DataFrame:
     )
 
 
+#: What an upload's wire and system calls cost, per MB of file: the columns :func:`with_wire_costs` adds from the
+#: counts labkit-go's agent and server record (null for a Python side).
+WIRE_COUNTS = {"client_data_frames": "client DATA frames / MB", "client_writes": "client writes / MB",
+               "client_rw_syscalls": "client read+write syscalls / MB",
+               "server_rw_syscalls": "server read+write syscalls / MB"}
+
+
+def with_wire_costs(uploads: pd.DataFrame, file_bytes: int) -> pd.DataFrame:
+    """Each of :data:`WIRE_COUNTS` per MB (10^6 B) of the file (``<count>_per_mb``; NaN where not counted, and none
+    for a run recorded before labkit counted them), and chunks per MB: the mechanism behind CPU per MB."""
+    mb = file_bytes / 1e6
+    added = {f"{count}_per_mb": (pd.to_numeric(uploads[count], errors="coerce") / mb if count in uploads else np.nan)
+             for count in WIRE_COUNTS}
+    return uploads.assign(chunks_per_mb=uploads["chunks"] / mb, **added)
+
+
+def wire_table(uploads: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
+    """Per condition and chunk size (rows): the medians of chunks per MB and of every :data:`WIRE_COUNTS` per MB, from
+    :func:`with_wire_costs` uploads; the counts a run did not record are left out."""
+    columns = {"chunks / MB": "chunks_per_mb",
+               **{label: f"{count}_per_mb" for count, label in WIRE_COUNTS.items()}}
+    kept = {label: column for label, column in columns.items() if uploads[column].notna().any()}
+    table = uploads.groupby(_CELL)[list(kept.values())].median().rename(columns={v: k for k, v in kept.items()})
+    return table.reindex(conditions, level=0)
+
+
 def cell_summary(uploads: pd.DataFrame, value: str, confidence: float = 0.95) -> pd.DataFrame:
     """Per condition and chunk size (columns, not index): the summary of ``value`` (count, mean, quartiles...) and
     its location with an interval as :func:`labkit.analysis.inference.method_for` puts it (``statistic``,
     ``value``, ``lo``, ``hi``, ``method``: with fewer than ten uploads a cell, their mean and Student's t
-    interval)."""
-    return summarize_with_location(uploads, value, by=_CELL, ok=None, confidence=confidence).reset_index()
+    interval; from ten, their median with a bootstrap in blocks, as a cell's uploads follow one another on one
+    connection)."""
+    in_order = uploads.sort_values(["seq"], kind="stable")
+    return summarize_with_location(in_order, value, by=_CELL, ok=None, confidence=confidence,
+                                   time_ordered=True).reset_index()
 
 
 def spread(uploads: pd.DataFrame) -> pd.DataFrame:
@@ -101,8 +130,9 @@ def compare_pairs(uploads: pd.DataFrame, pairs: dict[str, tuple[str, str]], conf
     for name, (a, b) in pairs.items():
         for size in sorted(int(s) for s in uploads["chunk_bytes"].unique()):
             at_size = uploads[uploads["chunk_bytes"] == size]
-            xa, xb = (at_size[at_size["condition"] == c]["mb_per_s"] for c in (a, b))
-            result = two_sample_difference(xa, xb, confidence=confidence)
+            xa, xb = (at_size[at_size["condition"] == c].sort_values("seq")["mb_per_s"] for c in (a, b))
+            # A cell's uploads follow one another on one connection: resampled in blocks.
+            result = two_sample_difference(xa, xb, confidence=confidence, time_ordered=True)
             summary = np.mean if result.statistic == "mean" else np.median
             value_a, value_b = (float(summary(x)) if len(x) else np.nan for x in (xa, xb))
             results.append(result)
@@ -218,3 +248,57 @@ def pairs_in_runs(every_run: pd.DataFrame, pairs: dict[str, tuple[str, str]], si
         rows.append({"comparison": name, "B below": int((difference < 0).sum()), "B above": int((difference > 0).sum()),
                      "cells": int(difference.size)})
     return pd.DataFrame(rows, columns=["comparison", "B below", "B above", "cells"]).set_index("comparison")
+
+
+#: How a table's correction is named in a sentence.
+CORRECTIONS = {"holm": "Holm's correction", "fdr_bh": "Benjamini–Hochberg's correction (5 % false discoveries)"}
+
+
+def pairs_over_runs(every_run: pd.DataFrame, pairs: dict[str, tuple[str, str]], confidence: float = 0.95,
+                    method: str = "fdr_bh") -> pd.DataFrame:
+    """B − A in MB/s over the runs of a group, every pair (name → (A, B)) at every chunk size, as one family.
+
+    In each run (``every_run``'s ``replicate``) a cell is summarised from its later uploads
+    (:func:`later_uploads`: the first of a cell is its warm-up) by the small-sample rule
+    (:func:`labkit.analysis.inference.rule_statistic`: the median from ten uploads, else the mean); each run's
+    B − A is one value (``run 1``, ...), and the runs are the units: their mean with a Student-t interval and a
+    one-sample t-test (:func:`labkit.analysis.inference.one_sample_t`), so the interval holds what moves from one run
+    to the next (fresh servers, connections, the machine's load), which the uploads of one run cannot show. One
+    correction over every row (:func:`labkit.analysis.inference.call_table`), the untestable (fewer than two runs,
+    or runs that all agree exactly) listed and counted: by default Benjamini–Hochberg's (a false discovery rate of
+    5 %), since with three runs a t-test has two degrees of freedom, and Holm's family-wise bound over the 72
+    comparisons of a whole matrix would call only differences some forty times their standard error; ``method``
+    ``"holm"`` for that bound. ``B / A`` is the ratio of the runs' means.
+    """
+    from labkit.analysis.inference import call_table, one_sample_t, rule_statistic
+
+    later = later_uploads(every_run)
+    if later.empty:
+        return pd.DataFrame()
+    statistic = rule_statistic(int(later.groupby(["replicate", *_CELL]).size().min()))
+    by_run = later.groupby(["condition", "chunk_bytes", "replicate"])["mb_per_s"].agg(statistic)
+    replicates = sorted(later["replicate"].unique())
+    rows, results = [], []
+    for name, (a, b) in pairs.items():
+        for size in sorted(int(s) for s in later["chunk_bytes"].unique()):
+            per_run = [by_run.get((b, size, r), np.nan) - by_run.get((a, size, r), np.nan) for r in replicates]
+            result = one_sample_t(per_run, confidence)
+            value_a = float(np.nanmean([by_run.get((a, size, r), np.nan) for r in replicates]))
+            value_b = float(np.nanmean([by_run.get((b, size, r), np.nan) for r in replicates]))
+            results.append(result)
+            rows.append({"comparison": name, "chunk_bytes": size, "A": a, "B": b, "statistic": statistic.__name__,
+                         **{f"run {i}": v for i, v in enumerate(per_run, 1)}, "A MB/s": value_a, "B MB/s": value_b,
+                         "B / A": value_b / value_a if value_a else np.nan, "difference": result.difference,
+                         "lo": result.low, "hi": result.high, "p": result.pvalue, "runs": result.n_a})
+    table = call_table(pd.DataFrame(rows), results, "MB/s", method=method)
+    return table.assign(correction=CORRECTIONS[method])
+
+
+def runs_pairs_headline(over_runs: pd.DataFrame) -> dict[str, int]:
+    """Headline counts of :func:`pairs_over_runs`: the comparisons, and per comparison how many chunk sizes it called
+    higher, lower, and left unclear or untestable (``runs.<comparison>.higher`` ...)."""
+    headline: dict[str, int] = {"runs.comparisons": int(len(over_runs))}
+    for name, rows in over_runs.groupby("comparison", sort=False):
+        for verdict in ("higher", "lower", "unclear", "not testable"):
+            headline[f"runs.{name}.{verdict.replace(' ', '_')}"] = int((rows["verdict"] == verdict).sum())
+    return headline

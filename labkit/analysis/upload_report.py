@@ -117,7 +117,7 @@ def tls_line(compared: pd.DataFrame, in_runs: pd.DataFrame, from_size: int) -> s
                        for name, row in in_runs.iterrows() if name.startswith("TLS"))
     return (f"- **TLS**: of its {len(tls)} comparisons in this run, {len(called)} "
             f"{'is' if len(called) == 1 else 'are'} called after Holm's correction over the {len(compared)} comparisons"
-            + (f"; from {format_size(from_size)} on, with so few uploads a side, only a difference of "
+            + (f"; from {format_size(from_size)} on, only a difference of "
                f"{unclear['mde'].min():.0f}–{unclear['mde'].max():.0f} MB/s or more could have been called (their "
                "MDEs)" if len(unclear) else "")
             + f". Over the runs, the later uploads with TLS against without, run × chunk size from "
@@ -139,8 +139,7 @@ def transport_line(compared: pd.DataFrame, in_runs: pd.DataFrame, from_size: int
                                if not name.startswith("TLS"))
     return (f"- **HTTP/2 against gRPC**, both timed to the server's acknowledgement: HTTP/2 called faster in this run "
             f"at {where(faster) or 'no chunk size'}" + (f", slower at {where(slower)}" if len(slower) else "")
-            + " (HTTP/2 ÷ gRPC). What makes gRPC slower with small chunks is not measured here: the CPU table gives "
-            f"its cost per chunk, not the cause. From {format_size(from_size)} on, gRPC's later uploads were faster "
+            + f" (HTTP/2 ÷ gRPC). From {format_size(from_size)} on, gRPC's later uploads were faster "
             f"than HTTP/2's in {grpc_faster} run × chunk-size cells"
             + (", though no comparison there is called within one run." if large_called.empty else "."))
 
@@ -182,3 +181,73 @@ def cell_details(throughput: pd.DataFrame, cpu: dict[str, pd.DataFrame], utilisa
              "server_cpu_util": utilisation.loc[(c, s), "server_cpu_util"],
              "cv": spread.loc[(c, s), "cv"], "rtt_share_of_upload": rtt_shares.at[c, s]}
             for c in conditions for s in chunk_sizes if (c, s) in by_cell.index]
+
+
+def wire_headline(wire: pd.DataFrame, sizes: tuple[int, int]) -> dict[str, float]:
+    """At the smallest and largest chunk (``sizes``), each count of a :func:`labkit.analysis.upload.wire_table` per
+    MB and condition: ``wire.<count>.<condition>.<chunk>`` (``client_data_frames_per_mb``, ...)."""
+    names = {label: f"{count}_per_mb" for count, label in upload.WIRE_COUNTS.items()}
+    return {f"wire.{names[label]}.{condition}.{size}": round(float(value), 1)
+            for (condition, size), row in wire.iterrows() if size in sizes
+            for label, value in row.items() if label in names and pd.notna(value)}
+
+
+def wire_line(wire: pd.DataFrame, size: int) -> str:
+    """The bullet on what the chunks became at chunk ``size`` (a :func:`labkit.analysis.upload.wire_table`): per
+    condition, DATA frames per MB, the client's writes per MB and frames per write, and the server's read and write
+    system calls per MB; the line saying none were counted for a run without them."""
+    needed = ["client DATA frames / MB", "client writes / MB", "server read+write syscalls / MB"]
+    if not set(needed) <= set(wire.columns):
+        return ("- **What the chunks became**: not counted in this run (frames and system calls are counted by "
+                "labkit-go's ends; a Python end counts none).")
+    at = wire.xs(size, level="chunk_bytes")
+    parts = [f"{condition} {row[needed[0]]:,.0f} DATA frames in {row[needed[1]]:,.0f} writes "
+             f"({row[needed[0]] / row[needed[1]]:,.1f} frames a write), server {row[needed[2]]:,.0f} calls"
+             for condition, row in at.iterrows()]
+    return (f"- **What the chunks became** at {format_size(size)}, per MB (medians of the later uploads): "
+            + "; ".join(parts) + ".")
+
+
+def small_chunk_mechanism(wire: pd.DataFrame, size: int) -> dict[str, float | bool]:
+    """What the notebook says of the chunks at ``size``, from a :func:`labkit.analysis.upload.wire_table`:
+    ``frame_per_chunk`` (every condition sent a DATA frame per chunk or more), ``grpc_frames_per_write`` and
+    ``http2_frames_per_write`` (the fewest frames a client write carried among each transport's conditions, and the
+    most), and ``server_calls_http2_over_grpc`` (the fewest read/write calls per MB of an HTTP/2 server over the most
+    of a gRPC one)."""
+    at = wire.xs(size, level="chunk_bytes")
+    frames, writes = at["client DATA frames / MB"], at["client writes / MB"]
+    server = at["server read+write syscalls / MB"]
+    grpc, http2 = at.index.str.startswith("grpc"), at.index.str.startswith("http2")
+    per_write = frames / writes
+    return {
+        "frame_per_chunk": bool((frames >= 0.99 * at["chunks / MB"]).all()),
+        "grpc_frames_per_write": float(per_write[grpc].min()),
+        "http2_frames_per_write": float(per_write[http2].max()),
+        "server_calls_http2_over_grpc": float(server[http2].min() / server[grpc].max()),
+    }
+
+
+def runs_verdict_lines(over_runs: pd.DataFrame) -> list[str]:
+    """One bullet per comparison of :func:`labkit.analysis.upload.pairs_over_runs`: the chunk sizes where it was called
+    higher and lower over the runs (B − A), and those left unclear with the range of their MDEs."""
+    if over_runs is None or over_runs.empty:
+        return []
+    runs = int(over_runs["runs"].max())
+    lines = []
+    for name, rows in over_runs.groupby("comparison", sort=False):
+        said = []
+        for verdict, word in (("higher", "B faster"), ("lower", "B slower")):
+            sizes = rows.loc[rows["verdict"] == verdict, "chunk_bytes"]
+            if len(sizes):
+                said.append(f"{word} at {', '.join(format_size(int(x)) for x in sizes)}")
+        unclear = rows[rows["verdict"] == "unclear"]
+        if len(unclear):
+            said.append(f"unclear at {len(unclear)} size{'s' if len(unclear) != 1 else ''} (MDE "
+                        f"{unclear['mde'].min():.3g}–{unclear['mde'].max():.3g} MB/s)")
+        untestable = int((rows["verdict"] == "not testable").sum())
+        if untestable:
+            said.append(f"not testable at {untestable}")
+        a, b = rows["A"].iloc[0], rows["B"].iloc[0]
+        lines.append(f"- **{name}** (A = {a}, B = {b}) over the {runs} runs, after "
+                     f"{over_runs['correction'].iloc[0]} over {len(over_runs)}: " + "; ".join(said) + ".")
+    return lines
