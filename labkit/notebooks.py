@@ -494,7 +494,7 @@ RUN_IT_YOURSELF: dict[str, Yourself] = {
     # The published design: both ends on one host, over its loopback, in grpc-go (labkit-go).
     "upload": Yourself("upload-loopback", {"one_way_delay": "0ms", "rate": None}, "upload", {
         "client": "a", "server": "a", "client_impl": ["go"], "server_impl": ["go"], "file_size": 4 * 2**20,
-        "repeats": 50, "tls": "both", "transports": ["grpc", "http2"], "runs": 3, "name": "upload"}),
+        "repeats": 50, "tls": "both", "transports": ["grpc", "http2"], "name": "upload"}),
     "load": Yourself("load-small", {"one_way_delay": "5ms", "rate": None}, "load", {
         **_TWO_HOSTS, "transports": ["grpc", "grpc-conns", "http2"], "concurrency": [1, 10, 50], "payload_bytes": [64],
         "connections": [1, 4], "duration_s": 3.0, "warmup_s": 1.0, "name": "load"}),
