@@ -4,6 +4,9 @@ go 1.26.0
 
 require (
 	github.com/nats-io/nats.go v1.55.0
+	// v0.6.0's protoc-gen-go-vtproto (scripts/bootstrap.sh) writes echopb/echo_vtproto.pb.go; grpc v1.85.0 requires
+	// this later commit, which minimal version selection takes (its protohelpers are v0.6.0's, unchanged).
+	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0

@@ -99,10 +99,13 @@ built_from() {
 }
 
 # The protoc plugins of `make proto` and of the stub staleness test, pinned: the
-# committed Go stubs name their versions.
+# committed Go stubs name their versions. protoc-gen-go-vtproto writes echo_vtproto.pb.go,
+# the MarshalVT/UnmarshalVT/SizeVT of --grpc-option codec=vtproto (go/internal/codec); its
+# version is also go.mod's github.com/planetscale/vtprotobuf, whose protohelpers that file imports.
 PROTOC_GEN_GO=google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC=google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
-for plugin in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC"; do
+PROTOC_GEN_GO_VTPROTO=github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
+for plugin in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC" "$PROTOC_GEN_GO_VTPROTO"; do
   name=${plugin%@*}
   name=${name##*/}
   if ! built_from "$name" "$plugin"; then

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from labkit.proto import regenerate
 
 
@@ -25,12 +27,14 @@ def test_check_flag_fails_on_stale_stubs(tmp_path: Path):
     assert list(regenerate.stale_files(committed_dir=tmp_path)) == ["echo_pb2_grpc.py"]
 
 
-def test_check_flag_fails_on_stale_go_stubs(tmp_path: Path):
-    # The Go stubs of labkit-go are checked as the Python ones: an edited one is reported by name.
+@pytest.mark.parametrize("name", ["echo_grpc.pb.go", "echo_vtproto.pb.go"])
+def test_check_flag_fails_on_stale_go_stubs(tmp_path: Path, name: str):
+    # The Go stubs of labkit-go (vtprotobuf's methods too) are checked as the Python ones: an edited one is
+    # reported by name.
     regenerate.generate_go(tmp_path)
-    service = tmp_path / "echo_grpc.pb.go"
-    service.write_text(service.read_text() + "\n// edited by hand\n")
-    assert list(regenerate.stale_files(go_dir=tmp_path)) == ["echo_grpc.pb.go"]
+    stub = tmp_path / name
+    stub.write_text(stub.read_text() + "\n// edited by hand\n")
+    assert list(regenerate.stale_files(go_dir=tmp_path)) == [name]
 
 
 def test_check_cli_exits_zero_when_fresh():

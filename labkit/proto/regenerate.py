@@ -6,8 +6,10 @@ Usage (``make proto`` runs the first)::
     python -m labkit.proto.regenerate --check  # exit 1 if the committed stubs are stale
 
 The Go stubs of ``labkit-go`` come from the same protoc (grpcio-tools'), with
-the pinned protoc-gen-go and protoc-gen-go-grpc that ``scripts/bootstrap.sh``
-builds into the venv's ``bin/``.
+the pinned protoc-gen-go, protoc-gen-go-grpc and protoc-gen-go-vtproto that
+``scripts/bootstrap.sh`` builds into the venv's ``bin/``. The last writes
+``echo_vtproto.pb.go``: vtprotobuf's MarshalVT, UnmarshalVT and SizeVT of each
+message, which ``--grpc-option codec=vtproto`` (go/internal/codec) uses.
 
 The stubs are committed, rather than built at install time, so that installing
 labkit needs no protoc. The price is that they can drift from the .proto or from
@@ -39,8 +41,10 @@ GENERATED_FILES = ("echo_pb2.py", "echo_pb2.pyi", "echo_pb2_grpc.py")
 # The Go stubs, their directory in the repository and their Go import path (echo.proto names no go_package).
 GO_DIR = PACKAGE_DIR.parents[1] / "go" / "echopb"
 GO_IMPORT_PATH = "labkit/go/echopb"
-GO_FILES = ("echo.pb.go", "echo_grpc.pb.go")
-GO_PLUGINS = ("protoc-gen-go", "protoc-gen-go-grpc")
+GO_FILES = ("echo.pb.go", "echo_grpc.pb.go", "echo_vtproto.pb.go")
+GO_PLUGINS = ("protoc-gen-go", "protoc-gen-go-grpc", "protoc-gen-go-vtproto")
+# What codec=vtproto needs of vtprotobuf, and no more: no pooling, equal or clone, nor its own gRPC stubs.
+VTPROTO_FEATURES = "marshal+unmarshal+size"
 
 
 def go_plugin(name: str) -> Path:
@@ -106,6 +110,8 @@ def generate_go(out_dir: Path, proto_dir: Path = PROTO_DIR) -> dict[str, str]:
         *(f"--plugin={name}={go_plugin(name)}" for name in GO_PLUGINS),
         f"--go_out={out_dir}", "--go_opt=paths=source_relative", f"--go_opt={mapping}",
         f"--go-grpc_out={out_dir}", "--go-grpc_opt=paths=source_relative", f"--go-grpc_opt={mapping}",
+        f"--go-vtproto_out={out_dir}", "--go-vtproto_opt=paths=source_relative", f"--go-vtproto_opt={mapping}",
+        f"--go-vtproto_opt=features={VTPROTO_FEATURES}",
         PROTO_FILE,
     ])
     if status != 0:
