@@ -26,6 +26,7 @@ import grpc
 import pytest
 
 from labkit.echo import client, server
+from labkit.echo.options import OPTIONS
 from labkit.proto import echo_pb2, echo_pb2_grpc
 
 # The console script of the environment running the tests (.venv/bin/labkit).
@@ -418,10 +419,37 @@ def test_client_grpc_options_apply_to_its_channel(echo_server):
     (("call", "--target", "127.0.0.1:9", "--sizes", "1", "--grpc-option", "keepalive-time=soon"),
      "--grpc-option keepalive-time: 'soon' is not a duration"),
     (("call", "--target", "127.0.0.1:9", "--sizes", "1", "--grpc-option", "compression"), "is not KEY=VALUE"),
+    # vtprotobuf is generated Go: grpcio has no such marshalling, and says so rather than use its own.
+    (("serve", "--bind", "127.0.0.1:0", "--grpc-option", "codec=vtproto"),
+     "grpcio has no equivalent of --grpc-option codec=vtproto; use --impl go"),
+    (("call", "--target", "127.0.0.1:9", "--sizes", "1", "--grpc-option", "codec=vtproto"),
+     "grpcio has no equivalent of --grpc-option codec=vtproto; use --impl go"),
+    (("call", "--target", "127.0.0.1:9", "--sizes", "1", "--grpc-option", "codec=json"),
+     "--grpc-option codec: 'json' is not proto or vtproto"),
 ])
 def test_bad_grpc_options_are_one_line_and_exit_2(args, message):
     result = labkit("echo", *args)
     assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_codec_proto_is_grpcios_own_and_changes_nothing(start_echo_server):
+    """codec=proto names what grpcio always does: both ends take it, report it, and call as without it."""
+    echo = start_echo_server("--grpc-option", "codec=proto")
+    assert echo.ready["grpc_options"] == {"codec": "proto"}
+    rows, stderr = call(echo.target, "--sizes", "0,1000", "--repeats", "1", "--gap", "0",
+                        "--grpc-option", "codec=proto")
+    assert [(row["payload_bytes"], row["ok"]) for row in rows] == [(0, True), (1000, True)], stderr
+
+
+def test_both_implementations_know_the_same_options():
+    """labkit/echo/options.py OPTIONS and labkit-go's options.Known (go/internal/options/options.go): the same
+    names, each taken by the same sides, so a stack's options mean the same to either implementation."""
+    text = (Path(__file__).resolve().parent.parent / "go" / "internal" / "options" / "options.go").read_text()
+    known = re.findall(r'^\s*\{"([a-z-]+)", \w+, (true|false), (true|false), "', text, re.MULTILINE)
+    go = {name: tuple(side for side, takes in (("client", client_), ("server", server_)) if takes == "true")
+          for name, client_, server_ in known}
+    assert len(go) == len(known) > 0
+    assert go == {name: option.sides for name, option in OPTIONS.items()}
 
 
 def test_streams_that_never_send_leave_unary_calls_served_and_are_cancelled_when_idle():

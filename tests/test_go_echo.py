@@ -267,6 +267,19 @@ def test_grpc_options_reach_the_go_server_and_client(start_server, python_server
     assert refused.returncode == 2 and "use --impl go" in refused.stderr
 
 
+def test_codec_vtproto_talks_to_grpcio_on_either_side(start_server, python_server):
+    """codec=vtproto changes only how grpc-go makes the bytes (vtprotobuf's generated code), not the bytes nor the
+    content-type: a Go server given it answers the Python client, and a Go client given it calls the Python server."""
+    sizes = [0, 1, 64, 128 * 1024]
+    server = start_server("go", "--grpc-option", "codec=vtproto")
+    assert server.ready["grpc_options"] == {"codec": "vtproto"}
+    for target, impl in ((server.target, "python"), (python_server.target, "go")):
+        extra = ("--grpc-option", "codec=vtproto") if impl == "go" else ()
+        rows, stderr = call(target, "--impl", impl, "--sizes", ",".join(map(str, sizes)), "--repeats", "1",
+                            "--gap", "0", *extra)
+        assert sorted((row["payload_bytes"], row["ok"]) for row in rows) == [(size, True) for size in sizes], stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["serve", "--bind", "127.0.0.1:0", "--grpc-option", "pool=2"], "is a client option, not a server one"),
     (["serve", "--bind", "127.0.0.1:0", "--grpc-option", "bogus=1"], "unknown; known:"),

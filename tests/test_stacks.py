@@ -67,3 +67,19 @@ def test_default_leaves_an_option_unset_and_joined_keys_are_one_knob():
 def test_a_sweep_config_refuses_a_bad_stack_at_validation():
     with pytest.raises(LabkitError, match="unknown"):
         SweepConfig(inventory="x", client="a", server="b", grpc_option=["nope=1"]).validate()
+
+
+def test_codec_values_are_stacks_and_vtproto_is_go_only():
+    """codec=proto,vtproto is two stacks per server; grpcio cannot marshal with vtprotobuf's generated Go, so a
+    Python end given codec=vtproto is left out at plan time with one line, and refused when nothing else is left."""
+    stacks, left_out = plan_stacks(["go"], ["python", "go"], ["codec=proto,vtproto"])
+    assert [s.label() for s in stacks] == ["go→python codec=proto", "go→go codec=proto", "go→go codec=vtproto"]
+    assert left_out == ["go→python codec=vtproto: grpcio has no equivalent of --grpc-option codec=vtproto; "
+                        "left out for a Python server"]
+    assert Stack("go", "go", ("codec=vtproto",)).server_options() == ("codec=vtproto",) == \
+        Stack("go", "go", ("codec=vtproto",)).client_options()
+    with pytest.raises(LabkitError, match="codec=vtproto; left out for a Python server") as refused:
+        plan_stacks(["go"], ["python"], ["codec=vtproto"])
+    assert "\n" not in refused.value.message
+    with pytest.raises(LabkitError, match="'json' is not proto or vtproto"):
+        option_values(["codec=proto,json"])

@@ -8,6 +8,13 @@ knob that was silently ignored.
 
 Values: sizes as ``65536``, ``64KiB`` or ``32MiB``; durations as ``10s`` or
 ``100ms``; booleans as ``true``/``false``; counts as integers.
+
+``codec`` is how messages are marshalled: ``proto``, each implementation's
+own protobuf runtime (the default), or ``vtproto``, planetscale's vtprotobuf
+generated code (``go/echopb/echo_vtproto.pb.go``), which only grpc-go can use:
+a Python end given ``codec=vtproto`` refuses it, and ``codec=proto`` changes
+nothing there. Both send the same bytes with the same content-type, so a vtproto
+end talks to a standard one.
 """
 
 from __future__ import annotations
@@ -50,6 +57,12 @@ def _compression(text: str) -> str:
     return text
 
 
+def _codec(text: str) -> str:
+    if text not in ("proto", "vtproto"):
+        raise ValueError(f"{text!r} is not proto or vtproto")
+    return text
+
+
 @dataclass(frozen=True)
 class GrpcOption:
     """One knob: what it means, how its value reads, who takes it, and its grpcio channel argument."""
@@ -60,6 +73,8 @@ class GrpcOption:
     sides: tuple[str, ...]  # "client", "server", or both
     grpcio: str | None = None  # the grpcio channel argument, when grpcio has an exact equivalent
     grpcio_value: Callable[[Any], Any] = lambda value: value
+    # Without a channel argument: the values grpcio already has, so taking them sets nothing (codec=proto).
+    grpcio_is: tuple[Any, ...] = ()
 
 
 _GZIP = 2  # grpc_compression_algorithm GRPC_COMPRESS_GZIP
@@ -99,6 +114,8 @@ OPTIONS: dict[str, GrpcOption] = {option.name: option for option in (
     GrpcOption("pool", "connections (channels) the client spreads its calls over, round robin", _count, ("client",)),
     GrpcOption("compression", "message compression: gzip or none", _compression, ("client", "server"),
                "grpc.default_compression_algorithm", lambda value: _GZIP if value == "gzip" else 0),
+    GrpcOption("codec", "message marshalling: proto (each implementation's own) or vtproto (vtprotobuf's generated "
+               "code, grpc-go only)", _codec, ("client", "server"), grpcio_is=("proto",)),
 )}
 
 
@@ -126,11 +143,17 @@ def parse_grpc_options(items, side: str) -> dict[str, Any]:
 
 
 def grpcio_arguments(options: dict[str, Any], impl_hint: str = "use --impl go") -> list[tuple[str, Any]]:
-    """The grpcio channel (or server) arguments of parsed options; refuse those grpcio cannot set exactly."""
-    missing = [key for key in options if OPTIONS[key].grpcio is None]
+    """The grpcio channel (or server) arguments of parsed options; refuse those grpcio cannot set exactly.
+
+    An option without a channel argument is taken only at a value grpcio already has (``codec=proto``), and
+    sets nothing.
+    """
+    missing = [key if not OPTIONS[key].grpcio_is else f"{key}={value}"
+               for key, value in options.items() if OPTIONS[key].grpcio is None and value not in OPTIONS[key].grpcio_is]
     if missing:
         raise LabkitError(f"grpcio has no equivalent of --grpc-option {', '.join(missing)}; {impl_hint}")
-    return [(OPTIONS[key].grpcio, OPTIONS[key].grpcio_value(value)) for key, value in options.items()]
+    return [(OPTIONS[key].grpcio, OPTIONS[key].grpcio_value(value)) for key, value in options.items()
+            if OPTIONS[key].grpcio is not None]
 
 
 def merged(*argument_lists) -> list[tuple[str, Any]]:

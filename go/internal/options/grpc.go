@@ -7,9 +7,15 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/keepalive"
+
+	"labkit/go/internal/codec"
 )
+
+// vtproto is the codec of codec=vtproto; a variable so that the tests can count the calls that reach it.
+var vtproto encoding.CodecV2 = codec.VTProto{}
 
 func (v Values) size32(key string) (int32, bool, error) {
 	raw, ok := v[key]
@@ -130,6 +136,10 @@ func (v Values) ServerOptions(maxMessageBytes int) ([]grpc.ServerOption, error) 
 	if v["compression"] == "gzip" {
 		opts = append(opts, grpc.ChainUnaryInterceptor(gzipUnary), grpc.ChainStreamInterceptor(gzipStream))
 	}
+	// codec=proto is grpc-go's registered codec, which needs no option.
+	if v["codec"] == "vtproto" {
+		opts = append(opts, grpc.ForceServerCodecV2(vtproto))
+	}
 	return opts, nil
 }
 
@@ -175,6 +185,10 @@ func (v Values) DialOptions() ([]grpc.DialOption, error) {
 	}
 	if v["compression"] == "gzip" {
 		calls = append(calls, grpc.UseCompressor(gzip.Name))
+	}
+	if v["codec"] == "vtproto" {
+		// Named "proto", it sends content-type application/grpc+proto, which any gRPC server reads as protobuf.
+		calls = append(calls, grpc.ForceCodecV2(vtproto))
 	}
 	if len(calls) > 0 {
 		opts = append(opts, grpc.WithDefaultCallOptions(calls...))

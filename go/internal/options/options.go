@@ -23,6 +23,7 @@ const (
 	Boolean
 	Count
 	Compression
+	Codec
 )
 
 // Option is one knob: who takes it and how its value reads.
@@ -56,13 +57,14 @@ func init() {
 		{"max-send-msg-size", Size, true, true, "largest message sent, bytes"},
 		{"pool", Count, true, false, "connections (channels) the client spreads its calls over, round robin"},
 		{"compression", Compression, true, true, "message compression: gzip or none"},
+		{"codec", Codec, true, true, "message marshalling: proto (grpc-go's own) or vtproto (vtprotobuf's generated code)"},
 	} {
 		Known[o.Name] = o
 	}
 }
 
 // Values are parsed options: sizes and counts as int64, durations as time.Duration,
-// booleans as bool, compression as string.
+// booleans as bool, compression and codec as string.
 type Values map[string]any
 
 // Parse reads KEY=VALUE items for side ("client" or "server").
@@ -137,6 +139,11 @@ func (o Option) parse(text string) (any, error) {
 			return nil, fmt.Errorf("%d must be at least 1", n)
 		}
 		return n, nil
+	case Codec:
+		if text != "proto" && text != "vtproto" {
+			return nil, fmt.Errorf("%q is not proto or vtproto", text)
+		}
+		return text, nil
 	}
 	if text != "gzip" && text != "none" {
 		return nil, fmt.Errorf("%q is not gzip or none", text)
