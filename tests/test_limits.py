@@ -51,6 +51,7 @@ def test_labkit_go_states_the_bounds_of_labkit():
         "MaxProbeWait": limits.MAX_SERIES_INTERVAL_S, "MaxPEMBytes": limits.MAX_PEM_BYTES,
         "MaxBodyBytes": limits.MAX_BODY_BYTES, "MaxGRPCChannels": limits.MAX_GRPC_CHANNELS,
         "MaxNATSWorkers": limits.MAX_NATS_WORKERS, "MaxConcurrency": limits.MAX_CONCURRENCY,
+        "MaxEchoPayloadBytes": limits.MAX_ECHO_PAYLOAD_BYTES, "MaxStreamMessages": limits.MAX_STREAM_MESSAGES,
     }
 
 

@@ -43,6 +43,7 @@ var commands = []command{
 	{"series-agent", seriesAgentCommand, "[flags] (the flags of `labkit echo series-agent`)"},
 	{"back", backCommand, "[flags] (the back service of `labkit hop`)"},
 	{"front", frontCommand, "[flags] (the front service of `labkit hop`)"},
+	{"grpc-load", grpcLoadCommand, "[flags] (the gRPC load of `labkit load --grpc-tool labkit-go`: every message timed)"},
 	{"load", loadCommand, "[flags] (the closed-loop load of `labkit hop --tool labkit-go`)"},
 	{"link", linkCommand, "--config FILE (the testbed's link emulator; labkit testbed up starts it)"},
 }

@@ -42,6 +42,11 @@ const (
 	MaxGRPCChannels = 256
 	// MaxNATSWorkers bounds the hop back's NATS subscriptions answering at once.
 	MaxNATSWorkers = 1024
+	// MaxEchoPayloadBytes bounds an echo call's payload: gRPC's default 4 MiB message bound less room for the
+	// framing (written out, as labkit/limits.py derives it).
+	MaxEchoPayloadBytes = 4_193_280
+	// MaxStreamMessages bounds the requests of one EchoStream call of a load.
+	MaxStreamMessages = 100_000
 )
 
 // DurationText is a bound as --help and error lines state it, in whole hours: 168h.

@@ -1,0 +1,267 @@
+// Package grpcload is a closed loop of gRPC echo calls that times every message, the gRPC load of
+// `labkit load --grpc-tool labkit-go`. ghz times a call; inside a stream of ten requests it cannot say
+// when each answer came, and a stream call's latency divided by its messages is a time no message
+// waited. Here each request's answer is timed from that request's own send, so a message inside a
+// stream and a unary call can be compared at the same number of messages in flight.
+package grpcload
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"labkit/go/echopb"
+	"labkit/go/internal/echo"
+	"labkit/go/internal/limits"
+)
+
+// Columns is the header of the CSV: one row per request message, written as its call ends. call_t_ns is when
+// the call began (ns since the epoch), worker the loop that made it, connection which of the Connections
+// carried it, call the worker's count of its calls, message the request's place in its call (0 for a unary
+// call), t_ns when that request was handed to grpc-go, latency_ns from then to its answer's arrival,
+// call_latency_ns from the call's start to its end (for a stream: the server's end of stream after the last
+// answer), code the call's gRPC status as grpcio names it, error empty unless this message failed.
+var Columns = []string{"call_t_ns", "worker", "connection", "call", "message", "t_ns", "latency_ns",
+	"call_latency_ns", "code", "error"}
+
+// RPCs are the calls a load can make.
+var RPCs = []string{"unary", "stream"}
+
+// Config is a load: Concurrency workers, each making one call after another on connection worker %
+// Connections, for Duration; a stream call sends StreamMessages requests back to back while it reads the answers.
+type Config struct {
+	Target         string
+	Dial           echo.Dial
+	RPC            string
+	Concurrency    int
+	Connections    int
+	StreamMessages int
+	Payload        []byte
+	Duration       time.Duration
+	Timeout        time.Duration
+}
+
+// Check refuses a config outside its bounds before anything connects.
+func (c Config) Check() error {
+	switch {
+	case c.Target == "":
+		return errors.New("--target: give HOST:PORT")
+	case c.RPC != "unary" && c.RPC != "stream":
+		return fmt.Errorf("--rpc: %q is not unary or stream", c.RPC)
+	case c.Concurrency < 1 || c.Concurrency > limits.MaxConcurrency:
+		return fmt.Errorf("--concurrency: %d is not within 1 to %d", c.Concurrency, limits.MaxConcurrency)
+	case c.Connections < 1 || c.Connections > c.Concurrency:
+		return fmt.Errorf("--connections: %d is not within 1 to the concurrency (%d)", c.Connections, c.Concurrency)
+	case c.StreamMessages < 1 || c.StreamMessages > limits.MaxStreamMessages:
+		return fmt.Errorf("--stream-messages: %d is not within 1 to %d", c.StreamMessages, limits.MaxStreamMessages)
+	case len(c.Payload) > limits.MaxEchoPayloadBytes:
+		return fmt.Errorf("--payload-file: %d bytes, more than %d", len(c.Payload), limits.MaxEchoPayloadBytes)
+	case c.Duration <= 0 || c.Timeout <= 0:
+		return errors.New("--duration and --timeout must be longer than 0")
+	}
+	return nil
+}
+
+// Summary counts what a load sent and what came back.
+type Summary struct {
+	Calls, Messages, OK int
+	Elapsed             time.Duration
+}
+
+func (s Summary) String() string {
+	return fmt.Sprintf("%d calls, %d messages, %d ok, in %.3f s", s.Calls, s.Messages, s.OK, s.Elapsed.Seconds())
+}
+
+// table is the CSV, shared by the workers; times are kept as offsets on one monotonic clock from base and
+// written as epoch ns, so a wall-clock step during the load moves no latency.
+type table struct {
+	mu     sync.Mutex
+	csv    *csv.Writer
+	base   time.Time
+	counts Summary
+}
+
+// message is one request of a call and what became of it.
+type message struct {
+	sent, answered time.Duration // offsets from base; answered 0 when no answer came
+	failure        string
+}
+
+func (t *table) epoch(offset time.Duration) string {
+	return strconv.FormatInt(t.base.UnixNano()+offset.Nanoseconds(), 10)
+}
+
+func (t *table) addCall(worker, connection, call int, start, end time.Duration, code string, messages []message) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.counts.Calls++
+	for i, m := range messages {
+		latency := ""
+		if m.failure == "" {
+			latency = strconv.FormatInt((m.answered - m.sent).Nanoseconds(), 10)
+			t.counts.OK++
+		}
+		t.counts.Messages++
+		record := []string{t.epoch(start), strconv.Itoa(worker), strconv.Itoa(connection), strconv.Itoa(call),
+			strconv.Itoa(i), t.epoch(m.sent), latency, strconv.FormatInt((end - start).Nanoseconds(), 10), code, m.failure}
+		if err := t.csv.Write(record); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run makes the load and writes its CSV on out. Workers stop starting calls at Duration; a call in flight then
+// ends within its Timeout. When ctx is cancelled, calls in flight are abandoned (not rows) and ctx's error is
+// returned with what was written so far flushed.
+func Run(ctx context.Context, c Config, out io.Writer) (Summary, error) {
+	if err := c.Check(); err != nil {
+		return Summary{}, err
+	}
+	dial, err := c.Dial.DialOptions()
+	if err != nil {
+		return Summary{}, err
+	}
+	stubs := make([]echopb.EchoServiceClient, c.Connections)
+	for i := range stubs {
+		// Each ClientConn is a connection of its own: a pool as the tuning article means it.
+		conn, err := grpc.NewClient(c.Target, dial...)
+		if err != nil {
+			return Summary{}, fmt.Errorf("cannot use target %s: %v", c.Target, err)
+		}
+		defer conn.Close()
+		stubs[i] = echopb.NewEchoServiceClient(conn)
+	}
+	t := &table{csv: csv.NewWriter(out), base: time.Now()}
+	if err := t.csv.Write(Columns); err != nil {
+		return Summary{}, err
+	}
+	end := t.base.Add(c.Duration)
+	var wg sync.WaitGroup
+	failed := make(chan error, c.Concurrency)
+	for worker := 0; worker < c.Concurrency; worker++ {
+		wg.Add(1)
+		go func(worker int) {
+			defer wg.Done()
+			connection := worker % c.Connections
+			for call := 0; ctx.Err() == nil && time.Now().Before(end); call++ {
+				start, code, messages := c.call(ctx, stubs[connection], t.base)
+				if ctx.Err() != nil {
+					return // interrupted: this call's answers are not a measurement
+				}
+				if err := t.addCall(worker, connection, call, start, time.Since(t.base), code, messages); err != nil {
+					failed <- err
+					return
+				}
+			}
+		}(worker)
+	}
+	wg.Wait()
+	close(failed)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.csv.Flush()
+	t.counts.Elapsed = time.Since(t.base)
+	return t.counts, errors.Join(ctx.Err(), <-failed, t.csv.Error())
+}
+
+// call is one call (unary or stream): when it started, its status, and each request's times.
+func (c Config) call(parent context.Context, stub echopb.EchoServiceClient, base time.Time) (time.Duration, string, []message) {
+	ctx, cancel := context.WithTimeout(parent, c.Timeout)
+	defer cancel()
+	start := time.Since(base)
+	if c.RPC == "unary" {
+		response, err := stub.Echo(ctx, &echopb.EchoRequest{Payload: c.Payload})
+		m := message{sent: start, answered: time.Since(base)}
+		code := "OK"
+		if err != nil {
+			code, m.failure = failure(err)
+		} else if response.GetPayloadLength() != int64(len(c.Payload)) {
+			m.failure = fmt.Sprintf("server reported payload_length %d, sent %d bytes", response.GetPayloadLength(), len(c.Payload))
+		}
+		return start, code, []message{m}
+	}
+	code, messages := c.stream(ctx, stub, base, start)
+	return start, code, messages
+}
+
+// stream sends StreamMessages requests on one EchoStream, from a goroutine of their own so that a window full of
+// requests never stops the answers being read, and times each answer from its own request's send. The server
+// answers requests in order, so answer i is request i's.
+func (c Config) stream(ctx context.Context, stub echopb.EchoServiceClient, base time.Time, start time.Duration) (string, []message) {
+	messages := make([]message, c.StreamMessages)
+	// The sender stores each send time before handing the request over; the reader loads it only after that
+	// request's answer, which cannot come before the send.
+	sent := make([]atomic.Int64, len(messages))
+	fail := func(from int, err error) (string, []message) {
+		code, text := failure(err)
+		for i := from; i < len(messages); i++ {
+			messages[i].failure = text
+			// A request never handed over is stamped with the call's start.
+			messages[i].sent = max(time.Duration(sent[i].Load()), start)
+		}
+		return code, messages
+	}
+	stream, err := stub.EchoStream(ctx)
+	if err != nil {
+		return fail(0, err)
+	}
+	sendDone := make(chan error, 1)
+	go func() {
+		request := &echopb.EchoRequest{Payload: c.Payload}
+		for i := range sent {
+			sent[i].Store(int64(time.Since(base)))
+			if err := stream.Send(request); err != nil {
+				sendDone <- err // io.EOF: the stream ended; Recv says why
+				return
+			}
+		}
+		sendDone <- stream.CloseSend()
+	}()
+	for i := range messages {
+		response, err := stream.Recv()
+		answered := time.Since(base)
+		messages[i].sent = time.Duration(sent[i].Load())
+		if err == io.EOF {
+			err = errors.New("the server ended the stream before answering every request")
+		}
+		if err != nil {
+			return fail(i, err)
+		}
+		messages[i].answered = answered
+		if response.GetPayloadLength() != int64(len(c.Payload)) {
+			messages[i].failure = fmt.Sprintf("server reported payload_length %d, sent %d bytes",
+				response.GetPayloadLength(), len(c.Payload))
+		}
+	}
+	if err := <-sendDone; err != nil && err != io.EOF {
+		return fail(len(messages), err)
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		if err == nil {
+			err = errors.New("the server answered more requests than were sent")
+		}
+		code, _ := failure(err)
+		return code, messages
+	}
+	return "OK", messages
+}
+
+// failure is a failed call's status name and text.
+func failure(err error) (string, string) {
+	st := status.Convert(err)
+	text := st.Message()
+	if text == "" {
+		text = echo.CodeName(st.Code())
+	}
+	return echo.CodeName(st.Code()), text
+}
