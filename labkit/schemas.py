@@ -186,7 +186,7 @@ LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("src", pa.string(), False, "The client host (inventory name) that ran the load tool."),
     ("dst", pa.string(), False, "The server host (inventory name) that ran `labkit echo serve`."),
     ("transport", pa.string(), False, "'grpc' (ghz, one connection), 'grpc-conns' (ghz --connections N) or 'http2' (h2load POST /echo)."),
-    ("tool", pa.string(), False, "'ghz' or 'h2load'."),
+    ("tool", pa.string(), False, "'ghz', 'h2load' or 'labkit-go' (its gRPC load, every message timed)."),
     ("tool_version", pa.string(), True, "What the tool's --version printed on the client host."),
     ("concurrency", pa.int64(), False, "Requests asked to be in flight at once (ghz -c; for h2load connections × streams, see in_flight)."),
     ("connections", pa.int64(), False, "TCP connections the tool opened (ghz --connections, h2load -c)."),
@@ -198,6 +198,10 @@ LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("rpc", pa.string(), False, "'unary' (Echo, or h2load's POST) or 'stream' (one EchoStream per call, messages_per_call requests)."),
     ("messages_per_call", pa.int64(), False, "Requests per call: 1, or the stream's messages; a stream call's latency "
                                             "and req/s are per stream, so divide or multiply by this for messages."),
+    ("payload_kind", pa.string(), False, "'random' (random bytes, which gzip cannot shrink) or 'text' (JSON-like "
+                                        "records of a small vocabulary, which it shrinks several times over)."),
+    ("ladder_step", pa.string(), True, "--design ladder: the step this cell is, 'default' or what it added to the "
+                                       "step before (e.g. '+keepalive_ms=10000', '+codec=vtproto'); null otherwise."),
     ("warmup_s", pa.float64(), False, "Configured warm-up before the measured window, not counted."),
     ("duration_s", pa.float64(), False, "Configured length of the measured window."),
     ("t_start_utc_ns", pa.int64(), False, "UTC time the cell's tool was started, integer ns since the epoch."),
@@ -213,6 +217,14 @@ LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("latency_max_ms", pa.float64(), True, "Slowest successful request."),
     ("status_codes", pa.string(), False, "JSON object: gRPC status name or HTTP status (-1: failed stream) -> count, in the window."),
     ("error_kinds", pa.string(), False, "JSON object: the most frequent error texts (at most 5) -> count, in the window."),
+    ("messages", pa.int64(), True, "labkit-go's load: request messages of the window's calls (null for ghz and h2load, "
+                                   "which time calls, not messages)."),
+    ("messages_ok", pa.int64(), True, "labkit-go's load: those answered."),
+    ("message_mean_ms", pa.float64(), True, "labkit-go's load: mean of each answered message's own latency, from its "
+                                            "send to its answer's arrival (inside a stream, not the call's ÷ messages)."),
+    ("message_p50_ms", pa.float64(), True, "labkit-go's load: median of the messages' own latencies (nearest rank)."),
+    ("message_p90_ms", pa.float64(), True, "labkit-go's load: 90th percentile of the messages' own latencies."),
+    ("message_p99_ms", pa.float64(), True, "labkit-go's load: 99th percentile of the messages' own latencies."),
     ("tool_rps", pa.float64(), True, "The tool's own req/s (ghz: every call over warm-up + duration; h2load: succeeded over duration)."),
     ("tool_requests", pa.int64(), True, "Requests the tool itself counted (ghz: count incl. warm-up; h2load: requests total)."),
     ("tool_exit", pa.int64(), True, "The tool's exit status (null when it was stopped)."),
@@ -255,6 +267,14 @@ HOP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("ok", pa.int64(), False, "Successful requests: a 2xx response (vegeta: with the back's exact body; ghz: status OK)."),
     ("errors", pa.int64(), False, "requests - ok: non-2xx responses (a front's 502), socket errors, timeouts, failed calls."),
     ("rps", pa.float64(), False, "Successful requests per second (ok over the tool's measured duration)."),
+    ("messages", pa.int64(), True, "labkit-go's load: request messages of the window's calls (null for ghz and h2load, "
+                                   "which time calls, not messages)."),
+    ("messages_ok", pa.int64(), True, "labkit-go's load: those answered."),
+    ("message_mean_ms", pa.float64(), True, "labkit-go's load: mean of each answered message's own latency, from its "
+                                            "send to its answer's arrival (inside a stream, not the call's ÷ messages)."),
+    ("message_p50_ms", pa.float64(), True, "labkit-go's load: median of the messages' own latencies (nearest rank)."),
+    ("message_p90_ms", pa.float64(), True, "labkit-go's load: 90th percentile of the messages' own latencies."),
+    ("message_p99_ms", pa.float64(), True, "labkit-go's load: 99th percentile of the messages' own latencies."),
     ("tool_rps", pa.float64(), True, "The tool's own req/s (wrk's Requests/sec counts non-2xx answers too; ghz's rps)."),
     ("tool_duration_s", pa.float64(), True, "The duration the tool measured (wrk's exact runtime; else the configured one)."),
     ("latency_min_ms", pa.float64(), True, "Fastest request (wrk: every answered request, errors included; others: ok only)."),

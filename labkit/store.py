@@ -485,11 +485,21 @@ def find_run(ref: str, runs_dir=None) -> Run:
 _STACK_CLIENT = {"idle-step": "python", "series": "python", "upload": "python", "load": None}
 
 
+#: The columns labkit-go's gRPC load adds to a load cell (each message timed); older runs and ghz cells have none.
+LOAD_MESSAGE_COLUMNS = ("messages", "messages_ok", "message_mean_ms", "message_p50_ms", "message_p90_ms",
+                        "message_p99_ms")
+
+
 def _with_call_columns(frame, manifest: dict):
-    """A load run written before compression and streaming were knobs: its calls were uncompressed unary ones."""
-    if manifest.get("experiment") != "load" or frame.empty or "rpc" in frame.columns:
+    """A load run written before compression, streaming and the payload's kind were knobs: its calls were
+    uncompressed unary ones of random bytes, timed by the call (ghz)."""
+    if manifest.get("experiment") != "load" or frame.empty:
         return frame
-    return frame.assign(compression="none", rpc="unary", messages_per_call=1)
+    if "rpc" not in frame.columns:
+        frame = frame.assign(compression="none", rpc="unary", messages_per_call=1)
+    if "payload_kind" not in frame.columns:
+        frame = frame.assign(payload_kind="random")
+    return frame.assign(**{column: None for column in ("ladder_step", *LOAD_MESSAGE_COLUMNS) if column not in frame.columns})
 
 
 def _with_stack_columns(frame, manifest: dict):

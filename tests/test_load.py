@@ -19,10 +19,12 @@ import labkit
 from conftest import (DATA, LABKIT, deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed,
                       running_labkit, wait_for_cell_start)
 from labkit.analysis.windows import nearest_rank, window_stats
-from labkit.experiments.load import LoadConfig, plan_cells
+from labkit.experiments.load import LoadConfig, grpcload_cell_stats, plan_cells, text_payload
 from labkit.schemas import LOAD_SCHEMA
 from labkit.parsers import ParseError, parse_ghz_json
+from labkit.parsers.grpcload import parse_grpcload_csv
 from labkit.parsers.h2load import parse_h2load, parse_h2load_log
+from labkit.errors import LabkitError
 from labkit.store import Run
 
 ONE_WAY_S = 0.005
@@ -139,6 +141,91 @@ def test_window_stats_percentiles_match_ghz_on_its_own_report(name):
     assert stats["latency_max_ms"] == pytest.approx(parsed.summary["slowest_ms"], abs=1e-6)
     assert json.loads(stats["status_codes"]) == parsed.summary["status_codes"]
     assert stats["errors"] == parsed.counts["failed"]
+
+
+# --- labkit-go grpc-load's CSV, recorded against `labkit-go serve` on loopback (tests/data/grpcload/) ------
+
+
+def test_every_request_of_a_grpcload_csv_is_a_row():
+    for name, rpc_messages in (("unary.csv", 1), ("stream_gzip.csv", 10)):
+        text = read(f"grpcload/{name}")
+        result = parse_grpcload_csv(text)
+        rows = result.rows
+        assert result.counts["unrecognised"] == 0 and len(rows) == len(text.strip().splitlines()) - 1
+        assert rows["ok"].all() and (rows["code"] == "OK").all()
+        calls = rows.groupby(["worker", "call"])
+        assert result.counts["calls"] == calls.ngroups and (calls.size() == rpc_messages).all()
+        assert (calls["message"].apply(list) == [list(range(rpc_messages))] * calls.ngroups).all()
+        # Every answer came after its own request left, and before its call ended.
+        assert (rows["t_utc"] >= rows["call_t_utc"]).all() and (rows["latency_ms"] > 0).all()
+        sent_ms = (rows["t_utc"] - rows["call_t_utc"]).dt.total_seconds() * 1e3
+        assert (sent_ms + rows["latency_ms"] <= rows["call_latency_ms"] + 1e-6).all()
+    stream = parse_grpcload_csv(read("grpcload/stream_gzip.csv")).rows
+    # Inside a stream the later requests leave after the call began: their latency is not the call's.
+    assert (stream.loc[stream["message"] == 9, "t_utc"] > stream.loc[stream["message"] == 9, "call_t_utc"]).all()
+
+
+def test_a_refused_grpcload_keeps_each_unanswered_request_with_its_status():
+    result = parse_grpcload_csv(read("grpcload/refused.csv"))
+    rows = result.rows
+    assert result.counts["ok"] == 0 and result.counts["unrecognised"] == 0 and len(rows) == result.counts["calls"] * 3
+    assert (rows["code"] == "UNAVAILABLE").all() and rows["latency_ms"].isna().all()
+    assert rows["error"].str.contains("connection refused").all()
+    stats = grpcload_cell_stats(read("grpcload/refused.csv"), 0.0, 1.0)
+    assert stats["ok"] == 0 and stats["errors"] == stats["requests"] == result.counts["calls"]
+    assert stats["messages"] == len(rows) and stats["messages_ok"] == 0 and stats["message_p50_ms"] is None
+    assert json.loads(stats["status_codes"]) == {"UNAVAILABLE": stats["requests"]}
+
+
+def test_grpcload_cell_stats_are_calls_like_ghz_and_messages_beside():
+    text = read("grpcload/stream_gzip.csv")
+    rows = parse_grpcload_csv(text).rows
+    stats = grpcload_cell_stats(text, 0.0, 1.0)
+    calls = rows.groupby(["worker", "call"])["call_latency_ms"].first().sort_values().tolist()
+    assert stats["requests"] == len(calls) and stats["rps"] == len(calls)
+    assert stats["latency_p50_ms"] == nearest_rank(calls, 50)
+    assert stats["messages"] == stats["messages_ok"] == len(rows)
+    assert stats["message_p50_ms"] == nearest_rank(sorted(rows["latency_ms"]), 50)
+    # No message waits longer than its call, so neither does the median message.
+    assert stats["message_p50_ms"] <= stats["latency_p50_ms"]
+
+
+def test_grpcload_parser_refuses_other_text_and_counts_torn_lines():
+    with pytest.raises(ParseError):
+        parse_grpcload_csv(read("goload/front_grpc.csv"))
+    torn = read("grpcload/unary.csv") + "1795861428875714851,1,1,0\n"
+    assert parse_grpcload_csv(torn).counts["unrecognised"] == 1
+
+
+def test_the_ladder_adds_each_knob_to_the_steps_before_in_the_articles_order():
+    config = LoadConfig(inventory="x", client="a", server="b", transports=["grpc", "grpc-conns"], concurrency=[8],
+                        payload_bytes=[64], connections=[1, 4], keepalive_ms=[None, 10000], rpc=["unary", "stream"],
+                        server_impl=["go"], grpc_tool="labkit-go", grpc_option=["codec=proto,vtproto"], design="ladder")
+    config.validate()
+    cells, omitted = plan_cells(config)
+    steps = [(c.ladder_step, c.keepalive_ms, c.connections, c.stack.grpc_options, c.rpc) for c in cells]
+    assert sorted(steps, key=lambda step: ["default", "+keepalive_ms=10000", "+connections=4", "+codec=vtproto",
+                                           "+rpc=stream"].index(step[0])) == [
+        ("default", None, 1, ("codec=proto",), "unary"),
+        ("+keepalive_ms=10000", 10000, 1, ("codec=proto",), "unary"),
+        ("+connections=4", 10000, 4, ("codec=proto",), "unary"),
+        ("+codec=vtproto", 10000, 4, ("codec=vtproto",), "unary"),
+        ("+rpc=stream", 10000, 4, ("codec=vtproto",), "stream"),
+    ]
+    assert all(c.tool == "labkit-go" and c.stack.client_impl == "go" for c in cells)
+    assert len(omitted) == 1 and omitted[0].startswith("ladder design: 11 cells off the ladder")
+    with pytest.raises(LabkitError, match="at most two values of a knob"):
+        LoadConfig(inventory="x", client="a", server="b", connections=[1, 2, 4], design="ladder").validate()
+
+
+def test_the_text_payload_is_compressible_and_the_random_one_is_not():
+    import random
+    import zlib
+
+    text = text_payload(65536, random.Random("1-text"))
+    noise = random.Random(1).randbytes(65536)
+    assert len(text) == 65536 and text.startswith(b'{"id":')
+    assert len(zlib.compress(text)) < len(text) / 3 and len(zlib.compress(noise)) > len(noise) * 0.99
 
 
 def test_nearest_rank():
@@ -448,6 +535,34 @@ def test_streams_and_gzip_under_load_on_the_go_server(lab, inventory, tmp_path):
     stream = parse_ghz_json(run.raw_text(per_request_file(rows.loc[("none", "stream"), "raw_files"], "ghz"))).rows
     unary = parse_ghz_json(run.raw_text(per_request_file(rows.loc[("none", "unary"), "raw_files"], "ghz"))).rows
     assert stream["latency_ms"].median() / 10 < unary["latency_ms"].median()
+    assert lab_processes(lab) == []
+
+
+def test_labkit_gos_load_climbs_the_ladder_timing_every_message(lab, inventory, tmp_path):
+    run = labkit.load(inventory, client="a", server="b", transports=["grpc", "grpc-conns"], concurrency=[4],
+                      payload_bytes=[1024], payload_kind=["text"], connections=[1, 2], keepalive_ms=[None, 10000],
+                      rpc=["unary", "stream"], stream_messages=5, grpc_option=["codec=proto,vtproto"],
+                      server_impl=["go"], grpc_tool="labkit-go", design="ladder", duration_s=1.0, warmup_s=0.3,
+                      ping_count=2, name="ladder", runs_dir=tmp_path, quiet=True)
+    assert run.status == "complete"
+    rows = run.samples().set_index("ladder_step")
+    assert list(rows.index) == ["default", "+keepalive_ms=10000", "+connections=2", "+codec=vtproto", "+rpc=stream"]
+    assert (rows["tool"] == "labkit-go").all() and (rows["client_impl"] == "go").all()
+    assert rows["error"].isna().all() and (rows["errors"] == 0).all() and (rows["payload_kind"] == "text").all()
+    # Every request of every call in the window was timed: five per stream call, one per unary call.
+    assert (rows["messages"] == rows["requests"] * rows["messages_per_call"]).all()
+    assert (rows["messages_ok"] == rows["messages"]).all()
+    unary = rows.drop(index="+rpc=stream")
+    assert (unary["messages"] == unary["requests"]).all()
+    # No message inside a stream waits longer than its call, and the later ones leave after it began.
+    stream = rows.loc["+rpc=stream"]
+    assert stream["message_p50_ms"] <= stream["latency_p50_ms"]
+    from labkit.analysis.load import cell_messages, per_request_file
+
+    messages = cell_messages(run.raw_text(per_request_file(stream["raw_files"], "labkit-go")), 0.3, 1.0)
+    assert len(messages) == stream["messages"] and (messages["t_utc"] > messages["call_t_utc"]).any()
+    # The server ran with each codec the steps asked for, in the step's order.
+    assert [server["grpc_options"].get("codec") for server in run.manifest["servers"]] == ["proto", "vtproto"]
     assert lab_processes(lab) == []
 
 

@@ -15,6 +15,7 @@ from labkit.analysis.hop import PUBLISHED
 from labkit.analysis.summary import summarize_with_ci
 from labkit.analysis.windows import measured_window
 from labkit.parsers import parse_ghz_json, parse_h2load_log
+from labkit.parsers.grpcload import parse_grpcload_csv
 
 #: The research brief's wrk figures (experiment 4): average and maximum latency in ms, and req/s, per transport
 #: (the published table of :mod:`labkit.analysis.hop`, by its method names).
@@ -77,7 +78,8 @@ def littles_law_gap(cells: pd.DataFrame) -> dict:
 
 
 def per_request_file(raw_files: str | None, tool: str | None = None) -> str | None:
-    """The cell's per-request output among its ``raw_files`` (ghz's JSON report or h2load's log, kept gzipped), or None."""
+    """The cell's per-request output among its ``raw_files`` (ghz's JSON report, h2load's log or labkit-go's CSV, kept
+    gzipped), or None."""
     names = [n for n in str(raw_files or "").split(",") if n.endswith(".gz") and (tool is None or n.startswith(f"{tool}-"))]
     return names[0] if names else None
 
@@ -91,7 +93,17 @@ def cell_requests(tool: str, text: str, warmup_s: float, duration_s: float) -> p
     """
     if tool == "ghz":
         return measured_window(parse_ghz_json(text).rows, float(warmup_s), float(duration_s))
+    if tool == "labkit-go":
+        messages = cell_messages(text, warmup_s, duration_s)
+        return messages.groupby(["worker", "call"], sort=False, as_index=False).agg(
+            t_utc=("call_t_utc", "first"), latency_ms=("call_latency_ms", "first"), ok=("ok", "all"))
     return parse_h2load_log(text).rows
+
+
+def cell_messages(text: str, warmup_s: float, duration_s: float) -> pd.DataFrame:
+    """The request messages of a labkit-go cell's calls that started in its measured window, each with its own
+    latency (:func:`labkit.parsers.grpcload.parse_grpcload_csv`)."""
+    return measured_window(parse_grpcload_csv(text).rows, float(warmup_s), float(duration_s), time_column="call_t_utc")
 
 
 def latency_with_ci(cells: pd.DataFrame, requests: pd.DataFrame | None, *, confidence: float = 0.95,

@@ -8,7 +8,7 @@ from labkit.cli.options import experiment_options, print_run_footer, run_from_fl
 from labkit.limits import (MAX_CONCURRENCY, MAX_ECHO_PAYLOAD_BYTES, MAX_KEEPALIVE_MS, MAX_LOAD_CONNECTIONS,
                            MAX_PING_COUNT, MAX_STREAM_MESSAGES)
 from labkit.cli.params import DURATION, choice_list, int_list, size_list
-from labkit.experiments.load import COMPRESSIONS, DESIGNS, RPCS, TRANSPORTS
+from labkit.experiments.load import COMPRESSIONS, DESIGNS, GRPC_TOOLS, PAYLOAD_KINDS, RPCS, TRANSPORTS
 
 # option (and experiment-file key) -> LoadConfig field, where the names differ
 RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call_timeout_s"}
@@ -31,11 +31,19 @@ RENAMED = {"duration": "duration_s", "warmup": "warmup_s", "call_timeout": "call
 @click.option("--rpc", type=choice_list(RPCS),
               help="unary Echo calls, or stream: one EchoStream per call sending --stream-messages requests back to "
                    "back (gRPC cells only), e.g. unary,stream. [default: unary]")
+@click.option("--payload-kind", type=choice_list(PAYLOAD_KINDS),
+              help="random bytes (no compressor shrinks them) or text (JSON-like records gzip shrinks several times "
+                   "over), e.g. random,text. [default: random]")
+@click.option("--grpc-tool", type=click.Choice(GRPC_TOOLS),
+              help="Who makes the gRPC calls: ghz (the published tool; times each call), or labkit-go's own load, "
+                   "which times each request message from its own send, inside a stream too, and takes the "
+                   "client's side of --grpc-option (codec=vtproto must be at both ends). [default: ghz]")
 @click.option("--stream-messages", type=click.IntRange(1, MAX_STREAM_MESSAGES), help="Requests per stream call. [default: 10]")
 @click.option("--design", type=click.Choice(DESIGNS),
               help="full: every combination of the knobs; one-at-a-time: the first value of each knob (connections, "
-                   "keepalive, compression, rpc, server, each --grpc-option), and each knob changed on its own. "
-                   "[default: full]")
+                   "keepalive, compression, rpc, server, each --grpc-option), and each knob changed on its own; "
+                   "ladder: the tuning article's cumulative ladder, default then each knob's second value added in "
+                   "turn (keepalive, connections, options, compression, server, rpc). [default: full]")
 @click.option("--duration", type=DURATION, help="Measured time of each cell, e.g. 10s. [default: 10s]")
 @click.option("--warmup", type=DURATION, help="Unmeasured load before each cell's window, e.g. 2s. [default: 2s]")
 @click.option("--call-timeout", type=DURATION, help="Deadline of each gRPC call. [default: 20s]")
@@ -72,6 +80,15 @@ def load(**flags):
           --keepalive-ms none,10000 --compression none,gzip --rpc unary,stream \\
           --grpc-option static-stream-window+static-conn-window=default,32MiB \\
           --design one-at-a-time
+
+    The article's cumulative ladder (default, + keepalive, + a pool of 4,
+    + vtprotobuf, + streaming), every message timed by labkit-go's load:
+
+    \b
+      labkit load INVENTORY --client a --server b --server-impl go \\
+          --grpc-tool labkit-go --transports grpc,grpc-conns --connections 1,4 \\
+          --keepalive-ms none,10000 --grpc-option codec=proto,vtproto \\
+          --rpc unary,stream --concurrency 50 --design ladder
     """
     run_from_flags("load", flags, print_summary, renamed=RENAMED)
 

@@ -18,13 +18,30 @@ The matrix is transport × concurrency × payload size × knobs:
   ``EchoStream`` per call that sends ``--stream-messages`` requests back to
   back (ghz ``--stream-call-count``), gRPC cells only. A stream cell's latency
   is the whole stream's and its req/s counts streams; ``messages_per_call``
-  converts both to messages.
+  converts req/s to messages;
+- the payload (``--payload-kind random,text``): random bytes, which no
+  compressor shrinks, or text (JSON-like records of a small vocabulary, as
+  real payloads are), which gzip shrinks several times over.
+
+**Who makes the gRPC calls** (``--grpc-tool``): ghz, as the published
+experiments did, or labkit-go's own load (``labkit-go grpc-load``), which
+times every request message from its own send to its own answer
+(:func:`labkit.parsers.grpcload.parse_grpcload_csv`): a message inside a
+stream then has a latency of its own, in ``message_p50_ms`` ... beside the
+call's, and the client takes the stack's client options too (a codec such as
+``codec=vtproto`` must be at both ends). The cell's row keeps ghz's meaning
+(latency and req/s of calls) whichever tool made them.
 
 ``--design one-at-a-time`` keeps, of the full matrix, the cells that change at
 most one knob (connections, keepalive, compression, RPC, server implementation,
 each ``--grpc-option``) from its first listed value: a baseline and each knob
 on its own, as the tuning claims are stated, in far fewer cells than every
-combination. Transport, concurrency and payload stay crossed.
+combination. ``--design ladder`` is the tuning article's own headline: a
+cumulative ladder, each step adding one knob's second value to the steps
+before it, in the order keepalive, connections (the pool), the gRPC options
+(e.g. ``codec=vtproto``), compression, server, RPC (streaming); each knob
+takes at most two values there, and each row names its step
+(``ladder_step``). Transport, concurrency and payload stay crossed.
 
 A **cell** is one combination. It runs the tool once on the client host for
 warm-up + duration against one echo server on the server host, and becomes one
@@ -61,6 +78,7 @@ Completed cells are recorded, so ``--resume`` redoes only what is missing.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import hashlib
 import itertools
@@ -72,7 +90,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit.analysis.windows import h2load_errors, measured_window, window_stats
+from labkit.analysis.windows import h2load_errors, measured_window, nearest_rank, window_stats
 from labkit.errors import LabkitError
 from labkit.hosts.layout import TOOL_HINTS as DEPLOY_HINTS
 from labkit.limits import (MAX_CONCURRENCY, MAX_DURATION_S, MAX_ECHO_PAYLOAD_BYTES, MAX_KEEPALIVE_MS,
@@ -80,17 +98,22 @@ from labkit.limits import (MAX_CONCURRENCY, MAX_DURATION_S, MAX_ECHO_PAYLOAD_BYT
                            MAX_STREAM_MESSAGES, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
 from labkit.experiments.stacks import DEFAULT_OPTION, Stack, knob_keys, option_values, plan_stacks
+from labkit.parsers.grpcload import grpcload_argv
 from labkit.parsers.ghz import ghz_argv, parse_ghz_json
 from labkit.parsers.h2load import h2load_argv, parse_h2load, parse_h2load_log
 
 EXPERIMENT = "load"
 TRANSPORTS = ("grpc", "grpc-conns", "http2")
 TOOL_OF = {"grpc": "ghz", "grpc-conns": "ghz", "http2": "h2load"}
+GRPC_TOOLS = ("ghz", "labkit-go")
+PAYLOAD_KINDS = ("random", "text")
 ECHO_CALL = "echo.EchoService/Echo"
 ECHO_STREAM_CALL = "echo.EchoService/EchoStream"
 COMPRESSIONS = ("none", "gzip")
 RPCS = ("unary", "stream")
-DESIGNS = ("full", "one-at-a-time")
+DESIGNS = ("full", "one-at-a-time", "ladder")
+#: The ladder's order, the tuning article's: each step adds the next knob that has a second value to those before.
+LADDER_ORDER = ("keepalive_ms", "connections", "option:*", "compression", "server_impl", "rpc")
 HTTP2_ECHO_PATH = "/echo"
 MIN_LOAD_DURATION_S = 0.1  # the shortest measured window of a cell
 TOOL_HINTS = {
@@ -125,6 +148,8 @@ class LoadConfig:
     rpc: list[str] = field(default_factory=lambda: ["unary"])
     stream_messages: int = 10  # requests per EchoStream call of an rpc=stream cell
     design: str = "full"  # or "one-at-a-time": a baseline and each knob changed on its own
+    grpc_tool: str = "ghz"  # or "labkit-go": every request message timed on its own
+    payload_kind: list[str] = field(default_factory=lambda: ["random"])
 
     def validate(self) -> None:
         if not (self.client and self.server):
@@ -150,15 +175,30 @@ class LoadConfig:
                 check_within("--keepalive-ms", keepalive, 1, MAX_KEEPALIVE_MS)
         check_within("--duration", self.duration_s, MIN_LOAD_DURATION_S, MAX_LOAD_DURATION_S, "s")
         check_within("--warmup", self.warmup_s, 0, MAX_LOAD_WARMUP_S, "s")
-        for name, values, allowed in (("compression", self.compression, COMPRESSIONS), ("rpc", self.rpc, RPCS)):
+        for name, values, allowed in (("compression", self.compression, COMPRESSIONS), ("rpc", self.rpc, RPCS),
+                                      ("payload-kind", self.payload_kind, PAYLOAD_KINDS)):
             if not values or any(v not in allowed for v in values):
                 raise LabkitError(f"--{name} takes {', '.join(allowed)}, not {', '.join(map(str, values)) or 'nothing'}")
         check_within("--stream-messages", self.stream_messages, 1, MAX_STREAM_MESSAGES)
         if self.design not in DESIGNS:
-            raise LabkitError(f"--design is {' or '.join(DESIGNS)}, not {self.design!r}")
-        plan_stacks(None, self.server_impl, self.grpc_option)
+            raise LabkitError(f"--design is {', '.join(DESIGNS)}, not {self.design!r}")
+        if self.design == "ladder":
+            many = [name for name, values in _knob_values(self).items() if len(values) > 2]
+            if many:
+                raise LabkitError(f"--design ladder takes at most two values of a knob (its default, then the step's); "
+                                  f"{many[0].removeprefix('option:')} has more")
+        if self.grpc_tool not in GRPC_TOOLS:
+            raise LabkitError(f"--grpc-tool is {' or '.join(GRPC_TOOLS)}, not {self.grpc_tool!r}")
+        if any(key == "pool" for knob in option_values(self.grpc_option) for key in knob_keys(knob)):
+            raise LabkitError("--grpc-option pool: a load spreads its calls over --connections; give that instead")
+        plan_stacks(self.client_impls, self.server_impl, self.grpc_option)
         check_within("the call timeout", self.call_timeout_s, None, MAX_DURATION_S, "s")
         check_within("ping count", self.ping_count, 1, MAX_PING_COUNT)
+
+    @property
+    def client_impls(self) -> list[str] | None:
+        """The gRPC client's implementation for :func:`plan_stacks`: None for ghz (a tool: server options only)."""
+        return ["go"] if self.grpc_tool == "labkit-go" else None
 
 
 @dataclass(frozen=True)
@@ -176,9 +216,14 @@ class Cell:
     rpc: str = "unary"
     messages_per_call: int = 1  # requests per call: 1 for unary, the stream's messages for rpc=stream
     stack: Stack = Stack(client_impl=None)
+    payload_kind: str = "random"
+    ladder_step: str | None = dataclasses.field(default=None, compare=False)  # --design ladder: what this step added
 
     @property
     def tool(self) -> str:
+        """The client: h2load for http2; for gRPC, ghz or (a stack with a Go client) labkit-go's own load."""
+        if self.transport != "http2" and self.stack.client_impl == "go":
+            return "labkit-go"
         return TOOL_OF[self.transport]
 
     @property
@@ -195,7 +240,8 @@ class Cell:
     def call_suffix(self) -> str:
         """What compression and streaming add to the id: nothing for uncompressed unary calls, as ids were before."""
         return ("|gzip" if self.compression == "gzip" else "") + (
-            f"|stream={self.messages_per_call}" if self.rpc == "stream" else "")
+            f"|stream={self.messages_per_call}" if self.rpc == "stream" else "") + (
+            f"|{self.payload_kind}" if self.payload_kind != "random" else "")
 
     @property
     def id(self) -> str:
@@ -206,8 +252,9 @@ class Cell:
     def slug(self, attempt: int) -> str:
         """A file-name form of the id, for raw outputs."""
         ka = "none" if self.keepalive_ms is None else str(self.keepalive_ms)
-        call = self.call_suffix.replace("|gzip", "-gz").replace("|stream=", "-s")
+        call = self.call_suffix.replace("|gzip", "-gz").replace("|stream=", "-s").replace("|text", "-text")
         stack = f"-{self.stack.server_impl}" if self.stack.server_impl != "python" else ""
+        stack += "-lkgo" if self.tool == "labkit-go" else ""
         if self.stack.grpc_options:
             stack += "-o" + hashlib.sha256(";".join(self.stack.grpc_options).encode()).hexdigest()[:8]
         return f"{self.transport}-c{self.concurrency}-p{self.payload_bytes}-n{self.connections}-ka{ka}{call}{stack}-a{attempt}"
@@ -218,14 +265,15 @@ class Cell:
             "concurrency": self.concurrency, "connections": self.connections,
             "streams_per_connection": self.streams_per_connection, "in_flight": self.in_flight,
             "keepalive_ms": self.keepalive_ms, "payload_bytes": self.payload_bytes, "compression": self.compression,
-            "rpc": self.rpc, "messages_per_call": self.messages_per_call, **self.stack.columns(),
+            "rpc": self.rpc, "messages_per_call": self.messages_per_call, "payload_kind": self.payload_kind,
+            "ladder_step": self.ladder_step, **self.stack.columns(),
         }
 
     def knobs(self) -> dict[str, Any]:
         """The knobs of the cell that apply to its transport (h2load has no keepalive, compression or streams)."""
         knobs = {"connections": self.connections, "server_impl": self.stack.server_impl,
                  **{f"option:{key}": value for key, _, value in (item.partition("=") for item in self.stack.grpc_options)}}
-        if self.tool == "ghz":
+        if self.tool != "h2load":
             knobs.update(keepalive_ms=self.keepalive_ms, compression=self.compression, rpc=self.rpc)
         return knobs
 
@@ -240,7 +288,7 @@ def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
     combinations with fewer are left out. Keepalive applies to gRPC cells
     only, and so do gRPC options.
     """
-    stacks, omitted = plan_stacks(None, config.server_impl, config.grpc_option)
+    stacks, omitted = plan_stacks(config.client_impls, config.server_impl, config.grpc_option)
     if "grpc-conns" in config.transports and not any(n > 1 for n in config.connections):
         omitted.append("grpc-conns: it spreads calls over several connections, and no --connections value is "
                        "above 1 (the other transports run)")
@@ -249,27 +297,57 @@ def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
         cells += _stack_cells(config, stack, omitted)
     if config.design == "one-at-a-time":
         cells = _one_knob_at_a_time(cells, config, omitted)
+    elif config.design == "ladder":
+        cells = _ladder(cells, config, omitted)
     return cells, omitted
+
+
+def _knob_values(config: LoadConfig) -> dict[str, list]:
+    """Each knob's listed values, first the baseline's (an option's "default" as None)."""
+    return {"keepalive_ms": config.keepalive_ms, "connections": config.connections,
+            **{f"option:{knob}": [None if value == DEFAULT_OPTION else value for value in values]
+               for knob, values in option_values(config.grpc_option).items()},
+            "compression": config.compression, "server_impl": config.server_impl, "rpc": config.rpc}
+
+
+def _changed_knobs(cell: Cell, config: LoadConfig) -> set[str]:
+    """The knobs the cell sets to other than its first listed value (those that apply to its transport)."""
+    knobs = cell.knobs()
+    # A knob of several keys (a+b=...) shares one value: its first key's.
+    knobs.update({f"option:{knob}": knobs.get(f"option:{knob_keys(knob)[0]}") for knob in option_values(config.grpc_option)})
+    return {name for name, values in _knob_values(config).items() if name in knobs and knobs[name] != values[0]}
 
 
 def _one_knob_at_a_time(cells: list[Cell], config: LoadConfig, omitted: list[str]) -> list[Cell]:
     """The cells that change at most one knob from its first listed value (an option's first value, "default" for
     none); the others are left out with one line that counts them."""
-    options = {knob: knob_keys(knob)[0] for knob in option_values(config.grpc_option)}  # a knob's keys share its value
-    baseline = {"connections": config.connections[0], "server_impl": config.server_impl[0],
-                "keepalive_ms": config.keepalive_ms[0], "compression": config.compression[0], "rpc": config.rpc[0],
-                **{f"option:{knob}": None if values[0] == DEFAULT_OPTION else values[0]
-                   for knob, values in option_values(config.grpc_option).items()}}
-
-    def changed(cell: Cell) -> int:
-        knobs = cell.knobs()
-        knobs.update({f"option:{knob}": knobs.get(f"option:{key}") for knob, key in options.items()})
-        return sum(knobs.get(name) != value for name, value in baseline.items() if name in knobs)
-
-    kept = [cell for cell in cells if changed(cell) <= 1]
+    kept = [cell for cell in cells if len(_changed_knobs(cell, config)) <= 1]
     if len(kept) < len(cells):
         omitted.append(f"one-at-a-time design: {len(cells) - len(kept)} cells that change more than one knob "
                        "from its first value")
+    return kept
+
+
+def ladder_knobs(config: LoadConfig) -> list[str]:
+    """The ladder's steps after the default, in :data:`LADDER_ORDER`: every knob given a second value."""
+    values = _knob_values(config)
+    ordered = [name for pattern in LADDER_ORDER
+               for name in (sorted(n for n in values if n.startswith("option:")) if pattern == "option:*" else [pattern])]
+    return [name for name in ordered if len(values[name]) > 1]
+
+
+def _ladder(cells: list[Cell], config: LoadConfig, omitted: list[str]) -> list[Cell]:
+    """The cells whose changed knobs are the first steps of the ladder, each named by the step it adds."""
+    steps, values = ladder_knobs(config), _knob_values(config)
+    names = {name: f"+{name.removeprefix('option:')}={values[name][1]}" for name in steps}
+    kept = []
+    for cell in cells:
+        changed = _changed_knobs(cell, config)
+        if changed == set(steps[:len(changed)]):
+            kept.append(dataclasses.replace(cell, ladder_step=names[steps[len(changed) - 1]] if changed else "default"))
+    if len(kept) < len(cells):
+        omitted.append(f"ladder design: {len(cells) - len(kept)} cells off the ladder "
+                       f"(default, then {', '.join(names[s] for s in steps)} added in turn)")
     return kept
 
 
@@ -281,7 +359,9 @@ def _stack_cells(config: LoadConfig, stack: Stack, omitted: list[str]) -> list[C
         if transport == "http2" and stack.grpc_options:
             omitted.append(f"{stack.label()} over http2: gRPC options do not apply to h2load's HTTP/2 requests")
             continue
-        for payload, concurrency in itertools.product(config.payload_bytes, config.concurrency):
+        cell_stack = stack if transport != "http2" else dataclasses.replace(stack, client_impl=None)  # h2load's
+        for (payload, kind), concurrency in itertools.product(
+                itertools.product(config.payload_bytes, config.payload_kind), config.concurrency):
             if transport == "grpc":
                 conns_list = [1]
             elif transport == "grpc-conns":
@@ -293,7 +373,8 @@ def _stack_cells(config: LoadConfig, stack: Stack, omitted: list[str]) -> list[C
             calls = itertools.product(config.compression if grpc else ["none"], config.rpc if grpc else ["unary"])
             for conns, keepalive, (compression, rpc) in itertools.product(conns_list, keepalives, list(calls)):
                 messages = config.stream_messages if rpc == "stream" else 1
-                cell = Cell(src, dst, transport, concurrency, payload, conns, keepalive, compression, rpc, messages, stack)
+                cell = Cell(src, dst, transport, concurrency, payload, conns, keepalive, compression, rpc, messages,
+                            cell_stack, kind)
                 if conns > concurrency:
                     omitted.append(f"{cell.id}: {conns} connections need a concurrency of at least {conns}")
                     continue
@@ -313,6 +394,44 @@ def ghz_cell_stats(text: str, warmup_s: float, duration_s: float) -> dict[str, A
     if parsed.counts["details"] < parsed.counts["calls"]:
         stats["error"] = f"ghz kept {parsed.counts['details']} of {parsed.counts['calls']} calls' details; the window uses those"
     return stats
+
+
+def grpcload_cell_stats(text: str, warmup_s: float, duration_s: float) -> dict[str, Any]:
+    """A cell's numbers from labkit-go grpc-load's CSV of a warm-up + duration run.
+
+    The window is :func:`measured_window`'s over the calls' starts, as for
+    ghz, and the row's latency and req/s are the calls', as ghz gives them; a
+    call that started in the window counts even if it ended after it (ghz drops
+    those, which favours the quick ones). ``message_*`` are over every request
+    of those calls, each timed from its own send: for a unary call the same as
+    the call's, inside a stream the time each message really waited.
+    """
+    from labkit.analysis.load import cell_messages
+
+    rows = cell_messages(text, warmup_s, duration_s)
+    calls = rows.groupby(["worker", "call"], sort=False).agg(
+        latency_ms=("call_latency_ms", "first"), ok=("ok", "all"), code=("code", "first"),
+        error=("error", lambda errors: next((e for e in errors if e), "")))
+    stats = window_stats(calls["latency_ms"], calls["ok"], duration_s, calls["code"], calls["error"])
+    good = sorted(rows.loc[rows["ok"], "latency_ms"])
+    stats.update(messages=len(rows), messages_ok=len(good),
+                 message_mean_ms=sum(good) / len(good) if good else None,
+                 **{f"message_p{p}_ms": nearest_rank(good, p) if good else None for p in (50, 90, 99)},
+                 tool_rps=None, tool_requests=len(calls))
+    return stats
+
+
+def text_payload(size: int, rng: random.Random) -> bytes:
+    """``size`` bytes of JSON-like records drawn from a small vocabulary: a payload gzip shrinks, as real ones are
+    (random bytes, the other kind, no compressor can)."""
+    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "active", "pending", "eu-west-1", "us-east-2")
+    records, length = [], 0
+    while length < size:
+        record = (f'{{"id":{rng.randrange(100000)},"name":"{rng.choice(words)}","state":"{rng.choice(words)}",'
+                  f'"region":"{rng.choice(words)}","score":{rng.randrange(1000) / 1000}}}\n')
+        records.append(record)
+        length += len(record)
+    return "".join(records).encode()[:size]
 
 
 def h2load_cell_stats(report: str, log: str | None, duration_s: float) -> dict[str, Any]:
@@ -367,7 +486,7 @@ class _Loader(ExperimentRunner):
         """Find each tool the cells need on the client host; one clear error when one is missing."""
         for tool in sorted({cell.tool for cell in cells}):
             how = self.session.deploy_hint(self.config.client, tool) if tool in DEPLOY_HINTS else TOOL_HINTS[tool]
-            self.tools[tool] = self.session.find_tool(self.config.client, tool, getattr(self.config, tool), how)
+            self.tools[tool] = self.session.find_tool(self.config.client, tool, getattr(self.config, tool, None), how)
         self.run.manifest["tools"] = self.tools
         self.run.save_manifest()
 
@@ -381,15 +500,17 @@ class _Loader(ExperimentRunner):
         self.run.manifest["client_workdir"] = self.workdir  # removed at the end; recorded so that can be checked
         self.run.save_manifest()
         rng = random.Random(self.config.seed)
+        text_rng = random.Random(f"{self.config.seed}-text")  # its own, so random bodies stay those of older runs
         files = {}
         descriptors = descriptor_pb2.FileDescriptorSet()
         echo_pb2.DESCRIPTOR.CopyToProto(descriptors.file.add())
         # ghz reads the service from this compiled descriptor (no .proto file, no reflection).
         files["echo.protoset"] = descriptors.SerializeToString()
         for size in self.config.payload_bytes:
-            body = rng.randbytes(size)
-            files[f"body-{size}.bin"] = body
-            files[f"data-{size}.json"] = json.dumps({"payload": base64.b64encode(body).decode()}).encode()
+            bodies = {"random": rng.randbytes(size), "text": text_payload(size, text_rng)}
+            for kind in self.config.payload_kind:
+                files[f"body-{size}-{kind}.bin"] = bodies[kind]
+                files[f"data-{size}-{kind}.json"] = json.dumps({"payload": base64.b64encode(bodies[kind]).decode()}).encode()
         with tempfile.TemporaryDirectory(prefix="labkit-load-") as local:
             for name, content in files.items():
                 path = Path(local) / name
@@ -453,11 +574,19 @@ class _Loader(ExperimentRunner):
 
     def _argv(self, cell: Cell, out: str) -> list[str]:
         config, work, host = self.config, self.workdir, url_host(self.address)
+        body = f"{cell.payload_bytes}-{cell.payload_kind}"
+        if cell.tool == "labkit-go":
+            options = cell.stack.client_options() + (("compression=gzip",) if cell.compression == "gzip" else ())
+            return grpcload_argv(
+                self.tools["labkit-go"]["path"], f"{host}:{self.ready['port']}", rpc=cell.rpc,
+                concurrency=cell.concurrency, connections=cell.connections, stream_messages=cell.messages_per_call,
+                payload_file=f"{work}/body-{body}.bin", seconds=config.warmup_s + config.duration_s,
+                timeout_s=config.call_timeout_s, out=out, keepalive_ms=cell.keepalive_ms, grpc_options=options)
         if cell.tool == "ghz":
             stream = cell.rpc == "stream"
             return ghz_argv(
                 self.tools["ghz"]["path"], f"{host}:{self.ready['port']}", call=ECHO_STREAM_CALL if stream else ECHO_CALL,
-                protoset=f"{work}/echo.protoset", data_file=f"{work}/data-{cell.payload_bytes}.json",
+                protoset=f"{work}/echo.protoset", data_file=f"{work}/data-{body}.json",
                 concurrency=cell.concurrency, connections=cell.connections, seconds=config.warmup_s + config.duration_s,
                 call_timeout_s=config.call_timeout_s, out=out, keepalive_ms=cell.keepalive_ms,
                 stream_messages=cell.messages_per_call if stream else None, gzip=cell.compression == "gzip",
@@ -465,7 +594,7 @@ class _Loader(ExperimentRunner):
         return h2load_argv(
             self.tools["h2load"]["path"], f"http://{host}:{self.ready['http2_port']}{HTTP2_ECHO_PATH}",
             connections=cell.connections, streams=cell.streams_per_connection, seconds=config.duration_s,
-            warmup_s=config.warmup_s, body_file=f"{work}/body-{cell.payload_bytes}.bin", log_file=out,
+            warmup_s=config.warmup_s, body_file=f"{work}/body-{body}.bin", log_file=out,
         )
 
     def run_cell(self, cell: Cell) -> None:
@@ -525,15 +654,19 @@ class _Loader(ExperimentRunner):
         config, raw_files = self.config, []
         if cell.tool == "h2load":
             raw_files.append(self.run.write_raw(f"h2load-{slug}.txt", report).name)
-        output = self._fetch(f"{self.workdir}/{slug}.out", f"{cell.tool}-{slug}.{'json' if cell.tool == 'ghz' else 'log.tsv'}.gz")
+        extension = {"ghz": "json", "h2load": "log.tsv", "labkit-go": "csv"}[cell.tool]
+        output = self._fetch(f"{self.workdir}/{slug}.out", f"{cell.tool}-{slug}.{extension}.gz")
         if output is not None:
             raw_files.append(output.name)
         stats = None
         try:
-            if cell.tool == "ghz" and output is None:
-                problems.append(f"ghz wrote no report: {proc.last_words(status)}")
+            if cell.tool != "h2load" and output is None:
+                problems.append(f"{cell.tool} wrote no report: {proc.last_words(status)}")
             elif cell.tool == "ghz":
                 stats = ghz_cell_stats(gzip.decompress(output.read_bytes()).decode(), config.warmup_s, config.duration_s)
+            elif cell.tool == "labkit-go":
+                stats = grpcload_cell_stats(gzip.decompress(output.read_bytes()).decode(), config.warmup_s,
+                                            config.duration_s)
             else:
                 log = gzip.decompress(output.read_bytes()).decode() if output is not None else None
                 stats = h2load_cell_stats(report, log, config.duration_s)

@@ -1,0 +1,92 @@
+"""``labkit-go grpc-load``: the gRPC load of ``labkit load --grpc-tool labkit-go``, one CSV row per request message.
+
+ghz times a call. Inside a stream call of ten requests it cannot say when each
+answer came, and the call's latency divided by ten is a time no message waited.
+labkit-go's load times each request from its own send to its own answer's
+arrival, so a message inside a stream and a unary call can be compared at the
+same number of messages in flight. The CSV has a header line (the columns of
+``go/internal/grpcload`` ``Columns``)::
+
+    call_t_ns,worker,connection,call,message,t_ns,latency_ns,call_latency_ns,code,error
+    1796000000123456789,3,1,41,0,1796000000123460000,101834211,102011022,OK,
+
+``call_t_ns`` is the call's start and ``t_ns`` the request's send (ns since the
+epoch), ``message`` the request's place in its call (0 for a unary call),
+``latency_ns`` empty when the request got no answer, ``call_latency_ns`` the
+whole call's (a stream's: to the server's end of stream), ``code`` the call's
+status as grpcio names it, ``error`` empty unless this request failed.
+
+:func:`parse_grpcload_csv` gives one row per request: ``call_t_utc``,
+``worker``, ``connection``, ``call``, ``message``, ``t_utc``, ``latency_ms``
+(NaN without an answer), ``call_latency_ms``, ``code``, ``error`` and ``ok``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from labkit.parsers.base import LineTally, ParseError, ParseResult
+
+HEADER = ["call_t_ns", "worker", "connection", "call", "message", "t_ns", "latency_ns", "call_latency_ns", "code",
+          "error"]
+
+
+def grpcload_argv(labkit_go: str, target: str, *, rpc: str, concurrency: int, connections: int, stream_messages: int,
+                  payload_file: str, seconds: float, timeout_s: float, out: str, keepalive_ms: int | None = None,
+                  grpc_options: tuple[str, ...] = ()) -> list[str]:
+    """labkit-go's closed loop of ``concurrency`` calls on ``connections`` to ``target`` for ``seconds``, its CSV in
+    ``out``; ``grpc_options`` are the client's ``KEY=VALUE`` knobs (compression=gzip, codec=vtproto, ...)."""
+    argv = [labkit_go, "grpc-load", "-target", target, "-rpc", rpc, "-concurrency", str(concurrency),
+            "-connections", str(connections), "-stream-messages", str(stream_messages), "-payload-file", payload_file,
+            "-duration", f"{seconds:g}s", "-timeout", f"{timeout_s:g}s", "-out", out]
+    if keepalive_ms is not None:
+        argv += ["-keepalive-ms", str(keepalive_ms)]
+    for option in grpc_options:
+        argv += ["-grpc-option", option]
+    return argv
+
+
+def _record(row: list[str]) -> tuple | None:
+    try:
+        integers = [int(row[i]) for i in range(6)]
+        latency = int(row[6]) if row[6] else None
+        return (*integers, latency, int(row[7]), row[8], row[9])
+    except (ValueError, IndexError):
+        return None
+
+
+def parse_grpcload_csv(text: str) -> ParseResult:
+    """Parse ``labkit-go grpc-load``'s CSV; see the module docstring."""
+    import pandas as pd
+
+    tally = LineTally()
+    records: list[tuple] = []
+    header_seen = False
+    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        line = tally.prepare(",".join(row))
+        if line is None:
+            continue
+        if not header_seen and row == HEADER:
+            header_seen = True
+            tally.recognised()
+            continue
+        record = _record(row) if len(row) == len(HEADER) else None
+        if record is None or not header_seen or (record[6] is None) == (record[9] == ""):
+            tally.unknown(number, line)  # an answered request has a latency and no error, and the other way round
+            continue
+        records.append(record)
+        tally.recognised()
+    if not header_seen:
+        raise ParseError(f"not labkit-go grpc-load's CSV: no header line {','.join(HEADER)}")
+    frame = pd.DataFrame.from_records(records, columns=HEADER).astype(
+        {"call_t_ns": "int64", "worker": "int64", "connection": "int64", "call": "int64", "message": "int64",
+         "t_ns": "int64", "latency_ns": "float64", "call_latency_ns": "int64"})
+    frame.insert(0, "call_t_utc", pd.to_datetime(frame.pop("call_t_ns"), unit="ns", utc=True))
+    frame.insert(5, "t_utc", pd.to_datetime(frame.pop("t_ns"), unit="ns", utc=True))
+    frame["latency_ms"] = frame.pop("latency_ns") / 1e6
+    frame["call_latency_ms"] = frame.pop("call_latency_ns") / 1e6
+    frame["ok"] = frame["error"] == ""
+    calls = frame.groupby(["worker", "call"]).ngroups if len(frame) else 0
+    counts = {**tally.counts(), "messages": len(frame), "ok": int(frame["ok"].sum()), "calls": calls}
+    return ParseResult(rows=frame, counts=counts, unrecognised_lines=tally.unrecognised)
