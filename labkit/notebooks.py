@@ -345,6 +345,53 @@ def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n
     return h
 
 
+#: The tuning notebook's message-timed runs (``labkit load --grpc-tool labkit-go``): table -> (shipped sample, its
+#: pairs in :mod:`labkit.analysis.message_load`, what the table compares).
+FAIR_RUNS = {
+    "streams": ("tuning-messages", "stream_pairs", "streams and unary calls, at the same messages and calls in flight"),
+    "streams_lan": ("tuning-messages-lan", "stream_pairs", "streams and unary calls where the two cores are the "
+                    "bottleneck"),
+    "compression": ("tuning-compression", "compression_pairs", "gzip and none, on random and on text payloads"),
+    "compression_100m": ("tuning-compression-100m", "compression_pairs", "gzip and none on a 100 Mbit/s link"),
+    "ladder": ("tuning-ladder", "ladder_pairs", "the article's cumulative ladder"),
+    "ladder_lan": ("tuning-ladder-lan", "ladder_pairs", "the article's cumulative ladder, CPU-bound"),
+}
+
+
+def tuning_fair_section(fair_runs: dict, confidence: float) -> tuple[dict, list[str], dict]:
+    """The tuning notebook's *Every message timed*: for each table of :data:`FAIR_RUNS` (its run from ``fair_runs``,
+    else the shipped sample), the cells' means over the runs of its group and the comparisons over those runs
+    (:func:`labkit.analysis.message_load.over_runs`, Holm over each table); returns the tables, the sentences that
+    say what they show, and the headline fields."""
+    from IPython.display import Markdown, display
+
+    from labkit.analysis import message_load
+
+    tables, lines = {}, []
+    for name, (sample, pairs, what) in FAIR_RUNS.items():
+        run = open_run(fair_runs.get(name), sample=sample, experiment="load")
+        replicates, every = replicate_samples(run)
+        cells = message_load.message_cells(every)
+        link = message_load.link_of(run.manifest)
+        if cells.empty:
+            display(Markdown(f"`{run.run_id}` has no cell of labkit-go's load (`--grpc-tool labkit-go`): no message was timed."))
+            continue
+        table = tables[name] = message_load.over_runs(cells, getattr(message_load, pairs)(cells), confidence)
+        display(Markdown(f"### {what[0].upper() + what[1:]}\n\n`{run.run_id}`, {len(replicates)} runs, {link}, "
+                         f"{int(cells['messages_ok'].sum())} messages timed. B − A, the runs' mean [{confidence:.0%} "
+                         f"Student-t interval over the runs], verdict after Holm's correction over the {len(table)} rows:"),
+                table.pivot_table(index=["comparison", "where", "A", "B"], columns="metric", values="cell", aggfunc="first",
+                                  sort=False))
+        if pairs == "stream_pairs":
+            lines += message_load.stream_lines(table, link)
+        elif pairs == "compression_pairs":
+            lines += message_load.compression_lines(table, link)
+        else:
+            lines += message_load.ladder_lines(table, link)
+    display(Markdown("\n".join(lines)))
+    return tables, lines, message_load.headline(tables)
+
+
 def idle_keepalive_calls(idle_run) -> tuple[Any, dict[str, float]]:
     """The calls of an idle-step run that isolate keepalive on an idle connection
     (:func:`labkit.analysis.tuning_report.idle_keepalive_calls`), and the ping RTT (ms) of each of its host pairs."""

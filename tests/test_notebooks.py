@@ -629,6 +629,16 @@ def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch, labkit_
     not_tested = headline["not_tested"]
     assert "rpc (not varied)" not in not_tested and "messages above 100 KB" not in not_tested
     assert "server (not varied)" in not_tested
+    # Every message timed (fair_runs empty: the shipped labkit-go samples): each table's rows, and the two leading
+    # findings, streams at equal messages in flight and the whole ladder, as tests/test_analysis_message_load.py
+    # checks them on the same samples.
+    assert {name: headline[f"fair.{name}.rows"] for name in ("streams", "streams_lan", "compression",
+                                                             "compression_100m", "ladder", "ladder_lan")} == {
+        "streams": 18, "streams_lan": 9, "compression": 12, "compression_100m": 12, "ladder": 15, "ladder_lan": 15}
+    same = "fair.{}.stream_vs_unary_same_messages_in_flight.{}.messages_per_s.verdict"
+    assert headline[same.format("streams", "64_B_stream_c=10")] != "higher"
+    assert headline[same.format("streams_lan", "1_KiB_stream_c=50")] == "higher"
+    assert headline["fair.ladder_lan.ladder_all_steps_vs_default.1_KiB_c=50.message_p50_ms.verdict"] == "higher"
     assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive")]
     assert not (TUNING_GO / "figures").exists()
 

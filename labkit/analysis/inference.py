@@ -465,7 +465,8 @@ def call_table(table, differences: Sequence[Difference], unit: str = "", method:
     ``cell``, the difference, its interval and its verdict as a table shows them (``+1.2 [+1.1, +1.4] higher``)."""
     called = call_differences(differences, method, alpha)
     cells = [f"{d.difference:+.1f} [{d.low:+.1f}, {d.high:+.1f}] {verdict_text(v, m, unit)}" if math.isfinite(d.low)
-             else f"{d.difference:+.1f} {verdict_text(v, m, unit)}"
+             else f"{d.difference:+.1f} {verdict_text(v, m, unit)}" if math.isfinite(d.difference)
+             else verdict_text(v, m, unit)  # nothing to compare (a side without the samples its statistic needs)
              for d, v, m in zip(differences, called.verdict, called.mde)]
     return table.assign(p_holm=called.adjusted, verdict=called.verdict, mde=called.mde, cell=cells)
 

@@ -1,0 +1,292 @@
+"""The tuning claims compared fairly, from ``labkit load --grpc-tool labkit-go`` runs, where every message is timed.
+
+ghz times a call, so a stream of ten requests and a unary call were compared at
+the same concurrency: ten times the messages in flight on one side, and no
+message inside the stream timed. labkit-go's load times each request from its
+own send to its own answer (``message_p50_ms`` ... in a cell's row), so here:
+
+- **streams and unary** are compared at the same *messages* in flight (unary
+  at concurrency × messages per stream) as well as at the same calls in flight;
+- **compression** on a payload it can shrink (``payload_kind`` text) beside
+  random bytes, which it cannot;
+- the article's **cumulative ladder** (``--design ladder``): each step against
+  the one before, and everything against the default.
+
+The units are the runs of a ``--runs`` group (each run's cells are one
+measurement of each condition, under that run's servers, connections and
+machine): each run gives one B − A per comparison and metric, and the runs'
+mean gets a Student-t interval and a one-sample t-test (with three runs, two
+degrees of freedom). One family per table, Holm's correction over all of its
+rows, those not testable counted (:func:`labkit.analysis.inference.call_table`).
+A cell's p99 is used only when it has the 299 messages a p99 needs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from labkit.analysis.inference import call_table, min_samples_for_percentile, one_sample_t
+
+#: metric -> (what it is, unit): each message's own latency, and the messages answered per second.
+METRICS = {"message_p50_ms": ("p50 of a message", "ms"), "message_p99_ms": ("p99 of a message", "ms"),
+           "messages_per_s": ("messages/s", "msg/s")}
+CORRECTION = "Holm"
+
+
+class Pair(NamedTuple):
+    """One comparison: B − A, each side the cells matching its columns (one per run), and the messages each side
+    keeps in flight."""
+
+    comparison: str
+    where: str
+    a_label: str
+    b_label: str
+    a: dict
+    b: dict
+    a_in_flight: int
+    b_in_flight: int
+
+
+def _in_flight(cells: pd.DataFrame, match: dict) -> int:
+    row = _rows(cells, match).iloc[0]
+    return int(row["concurrency"] * row["messages_per_call"])
+
+
+def message_cells(every_run: pd.DataFrame) -> pd.DataFrame:
+    """The labkit-go cells of a group's samples (``replicate`` numbering the runs), with ``messages_per_s`` (answered
+    messages over the window) and ``message_p99_ms`` blanked where a cell has fewer messages than a p99 needs."""
+    cells = every_run[every_run["tool"] == "labkit-go"].copy()
+    cells["messages_per_s"] = cells["messages_ok"] / cells["duration_s"]
+    too_few = cells["messages_ok"] < min_samples_for_percentile(99)
+    cells.loc[too_few, "message_p99_ms"] = np.nan
+    return cells
+
+
+def _size(payload_bytes: int) -> str:
+    return f"{payload_bytes // 1024} KiB" if payload_bytes >= 1024 and payload_bytes % 1024 == 0 else f"{payload_bytes} B"
+
+
+def stream_pairs(cells: pd.DataFrame) -> list[Pair]:
+    """Every stream cell against unary calls at the same calls in flight and at the same messages in flight (unary
+    at the stream's concurrency × its messages per call), where the run has them; one payload at a time."""
+    pairs = []
+    streams = cells[cells["rpc"] == "stream"][["payload_bytes", "concurrency", "messages_per_call"]].drop_duplicates()
+    unary = cells[cells["rpc"] == "unary"]
+    for payload, concurrency, messages in streams.itertuples(index=False):
+        stream = {"rpc": "stream", "payload_bytes": payload, "concurrency": concurrency}
+        for name, unary_concurrency in (("same calls in flight", concurrency),
+                                        ("same messages in flight", concurrency * messages)):
+            match = {"rpc": "unary", "payload_bytes": payload, "concurrency": unary_concurrency}
+            if _rows(unary, match).empty:
+                continue
+            pairs.append(Pair(f"stream vs unary, {name}", f"{_size(int(payload))}, stream c={concurrency}",
+                              f"unary c={unary_concurrency}", f"stream c={concurrency}×{messages}", match, stream,
+                              _in_flight(cells, match), _in_flight(cells, stream)))
+    return pairs
+
+
+def compression_pairs(cells: pd.DataFrame) -> list[Pair]:
+    """gzip against none, for each payload kind and size (and concurrency) the run has."""
+    pairs = []
+    keys = ["payload_kind", "payload_bytes", "concurrency", "rpc"]
+    for kind, payload, concurrency, rpc in cells[keys].drop_duplicates().itertuples(index=False):
+        where = dict(zip(keys, (kind, payload, concurrency, rpc)))
+        if _rows(cells, {**where, "compression": "gzip"}).empty or _rows(cells, {**where, "compression": "none"}).empty:
+            continue
+        none, gzip = {**where, "compression": "none"}, {**where, "compression": "gzip"}
+        pairs.append(Pair("gzip vs none", f"{kind} {_size(int(payload))}, c={concurrency}", "none", "gzip", none, gzip,
+                          _in_flight(cells, none), _in_flight(cells, gzip)))
+    return pairs
+
+
+def ladder_steps(cells: pd.DataFrame) -> list[str]:
+    """The ladder's steps in the order the run took them (``default`` first)."""
+    steps = cells.dropna(subset=["ladder_step"]).sort_values("t_start_utc_ns")["ladder_step"]
+    return list(dict.fromkeys(steps))
+
+
+def ladder_pairs(cells: pd.DataFrame) -> list[Pair]:
+    """Each step of a ``--design ladder`` run against the step before it, and the last (everything) against the
+    default; one payload and concurrency at a time."""
+    steps, pairs = ladder_steps(cells), []
+    for payload, concurrency in cells[["payload_bytes", "concurrency"]].drop_duplicates().itertuples(index=False):
+        where = {"payload_bytes": payload, "concurrency": concurrency}
+        text = f"{_size(int(payload))}, c={concurrency}"
+        sides = [(f"ladder {step}", before, step) for before, step in zip(steps, steps[1:])]
+        if len(steps) > 2:
+            sides.append(("ladder: all steps vs default", steps[0], steps[-1]))
+        for comparison, before, step in sides:
+            a, b = {**where, "ladder_step": before}, {**where, "ladder_step": step}
+            pairs.append(Pair(comparison, text, before, "all steps" if comparison.startswith("ladder:") else step, a, b,
+                              _in_flight(cells, a), _in_flight(cells, b)))
+    return pairs
+
+
+def _rows(cells: pd.DataFrame, match: dict) -> pd.DataFrame:
+    mask = np.ones(len(cells), dtype=bool)
+    for column, value in match.items():
+        mask &= (cells[column] == value).to_numpy()
+    return cells[mask]
+
+
+def over_runs(cells: pd.DataFrame, pairs: list[Pair], confidence: float = 0.95) -> pd.DataFrame:
+    """B − A of every pair and metric in each run, the runs' mean with its Student-t interval, and the verdict after
+    Holm's correction over every row of the table. Columns: ``comparison``, ``where``, ``A``, ``B``, the messages
+    each keeps in flight (``A in flight``, ``B in flight``), ``metric``,
+    ``run 1`` ..., ``A mean``, ``B mean``, ``B / A`` (of the means), ``difference``, ``lo``, ``hi``, ``p``, ``runs``,
+    then :func:`~labkit.analysis.inference.call_table`'s ``p_holm``, ``verdict``, ``mde`` and ``cell``."""
+    replicates = sorted(cells["replicate"].unique())
+    rows, results = [], []
+    for pair in pairs:
+        a_rows, b_rows = _rows(cells, pair.a).set_index("replicate"), _rows(cells, pair.b).set_index("replicate")
+        for metric, (_, unit) in METRICS.items():
+            a = np.array([a_rows[metric].get(r, np.nan) for r in replicates], dtype=float)
+            b = np.array([b_rows[metric].get(r, np.nan) for r in replicates], dtype=float)
+            result = one_sample_t(b - a, confidence)
+            results.append(result)
+            a_mean, b_mean = float(np.nanmean(a)) if np.isfinite(a).any() else np.nan, (
+                float(np.nanmean(b)) if np.isfinite(b).any() else np.nan)
+            rows.append({"comparison": pair.comparison, "where": pair.where, "A": pair.a_label, "B": pair.b_label,
+                         "A in flight": pair.a_in_flight, "B in flight": pair.b_in_flight, "metric": metric, "unit": unit, **{f"run {r}": v for r, v in zip(replicates, b - a)},
+                         "A mean": a_mean, "B mean": b_mean, "B / A": b_mean / a_mean if a_mean else np.nan,
+                         "difference": result.difference, "lo": result.low, "hi": result.high, "p": result.pvalue,
+                         "runs": result.n_a})
+    if not rows:
+        return pd.DataFrame()
+    return call_table(pd.DataFrame(rows), results, method="holm")
+
+
+def per_run(table: pd.DataFrame, comparison: str, metric: str) -> pd.DataFrame:
+    """The rows of one comparison and metric, by ``where``."""
+    return table[(table["comparison"] == comparison) & (table["metric"] == metric)].set_index("where")
+
+
+#: The tuning article's own headline (research brief §5): ghz P50/P99 and QPS, default and with everything applied.
+ARTICLE_LADDER = {"p50_ms": (30.0, 8.0), "p99_ms": (85.0, 18.0), "qps": (8000.0, 25000.0)}
+
+
+def link_of(manifest: dict) -> str:
+    """The emulated link a run was measured on, as the emulator described it ("25 ms one way, no rate limit"), both
+    directions when they differ; "the link" for a run without the emulator's record."""
+    windows = (manifest.get("emulator") or {}).get("windows") or [{}]
+    described = list(dict.fromkeys((windows[0].get("links") or {}).values()))
+    return " / ".join(described) if described else "the link"
+
+
+def _verdicts(rows: pd.DataFrame) -> str:
+    """``called lower in 1, unclear in 1 of 2``: the verdicts of some rows, counted."""
+    counts = rows["verdict"].value_counts()
+    order = [("higher", "called higher"), ("lower", "called lower"), ("unclear", "unclear"), ("not testable", "not testable")]
+    return ", ".join(f"{text} in {counts[v]}" for v, text in order if counts.get(v)) + f" of {len(rows)}"
+
+
+def _called(rows: pd.DataFrame) -> int:
+    return int(rows["verdict"].isin(["higher", "lower"]).sum())
+
+
+def _span(values, digits: int = 1, signed: bool = True) -> str:
+    values = [v for v in values if np.isfinite(v)]
+    if not values:
+        return "—"
+    form = f"{{:{'+' if signed else ''}.{digits}f}}"
+    low, high = min(values), max(values)
+    return form.format(low) if round(low, digits) == round(high, digits) else f"{form.format(low)} to {form.format(high)}"
+
+
+def _sizes(rows: pd.DataFrame) -> str:
+    return " and ".join(dict.fromkeys(where.split(", ")[0] for where in rows["where"]))
+
+
+def stream_lines(table: pd.DataFrame, link: str) -> list[str]:
+    """What a streams table says on ``link``, in words computed from it: at equal messages in flight, and at equal
+    calls."""
+    lines = []
+    same = table[table["comparison"] == "stream vs unary, same messages in flight"]
+    if len(same):
+        p50, rate = same[same["metric"] == "message_p50_ms"], same[same["metric"] == "messages_per_s"]
+        in_flight = " and ".join(str(n) for n in dict.fromkeys(p50["B in flight"]))
+        lines.append(
+            f"- **Streams vs unary at the same messages in flight**, {link} ({in_flight} messages in flight; "
+            f"{_sizes(p50)}): p50 of a message B − A {_span(p50['difference'])} ms ({_verdicts(p50)}), and the "
+            f"stream carried {_span(rate['B / A'], 3, signed=False)}× the unary calls' messages per second "
+            f"({_verdicts(rate)}), after Holm's correction over the {len(table)} rows of the table.")
+    calls = table[table["comparison"] == "stream vs unary, same calls in flight"]
+    if len(calls):
+        rate, p50 = calls[calls["metric"] == "messages_per_s"], calls[calls["metric"] == "message_p50_ms"]
+        ratio = _span(rate["B in flight"] / rate["A in flight"], 0, signed=False)
+        text = (f"- **At the same calls in flight**, {link} ({_sizes(rate)}), the stream carried "
+                f"{_span(rate['B / A'], 1, signed=False)}× the messages per second, with {ratio}× the messages in "
+                "flight")
+        text += "".join(f"; at {row['where']} ({row['B in flight']} messages in flight), a message waited "
+                        f"{row['B mean']:.0f} ms at the median against {row['A mean']:.0f} ms for a unary call (called "
+                        "higher)" for _, row in p50[p50["verdict"] == "higher"].iterrows())
+        lines.append(text + ".")
+    return lines
+
+
+def compression_lines(table: pd.DataFrame, link: str) -> list[str]:
+    """What a compression table says, per payload kind, on ``link`` (e.g. "25 ms one way, no rate limit")."""
+    lines = []
+    for kind in dict.fromkeys(w.split(" ")[0] for w in table["where"]):
+        rows = table[table["where"].str.startswith(f"{kind} ") & (table["metric"] == "message_p50_ms")]
+        parts = [f"{row['where'].split(', ')[0].removeprefix(kind + ' ')}: {row['A mean']:.1f} → {row['B mean']:.1f} ms "
+                 f"({row['verdict']})" for _, row in rows.iterrows()]
+        lines.append(f"- **gzip on {kind} payloads, {link}**: p50 of a message {'; '.join(parts)} "
+                     f"(Holm over the {len(table)} rows of the table).")
+    return lines
+
+
+def ladder_lines(table: pd.DataFrame, link: str) -> list[str]:
+    """What a ladder table says: each step against the one before, everything against the default, and the
+    article's own table beside it (its hardware, link and service are not these: only the directions compare)."""
+    lines = []
+    steps = table[table["comparison"].str.startswith("ladder +")]
+    for where in dict.fromkeys(steps["where"]):
+        here = steps[steps["where"] == where]
+        parts = []
+        for step in dict.fromkeys(here["comparison"]):
+            p50 = here[(here["comparison"] == step) & (here["metric"] == "message_p50_ms")].iloc[0]
+            rate = here[(here["comparison"] == step) & (here["metric"] == "messages_per_s")].iloc[0]
+            parts.append(f"{step.removeprefix('ladder ')}: p50 {p50['difference']:+.2f} ms ({p50['verdict']}), "
+                         f"messages/s ×{rate['B / A']:.2f} ({rate['verdict']})")
+        lines.append(f"- **The ladder, {link}, {where}**, each step against the one before: " + "; ".join(parts) + ".")
+        total = table[(table["comparison"] == "ladder: all steps vs default") & (table["where"] == where)]
+        if len(total):
+            p50, p99, rate = (total[total["metric"] == m].iloc[0] for m in METRICS)
+            article = ARTICLE_LADDER
+            lines.append(
+                f"- **Everything against the default**, {link}, {where}: p50 {p50['A mean']:.1f} → {p50['B mean']:.1f} ms "
+                f"({p50['verdict']}), p99 {p99['A mean']:.1f} → {p99['B mean']:.1f} ms ({p99['verdict']}), messages/s "
+                f"{rate['A mean']:.0f} → {rate['B mean']:.0f} (×{rate['B / A']:.1f}, {rate['verdict']}); the article's "
+                f"table: {article['p50_ms'][0]:.0f} → {article['p50_ms'][1]:.0f} ms, {article['p99_ms'][0]:.0f} → "
+                f"{article['p99_ms'][1]:.0f} ms, {article['qps'][0]:,.0f} → {article['qps'][1]:,.0f} QPS "
+                f"(×{article['qps'][1] / article['qps'][0]:.1f}).")
+    return lines
+
+
+def _slug(text: str) -> str:
+    """A headline key's part: letters, digits, = and + kept, every other run of characters one underscore."""
+    return re.sub(r"[^A-Za-z0-9=+]+", "_", text).strip("_")
+
+
+def headline(tables: dict[str, pd.DataFrame]) -> dict[str, float | int]:
+    """Headline fields of the fair comparisons: per table its rows, those called and those not testable; the
+    differences the sentences lead with (streams against unary at the same messages in flight, and the whole ladder
+    against its default), ``fair.<table>.<comparison>.<where>.<metric>``, with their verdicts."""
+    leading = ("stream vs unary, same messages in flight", "ladder: all steps vs default")
+    fields: dict[str, float | int] = {}
+    for name, table in tables.items():
+        if table is None or table.empty:
+            continue
+        fields[f"fair.{name}.rows"] = int(len(table))
+        fields[f"fair.{name}.called"] = _called(table)
+        fields[f"fair.{name}.not_testable"] = int((table["verdict"] == "not testable").sum())
+        for _, row in table[table["comparison"].isin(leading)].iterrows():
+            key = f"fair.{name}.{_slug(row['comparison'])}.{_slug(row['where'])}.{row['metric']}"
+            fields[key] = round(float(row["difference"]), 3)
+            fields[f"{key}.verdict"] = row["verdict"]
+    return fields
