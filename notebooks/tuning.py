@@ -295,7 +295,7 @@ export(fig, "ecdf")
 #   (`codec=vtproto` at both ends), + streaming, each step against the one
 #   before and everything against the default; on the 25 ms link, where a call
 #   waits on the round trip, and on a 0 ms one, where the two cores are the
-#   bottleneck (the article's 4-core numbers were CPU-bound).
+#   bottleneck (the article measured thousands of calls a second on 4 cores).
 #
 # Each table's units are the runs of its group (three in each shipped sample):
 # each run gives one B − A per comparison and metric (a message's p50 and p99,
