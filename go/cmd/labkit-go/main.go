@@ -44,6 +44,7 @@ var commands = []command{
 	{"back", backCommand, "[flags] (the back service of `labkit hop`)"},
 	{"front", frontCommand, "[flags] (the front service of `labkit hop`)"},
 	{"grpc-load", grpcLoadCommand, "[flags] (the gRPC load of `labkit load --grpc-tool labkit-go`: every message timed)"},
+	{"dead-peer", deadPeerCommand, "[flags] (how long a grpc-go client takes to notice a server silently gone)"},
 	{"load", loadCommand, "[flags] (the closed-loop load of `labkit hop --tool labkit-go`)"},
 	{"link", linkCommand, "--config FILE (the testbed's link emulator; labkit testbed up starts it)"},
 }
