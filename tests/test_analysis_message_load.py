@@ -173,3 +173,18 @@ def test_where_the_cores_are_the_bottleneck_a_stream_carries_the_same_messages_f
     # The remark's other half: on the 25 ms link nothing is called at the same messages in flight.
     assert "where the cost of a call, not the path, sets\n#   the pace" in (
         Path(__file__).resolve().parent.parent / "notebooks" / "tuning.py").read_text()
+
+
+def test_the_load_summary_names_each_step_and_shows_each_messages_own_p50():
+    from labkit.analysis.tables import summarize_load
+
+    ladder = summarize_load(Run.open(SAMPLES / "tuning-ladder-lan").samples())
+    assert list(ladder["calls"]) == ["default", "+keepalive_ms=10000", "+connections=4", "+codec=vtproto",
+                                     "s10 +rpc=stream"]
+    assert ladder["message_p50_ms"].notna().all()
+    # A stream's call holds ten messages, none of which waits longer than the call.
+    assert (ladder["message_p50_ms"] <= ladder["latency_p50_ms"] + 1e-9).all()
+    text = summarize_load(Run.open(SAMPLES / "tuning-compression").samples())
+    assert {"text", "gz text", "", "gz"} == set(text["calls"])
+    ghz = summarize_load(Run.open(SAMPLES / "tuning-go").samples())
+    assert ghz["message_p50_ms"].isna().all()

@@ -122,14 +122,21 @@ def summarize_upload(samples: pd.DataFrame) -> pd.DataFrame:
 def summarize_load(samples: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: transport, knobs, req/s, p50/p90/p99/max, errors, server CPU, and why a row is partial.
 
-    ``calls`` names what is not a plain unary call: ``gz`` for gzip, ``s10`` for streams of 10 messages (whose
-    req/s and latencies are per stream), and the server's implementation and options where the run has several.
+    ``calls`` names what is not a plain unary call of random bytes: ``gz`` for gzip, ``s10`` for streams of 10
+    messages (whose req/s and latencies are per stream), ``text`` for text payloads, the ladder's step, and the
+    server's implementation and options where the run has several. ``message_p50_ms`` is each message's own
+    median latency where labkit-go's load timed it (NaN for ghz and h2load).
     """
     columns = ["transport", "concurrency", "connections", "keepalive_ms", "payload_bytes", "rps", "latency_p50_ms",
-               "latency_p90_ms", "latency_p99_ms", "latency_max_ms", "errors", "server_cpu_util", "error"]
+               "latency_p90_ms", "latency_p99_ms", "latency_max_ms", "message_p50_ms", "errors", "server_cpu_util",
+               "error"]
+    samples = samples.assign(**{column: samples.get(column) for column in ("message_p50_ms", "payload_kind", "ladder_step")})
     stacks = samples["server_impl"].fillna("") + " " + samples["grpc_options"].fillna("")
     calls = [" ".join(part for part in (
         "gz" if compression == "gzip" else "", f"s{messages}" if rpc == "stream" else "",
-        stack.strip() if stacks.nunique() > 1 else "") if part)
-        for compression, rpc, messages, stack in zip(samples["compression"], samples["rpc"], samples["messages_per_call"], stacks)]
+        "text" if kind == "text" else "", step if isinstance(step, str) else "",
+        stack.strip() if stacks.nunique() > 1 and not isinstance(step, str) else "") if part)
+        for compression, rpc, messages, kind, step, stack in zip(
+            samples["compression"], samples["rpc"], samples["messages_per_call"], samples["payload_kind"],
+            samples["ladder_step"], stacks)]
     return samples[columns].assign(calls=calls).reset_index(drop=True)

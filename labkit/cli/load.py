@@ -106,14 +106,16 @@ def print_summary(run) -> None:
         return "—" if missing(value) else f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
     table = Table(title=f"{run.run_id}: latency in ms over each measured window", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("transport", "c", "n", "ka", "B", "req/s", "p50", "p90", "p99", "max", "err", "cpu"):
-        table.add_column(column, justify="left" if column == "transport" else "right")
     rows = run.summary()
+    timed = rows["message_p50_ms"].notna().any()  # labkit-go's load timed every message
+    for column in ("transport", "c", "n", "ka", "B", "req/s", "p50", "p90", "p99", "max", *(["msg p50"] if timed else []),
+                   "err", "cpu"):
+        table.add_column(column, justify="left" if column == "transport" else "right")
     for row in rows.itertuples():
         table.add_row(f"{row.transport} {row.calls}".strip(), str(row.concurrency), str(row.connections),
                       "—" if missing(row.keepalive_ms) else str(int(row.keepalive_ms)), str(row.payload_bytes),
                       f"{row.rps:.0f}", ms(row.latency_p50_ms), ms(row.latency_p90_ms), ms(row.latency_p99_ms),
-                      ms(row.latency_max_ms), str(row.errors),
+                      ms(row.latency_max_ms), *([ms(row.message_p50_ms)] if timed else []), str(row.errors),
                       "—" if missing(row.server_cpu_util) else f"{row.server_cpu_util:.0%}")
     console = Console()
     if not console.is_terminal:
@@ -121,7 +123,9 @@ def print_summary(run) -> None:
     console.print(table)
     console.print("c: concurrency, n: connections, ka: keepalive ms, B: payload bytes, err: failed requests, "
                   "cpu: the echo server's CPU time over the cell's wall time (100% = one core); gz: gzip, "
-                  "sN: streams of N messages (req/s and ms per stream)", highlight=False)
+                  "sN: streams of N messages (req/s and ms per stream)" + (
+                      "; msg p50: each message's own median latency, from its send to its answer" if timed else ""),
+                  highlight=False)
     omitted = run.manifest.get("omitted_cells") or []
     for line in omitted[:5]:
         console.print(f"left out: {line}", highlight=False, soft_wrap=True)
