@@ -387,10 +387,11 @@ ARGV_CALLS = {"start", "run", "start_labkit", "run_labkit", "agent", "start_echo
 
 
 def agent_flags() -> set[str]:
-    """Every flag of every agent: the ``labkit echo`` commands' (click), and labkit-go's back and front (their -h)."""
+    """Every flag of every agent: the ``labkit echo`` commands' (click), and labkit-go's back, front and dead-peer
+    (their -h)."""
     flags = {opt for command in PLAN_OF for param in echo.commands[command].params
              for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--") and opt != "--help"}
-    for service in ("back", "front"):
+    for service in ("back", "front", "dead-peer"):
         usage = subprocess.run([str(GO_BINARY), service, "-h"], capture_output=True, text=True, timeout=30).stderr
         flags |= {f"--{name}" for name in re.findall(r"^\s+-([a-z0-9-]+)", usage, re.MULTILINE)}
     return flags

@@ -2,18 +2,20 @@
 
 One plan type and one argv builder per agent: the echo server (``labkit echo serve``), the echo client
 (``labkit echo call``), the series agent (``labkit echo series-agent``), the upload agent and its file
-(``labkit echo upload-agent``, ``upload-file``), and the two services of ``labkit hop`` (``labkit-go back``,
-``labkit-go front``). An experiment fills a plan and asks the builder for the argv; the agent's own command
-(``labkit/cli/echo.py``, whose parameters are named as the plan's fields, or its labkit-go twin, which takes the
-same flags) parses that argv back into the same plan: tests/test_agent_plans.py checks it, at typical values and
-at the bounds of :mod:`labkit.limits`. An agent's flag names are written here and in its command, nowhere else.
+(``labkit echo upload-agent``, ``upload-file``), the two services of ``labkit hop`` (``labkit-go back``,
+``labkit-go front``), and ``labkit-go dead-peer`` (how long a client takes to notice a server silently gone). An
+experiment fills a plan and asks the builder for the argv; the agent's own command (``labkit/cli/echo.py``, whose
+parameters are named as the plan's fields, or its labkit-go twin, which takes the same flags) parses that argv back
+into the same plan: tests/test_agent_plans.py checks it, at typical values and at the bounds of
+:mod:`labkit.limits`. An agent's flag names are written here and in its command, nowhere else.
 
 Each plan's ``check()`` holds the agent's own rules, its bounds read from :mod:`labkit.limits`; a builder checks
 the plan first, so an experiment never starts an agent with a command line the agent would refuse.
 
 Builders of the echo agents return the words after labkit's own argv (the host's ``python -m labkit`` or deployed
 ``labkit``); with ``impl="go"`` labkit execs the agent's labkit-go twin with the same flags (``EchoGroup`` in
-``cli/echo.py``). The hop services are labkit-go's alone: their builders return the words after its path.
+``cli/echo.py``). The hop services and dead-peer are labkit-go's alone: their builders return the words after its
+path.
 
 Nothing here imports grpc: the controller builds command lines and never speaks gRPC itself.
 """
@@ -362,3 +364,33 @@ def front_argv(plan: FrontPlan) -> list[str]:
             *_value("--back-http2-tls", plan.back_http2_tls), *_value("--back-ca", plan.back_ca),
             *_value("--nats-url", plan.nats_url), *_value("--nats-subject", plan.nats_subject),
             *_duration("--timeout", plan.timeout_s), *_duration("--grace", plan.grace_s)]
+
+
+# -- labkit-go dead-peer --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeadPeerPlan(_Plan):
+    """A client that holds an EchoStream open to ``target`` and says when it notices the server gone, waiting at
+    most ``wait_s`` after its ready line; ``grpc_options`` its knobs (keepalive-time=10s, ...); ``probe_every_s``
+    also one Echo that often (None: none), each, like the first Echo, with deadline ``timeout_s``."""
+
+    target: str
+    wait_s: float = 60.0
+    timeout_s: float = 20.0
+    probe_every_s: float | None = None
+    grpc_options: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        if not self.target:
+            raise LabkitError("--target: give HOST:PORT")
+        check_within("--wait", self.wait_s, None, MAX_DURATION_S, "s")
+        check_within("--timeout", self.timeout_s, None, MAX_DURATION_S, "s")
+        if self.probe_every_s is not None:
+            check_within("--probe-every", self.probe_every_s, None, MAX_DURATION_S, "s")
+
+
+def dead_peer_argv(plan: DeadPeerPlan) -> list[str]:
+    """``dead-peer`` with the plan's flags."""
+    plan.check()
+    return ["dead-peer", "--target", plan.target, *_duration("--wait", plan.wait_s),
+            *_duration("--timeout", plan.timeout_s), *_duration("--probe-every", plan.probe_every_s),
+            *_repeated("--grpc-option", plan.grpc_options)]
