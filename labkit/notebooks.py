@@ -358,16 +358,16 @@ FAIR_RUNS = {
 }
 
 
-def tuning_fair_section(fair_runs: dict, confidence: float) -> tuple[dict, list[str], dict]:
+def tuning_fair_section(fair_runs: dict, confidence: float, export) -> tuple[dict, list[str], dict]:
     """The tuning notebook's *Every message timed*: for each table of :data:`FAIR_RUNS` (its run from ``fair_runs``,
     else the shipped sample), the cells' means over the runs of its group and the comparisons over those runs
-    (:func:`labkit.analysis.message_load.over_runs`, Holm over each table); returns the tables, the sentences that
-    say what they show, and the headline fields."""
+    (:func:`labkit.analysis.message_load.over_runs`, Holm over each table), and the ladders in one figure
+    (``ladder``); returns the tables, the sentences that say what they show, and the headline fields."""
     from IPython.display import Markdown, display
 
     from labkit.analysis import message_load
 
-    tables, lines = {}, []
+    tables, lines, ladders = {}, [], {}
     for name, (sample, pairs, what) in FAIR_RUNS.items():
         run = open_run(fair_runs.get(name), sample=sample, experiment="load")
         replicates, every = replicate_samples(run)
@@ -388,8 +388,28 @@ def tuning_fair_section(fair_runs: dict, confidence: float) -> tuple[dict, list[
             lines += message_load.compression_lines(table, link)
         else:
             lines += message_load.ladder_lines(table, link)
+            ladders[link] = message_load.ladder_means(cells, confidence)
+    if ladders:
+        export(ladder_figure(ladders), "ladder")
     display(Markdown("\n".join(lines)))
     return tables, lines, message_load.headline(tables)
+
+
+def ladder_figure(ladders: dict):
+    """The tuning article's ladder on each link (a row each): messages per second and a message's p50 per step, the
+    mean over the runs with its Student-t interval, n (the runs) in each panel's title."""
+    from labkit import plots
+    from labkit.analysis import message_load
+
+    with plots.theme():
+        fig, axes = plots.figure(len(ladders), 2, figsize=(7.0, 2.8 * len(ladders)), squeeze=False)
+        for row, (link, means) in zip(axes, ladders.items()):
+            for ax, metric in zip(row, ("messages_per_s", "message_p50_ms")):
+                what, unit = message_load.METRICS[metric]
+                table = means[means["metric"] == metric]
+                plots.bars_with_ci(table, "step", "mean", "lo", "hi", ax=ax, ylabel=f"{what} ({unit})")
+                ax.set_title(f"{link}; n = {int(table['runs'].min())} runs", fontsize="small")
+    return fig
 
 
 def idle_keepalive_calls(idle_run) -> tuple[Any, dict[str, float]]:

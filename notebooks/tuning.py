@@ -305,7 +305,7 @@ export(fig, "ecdf")
 # closed loop bound by the round trip does, have no spread to test against).
 
 # %%
-fair_tables, fair_lines, fair_headline = notebooks.tuning_fair_section(fair_runs, confidence=0.95)
+fair_tables, fair_lines, fair_headline = notebooks.tuning_fair_section(fair_runs, confidence=0.95, export=export)
 
 # %% [markdown]
 # ## Keepalive and the idle penalty

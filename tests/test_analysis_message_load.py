@@ -188,3 +188,13 @@ def test_the_load_summary_names_each_step_and_shows_each_messages_own_p50():
     assert {"text", "gz text", "", "gz"} == set(text["calls"])
     ghz = summarize_load(Run.open(SAMPLES / "tuning-go").samples())
     assert ghz["message_p50_ms"].isna().all()
+
+
+def test_the_ladder_figure_draws_each_steps_mean_over_the_runs(tables):
+    _, replicates, cells, _ = tables["ladder_lan"]
+    means = message_load.ladder_means(cells)
+    assert list(dict.fromkeys(means["step"])) == ["default", "+ keepalive", "+ pool 4", "+ vtproto", "+ streams"]
+    rate = means[means["metric"] == "messages_per_s"].set_index("step")
+    by_step = cells.groupby("ladder_step")["messages_per_s"].mean()
+    assert rate.loc["default", "mean"] == pytest.approx(by_step["default"])
+    assert (rate["lo"] < rate["mean"]).all() and (rate["mean"] < rate["hi"]).all() and (rate["runs"] == 10).all()

@@ -639,7 +639,7 @@ def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch, labkit_
     assert headline[same.format("streams", "64_B_stream_c=10")] != "higher"
     assert headline[same.format("streams_lan", "1_KiB_stream_c=50")] == "higher"
     assert headline["fair.ladder_lan.ladder_all_steps_vs_default.1_KiB_c=50.message_p50_ms.verdict"] == "higher"
-    assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive")]
+    assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive", "ladder")]
     assert not (TUNING_GO / "figures").exists()
 
 
@@ -698,7 +698,7 @@ def test_tuning_notebook_on_the_python_sample(tmp_path, monkeypatch):
     assert headline["idle.ka=none.rtt_multiple.14000"] <= 1.1 <= 1.6 <= headline["idle.ka=250ms.rtt_multiple.14000"]
     assert headline["idle.ka=250ms.diff_verdict.14000"] == "higher"
     assert "rpc (not varied)" in headline["not_tested"] and "compression (not varied)" in headline["not_tested"]
-    assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive")]
+    assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive", "ladder")]
     for name in data["figures"]:
         assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC["png"])
     assert not (TUNING / "figures").exists() and not (IDLE_KNOBS / "figures").exists()

@@ -126,6 +126,34 @@ def ladder_pairs(cells: pd.DataFrame) -> list[Pair]:
     return pairs
 
 
+#: The ladder's steps as a figure labels them.
+STEP_LABELS = {"+keepalive_ms": "+ keepalive", "+connections": "+ pool", "+codec": "+ vtproto", "+rpc": "+ streams"}
+
+
+def step_label(step: str) -> str:
+    """``+connections=4`` -> ``+ pool 4``; ``default`` as it is."""
+    knob, _, value = step.partition("=")
+    label = STEP_LABELS.get(knob)
+    if label is None:
+        return step
+    return f"{label} {value}" if knob == "+connections" else label
+
+
+def ladder_means(cells: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Each ladder step's mean over the runs of each metric, with its Student-t interval over the runs (``lo``,
+    ``hi``) and the runs it has: what the ladder figure draws."""
+    from labkit.analysis.inference import runs_t_interval
+
+    rows = []
+    for step in ladder_steps(cells):
+        at = cells[cells["ladder_step"] == step]
+        for metric in METRICS:
+            mean, low, high = runs_t_interval(at[metric], confidence)
+            rows.append({"step": step_label(step), "metric": metric, "mean": mean, "lo": low, "hi": high,
+                         "runs": int(at[metric].notna().sum())})
+    return pd.DataFrame(rows)
+
+
 def _rows(cells: pd.DataFrame, match: dict) -> pd.DataFrame:
     mask = np.ones(len(cells), dtype=bool)
     for column, value in match.items():
