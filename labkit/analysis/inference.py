@@ -21,6 +21,7 @@ bound it (:func:`min_samples_for_percentile`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -469,6 +470,13 @@ def call_table(table, differences: Sequence[Difference], unit: str = "", method:
              else verdict_text(v, m, unit)  # nothing to compare (a side without the samples its statistic needs)
              for d, v, m in zip(differences, called.verdict, called.mde)]
     return table.assign(p_holm=called.adjusted, verdict=called.verdict, mde=called.mde, cell=cells)
+
+
+def key_part(text: str) -> str:
+    """A name as one part of a headline key, which `labkit report` prints and tests index: "−" as "minus", and every
+    other run of characters but letters, digits, "=" and "+" one underscore (``http2 − grpc+TLS`` ->
+    ``http2_minus_grpc+TLS``)."""
+    return re.sub(r"[^A-Za-z0-9=+]+", "_", text.replace("−", " minus ")).strip("_")
 
 
 def verdict_text(verdict: str, mde: float, unit: str = "", digits: int = 3) -> str:

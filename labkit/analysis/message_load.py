@@ -23,13 +23,12 @@ A cell's p99 is used only when it has the 299 messages a p99 needs.
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from labkit.analysis.inference import call_table, min_samples_for_percentile, one_sample_t
+from labkit.analysis.inference import call_table, key_part, min_samples_for_percentile, one_sample_t
 
 #: metric -> (what it is, unit): each message's own latency, and the messages answered per second.
 METRICS = {"message_p50_ms": ("p50 of a message", "ms"), "message_p99_ms": ("p99 of a message", "ms"),
@@ -296,11 +295,6 @@ def ladder_lines(table: pd.DataFrame, link: str) -> list[str]:
     return lines
 
 
-def _slug(text: str) -> str:
-    """A headline key's part: letters, digits, = and + kept, every other run of characters one underscore."""
-    return re.sub(r"[^A-Za-z0-9=+]+", "_", text).strip("_")
-
-
 def headline(tables: dict[str, pd.DataFrame]) -> dict[str, float | int]:
     """Headline fields of the fair comparisons: per table its rows, those called and those not testable; the
     differences the sentences lead with (streams against unary at the same messages in flight, and the whole ladder
@@ -314,7 +308,7 @@ def headline(tables: dict[str, pd.DataFrame]) -> dict[str, float | int]:
         fields[f"fair.{name}.called"] = _called(table)
         fields[f"fair.{name}.not_testable"] = int((table["verdict"] == "not testable").sum())
         for _, row in table[table["comparison"].isin(leading)].iterrows():
-            key = f"fair.{name}.{_slug(row['comparison'])}.{_slug(row['where'])}.{row['metric']}"
+            key = f"fair.{name}.{key_part(row['comparison'])}.{key_part(row['where'])}.{row['metric']}"
             fields[key] = round(float(row["difference"]), 3)
             fields[f"{key}.verdict"] = row["verdict"]
     return fields

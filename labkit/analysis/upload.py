@@ -296,9 +296,12 @@ def pairs_over_runs(every_run: pd.DataFrame, pairs: dict[str, tuple[str, str]], 
 
 def runs_pairs_headline(over_runs: pd.DataFrame) -> dict[str, int]:
     """Headline counts of :func:`pairs_over_runs`: the comparisons, and per comparison how many chunk sizes it called
-    higher, lower, and left unclear or untestable (``runs.<comparison>.higher`` ...)."""
+    higher, lower, and left unclear or untestable (``runs.http2_minus_grpc.higher`` ...: the comparison's name as
+    :func:`~labkit.analysis.inference.key_part` writes it)."""
+    from labkit.analysis.inference import key_part
+
     headline: dict[str, int] = {"runs.comparisons": int(len(over_runs))}
     for name, rows in over_runs.groupby("comparison", sort=False):
         for verdict in ("higher", "lower", "unclear", "not testable"):
-            headline[f"runs.{name}.{verdict.replace(' ', '_')}"] = int((rows["verdict"] == verdict).sum())
+            headline[f"runs.{key_part(name)}.{key_part(verdict)}"] = int((rows["verdict"] == verdict).sum())
     return headline
