@@ -251,15 +251,16 @@ def series_runs_section(run, this, probes: list[str]) -> dict:
     return series_probes.runs_headline(splits)
 
 
-def upload_runs_section(run, conditions: list[str], sizes: tuple[int, int], drop_first_upload: bool) -> dict:
+def upload_runs_section(replicates: list, every_run, conditions: list[str], sizes: tuple[int, int],
+                        drop_first_upload: bool) -> dict:
     """The upload notebook's *Between runs*: each cell's MB/s per run (:func:`runs_section`, the uploads the notebook
     keeps, each run's cell summarised as the small-sample rule summarises a cell: the mean of a few uploads,
     :func:`labkit.analysis.inference.rule_statistic`), shown; returns the headline fields (``runs`` and the
-    intervals over runs at ``sizes``)."""
+    intervals over runs at ``sizes``). ``replicates`` and ``every_run`` are :func:`replicate_samples`' (the uploads
+    labelled by :func:`labkit.analysis.upload.label_uploads`), read once for the whole notebook."""
     from labkit.analysis import rule_statistic, upload
 
-    replicates, recorded = replicate_samples(run)
-    kept = upload.kept_uploads(upload.label_uploads(recorded)[0], drop_first_upload)
+    kept = upload.kept_uploads(every_run, drop_first_upload)
     statistic = rule_statistic(int(kept.groupby(["replicate", "condition", "chunk_bytes"]).size().min()))
     table = runs_section("upload", replicates, kept, "mb_per_s", ["condition", "chunk_bytes"],
                          f"{statistic.__name__.capitalize()} MB/s", order=conditions, statistic=statistic)

@@ -257,7 +257,9 @@ export(fig, "spread")
 # mean with a 95 % Student-t interval over the runs (the runs as units).
 
 # %%
-runs_headline = notebooks.upload_runs_section(run, conditions, (smallest, largest), drop_first_upload)
+replicates, every_run = notebooks.replicate_samples(run)
+every_run = upload.label_uploads(every_run)[0]
+runs_headline = notebooks.upload_runs_section(replicates, every_run, conditions, (smallest, largest), drop_first_upload)
 
 # %% [markdown]
 # ## What TLS costs, and gRPC against HTTP/2
@@ -286,7 +288,6 @@ runs_headline = notebooks.upload_runs_section(run, conditions, (smallest, larges
 # forty times their standard error.
 
 # %%
-every_run = upload.label_uploads(notebooks.replicate_samples(run)[1])[0]
 tls_pairs, transport_pairs = upload.condition_pairs(conditions)
 pairs = {**tls_pairs, **transport_pairs}
 compared = upload.compare_pairs(uploads, pairs, confidence)
