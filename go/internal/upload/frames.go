@@ -25,17 +25,25 @@ func (c FrameCounts) Sub(earlier FrameCounts) FrameCounts {
 
 // FrameCounter reads the HTTP/2 frame headers out of the bytes a client writes, above TLS where there is TLS,
 // so that an upload's frames are counted, not supposed: how many DATA frames its chunks became, and in how
-// many writes they left. It follows one connection at a time (the agent's), from its preface on.
+// many writes they left. Each connection it wraps is parsed on its own, from its preface on, so that an old
+// connection's last writes (a GOAWAY after a reconnect) are never read as part of the new one's frames; the
+// counts are the sum over the connections.
 type FrameCounter struct {
-	mu       sync.Mutex
-	counts   FrameCounts
+	mu     sync.Mutex
+	counts FrameCounts
+}
+
+// frameParser follows one connection's bytes: the preface, then frame headers and the payloads between them.
+type frameParser struct {
 	preface  int    // bytes of the client preface still to skip
 	header   []byte // a frame header split across writes, as far as it came
 	skipping int64  // payload bytes of the current frame still to pass over
 }
 
-// NewFrameCounter counts from a connection's first byte.
-func NewFrameCounter() *FrameCounter { return &FrameCounter{preface: len(clientPreface)} }
+func newFrameParser() *frameParser { return &frameParser{preface: len(clientPreface)} }
+
+// NewFrameCounter counts nothing yet.
+func NewFrameCounter() *FrameCounter { return &FrameCounter{} }
 
 // Counts so far.
 func (f *FrameCounter) Counts() FrameCounts {
@@ -44,60 +52,65 @@ func (f *FrameCounter) Counts() FrameCounts {
 	return f.counts
 }
 
-// restart follows a new connection (a reconnect between uploads) from its preface; the counts go on.
-func (f *FrameCounter) restart() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.preface, f.header, f.skipping = len(clientPreface), f.header[:0], 0
-}
-
-// Written parses p, the next bytes of the client's side of the connection.
-func (f *FrameCounter) Written(p []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.counts.Writes++
+// parse reads p, the next bytes of its connection, and says what they held: the frames whose headers ended in
+// p, and the DATA frames among them.
+func (c *frameParser) parse(p []byte) (frames, dataFrames int64) {
 	for len(p) > 0 {
 		switch {
-		case f.preface > 0:
-			n := min(f.preface, len(p))
-			f.preface -= n
+		case c.preface > 0:
+			n := min(c.preface, len(p))
+			c.preface -= n
 			p = p[n:]
-		case f.skipping > 0:
-			n := min(f.skipping, int64(len(p)))
-			f.skipping -= n
+		case c.skipping > 0:
+			n := min(c.skipping, int64(len(p)))
+			c.skipping -= n
 			p = p[n:]
 		default:
-			n := min(frameHeaderBytes-len(f.header), len(p))
-			f.header = append(f.header, p[:n]...)
+			n := min(frameHeaderBytes-len(c.header), len(p))
+			c.header = append(c.header, p[:n]...)
 			p = p[n:]
-			if len(f.header) == frameHeaderBytes {
-				f.counts.Frames++
-				if f.header[3] == dataFrameType {
-					f.counts.DataFrames++
+			if len(c.header) == frameHeaderBytes {
+				frames++
+				if c.header[3] == dataFrameType {
+					dataFrames++
 				}
-				f.skipping = int64(f.header[0])<<16 | int64(f.header[1])<<8 | int64(f.header[2])
-				f.header = f.header[:0]
+				c.skipping = int64(c.header[0])<<16 | int64(c.header[1])<<8 | int64(c.header[2])
+				c.header = c.header[:0]
 			}
 		}
 	}
+	return frames, dataFrames
 }
 
-// Wrap is conn with every write counted; a new connection starts from its preface.
+// add counts one write of a connection.
+func (f *FrameCounter) add(frames, dataFrames int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts.Writes++
+	f.counts.Frames += frames
+	f.counts.DataFrames += dataFrames
+}
+
+// Wrap is conn with every write counted, parsed from its own preface on.
 func (f *FrameCounter) Wrap(conn net.Conn) net.Conn {
-	f.restart()
-	return &countedConn{Conn: conn, counter: f}
+	return &countedConn{Conn: conn, counter: f, parser: newFrameParser()}
 }
 
 type countedConn struct {
 	net.Conn
 	counter *FrameCounter
+	mu      sync.Mutex // the parser's: writes to one connection could come from more than one goroutine
+	parser  *frameParser
 }
 
 // Write counts p before it goes: counted after, the server's answer to the last bytes could reach the agent,
 // which then reads the counts, before this goroutine had counted them. A Write that fails has lost the
 // connection, whatever it counted.
 func (c *countedConn) Write(p []byte) (int, error) {
-	c.counter.Written(p)
+	c.mu.Lock()
+	frames, dataFrames := c.parser.parse(p)
+	c.counter.add(frames, dataFrames)
+	c.mu.Unlock()
 	return c.Conn.Write(p)
 }
 

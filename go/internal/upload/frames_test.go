@@ -2,6 +2,7 @@ package upload
 
 import (
 	"bytes"
+	"net"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -28,10 +29,11 @@ func TestFramesAreCountedAcrossAnyCutOfTheBytes(t *testing.T) {
 	stream := wire.Bytes()
 	for _, cut := range []int{1, 2, 7, 9, 10, 4096, len(stream)} {
 		counter := NewFrameCounter()
+		conn := counter.Wrap(discard{})
 		writes := 0
 		for rest := stream; len(rest) > 0; writes++ {
 			n := min(cut, len(rest))
-			counter.Written(rest[:n])
+			conn.Write(rest[:n])
 			rest = rest[n:]
 		}
 		if got, want := counter.Counts(), (FrameCounts{Frames: 8, DataFrames: 5, Writes: int64(writes)}); got != want {
@@ -39,3 +41,41 @@ func TestFramesAreCountedAcrossAnyCutOfTheBytes(t *testing.T) {
 		}
 	}
 }
+
+// A reconnect between uploads: the old connection's last write (a GOAWAY, cut mid-frame as a write can be) comes
+// after the new connection's preface and first frames. Each connection is read on its own, so neither's bytes
+// are taken for the other's frames.
+func TestAnOldConnectionsLastWritesDoNotMixWithTheNewOnes(t *testing.T) {
+	var old, fresh bytes.Buffer
+	old.WriteString(clientPreface)
+	oldFramer, freshFramer := http2.NewFramer(&old, nil), http2.NewFramer(&fresh, nil)
+	fresh.WriteString(clientPreface)
+	if err := oldFramer.WriteData(1, false, bytes.Repeat([]byte{1}, 100)); err != nil {
+		t.Fatal(err)
+	}
+	oldHead := old.Len()
+	if err := oldFramer.WriteGoAway(1, http2.ErrCodeNo, []byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	if err := freshFramer.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := freshFramer.WriteData(1, true, bytes.Repeat([]byte{2}, 50)); err != nil {
+		t.Fatal(err)
+	}
+	counter := NewFrameCounter()
+	first := counter.Wrap(discard{})
+	first.Write(old.Bytes()[:oldHead+4]) // the DATA frame and the GOAWAY's first 4 header bytes
+	second := counter.Wrap(discard{})
+	second.Write(fresh.Bytes()[:len(clientPreface)+5])
+	first.Write(old.Bytes()[oldHead+4:]) // the rest of the GOAWAY, after the new connection began
+	second.Write(fresh.Bytes()[len(clientPreface)+5:])
+	if got, want := counter.Counts(), (FrameCounts{Frames: 4, DataFrames: 2, Writes: 4}); got != want {
+		t.Fatalf("%+v, want %+v (old: DATA, GOAWAY; new: SETTINGS, DATA)", got, want)
+	}
+}
+
+// discard is a connection that takes every write.
+type discard struct{ net.Conn }
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
