@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from labkit.errors import LabkitError
 
@@ -143,3 +141,34 @@ def strip_terminal_noise(line: str) -> tuple[str, bool]:
 def split_lines(text: str) -> list[str]:
     """The lines of ``text`` without line ends; a final newline adds no empty line."""
     return text.splitlines()
+
+
+def csv_records(text: str, header: list[str], record: Callable[[list[str]], tuple | None], tool: str
+                ) -> tuple[list[tuple], LineTally]:
+    """The records of a CSV with a header line (labkit-go's loads write one): ``record`` turns a row of the header's
+    width into a tuple, or None for a row it cannot read; rows before the header, of another width, or refused are
+    unrecognised (counted and kept in the tally). No header line is :class:`ParseError` naming ``tool``."""
+    import csv
+    import io
+
+    tally = LineTally()
+    records: list[tuple] = []
+    header_seen = False
+    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        line = tally.prepare(",".join(row))
+        if line is None:
+            continue
+        if not header_seen and row == header:
+            header_seen = True
+            tally.recognised()
+            continue
+        parsed = record(row) if header_seen and len(row) == len(header) else None
+        if parsed is None:
+            tally.unknown(number, line)
+            continue
+        records.append(parsed)
+        tally.recognised()
+    if not header_seen:
+        raise ParseError(f"not {tool}'s CSV: no header line {','.join(header)}")
+    return records, tally
+

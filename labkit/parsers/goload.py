@@ -18,10 +18,7 @@ columns of ``go/internal/hop`` ``LoadColumns``)::
 
 from __future__ import annotations
 
-import csv
-import io
-
-from labkit.parsers.base import LineTally, ParseError, ParseResult
+from labkit.parsers.base import ParseResult, csv_records
 
 HEADER = ["t_ns", "connection", "status", "latency_ns", "bytes_in", "error"]
 
@@ -34,32 +31,18 @@ def goload_argv(labkit_go: str, url: str, *, connections: int, seconds: float, t
     return argv + (["-body-sha256", body_sha256] if body_sha256 else [])
 
 
+def _record(row: list[str]) -> tuple | None:
+    try:
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), row[5]
+    except ValueError:
+        return None
+
+
 def parse_goload_csv(text: str) -> ParseResult:
     """Parse ``labkit-go load``'s CSV; see the module docstring."""
     import pandas as pd
 
-    tally = LineTally()
-    records: list[tuple] = []
-    header_seen = False
-    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
-        line = tally.prepare(",".join(row))
-        if line is None:
-            continue
-        if not header_seen and row == HEADER:
-            header_seen = True
-            tally.recognised()
-            continue
-        try:
-            record = (int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), row[5])
-        except (ValueError, IndexError):
-            record = None
-        if record is None or len(row) != len(HEADER) or not header_seen:
-            tally.unknown(number, line)
-            continue
-        records.append(record)
-        tally.recognised()
-    if not header_seen:
-        raise ParseError(f"not labkit-go load's CSV: no header line {','.join(HEADER)}")
+    records, tally = csv_records(text, HEADER, _record, "labkit-go load")
     frame = pd.DataFrame.from_records(records, columns=HEADER).astype(
         {"t_ns": "int64", "connection": "int64", "status": "int64", "latency_ns": "int64", "bytes_in": "int64"})
     frame.insert(0, "t_utc", pd.to_datetime(frame.pop("t_ns"), unit="ns", utc=True))

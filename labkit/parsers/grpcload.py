@@ -23,10 +23,7 @@ status as grpcio names it, ``error`` empty unless this request failed.
 
 from __future__ import annotations
 
-import csv
-import io
-
-from labkit.parsers.base import LineTally, ParseError, ParseResult
+from labkit.parsers.base import ParseResult, csv_records
 
 HEADER = ["call_t_ns", "worker", "connection", "call", "message", "t_ns", "latency_ns", "call_latency_ns", "code",
           "error"]
@@ -48,37 +45,22 @@ def grpcload_argv(labkit_go: str, target: str, *, rpc: str, concurrency: int, co
 
 
 def _record(row: list[str]) -> tuple | None:
+    """A row as a tuple; None when a number does not read, or when an answered request (a latency) has an error or
+    an unanswered one has none."""
     try:
         integers = [int(row[i]) for i in range(6)]
         latency = int(row[6]) if row[6] else None
-        return (*integers, latency, int(row[7]), row[8], row[9])
-    except (ValueError, IndexError):
+        record = (*integers, latency, int(row[7]), row[8], row[9])
+    except ValueError:
         return None
+    return None if (latency is None) == (row[9] == "") else record
 
 
 def parse_grpcload_csv(text: str) -> ParseResult:
     """Parse ``labkit-go grpc-load``'s CSV; see the module docstring."""
     import pandas as pd
 
-    tally = LineTally()
-    records: list[tuple] = []
-    header_seen = False
-    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
-        line = tally.prepare(",".join(row))
-        if line is None:
-            continue
-        if not header_seen and row == HEADER:
-            header_seen = True
-            tally.recognised()
-            continue
-        record = _record(row) if len(row) == len(HEADER) else None
-        if record is None or not header_seen or (record[6] is None) == (record[9] == ""):
-            tally.unknown(number, line)  # an answered request has a latency and no error, and the other way round
-            continue
-        records.append(record)
-        tally.recognised()
-    if not header_seen:
-        raise ParseError(f"not labkit-go grpc-load's CSV: no header line {','.join(HEADER)}")
+    records, tally = csv_records(text, HEADER, _record, "labkit-go grpc-load")
     frame = pd.DataFrame.from_records(records, columns=HEADER).astype(
         {"call_t_ns": "int64", "worker": "int64", "connection": "int64", "call": "int64", "message": "int64",
          "t_ns": "int64", "latency_ns": "float64", "call_latency_ns": "int64"})
