@@ -116,7 +116,7 @@ def untested_claims(cells: pd.DataFrame, knobs: dict) -> str:
 
     ``knobs`` are the knobs compared (as :func:`labkit.analysis.tuning.knob_range` gives them).
     """
-    untested = ["keepalive's dead-peer detection",
+    untested = ["keepalive's dead-peer detection (measured apart: bench/keepalive_dead_peer.py)",
                 f"pool sizes other than {', '.join(str(n) for n in sorted(cells['connections'].unique()))}"]
     if cells["payload_bytes"].max() <= 100_000:  # the article's threshold
         untested.append("messages above 100 KB")
