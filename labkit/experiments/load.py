@@ -147,7 +147,7 @@ class LoadConfig:
     compression: list[str] = field(default_factory=lambda: ["none"])
     rpc: list[str] = field(default_factory=lambda: ["unary"])
     stream_messages: int = 10  # requests per EchoStream call of an rpc=stream cell
-    design: str = "full"  # or "one-at-a-time": a baseline and each knob changed on its own
+    design: str = "full"  # "one-at-a-time": a baseline and each knob alone; "ladder": the knobs added in turn
     grpc_tool: str = "ghz"  # or "labkit-go": every request message timed on its own
     payload_kind: list[str] = field(default_factory=lambda: ["random"])
 
