@@ -8,6 +8,8 @@ importer can show them; nothing is dropped without being counted.
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -148,9 +150,6 @@ def csv_records(text: str, header: list[str], record: Callable[[list[str]], tupl
     """The records of a CSV with a header line (labkit-go's loads write one): ``record`` turns a row of the header's
     width into a tuple, or None for a row it cannot read; rows before the header, of another width, or refused are
     unrecognised (counted and kept in the tally). No header line is :class:`ParseError` naming ``tool``."""
-    import csv
-    import io
-
     tally = LineTally()
     records: list[tuple] = []
     header_seen = False
