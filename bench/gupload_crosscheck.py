@@ -27,6 +27,12 @@ The two tools stop their clocks at different points, and both of gupload's are s
   server discards it). gupload dials anew for every upload; one untimed gupload
   upload per chunk size warms its server and the page cache.
 
+Then each client against each server: gupload is built a second time with its generated stubs naming
+labkit's service (``echo.EchoService``, the only change; the messages are the same on the wire), so that its
+client uploads to ``labkit-go serve`` and labkit-go's client to its server (whose acknowledgement carries no
+byte count, which the agent's check expects). On one server the two clients' ratio is the client's share of
+the gap; one client on the two servers, the server's (labkit-go's hashes what it receives; gupload's discards).
+
 The source is ``--gupload-src DIR`` (default: env GUPLOAD_SRC), a checkout or a bare
 git directory. It predates Go modules (no go.mod, no lock), so it is copied into a
 temporary directory with a generated go.mod and built there (GOFLAGS=-mod=mod,
@@ -88,9 +94,18 @@ def label(size: int) -> str:
     return f"{size >> 20} MiB" if size % (1 << 20) == 0 else f"{size >> 10} KiB" if size % 1024 == 0 else f"{size} B"
 
 
-def build_gupload(src: Path, work: Path, grpc: str) -> tuple[Path, str]:
-    """Copy (or export) the source to ``work``, build it; (the binary, the source's commit or '?')."""
-    tree = work / "gupload-src"
+#: gupload's gRPC service, and labkit's: the same Upload method with the same messages on the wire (labkit's
+#: echo.proto follows gupload's field numbers), under another name.
+GUPLOAD_SERVICE, LABKIT_SERVICE = "messaging.GuploadService", "echo.EchoService"
+
+
+def build_gupload(src: Path, work: Path, grpc: str, service: str = GUPLOAD_SERVICE) -> tuple[Path, str]:
+    """Copy (or export) the source to ``work``, build it; (the binary, the source's commit or '?').
+
+    With ``service`` labkit's, the copy's generated stubs name labkit's service instead of gupload's (the only
+    change: the method path gRPC sends, ``/echo.EchoService/Upload``), so that gupload's client uploads to
+    ``labkit-go serve`` and labkit-go's client to gupload's server: each client against each server."""
+    tree = work / f"gupload-src-{service}"
     is_bare = (src / "HEAD").is_file() and (src / "objects").is_dir()
     git = ["git", f"--git-dir={src}"] if is_bare else ["git", "-C", str(src)]
     head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
@@ -102,8 +117,11 @@ def build_gupload(src: Path, work: Path, grpc: str) -> tuple[Path, str]:
     else:
         shutil.copytree(src, tree, ignore=shutil.ignore_patterns(".git"))
     (tree / "go.mod").write_text(GO_MOD.format(grpc=grpc))
+    stubs = tree / "messaging" / "service.pb.go"
+    stubs.write_text(stubs.read_text().replace(f'"{GUPLOAD_SERVICE}', f'"{service}').replace(
+        f'"/{GUPLOAD_SERVICE}/', f'"/{service}/'))
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
-    binary = work / "gupload"
+    binary = work / f"gupload-{service}"
     for argv in (["go", "mod", "tidy"], ["go", "build", "-o", str(binary), "."]):
         done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
@@ -164,25 +182,32 @@ def gupload_upload(binary: Path, port: int, path: Path, chunk: int) -> tuple[flo
     return int(done.stdout.split()[-1]) / 1e9, wall  # its only output: the nanoseconds between first and last Send
 
 
-def labkit_rows(port: int, path: Path, chunk: int, uploads: int, warmup: int) -> list[dict]:
+def labkit_rows(port: int, path: Path, chunk: int, uploads: int, warmup: int, counted: bool = True) -> list[dict]:
+    """labkit-go's upload rows; ``counted`` false for gupload's server, which acknowledges no byte count: the
+    agent's one complaint about that is expected, and its MB/s is the file over its seconds, as the agent's."""
     argv = [str(LABKIT_GO), "upload-agent", "-transport", "grpc", "-target", f"127.0.0.1:{port}", "-file", str(path),
             "-chunk-size", str(chunk), "-repeats", str(uploads), "-warmup", str(warmup)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
+    if done.returncode != 0 and counted:
         raise SystemExit(f"labkit-go upload-agent failed: {done.stderr.strip()}")
     rows = [row for row in map(json.loads, done.stdout.splitlines()) if row["event"] == "upload"]
-    bad = [row["error"] for row in rows if not row["ok"]]
-    if bad:
-        raise SystemExit(f"labkit-go upload failed: {bad[0]}")
+    expected = "server acknowledged 0 bytes, sent "
+    bad = [row.get("error") for row in rows
+           if not row["ok"] and (counted or not str(row.get("error", "")).startswith(expected))]
+    if bad or not rows:
+        raise SystemExit(f"labkit-go upload failed: {bad[0] if bad else done.stderr.strip()}")
+    for row in rows:
+        if row.get("mb_per_s") is None:  # the agent gives none for a row it found a problem with
+            row["mb_per_s"] = path.stat().st_size / row["seconds"] / 1e6
     return rows
 
 
-def labkit_uploads(port: int, path: Path, chunk: int, uploads: int) -> tuple[float, float]:
+def labkit_uploads(port: int, path: Path, chunk: int, uploads: int, counted: bool = True) -> tuple[float, float]:
     """Median MB/s of labkit-go's uploads two ways: (warm: ``uploads`` on one connection after a 1-byte warm-up, as
     `labkit upload` runs them; cold: one upload per new agent process and connection, without warm-up, as gupload
     makes each)."""
-    warm = labkit_rows(port, path, chunk, uploads, warmup=1)
-    cold = [labkit_rows(port, path, chunk, 1, warmup=0)[0] for _ in range(uploads)]
+    warm = labkit_rows(port, path, chunk, uploads, warmup=1, counted=counted)
+    cold = [labkit_rows(port, path, chunk, 1, warmup=0, counted=counted)[0] for _ in range(uploads)]
     return (statistics.median(row["mb_per_s"] for row in warm), statistics.median(row["mb_per_s"] for row in cold))
 
 
@@ -217,6 +242,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="labkit-gupload-") as tmp:
         work = Path(tmp)
         binary, commit = build_gupload(src, work, args.grpc_version)
+        crossed, _ = build_gupload(src, work, args.grpc_version, LABKIT_SERVICE)
         path = work / "file.bin"
         path.write_bytes(random.Random(args.seed).randbytes(args.file_mib << 20))
         size = path.stat().st_size
@@ -224,14 +250,24 @@ def main() -> int:
         wall: dict[int, float] = {}
         ours: dict[int, float] = {}
         ours_cold: dict[int, float] = {}
+        ours_on_theirs: dict[int, float] = {}  # labkit-go's client (cold) against gupload's server
+        theirs_on_ours: dict[int, float] = {}  # gupload's client (its own figure) against labkit-go's server
+
+        def gupload_mb_per_s(client: Path, port: int, chunk: int) -> tuple[float, float]:
+            gupload_upload(client, port, path, chunk)  # untimed
+            runs = [gupload_upload(client, port, path, chunk) for _ in range(args.uploads)]
+            return (size / statistics.median(s for s, _ in runs) / 1e6, size / statistics.median(w for _, w in runs) / 1e6)
+
         port = free_port()
         with server([str(binary), "serve", "--port", str(port)], work / "gupload-serve.log") as proc:
             wait_listening(proc, port, work / "gupload-serve.log")
             for chunk in chunks:
-                gupload_upload(binary, port, path, chunk)  # untimed
-                runs = [gupload_upload(binary, port, path, chunk) for _ in range(args.uploads)]
-                own[chunk] = size / statistics.median(s for s, _ in runs) / 1e6
-                wall[chunk] = size / statistics.median(w for _, w in runs) / 1e6
+                own[chunk], wall[chunk] = gupload_mb_per_s(binary, port, chunk)
+        port = free_port()
+        with server([str(crossed), "serve", "--port", str(port)], work / "gupload-crossed.log") as proc:
+            wait_listening(proc, port, work / "gupload-crossed.log")
+            for chunk in chunks:
+                ours_on_theirs[chunk] = labkit_uploads(port, path, chunk, args.uploads, counted=False)[1]
         serve = [str(LABKIT_GO), "serve", "-bind", "127.0.0.1:0", "-max-message-bytes", str(max(4 << 20, 2 * max(chunks)))]
         with server(serve, work / "labkit-serve.log", stdout=subprocess.PIPE) as proc:
             line = proc.stdout.readline()
@@ -239,6 +275,7 @@ def main() -> int:
                 raise SystemExit(f"labkit-go serve exited: {(work / 'labkit-serve.log').read_text().strip()}")
             ready = json.loads(line)
             for chunk in chunks:
+                theirs_on_ours[chunk] = gupload_mb_per_s(crossed, ready["port"], chunk)[0]
                 try:
                     ours[chunk], ours_cold[chunk] = labkit_uploads(ready["port"], path, chunk, args.uploads)
                 except SystemExit as failed:  # say whether the server went away, and what it said
@@ -260,6 +297,23 @@ def main() -> int:
         print(f"{label(chunk):>8} {ours[chunk]:>10.1f} {ours_cold[chunk]:>10.1f} {own[chunk]:>10.1f} {wall[chunk]:>10.1f} "
               f"{ratio:>8.2f}× {'yes' if abs(ratio - 1) <= 0.10 else 'no':>7} {ours[chunk] / own[chunk]:>8.2f}× "
               f"{ours_cold[chunk] / wall[chunk]:>8.2f}×")
+    print()
+    print("Each client against each server (gupload's client built again with labkit's service name, nothing else "
+          "changed): MB/s as each client reports it (gupload: its own figure; labkit-go: cold). The same server "
+          "with the other client is the client's share of the gap; the same client with the other server, the "
+          "server's.")
+    header = (f"{'chunk':>8} {'gupload→':>10} {'gupload→':>10} {'labkit→':>10} {'labkit→':>10} {'clients,':>10} "
+              f"{'within':>7} {'clients,':>10} {'servers,':>10} {'servers,':>10}")
+    print(header)
+    print(f"{'':>8} {'gupload':>10} {'labkit':>10} {'gupload':>10} {'labkit':>10} {'on gupload':>10} {'10 %':>7} "
+          f"{'on labkit':>10} {'gupload c.':>10} {'labkit c.':>10}")
+    print("-" * len(header))
+    for chunk in chunks:
+        same_server = ours_on_theirs[chunk] / own[chunk]
+        print(f"{label(chunk):>8} {own[chunk]:>10.1f} {theirs_on_ours[chunk]:>10.1f} {ours_on_theirs[chunk]:>10.1f} "
+              f"{ours_cold[chunk]:>10.1f} {same_server:>9.2f}× {'yes' if abs(same_server - 1) <= 0.10 else 'no':>7} "
+              f"{ours_cold[chunk] / theirs_on_ours[chunk]:>9.2f}× {theirs_on_ours[chunk] / own[chunk]:>9.2f}× "
+              f"{ours_cold[chunk] / ours_on_theirs[chunk]:>9.2f}×")
     return 0
 
 
