@@ -28,7 +28,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from labkit.analysis.inference import call_table, key_part, min_samples_for_percentile, one_sample_t
+from labkit.analysis.inference import (call_table, key_part, min_samples_for_percentile, one_sample_t,
+                                      runs_t_interval)
 
 #: metric -> (what it is, unit): each message's own latency, and the messages answered per second.
 METRICS = {"message_p50_ms": ("p50 of a message", "ms"), "message_p99_ms": ("p99 of a message", "ms"),
@@ -141,8 +142,6 @@ def step_label(step: str) -> str:
 def ladder_means(cells: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Each ladder step's mean over the runs of each metric, with its Student-t interval over the runs (``lo``,
     ``hi``) and the runs it has: what the ladder figure draws."""
-    from labkit.analysis.inference import runs_t_interval
-
     rows = []
     for step in ladder_steps(cells):
         at = cells[cells["ladder_step"] == step]
@@ -175,21 +174,16 @@ def over_runs(cells: pd.DataFrame, pairs: list[Pair], confidence: float = 0.95) 
             b = np.array([b_rows[metric].get(r, np.nan) for r in replicates], dtype=float)
             result = one_sample_t(b - a, confidence)
             results.append(result)
-            a_mean, b_mean = float(np.nanmean(a)) if np.isfinite(a).any() else np.nan, (
-                float(np.nanmean(b)) if np.isfinite(b).any() else np.nan)
+            a_mean, b_mean = (float(np.nanmean(side)) if np.isfinite(side).any() else np.nan for side in (a, b))
             rows.append({"comparison": pair.comparison, "where": pair.where, "A": pair.a_label, "B": pair.b_label,
-                         "A in flight": pair.a_in_flight, "B in flight": pair.b_in_flight, "metric": metric, "unit": unit, **{f"run {r}": v for r, v in zip(replicates, b - a)},
+                         "A in flight": pair.a_in_flight, "B in flight": pair.b_in_flight, "metric": metric,
+                         "unit": unit, **{f"run {r}": v for r, v in zip(replicates, b - a)},
                          "A mean": a_mean, "B mean": b_mean, "B / A": b_mean / a_mean if a_mean else np.nan,
                          "difference": result.difference, "lo": result.low, "hi": result.high, "p": result.pvalue,
                          "runs": result.n_a})
     if not rows:
         return pd.DataFrame()
     return call_table(pd.DataFrame(rows), results, method="holm")
-
-
-def per_run(table: pd.DataFrame, comparison: str, metric: str) -> pd.DataFrame:
-    """The rows of one comparison and metric, by ``where``."""
-    return table[(table["comparison"] == comparison) & (table["metric"] == metric)].set_index("where")
 
 
 #: The tuning article's own headline (research brief §5): ghz P50/P99 and QPS, default and with everything applied.
