@@ -94,9 +94,7 @@ def cell_requests(tool: str, text: str, warmup_s: float, duration_s: float) -> p
     if tool == "ghz":
         return measured_window(parse_ghz_json(text).rows, float(warmup_s), float(duration_s))
     if tool == "labkit-go":
-        messages = cell_messages(text, warmup_s, duration_s)
-        return messages.groupby(["worker", "call"], sort=False, as_index=False).agg(
-            t_utc=("call_t_utc", "first"), latency_ms=("call_latency_ms", "first"), ok=("ok", "all"))
+        return message_calls(cell_messages(text, warmup_s, duration_s))
     return parse_h2load_log(text).rows
 
 
@@ -104,6 +102,14 @@ def cell_messages(text: str, warmup_s: float, duration_s: float) -> pd.DataFrame
     """The request messages of a labkit-go cell's calls that started in its measured window, each with its own
     latency (:func:`labkit.parsers.grpcload.parse_grpcload_csv`)."""
     return measured_window(parse_grpcload_csv(text).rows, float(warmup_s), float(duration_s), time_column="call_t_utc")
+
+
+def message_calls(messages: pd.DataFrame) -> pd.DataFrame:
+    """The calls of labkit-go's per-message rows, one row each as ghz reports a call: its start (``t_utc``), its
+    latency, ``ok`` when every message was answered, its status and its first error ("" for none)."""
+    return messages.groupby(["worker", "call"], sort=False, as_index=False).agg(
+        t_utc=("call_t_utc", "first"), latency_ms=("call_latency_ms", "first"), ok=("ok", "all"),
+        code=("code", "first"), error=("error", lambda errors: next((e for e in errors if e), "")))
 
 
 def latency_with_ci(cells: pd.DataFrame, requests: pd.DataFrame | None, *, confidence: float = 0.95,

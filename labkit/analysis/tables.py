@@ -130,7 +130,6 @@ def summarize_load(samples: pd.DataFrame) -> pd.DataFrame:
     columns = ["transport", "concurrency", "connections", "keepalive_ms", "payload_bytes", "rps", "latency_p50_ms",
                "latency_p90_ms", "latency_p99_ms", "latency_max_ms", "message_p50_ms", "errors", "server_cpu_util",
                "error"]
-    samples = samples.assign(**{column: samples.get(column) for column in ("message_p50_ms", "payload_kind", "ladder_step")})
     stacks = samples["server_impl"].fillna("") + " " + samples["grpc_options"].fillna("")
     calls = [" ".join(part for part in (
         "gz" if compression == "gzip" else "", f"s{messages}" if rpc == "stream" else "",

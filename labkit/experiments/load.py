@@ -406,12 +406,10 @@ def grpcload_cell_stats(text: str, warmup_s: float, duration_s: float) -> dict[s
     of those calls, each timed from its own send: for a unary call the same as
     the call's, inside a stream the time each message really waited.
     """
-    from labkit.analysis.load import cell_messages
+    from labkit.analysis.load import cell_messages, message_calls
 
     rows = cell_messages(text, warmup_s, duration_s)
-    calls = rows.groupby(["worker", "call"], sort=False).agg(
-        latency_ms=("call_latency_ms", "first"), ok=("ok", "all"), code=("code", "first"),
-        error=("error", lambda errors: next((e for e in errors if e), "")))
+    calls = message_calls(rows)
     stats = window_stats(calls["latency_ms"], calls["ok"], duration_s, calls["code"], calls["error"])
     good = sorted(rows.loc[rows["ok"], "latency_ms"])
     stats.update(messages=len(rows), messages_ok=len(good),
