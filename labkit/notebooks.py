@@ -347,49 +347,46 @@ def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n
 
 
 #: The tuning notebook's message-timed runs (``labkit load --grpc-tool labkit-go``): table -> (shipped sample, its
-#: pairs in :mod:`labkit.analysis.message_load`, what the table compares).
+#: kind in :data:`labkit.analysis.message_load.KINDS`, what the table compares).
 FAIR_RUNS = {
-    "streams": ("tuning-messages", "stream_pairs", "streams and unary calls, at the same messages and calls in flight"),
-    "streams_lan": ("tuning-messages-lan", "stream_pairs", "streams and unary calls where the two cores are the "
-                    "bottleneck"),
-    "compression": ("tuning-compression", "compression_pairs", "gzip and none, on random and on text payloads"),
-    "compression_100m": ("tuning-compression-100m", "compression_pairs", "gzip and none on a 100 Mbit/s link"),
-    "ladder": ("tuning-ladder", "ladder_pairs", "the article's cumulative ladder"),
-    "ladder_lan": ("tuning-ladder-lan", "ladder_pairs", "the article's cumulative ladder, CPU-bound"),
+    "streams": ("tuning-messages", "streams", "streams and unary calls, at the same messages and calls in flight"),
+    "streams_lan": ("tuning-messages-lan", "streams", "streams and unary calls where the two cores are the bottleneck"),
+    "compression": ("tuning-compression", "compression", "gzip and none, on random and on text payloads"),
+    "compression_100m": ("tuning-compression-100m", "compression", "gzip and none on a 100 Mbit/s link"),
+    "ladder": ("tuning-ladder", "ladder", "the article's cumulative ladder"),
+    "ladder_lan": ("tuning-ladder-lan", "ladder", "the article's cumulative ladder, CPU-bound"),
 }
 
 
 def tuning_fair_section(fair_runs: dict, confidence: float, export) -> tuple[dict, list[str], dict]:
     """The tuning notebook's *Every message timed*: for each table of :data:`FAIR_RUNS` (its run from ``fair_runs``,
-    else the shipped sample), the cells' means over the runs of its group and the comparisons over those runs
+    else the shipped sample), the comparisons over the runs of its group
     (:func:`labkit.analysis.message_load.over_runs`, Holm over each table), and the ladders in one figure
-    (``ladder``); returns the tables, the sentences that say what they show, and the headline fields."""
+    (``ladder``); returns the tables, the sentences that say what they show (each with its link and its runs),
+    and the headline fields."""
     from IPython.display import Markdown, display
 
     from labkit.analysis import message_load
 
     tables, lines, ladders = {}, [], {}
-    for name, (sample, pairs, what) in FAIR_RUNS.items():
+    for name, (sample, kind, what) in FAIR_RUNS.items():
         run = open_run(fair_runs.get(name), sample=sample, experiment="load")
         replicates, every = replicate_samples(run)
         cells = message_load.message_cells(every)
-        link = message_load.link_of(run.manifest)
+        where = message_load.measured_on(run.manifest, len(replicates))
         if cells.empty:
             display(Markdown(f"`{run.run_id}` has no cell of labkit-go's load (`--grpc-tool labkit-go`): no message was timed."))
             continue
-        table = tables[name] = message_load.over_runs(cells, getattr(message_load, pairs)(cells), confidence)
-        display(Markdown(f"### {what[0].upper() + what[1:]}\n\n`{run.run_id}`, {len(replicates)} runs, {link}, "
+        pairs, sentences = message_load.KINDS[kind]
+        table = tables[name] = message_load.over_runs(cells, pairs(cells), confidence)
+        display(Markdown(f"### {what[0].upper() + what[1:]}\n\n`{run.run_id}`, {where}, "
                          f"{int(cells['messages_ok'].sum())} messages timed. B − A, the runs' mean [{confidence:.0%} "
                          f"Student-t interval over the runs], verdict after Holm's correction over the {len(table)} rows:"),
                 table.pivot_table(index=["comparison", "where", "A", "B"], columns="metric", values="cell", aggfunc="first",
                                   sort=False))
-        if pairs == "stream_pairs":
-            lines += message_load.stream_lines(table, link)
-        elif pairs == "compression_pairs":
-            lines += message_load.compression_lines(table, link)
-        else:
-            lines += message_load.ladder_lines(table, link)
-            ladders[link] = message_load.ladder_means(cells, confidence)
+        lines += sentences(table, where)
+        if kind == "ladder":
+            ladders[where] = message_load.ladder_means(cells, confidence)
     if ladders:
         export(ladder_figure(ladders), "ladder")
     display(Markdown("\n".join(lines)))
@@ -397,19 +394,21 @@ def tuning_fair_section(fair_runs: dict, confidence: float, export) -> tuple[dic
 
 
 def ladder_figure(ladders: dict):
-    """The tuning article's ladder on each link (a row each): messages per second and a message's p50 per step, the
-    mean over the runs with its Student-t interval, n (the runs) in each panel's title."""
+    """The tuning article's ladder on each link (a row each; ``ladders``: where it was measured, as
+    :func:`labkit.analysis.message_load.measured_on` says it, -> its :func:`~labkit.analysis.message_load.ladder_means`):
+    messages per second and a message's p50 per step, the mean over the runs with its Student-t interval, the link
+    and n (the runs) in each panel's title."""
     from labkit import plots
     from labkit.analysis import message_load
 
     with plots.theme():
         fig, axes = plots.figure(len(ladders), 2, figsize=(7.0, 2.8 * len(ladders)), squeeze=False)
-        for row, (link, means) in zip(axes, ladders.items()):
+        for row, (where, means) in zip(axes, ladders.items()):
             for ax, metric in zip(row, ("messages_per_s", "message_p50_ms")):
                 what, unit = message_load.METRICS[metric]
                 table = means[means["metric"] == metric]
                 plots.bars_with_ci(table, "step", "mean", "lo", "hi", ax=ax, ylabel=f"{what} ({unit})")
-                ax.set_title(f"{link}; n = {int(table['runs'].min())} runs", fontsize="small")
+                ax.set_title(where, fontsize="small")  # the link and n, the runs each bar is the mean of
     return fig
 
 

@@ -366,11 +366,11 @@ display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table,
 #   connection is where keepalive could matter; the idle-step line above says
 #   whether pings during the idle gap removed the penalty of a congestion
 #   window restarted after idle. What the claim is for, noticing a dead
-#   peer, is measured apart by partitioning the testbed's link
-#   (`bench/keepalive_dead_peer.py`; its figures in docs/experiments.md):
-#   with the article's 10 s / 3 s the client noticed, without keepalive it
-#   did not within a minute. Keeping a NAT binding alive needs a middlebox
-#   this testbed does not have: **not tested**.
+#   peer, is not in this notebook's data: it is measured apart, by
+#   partitioning the testbed's link under a held stream
+#   (`bench/keepalive_dead_peer.py`, its figures in docs/experiments.md).
+#   Keeping a NAT binding alive needs a middlebox this testbed does not
+#   have: **not tested**.
 # - **Pools of 2–4× cores.** Each pool size is compared with one connection
 #   under the same concurrency; read only the differences beyond the A/A
 #   ones. The run does not vary the number of cores, so the "× cores" rule

@@ -26,9 +26,9 @@ def group(sample: str):
 @pytest.fixture(scope="module")
 def tables():
     found = {}
-    for name, (sample, pairs, _) in FAIR_RUNS.items():
+    for name, (sample, kind, _) in FAIR_RUNS.items():
         run, replicates, cells = group(sample)
-        found[name] = (run, replicates, cells, message_load.over_runs(cells, getattr(message_load, pairs)(cells)))
+        found[name] = (run, replicates, cells, message_load.over_runs(cells, message_load.KINDS[kind][0](cells)))
     return found
 
 
@@ -44,6 +44,8 @@ def test_every_shipped_group_is_labkit_gos_load_over_its_runs(tables):
         assert cells["error"].isna().all() and (cells["errors"] == 0).all(), name
         # Every request of every call in a window was timed (one per unary call, its messages per stream call).
         assert (cells["messages"] == cells["requests"] * cells["messages_per_call"]).all(), name
+        # Every sentence names where it was measured and its n, from the run's own record.
+        assert message_load.measured_on(run.manifest, len(replicates)).endswith(f", {len(replicates)} runs"), name
         # Every comparison has each run, but where a side lacked the 299 messages of a p99 (then not testable).
         full = table["runs"] == len(replicates)
         assert (full | ((table["metric"] == "message_p99_ms") & (table["verdict"] == "not testable"))).all(), name
@@ -104,7 +106,8 @@ def test_gzip_only_costs_without_a_rate_limit_and_saves_text_on_100_mbit(tables)
 
 
 def test_on_the_25_ms_link_only_streaming_moves_the_ladder(tables):
-    table = tables["ladder"][3]
+    run, replicates, _, table = tables["ladder"]
+    assert message_load.measured_on(run.manifest, len(replicates)) == "25 ms one way, no rate limit, 3 runs"
     steps = table[table["comparison"].str.startswith("ladder +")]
     moved = steps[steps["verdict"].isin(["higher", "lower"])]
     assert list(moved[["comparison", "metric"]].itertuples(index=False, name=None)) == [("ladder +rpc=stream",

@@ -190,12 +190,13 @@ def over_runs(cells: pd.DataFrame, pairs: list[Pair], confidence: float = 0.95) 
 ARTICLE_LADDER = {"p50_ms": (30.0, 8.0), "p99_ms": (85.0, 18.0), "qps": (8000.0, 25000.0)}
 
 
-def link_of(manifest: dict) -> str:
-    """The emulated link a run was measured on, as the emulator described it ("25 ms one way, no rate limit"), both
-    directions when they differ; "the link" for a run without the emulator's record."""
+def measured_on(manifest: dict, runs: int) -> str:
+    """What a table's sentences say it was measured on: the emulated link as the emulator described it, both
+    directions when they differ ("the link" without the emulator's record), and the runs, its n
+    ("25 ms one way, no rate limit, 3 runs")."""
     windows = (manifest.get("emulator") or {}).get("windows") or [{}]
     described = list(dict.fromkeys((windows[0].get("links") or {}).values()))
-    return " / ".join(described) if described else "the link"
+    return f"{' / '.join(described) if described else 'the link'}, {runs} run{'s' if runs != 1 else ''}"
 
 
 def _verdicts(rows: pd.DataFrame) -> str:
@@ -250,7 +251,7 @@ def stream_lines(table: pd.DataFrame, link: str) -> list[str]:
 
 
 def compression_lines(table: pd.DataFrame, link: str) -> list[str]:
-    """What a compression table says, per payload kind, on ``link`` (e.g. "25 ms one way, no rate limit")."""
+    """What a compression table says, per payload kind, on ``link`` (:func:`measured_on`: the link and the runs)."""
     lines = []
     for kind in dict.fromkeys(w.split(" ")[0] for w in table["where"]):
         rows = table[table["where"].str.startswith(f"{kind} ") & (table["metric"] == "message_p50_ms")]
@@ -287,6 +288,11 @@ def ladder_lines(table: pd.DataFrame, link: str) -> list[str]:
                 f"{article['p99_ms'][1]:.0f} ms, {article['qps'][0]:,.0f} → {article['qps'][1]:,.0f} QPS "
                 f"(×{article['qps'][1] / article['qps'][0]:.1f}).")
     return lines
+
+
+#: Each kind of table: what it pairs, and how its sentences read them (each ``(table, where it was measured)``).
+KINDS = {"streams": (stream_pairs, stream_lines), "compression": (compression_pairs, compression_lines),
+         "ladder": (ladder_pairs, ladder_lines)}
 
 
 def headline(tables: dict[str, pd.DataFrame]) -> dict[str, float | int]:
