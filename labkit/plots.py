@@ -13,6 +13,7 @@ import it only where figures are made.
 from __future__ import annotations
 
 import contextlib
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +28,37 @@ from cycler import cycler
 from matplotlib import cbook
 
 from labkit.analysis.explain import COMPONENTS
+from labkit.units import format_size
 
-PALETTE = sns.color_palette("colorblind")
+#: seaborn's colour-blind palette, reordered so that the first colours any figure uses are the most distinct: its
+#: orange and vermilion (1 and 3) side by side read as one colour, so vermilion comes late.
+PALETTE = [sns.color_palette("colorblind")[i] for i in (0, 1, 2, 4, 9, 5, 6, 8, 3, 7)]
+
+#: Widths of a printed figure, in inches: one column of a two-column paper, and the whole text width. A figure drawn
+#: at its printed width keeps its type at the size the theme sets; a wider one shrinks it when it is placed.
+ONE_COLUMN = 3.5
+TWO_COLUMNS = 7.0
+#: The smallest type (points) a printed figure keeps legible; :func:`layout_problems` flags anything smaller.
+SMALLEST_TYPE_PT = 6.0
+
+#: The same thing in the same colour in every notebook: a probe, a transport, a stack, an upload's condition. Names
+#: not listed take the palette's other colours, in sorted order, figure by figure.
+NAMED_COLORS: dict[str, tuple] = {
+    # the series probes (ping is the path every other probe is read against)
+    "echo-cold": PALETTE[0], "echo-warm": PALETTE[1], "ping": PALETTE[2], "tcp-echo": PALETTE[3],
+    "tcp-connect": PALETTE[5],
+    # transports of the hop experiment and an upload's conditions
+    "direct": PALETTE[9], "grpc": PALETTE[0], "grpc+TLS": PALETTE[1], "http2": PALETTE[2], "http2+TLS": PALETTE[3],
+    "nats": PALETTE[4],
+    # the processes of a hop, the stacks
+    "front": PALETTE[1], "back": PALETTE[0], "python": PALETTE[0], "go": PALETTE[1],
+    # what every difference is taken against
+    "baseline": PALETTE[9],
+}
+
+#: Each component of a call (:data:`labkit.analysis.explain.COMPONENTS`) in its colour in every figure, in the
+#: components' own order through seaborn's palette, so neighbours in a stack stay apart (the remainder grey).
+COMPONENT_COLORS = dict(zip(COMPONENTS, sns.color_palette("colorblind")))
 
 #: The labkit theme: seaborn's whitegrid at paper scale, colour-blind palette,
 #: a font every machine with matplotlib has, and export settings that make
@@ -40,9 +70,12 @@ THEME: dict[str, Any] = {
     "font.sans-serif": ["DejaVu Sans"],
     "axes.prop_cycle": cycler(color=PALETTE),
     "axes.titleweight": "bold",
-    "figure.figsize": (6.4, 4.0),
+    "figure.figsize": (TWO_COLUMNS, 3.6),
     "figure.dpi": 100,
     "figure.constrained_layout.use": True,
+    # A margin a secondary axis's label keeps inside too (at the default 3 pt it touched the edge).
+    "figure.constrained_layout.w_pad": 6 / 72,
+    "figure.constrained_layout.h_pad": 6 / 72,
     "savefig.dpi": 300,
     "pdf.fonttype": 42,
     "ps.fonttype": 42,
@@ -76,8 +109,11 @@ def theme() -> contextlib.AbstractContextManager:
     return mpl.rc_context(THEME)
 
 
-def figure(nrows: int = 1, ncols: int = 1, **kwargs):
-    """A new themed figure and its axes (as ``plt.subplots``)."""
+def figure(nrows: int = 1, ncols: int = 1, *, width: float = TWO_COLUMNS, height: float | None = None, **kwargs):
+    """A new themed figure and its axes (as ``plt.subplots``), ``width`` inches wide as it will be printed
+    (:data:`TWO_COLUMNS` or :data:`ONE_COLUMN`) and ``height`` high (default: 3 in a row of panels, 3.6 for one)."""
+    height = height if height is not None else (3.6 if nrows == 1 else 3.0 * nrows)
+    kwargs.setdefault("figsize", (width, height))
     with theme():
         return plt.subplots(nrows, ncols, **kwargs)
 
@@ -90,12 +126,75 @@ def _ax(ax):
 
 
 def group_colors(groups: Iterable) -> dict:
-    """Palette colour per group, by the groups' sorted names, so a group keeps its colour in every figure; a colour
-    of its own for each of any number of groups."""
+    """Palette colour per group: a name of :data:`NAMED_COLORS` its own colour in every figure, the others the
+    palette's remaining colours by their sorted names; a colour of its own for each of any number of groups."""
     names = sorted({g for g in groups}, key=lambda g: "" if g is None else str(g))
+    named = {g: NAMED_COLORS[g] for g in names if isinstance(g, str) and g in NAMED_COLORS}
+    if len(set(named.values())) < len(named):  # two named groups of one colour in one figure: sorted order instead
+        named = {}
+    rest = [g for g in names if g not in named]
+    free = [c for c in PALETTE if c not in named.values()]
     # More groups than the colour-blind palette has colours: evenly spaced hues, so no two groups share one.
-    palette = PALETTE if len(names) <= len(PALETTE) else sns.color_palette("husl", len(names))
-    return {g: palette[i] for i, g in enumerate(names)}
+    palette = free if len(rest) <= len(free) else sns.color_palette("husl", len(rest))
+    return {**named, **{g: palette[i] for i, g in enumerate(rest)}}
+
+
+def _human_size(text: str) -> str:
+    """``131072`` -> ``128 KiB``: the CLI's size, with a space as prose has it."""
+    return re.sub(r"(\d)([KM]iB|B)$", r"\1 \2", format_size(int(text)))
+
+
+def _human_ms(text: str) -> str:
+    ms = float(text)
+    return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms:g} ms"
+
+
+def _say_option(option: str) -> str:
+    """One gRPC option (``static-conn-window=32MiB``) as a reader says it."""
+    key, _, value = option.partition("=")
+    number = re.fullmatch(r"(\d+)([KM]iB)", value)
+    value = f"{number[1]} {number[2]}" if number else value
+    return f"{key.removeprefix('static-').replace('-', ' ')} {value}".strip()
+
+
+def _say(token: str) -> str:
+    """One word of an internal condition name (``conns=4``, ``ka=10000ms``, ``131072B``) as a reader says it."""
+    token = token.rstrip(":")  # "conns=2: 131072B" names a cell as knob: payload
+    if re.fullmatch(r"\d+B", token):
+        return _human_size(token[:-1])
+    key, eq, value = token.partition("=")
+    if not eq:
+        return {"tool→go": "go server", "tool→python": "python server"}.get(token, token)
+    if key == "grpc_options" or ";" in value or key.startswith("static-"):
+        options = [_say_option(o) for o in (value if key == "grpc_options" else token).split(";")]
+        windows = {o.rsplit(" ", 2)[-2] + " " + o.rsplit(" ", 1)[-1] for o in options if " window " in o}
+        if len(windows) == 1 and all(" window " in o for o in options):  # the same window for stream and connection
+            return f"{windows.pop()} windows"
+        return ", ".join(options)
+    if key == "conns":
+        return f"{value} conn{'s' if value != '1' else ''}"
+    if key == "ka":
+        return "no keepalive" if value == "none" else f"keepalive {_human_ms(value.removesuffix('ms'))}"
+    if key == "compression":
+        return value
+    if key in ("rpc", "stream"):
+        return "streams" if key == "rpc" and value == "stream" else (f"streams of {value}" if key == "stream" else value)
+    return token
+
+
+def short_labels(names: Iterable) -> dict:
+    """Short human labels for conditions named the internal way (``conns=1 ka=none tool→go
+    static-conn-window=32MiB;static-stream-window=32MiB``): the words every name shares dropped, as they tell no
+    two apart, and each of the others said as a reader would (``32 MiB windows``, ``4 conns``, ``keepalive 10 s``,
+    ``128 KiB``). A name that would lose every word keeps its own."""
+    names = list(dict.fromkeys(names))
+    words = {name: str(name).split() for name in names}
+    shared = set.intersection(*(set(w) for w in words.values())) if len(names) > 1 else set()
+    labels = {}
+    for name in names:
+        kept = [_say(w) for w in words[name] if w not in shared]
+        labels[name] = " · ".join(kept) if kept else " · ".join(_say(w) for w in words[name]) or str(name)
+    return labels
 
 
 def _colors(df: pd.DataFrame, by: str | None) -> dict:
@@ -176,8 +275,6 @@ def box(
             patch.set_facecolor(colors[key])
             patch.set_alpha(0.8)
         ax.set_ylabel(ylabel or value)
-        if by:
-            ax.set_xlabel(by)
     jitter = np.random.default_rng(0)
     drawn["values"], drawn["few_medians"] = [], []
     for position, (key, values) in enumerate(groups, start=1):
@@ -188,15 +285,21 @@ def box(
         if 0 < len(values) < FEW_FOR_A_BOX:
             drawn["few_medians"].append(ax.hlines(np.median(values), position - 0.25, position + 0.25, color="black",
                                                   linewidth=1.5, zorder=4))
-    ax.set_xticks(range(1, len(groups) + 1), [("" if key is None else f"{key}\n") + f"n={len(values)}"
-                                              for key, values in groups])
+    # The n under its group's name where the names fit level; beside it where they are set at an angle (two lines
+    # turned together run into their neighbours).
+    labels = [("" if key is None else f"{key}\n") + f"n={len(values)}" for key, values in groups]
+    if not _fit_level(ax, labels):
+        labels = [("" if key is None else f"{key} ") + f"(n={len(values)})" for key, values in groups]
+    _category_ticks(ax, labels, positions=range(1, len(groups) + 1))
     ax.set_xlim(0.4, len(groups) + 0.6)
     label = "5th–95th percentile" if whiskers != "iqr" else "1.5×IQR"
     if whiskers not in ("iqr", (5, 95)):
         label = f"{whiskers[0]:g}th–{whiskers[1]:g}th percentile"
-    if len(boxed) < len(groups):
-        label += f"; under {FEW_FOR_A_BOX} values: points and median"
-    ax.set_title(ax.get_title() or f"whiskers: {label}", fontsize="small", loc="right")
+    if len(boxed) < len(groups):  # a line of its own: a panel half a page wide holds one of these, not both
+        label += f"\nunder {FEW_FOR_A_BOX} values: points and median"
+    # Named under the axis, not in a title: a panel's title is the notebook's to set, and two titles side by side
+    # collide on a panel a column wide.
+    ax.set_xlabel(f"{by or ''}{chr(10) if by else ''}whiskers: {label}")
     return Drawn(ax, {**drawn, "stats": stats})
 
 
@@ -283,6 +386,42 @@ def legend_below(ax):
     return ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
 
 
+def shared_legend(fig, axes, labels: dict | None = None, *, ncols: int = 2):
+    """One legend for panels that share their groups, below them (where it covers nothing): each entry once,
+    from every panel's legend (removed), said as ``labels`` maps it."""
+    entries = {}
+    for ax in np.ravel(axes):
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault((labels or {}).get(label, label), handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    return fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=ncols,
+                      fontsize="x-small")
+
+
+def legend_right(ax):
+    """The axes' legend to their right, off the data (small type, no frame): one legend for a row of panels."""
+    return ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+
+
+def time_panels(table: pd.DataFrame, panel: str, value: str, time: str = "t_utc", *, window: int = 30,
+                titles: dict | None = None, xlabel: str = "", height_in: float = 1.45) -> list[Drawn]:
+    """:func:`time_series` once per ``panel`` value (in the order they come), one panel above the other on a shared
+    time axis, each with its own y axis: for parts of a whole that differ by orders of magnitude (a path's round
+    trip and the milliseconds each layer adds), which one axis would flatten. Each panel's title is
+    ``titles[value]`` (default the value) with its n."""
+    names = list(dict.fromkeys(table[panel]))
+    fig, axes = figure(len(names), 1, height=height_in * len(names) + 0.6, sharex=True, squeeze=False)
+    drawn = []
+    for ax, name in zip(axes[:, 0], names):
+        rows = table[table[panel] == name]
+        drawn.append(time_series(rows, time=time, value=value, window=window, ok=None, ax=ax, legend=False))
+        ax.set(xlabel="", ylabel="ms")
+        ax.set_title(f"{(titles or {}).get(name, name)} (n = {len(rows)})", loc="left", fontsize="small")
+    axes[-1, 0].set_xlabel(xlabel or f"{time}; line: rolling median of {window}")
+    return drawn
+
+
 def latency_vs_size(
     df: pd.DataFrame,
     size: str = "payload_bytes",
@@ -365,8 +504,10 @@ def time_series(
     order=None,
     ok: str | None = "ok",
     ax=None,
+    legend: bool = True,
 ) -> Drawn:
-    """Samples over time with a centred rolling median of ``window`` samples; lost samples as ticks along the bottom."""
+    """Samples over time with a centred rolling median of ``window`` samples; lost samples as ticks along the bottom.
+    ``legend=False`` leaves the legend to the caller (a single series whose panel title names it)."""
     ax = _ax(ax)
     artists: dict[str, list] = {"points": [], "medians": [], "lost": []}
     with theme():
@@ -390,7 +531,8 @@ def time_series(
                     )
         ax.set_xlabel(time)
         ax.set_ylabel(value)
-        ax.legend(fontsize="small")
+        if legend:
+            ax.legend(fontsize="small")
     return Drawn(ax, artists)
 
 
@@ -453,8 +595,16 @@ def lines_with_ci(
     ax=None,
     xlabel: str | None = None,
     ylabel: str | None = None,
+    n: str | None = None,
+    n_unit: str = "",
+    labels: dict | None = None,
 ) -> Drawn:
     """A summary (one row per group and ``x``: e.g. a median) as a line per group, with its interval as a band.
+
+    ``n`` names the column of how many values each point rests on: it is written into the group's legend entry
+    (``grpc (5 uploads)`` with ``n_unit="uploads"``, else ``grpc (n=5)``), or the axes' note without groups, so no
+    interval is drawn without its n. ``labels``
+    maps a group to what the legend calls it (e.g. :func:`short_labels`).
 
     ``table`` is already summarised (e.g. ``summarize_with_ci(...).reset_index()``):
     ``y`` is drawn against ``x`` with markers, sorted by ``x``; with ``lo`` and
@@ -472,7 +622,11 @@ def lines_with_ci(
             frame = frame[np.isfinite(pd.to_numeric(frame[y], errors="coerce"))].sort_values(x)
             if frame.empty:
                 continue
-            label = str(key) if key is not None else y
+            label = (labels or {}).get(key, str(key)) if key is not None else y
+            if n is not None:  # "grpc (49 uploads)": the count beside the name, whatever the name says
+                label += f" ({n_label(frame[n], n_unit).removeprefix('n=') if n_unit else n_label(frame[n])})"
+                if key is None:
+                    note_n(ax, n_label(frame[n], n_unit))
             # Through fewer than FEW_FOR_A_LINE points a line and a band imply a trend nobody measured: points, each
             # with its interval as an error bar, instead.
             joined = len(frame) >= FEW_FOR_A_LINE
@@ -502,18 +656,94 @@ def lines_with_ci(
     return Drawn(ax, artists)
 
 
-def _category_ticks(ax, labels: list[str]) -> None:
-    """One tick per category: a few short labels (sizes, transports) read level; more, or longer, are set at an
-    angle rather than overlap (eight series of 13 characters did, side by side)."""
-    level = max(map(len, labels), default=0) * len(labels) <= 30
-    ax.set_xticks(np.arange(len(labels)), labels, rotation=0 if level else 30, ha="center" if level else "right")
+def n_label(counts, unit: str = "") -> str:
+    """``n=5 uploads`` for counts that are all 5, ``n=3–5 uploads`` for counts from 3 to 5."""
+    counts = pd.to_numeric(pd.Series(counts), errors="coerce").dropna()
+    if counts.empty:
+        return "n unknown"
+    low, high = int(counts.min()), int(counts.max())
+    return f"n={low}{'' if low == high else f'–{high}'}" + (f" {unit}" if unit else "")
+
+
+def note_n(ax, text: str) -> None:
+    """The n behind a panel's intervals, as a small note at the panel's top right (where a box plot notes its
+    whiskers)."""
+    current = ax._right_title.get_text()
+    ax.set_title(f"{current}; {text}" if current and text not in current else text, loc="right", fontsize="small",
+                 fontweight="normal")
+
+
+def size_ticks(ax, sizes: Sequence[int], *, inches_per_label: float = 0.55) -> None:
+    """Byte sizes along a log x axis: a tick at every size measured, a label (``16KiB``) at as many of them, evenly
+    spaced and always the smallest, as the panel's width holds level (``inches_per_label`` each)."""
+    sizes = sorted(set(int(s) for s in sizes))
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    span = np.log(sizes[-1] / sizes[0]) if len(sizes) > 1 else 1.0
+    step = max(1, -(-len(sizes) // max(1, int(width_in // inches_per_label))))  # evenly, where sizes double
+    labels, last = [], None
+    for i, size in enumerate(sizes):
+        # ...and never two labels closer than a label's width, where sizes crowd (14000 B beside 16000 B)
+        apart = last is None or np.log(size / last) / span * width_in >= inches_per_label
+        labels.append(format_size(size) if i % step == 0 and apart else "")
+        last = size if labels[-1] else last
+    ax.set_xticks(sizes, labels)
+    ax.minorticks_off()
+
+
+def readable_log_axis(ax, axis: str = "x", label: str | None = None) -> None:
+    """A log axis labelled in plain numbers (``50``, ``200``, ``1000``; never ``5.1×10^1``): over less than a decade,
+    round values at least a sixth of the range apart; over more, 1, 2 and 5 of each decade; no labels on the minor
+    ticks. Call it
+    once the data are drawn: the ticks are chosen for the limits the axis then has. ``label``: the axis' label."""
+    from matplotlib import ticker
+
+    scale_axis = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    low, high = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    if high / low < 10:
+        # Round values, evenly spread on the log scale: at least a sixth of the range apart.
+        decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+        candidates = sorted(m * 10.0 ** d for d in decades for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8))
+        gap, values = np.log10(high / low) / 6, []
+        for v in candidates:
+            if low <= v <= high and (not values or np.log10(v / values[-1]) >= gap):
+                values.append(v)
+        if len(values) < 3:  # a range narrower than round values step (50.2 to 53.9 ms): round values within it
+            values = [v for v in ticker.MaxNLocator(4).tick_values(low, high) if low <= v <= high]
+        scale_axis.set_major_locator(ticker.FixedLocator(values))
+    else:
+        scale_axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    scale_axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    scale_axis.set_minor_formatter(ticker.NullFormatter())
+    if label is not None:
+        scale_axis.set_label_text(label)
+
+
+def _fit_level(ax, labels: list[str]) -> bool:
+    """Whether ``labels`` fit side by side, level, under ``ax`` (about 11 characters an inch of the panel)."""
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    return sum(max(map(len, label.splitlines() or [""])) + 2 for label in labels) <= width_in * 11
+
+
+def _category_ticks(ax, labels: list[str], positions=None) -> None:
+    """One tick per category: labels that fit the panel's width side by side (about 11 characters an inch) read
+    level; more, or longer, are set at an angle, and on end where even that would not leave a line's height between
+    them (eight series of 13 characters collided level; four sizes in a panel a quarter of the page wide did too)."""
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    level = _fit_level(ax, labels)
+    spacing_in = width_in / max(1, len(labels))
+    rotation = 0 if level else (30 if spacing_in >= 0.3 else 90)
+    ax.set_xticks(np.arange(len(labels)) if positions is None else positions, labels, rotation=rotation,
+                  ha="right" if rotation == 30 else "center")
 
 
 def bars_with_ci(table: pd.DataFrame, x: str, y: str, lo: str | None = None, hi: str | None = None,
-                 by: str | None = None, *, order=None, groups=None, ax=None, ylabel: str | None = None) -> Drawn:
+                 by: str | None = None, *, order=None, groups=None, ax=None, ylabel: str | None = None,
+                 n: str | None = None, n_unit: str = "") -> Drawn:
     """One bar per ``x`` (in ``order``), side by side per ``by`` group (in ``groups``), with ``lo``–``hi`` as error bars.
 
-    Missing bounds draw no error bar; a missing ``y`` draws no bar.
+    Missing bounds draw no error bar; a missing ``y`` draws no bar. ``n`` names the column of how many values each
+    bar rests on, noted at the panel's top right (``n=3 repeats``).
     """
     ax = _ax(ax)
     artists: dict[str, list] = {"bars": [], "errorbars": []}
@@ -539,6 +769,8 @@ def bars_with_ci(table: pd.DataFrame, x: str, y: str, lo: str | None = None, hi:
                         fmt="none", ecolor="0.2", capsize=3, linewidth=1))
         _category_ticks(ax, [str(v) for v in xs])
         ax.set_ylabel(ylabel or y)
+        if n is not None:
+            note_n(ax, n_label(table[n], n_unit))
         if by:
             ax.legend(title=by, fontsize="small")
     return Drawn(ax, artists)
@@ -577,7 +809,7 @@ def components_stacked(table: pd.DataFrame, by: str, components: Sequence[str], 
     with theme():
         groups = list(order) if order is not None else list(dict.fromkeys(table[by]))
         medians = table.groupby(by)[list(components)].median().reindex(groups)
-        colors = dict(zip(COMPONENTS, PALETTE))  # in the components' own order: neighbours in a stack stay apart
+        colors = COMPONENT_COLORS
         bottom_up, bottom_down = np.zeros(len(groups)), np.zeros(len(groups))
         for name in components:
             values = medians[name].fillna(0).to_numpy(dtype=float)
@@ -597,14 +829,16 @@ def components_facets(table: pd.DataFrame, panel: str, x: str, components: Seque
                       x_order=None, x_label: str = "", axes=None, ylabel: str = "ms (median per component)"
                       ) -> list[Drawn]:
     """:func:`components_stacked` once per ``panel`` value (``panels``, default sorted), on ``axes`` (one per panel,
-    sharing the y axis; default a new figure of up to four columns): each panel's groups are ``x`` in ``x_order``,
+    sharing the y axis; default a new figure of the page's width, up to four columns): each panel's groups are ``x``
+    in ``x_order`` (named once, under the bottom row),
     its title the panel's value; one legend, below the panels, where it hides no bar."""
     panels = list(panels) if panels is not None else sorted(table[panel].unique())
     if axes is None:
-        columns = min(4, len(panels))
+        # The page's width, shared by as many panels (up to four) as leave each bar about a third of an inch.
+        bars = len(x_order or table[x].unique())
+        columns = max(1, min(4, len(panels), int((TWO_COLUMNS - 0.6) // (0.22 * bars + 0.4))))
         rows = -(-len(panels) // columns)
-        _, grid = figure(rows, columns, sharey=True, squeeze=False,
-                         figsize=(max(6.4, 0.45 * len(x_order or table[x].unique()) * columns + 1.5), 3.2 * rows))
+        _, grid = figure(rows, columns, sharey=True, squeeze=False, height=2.6 * rows + 0.9)
         axes = grid.ravel()
         for unused in axes[len(panels):]:
             unused.set_visible(False)
@@ -613,8 +847,10 @@ def components_facets(table: pd.DataFrame, panel: str, x: str, components: Seque
         spec = ax.get_subplotspec()  # the y label on the first panel of each row of the grid
         one = components_stacked(table[table[panel] == name], x, components, order=x_order, ax=ax,
                                  ylabel=ylabel if spec is None or spec.is_first_col() else "", legend=False)
-        ax.set_title(textwrap.fill(str(name), 28), fontsize="small")  # a condition of several knobs on two lines
-        ax.set_xlabel(x_label)
+        # A condition of several knobs on as many lines as the panel's width needs (about 12 characters an inch).
+        width_in = ax.get_position().width * ax.figure.get_figwidth()
+        ax.set_title(textwrap.fill(str(name), max(12, int(width_in * 12))), fontsize="small")
+        ax.set_xlabel(x_label if spec is None or spec.is_last_row() else "")
         drawn.append(one)
     if drawn:
         handles, labels = drawn[0].ax.get_legend_handles_labels()
@@ -631,7 +867,7 @@ def time_sequence(packets: pd.DataFrame, start_ns: int, *, flights=(), ax=None) 
     with theme():
         sent = packets[(packets["direction"] == "c2s") & (packets["length"] > 0)]
         t = (sent["t_ns"] - start_ns) / 1e6
-        colors = [mpl.colors.to_hex(PALETTE[3] if resent else PALETTE[0]) for resent in sent["retransmit"].astype(bool)]
+        colors = [mpl.colors.to_hex(PALETTE[8] if resent else PALETTE[0]) for resent in sent["retransmit"].astype(bool)]
         artists["segments"].append(ax.vlines(t, sent["seq"], sent["seq"] + sent["length"], colors=colors, linewidth=2,
                                              label="data sent"))
         acks = packets[(packets["direction"] == "s2c") & packets["ack"].notna()]
@@ -653,6 +889,30 @@ def time_sequence(packets: pd.DataFrame, start_ns: int, *, flights=(), ax=None) 
 # --- export --------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def frozen_layout(fig, dpi: float = 300):
+    """Lay ``fig`` out once, at ``dpi``, and keep it so inside the block, at that resolution; the layout engine
+    and the figure's own resolution are given back after it.
+
+    Text is measured with the font hinted at the figure's resolution, so a long label is longer at the 300 dpi a
+    PNG is written at than at the 100 a figure is drawn at (a column of labels set on end, 20 pixels in 250): laid
+    out at 100 dpi and written at 300, an axis label fell off the figure. Constrained layout also moves axes by a
+    hair on every draw (~1e-9 of the figure), enough to change SVG clip-path ids: the axes positions are rounded
+    to 1e-6 and held, so what is checked (:func:`layout_problems`) and every file written is the same layout.
+    """
+    engine, resolution = fig.get_layout_engine(), fig.dpi
+    fig.set_dpi(dpi)
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
+    for ax in fig.axes:
+        ax.set_position(np.round(ax.get_position(original=False).bounds, 6))
+    try:
+        yield fig
+    finally:
+        fig.set_layout_engine(engine if engine is not None else "none")  # None would mean the rc default
+        fig.set_dpi(resolution)
+
+
 def export(fig, path_stem, formats: Sequence[str] = ("png", "svg", "pdf")) -> list[Path]:
     """Write ``fig`` as ``<path_stem>.<fmt>`` for each format; return the paths.
 
@@ -665,22 +925,264 @@ def export(fig, path_stem, formats: Sequence[str] = ("png", "svg", "pdf")) -> li
     for fmt in formats:
         if fmt not in _METADATA:
             raise ValueError(f"format must be one of {sorted(_METADATA)}, not {fmt!r}")
-    # Constrained layout moves axes by a hair on every draw (~1e-9 of the
-    # figure), enough to change SVG clip-path ids. Lay the figure out once,
-    # round the axes positions to 1e-6, save with the layout frozen, and give
-    # the engine back afterwards.
-    engine = fig.get_layout_engine()
-    fig.draw_without_rendering()
-    fig.set_layout_engine("none")
-    for ax in fig.axes:
-        ax.set_position(np.round(ax.get_position(original=False).bounds, 6))
     paths = []
-    try:
-        with mpl.rc_context({k: THEME[k] for k in ("pdf.fonttype", "ps.fonttype", "svg.fonttype", "svg.hashsalt")}):
-            for fmt in formats:
-                path = stem.with_name(f"{stem.name}.{fmt}")
-                fig.savefig(path, format=fmt, dpi=300, metadata=_METADATA[fmt])
-                paths.append(path)
-    finally:
-        fig.set_layout_engine(engine)
+    with frozen_layout(fig), mpl.rc_context({k: THEME[k] for k in ("pdf.fonttype", "ps.fonttype", "svg.fonttype",
+                                                                   "svg.hashsalt")}):
+        for fmt in formats:
+            path = stem.with_name(f"{stem.name}.{fmt}")
+            fig.savefig(path, format=fmt, dpi=300, metadata=_METADATA[fmt])
+            paths.append(path)
     return paths
+
+
+# --- layout checks -------------------------------------------------------------------------------
+
+
+#: Boxes that overlap by less than this many points each way touch rather than collide: glyph boxes include their
+#: line spacing, so neighbouring lines of one label always share a little.
+_TOUCH_PT = 0.72
+
+
+def _renderer(fig):
+    """``fig`` drawn, and the renderer that drew it; a closed figure (whose canvas draws nothing) gets Agg's."""
+    if not hasattr(fig.canvas, "get_renderer"):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
+    return fig.canvas.get_renderer()
+
+
+def _drawn_tick_labels(axis, renderer) -> list:
+    """The tick labels matplotlib actually draws: those of ticks inside the view, with their side switched on."""
+    labels = []
+    for tick in axis._update_ticks():  # the ticks in view; a label object outside it keeps a stale position
+        for label, on in ((tick.label1, tick.label1.get_visible()), (tick.label2, tick.label2.get_visible())):
+            if on and label.get_text().strip():
+                labels.append(label)
+    return labels
+
+
+def _legends(container) -> list:
+    legends = list(getattr(container, "legends", []))
+    legend = container.get_legend() if hasattr(container, "get_legend") else None
+    return legends + ([legend] if legend is not None else [])
+
+
+def _texts(fig, renderer) -> list[tuple[str, Any]]:
+    """Every piece of text the figure draws, each with a name a reader can find in the figure."""
+    named, seen = [], set()
+
+    def add(where: str, text) -> None:
+        if text is not None and text.get_visible() and text.get_text().strip() and id(text) not in seen:
+            seen.add(id(text))  # a suptitle is among the figure's texts as well
+            named.append((f"{where} {text.get_text().strip()[:40]!r}", text))
+
+    for number, ax in enumerate(fig.axes, start=1):
+        if not ax.get_visible():
+            continue
+        axes = [ax, *ax.child_axes]  # secondary axes (e.g. the × ping RTT axis) draw their own ticks
+        for part in axes:
+            for axis in (part.xaxis, part.yaxis):
+                for label in _drawn_tick_labels(axis, renderer):
+                    add(f"panel {number} tick", label)
+                add(f"panel {number} axis label", axis.label)
+                if axis.offsetText.get_visible():
+                    add(f"panel {number} offset", axis.offsetText)
+        for title in (ax.title, ax._left_title, ax._right_title):
+            add(f"panel {number} title", title)
+        for text in ax.texts:
+            add(f"panel {number} text", text)
+        for legend in _legends(ax):
+            add(f"panel {number} legend title", legend.get_title())
+            for text in legend.get_texts():
+                add(f"panel {number} legend", text)
+    for text in fig.texts:
+        add("figure text", text)
+    for attr in ("_suptitle", "_supxlabel", "_supylabel"):
+        add("figure title", getattr(fig, attr, None))
+    for legend in _legends(fig):
+        add("figure legend title", legend.get_title())
+        for text in legend.get_texts():
+            add("figure legend", text)
+    return named
+
+
+def _overlap(a, b, touch: float) -> bool:
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > touch) and (min(a.y1, b.y1) - max(a.y0, b.y0) > touch)
+
+
+def _run_together(a, b, touch: float) -> bool:
+    """Two pieces of text on one line with less than a space between them read as one (``echo-warmecho-cold``)."""
+    return (min(a.y1, b.y1) - max(a.y0, b.y0) > touch) and (min(a.x1, b.x1) - max(a.x0, b.x0) > -2 * touch)
+
+
+def _outline(text, renderer) -> np.ndarray:
+    """The four corners of ``text``'s box as drawn, in display space: turned with the text, where its window extent
+    would be the upright box around it (and make neighbouring labels set at an angle seem to collide)."""
+    box = text.get_window_extent(renderer)
+    angle = np.deg2rad(text.get_rotation() % 180)
+    if np.isclose(np.sin(angle), 0):
+        return np.array([[box.x0, box.y0], [box.x1, box.y0], [box.x1, box.y1], [box.x0, box.y1]])
+    rotation = text.get_rotation()
+    text.set_rotation(0)
+    try:
+        upright = text.get_window_extent(renderer)
+    finally:
+        text.set_rotation(rotation)
+    # A rectangle's bounding box shares its centre, whatever the angle.
+    half = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]]) * [upright.width / 2, upright.height / 2]
+    turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    return half @ turn.T + [(box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2]
+
+
+def _outlines_overlap(a: np.ndarray, b: np.ndarray, touch: float) -> bool:
+    """Two convex outlines overlap unless some edge's normal separates them (by more than a touch)."""
+    for outline in (a, b):
+        for start, end in zip(outline, np.roll(outline, -1, axis=0)):
+            normal = np.array([start[1] - end[1], end[0] - start[0]])
+            normal /= np.hypot(*normal) or 1.0
+            pa, pb = a @ normal, b @ normal
+            if min(pa.max(), pb.max()) - max(pa.min(), pb.min()) <= touch:
+                return False
+    return True
+
+
+def _inside(bbox, xy: np.ndarray) -> np.ndarray:
+    return (xy[:, 0] > bbox.x0) & (xy[:, 0] < bbox.x1) & (xy[:, 1] > bbox.y0) & (xy[:, 1] < bbox.y1)
+
+
+def _densified(xy: np.ndarray, step_px: float = 2.0) -> np.ndarray:
+    """Points every ``step_px`` along a polyline in display space, so a line crossing a box between two of its
+    vertices is seen crossing it (vectorised: an ECDF of ten thousand calls is one line)."""
+    xy = xy[np.all(np.isfinite(xy), axis=1)]
+    if len(xy) < 2:
+        return xy
+    starts, steps = xy[:-1], np.diff(xy, axis=0)
+    counts = np.clip(np.hypot(steps[:, 0], steps[:, 1]) // step_px, 1, 2000).astype(int)
+    segment = np.repeat(np.arange(len(counts)), counts)
+    fraction = (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + 1) / counts[segment]
+    return np.vstack([xy[:1], starts[segment] + fraction[:, None] * steps[segment]])
+
+
+def _data_points(ax) -> list[tuple[str, np.ndarray, list]]:
+    """What a reader reads off ``ax``, in display coordinates: lines (densified), scatter points, error bars and
+    bars, each with a name; filled bands are areas under the lines they belong to and are left out."""
+    out = []
+    for line in ax.lines:
+        if not line.get_visible() or line.get_label().startswith("_child"):
+            continue
+        xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))  # unit-converted (dates as numbers)
+        drawn_line = line.get_linestyle() not in ("None", "none", "", " ") and line.get_linewidth() > 0
+        out.append((f"line {line.get_label()!r}", _densified(xy) if drawn_line else xy, []))
+    for collection in ax.collections:
+        if not collection.get_visible() or isinstance(collection, mpl.collections.PolyCollection):
+            continue
+        offsets = collection.get_offsets()
+        if len(offsets) and isinstance(collection, mpl.collections.PathCollection):
+            out.append(("points", collection.get_offset_transform().transform(np.asarray(offsets, dtype=float)), []))
+        elif isinstance(collection, mpl.collections.LineCollection):
+            transform = collection.get_transform()
+            segments = [_densified(transform.transform(np.asarray(s, dtype=float))) for s in collection.get_segments()]
+            if segments:
+                out.append(("error bars or segments", np.vstack(segments), []))
+    bars = [p for p in ax.patches if isinstance(p, mpl.patches.Rectangle) and p.get_visible() and p.get_height() != 0]
+    if bars:
+        out.append(("bars", np.empty((0, 2)), bars))
+    return out
+
+
+def layout_problems(fig) -> list[str]:
+    """What a reviewer would circle on ``fig``, found from matplotlib's own extents: a figure wider than the page
+    (:data:`TWO_COLUMNS`: placed, its type would shrink) or type smaller than :data:`SMALLEST_TYPE_PT`, two pieces
+    of text whose boxes overlap (tick labels, titles, legends, annotations) or that sit on one line with less than
+    a space between them, text cut off at the figure's edge, and
+    a legend whose box covers a plotted point, line, error bar or bar of its axes. An empty list when there is none."""
+    renderer = _renderer(fig)
+    touch = _TOUCH_PT * fig.dpi / 72
+    problems = []
+    width_in = fig.get_figwidth()
+    if width_in > TWO_COLUMNS + 0.01:
+        problems.append(f"the figure is {width_in:.1f} in wide: wider than a page ({TWO_COLUMNS:g} in), "
+                        f"its type would print at {TWO_COLUMNS / width_in:.0%} of its size")
+    named_texts = _texts(fig, renderer)
+    small = sorted({text.get_fontsize() for _, text in named_texts if text.get_fontsize() < SMALLEST_TYPE_PT - 1e-9})
+    if small:
+        problems.append(f"type of {small[0]:.1f} pt, smaller than {SMALLEST_TYPE_PT:g} pt")
+    texts = [(name, text.get_window_extent(renderer), _outline(text, renderer)) for name, text in named_texts]
+    page = fig.bbox
+    for i, (name, box, outline) in enumerate(texts):
+        if box.x0 < page.x0 - touch or box.y0 < page.y0 - touch or box.x1 > page.x1 + touch \
+                or box.y1 > page.y1 + touch:
+            problems.append(f"{name} runs off the figure")
+        for other_name, other, other_outline in texts[i + 1:]:
+            if _overlap(box, other, touch) and _outlines_overlap(outline, other_outline, touch):
+                problems.append(f"{name} overlaps {other_name}")
+            elif _run_together(box, other, touch) and _outlines_overlap(outline, other_outline, -2 * touch):
+                problems.append(f"{name} runs into {other_name}")
+    for number, ax in enumerate(fig.axes, start=1):
+        if not ax.get_visible():
+            continue
+        for legend in _legends(ax):
+            frame = legend.get_window_extent(renderer)
+            for what, xy, patches in _data_points(ax):
+                if len(xy) and _inside(frame, xy).any():
+                    problems.append(f"panel {number} legend covers {what}")
+                for patch in patches:
+                    if _overlap(frame, patch.get_window_extent(renderer), touch):
+                        problems.append(f"panel {number} legend covers a bar")
+                        break
+    return list(dict.fromkeys(problems))
+
+
+#: Where :func:`settle_legends` tries a legend inside its axes, in turn, before it moves it out of them.
+_INSIDE = ("upper right", "upper left", "lower right", "lower left", "center right", "center left", "upper center",
+           "lower center")
+
+
+def _covers(legend, ax, renderer) -> bool:
+    frame, touch = legend.get_window_extent(renderer), _TOUCH_PT * renderer.dpi / 72
+    for _, xy, patches in _data_points(ax):
+        if (len(xy) and _inside(frame, xy).any()) or any(_overlap(frame, p.get_window_extent(renderer), touch)
+                                                          for p in patches):
+            return True
+    return False
+
+
+def settle_legends(fig) -> list:
+    """Move every axes legend that covers its data to a corner of the axes where it covers none, or, where no corner
+    is free, out of the axes (to their right on a figure of one column of panels, else below them, where the layout
+    makes room); return the legends moved out. Done before a figure is checked and exported, so a legend never
+    hides what was measured, whatever the data's shape. Measured at 300 dpi, where the figure is checked and written
+    (see :func:`frozen_layout`): a legend's text measures larger there. A legend moved out changes the layout, and a
+    corner free before may not be after: the figure is looked at again until no legend moves (three times at most)."""
+    resolution = fig.dpi
+    fig.set_dpi(300)
+    moved_out = []
+    try:
+        for _ in range(3):
+            renderer, moved = _renderer(fig), False
+            for ax in fig.axes:
+                legend = ax.get_legend()
+                if legend is None or legend in moved_out or not _covers(legend, ax, renderer):
+                    continue
+                moved = True
+                for loc in _INSIDE:
+                    legend.set_loc(loc)
+                    if not _covers(legend, ax, renderer):
+                        break
+                else:
+                    spec = ax.get_subplotspec()
+                    if spec is None or spec.get_gridspec().ncols == 1:
+                        legend.set_loc("upper left")
+                        legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
+                    else:
+                        legend.set_loc("upper center")
+                        legend.set_bbox_to_anchor((0.5, -0.22), transform=ax.transAxes)
+                    moved_out.append(legend)
+            if not moved:
+                break
+    finally:
+        fig.set_dpi(resolution)
+    fig.draw_without_rendering()
+    return moved_out

@@ -79,14 +79,14 @@ def test_box_iqr_whiskers_follow_tukey(orca):
         q1, q3 = np.percentile(v, [25, 75])
         assert high == v[v <= q3 + 1.5 * (q3 - q1)].max()
         assert low == v[v >= q1 - 1.5 * (q3 - q1)].min()
-    assert "IQR" in drawn.ax.get_title(loc="right")
+    assert "IQR" in drawn.ax.get_xlabel()
 
 
 def test_a_group_of_a_few_values_is_its_points_and_median_not_a_box(sweep):
     """Issue 16: a box of 3 points suggests quartiles and whiskers nobody measured."""
     small = sweep[sweep["payload_bytes"].isin([2000, 16000])]
     drawn = plots.box(small, by="payload_bytes", order=[2000, 16000])
-    assert drawn.artists["boxes"] == [] and "points and median" in drawn.ax.get_title(loc="right")
+    assert drawn.artists["boxes"] == [] and "points and median" in drawn.ax.get_xlabel()
     assert [len(points.get_offsets()) for points in drawn.artists["values"]] == [3, 3]
     medians = [segments.get_segments()[0][0][1] for segments in drawn.artists["few_medians"]]
     assert medians == pytest.approx([small[small.payload_bytes == s].rtt_ms.median() for s in (2000, 16000)])
@@ -297,8 +297,8 @@ def test_the_components_facets_share_their_axis_and_colours_and_keep_the_sizes_i
         assert [t.get_text() for t in one.ax.get_xticklabels()] == ["1000B", "14000B", "16000B", "32000B", "100000B"]
         # request-rounds then queueing, five bars each, each component in its colour in every panel.
         colours = [bar.get_facecolor() for bar in one.artists["bars"]]
-        assert colours == [plots.PALETTE[COMPONENTS.index("request-rounds")] + (1.0,)] * 5 + [
-            plots.PALETTE[COMPONENTS.index("queueing")] + (1.0,)] * 5
+        assert colours == [plots.COMPONENT_COLORS["request-rounds"] + (1.0,)] * 5 + [
+            plots.COMPONENT_COLORS["queueing"] + (1.0,)] * 5
     # The medians stack: a panel's request rounds are its calls' median, per size.
     first = wide[wide["panel"] == sorted(placed.panel.unique())[0]]
     heights = [bar.get_height() for bar in drawn[0].artists["bars"][:5]]
@@ -306,3 +306,120 @@ def test_the_components_facets_share_their_axis_and_colours_and_keep_the_sizes_i
     legend = drawn[0].figure.legends[0]
     assert [t.get_text() for t in legend.get_texts()] == ["request-rounds", "queueing"]
     plt.close(drawn[0].figure)
+
+
+# --- figures ready to paste (issue 28): the layout check and what keeps figures passing it ------------------------
+
+
+def test_layout_problems_names_text_over_text_and_a_legend_over_data():
+    fig, ax = plots.figure()
+    ax.plot([0, 1], [0, 1], label="diagonal")
+    ax.text(0.5, 0.5, "first note", transform=ax.transAxes)
+    ax.text(0.5, 0.5, "second note", transform=ax.transAxes)
+    ax.legend(loc="center")  # over the diagonal's middle
+    problems = plots.layout_problems(fig)
+    assert "panel 1 text 'first note' overlaps panel 1 text 'second note'" in problems
+    assert "panel 1 legend covers line 'diagonal'" in problems
+    plt.close(fig)
+
+
+def test_a_tidy_figure_passes_and_one_wider_than_a_page_or_in_tiny_type_does_not():
+    fig, ax = plots.figure()
+    ax.plot([0, 1], [0, 1], label="diagonal")
+    ax.legend(loc="lower right")
+    assert plots.layout_problems(fig) == []
+    wide, ax = plots.figure(figsize=(10, 4))
+    ax.set_title("tiny", fontsize=4)
+    problems = plots.layout_problems(wide)
+    assert problems[0].startswith("the figure is 10.0 in wide") and "type of 4.0 pt" in problems[1]
+    plt.close("all")
+
+
+def test_labels_set_at_an_angle_are_measured_as_drawn():
+    """Fifteen long category names side by side collide level; set at an angle they do not, though their upright
+    boxes (the window extents) still would."""
+    names = [f"condition number {i}" for i in range(15)]
+    table = pd.DataFrame({"name": names, "value": range(15)})
+    fig, ax = plots.figure()
+    plots.bars_with_ci(table, "name", "value", ax=ax)
+    assert ax.get_xticklabels()[0].get_rotation() == 30
+    assert plots.layout_problems(fig) == []
+    ax.tick_params(axis="x", labelrotation=0)
+    assert any("tick 'condition number 0' overlaps panel 1 tick 'condition number 1'" in p
+               for p in plots.layout_problems(fig))
+    plt.close(fig)
+
+
+def test_settle_legends_moves_a_legend_off_the_data_into_a_free_corner_or_out_of_the_axes():
+    x = np.linspace(0, 1, 50)
+    fig, ax = plots.figure()
+    ax.plot(x, 1 - x, label="falling")  # through the upper left and the lower right
+    ax.legend(loc="upper left")
+    assert plots.layout_problems(fig) == ["panel 1 legend covers line 'falling'"]
+    assert plots.settle_legends(fig) == [] and plots.layout_problems(fig) == []
+    assert ax.get_legend()._loc in (1, 3)  # upper right or lower left: the corners the line leaves free
+    crowded, ax = plots.figure()
+    rng = np.random.default_rng(0)
+    ax.scatter(rng.uniform(size=400), rng.uniform(size=400), label="everywhere")
+    ax.legend()
+    assert plots.settle_legends(crowded) == [ax.get_legend()] and plots.layout_problems(crowded) == []
+    plt.close("all")
+
+
+def test_size_ticks_label_sizes_only_as_densely_as_they_fit():
+    sizes = [2**k for k in range(4, 22)]  # 16 B to 2 MiB, as an upload sweeps them
+    fig, (ax, crowded) = plots.figure(1, 2)
+    for axes in (ax, crowded):
+        axes.plot(sizes, np.arange(len(sizes)))
+        axes.set_xscale("log", base=2)
+    crowded.set_xticks(sizes, [str(s) for s in sizes])
+    plots.size_ticks(ax, sizes)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0] == "16B" and 3 <= sum(bool(t) for t in labels) < len(sizes)
+    problems = plots.layout_problems(fig)
+    assert problems and all(p.startswith("panel 2 tick") for p in problems)
+    plt.close(fig)
+
+
+def test_a_log_axis_reads_in_plain_numbers_over_a_narrow_range_too():
+    fig, ax = plots.figure()
+    ax.plot([50.2, 53.9], [0, 1])
+    plots.readable_log_axis(ax, "x", "latency (ms)")
+    fig.draw_without_rendering()
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(shown) >= 2 and all(float(t) for t in shown) and ax.get_xlabel() == "latency (ms)"
+    assert plots.layout_problems(fig) == []
+    plt.close(fig)
+
+
+def test_short_labels_say_each_condition_in_a_readers_words_without_what_they_all_share():
+    settings = ["conns=1 ka=10000ms tool→go", "conns=1 ka=none gzip tool→go",
+                "conns=1 ka=none tool→go static-conn-window=32MiB;static-stream-window=32MiB", "conns=8 ka=none tool→go"]
+    assert list(plots.short_labels(settings).values()) == [
+        "1 conn · keepalive 10 s", "1 conn · no keepalive · gzip", "1 conn · no keepalive · 32 MiB windows",
+        "8 conns · no keepalive"]
+    assert plots.short_labels(["conns=2: 131072B", "conns=2: 64B"]) == {"conns=2: 131072B": "128 KiB",
+                                                                         "conns=2: 64B": "64 B"}
+    assert plots.short_labels(["baseline"]) == {"baseline": "baseline"}
+
+
+def test_a_named_group_keeps_its_colour_whatever_else_is_in_the_figure():
+    alone = plots.group_colors(["ping", "echo-warm"])
+    crowded = plots.group_colors(["ping", "tcp-echo", "another probe", "echo-cold"])
+    assert alone["ping"] == crowded["ping"] == plots.NAMED_COLORS["ping"]
+    assert crowded["another probe"] not in [crowded[p] for p in ("ping", "tcp-echo", "echo-cold")]
+
+
+def test_export_lays_a_figure_out_at_the_resolution_it_writes():
+    """Text is hinted at the figure's resolution: a column of long labels on end is longer at 300 dpi than at 100,
+    and a figure laid out at 100 and written at 300 lost its axis label off the bottom edge."""
+    names = [f"cubic · gap=0.1s · bg=0.25s · keepalive 250 ms {i}" for i in range(16)]
+    fig, ax = plots.figure(height=4.2)
+    ax.bar(range(16), range(16))
+    ax.set_xticks(range(16), names, rotation=90, fontsize="x-small")
+    ax.set_xlabel("whiskers: 5th–95th percentile; under 20 values: points and median")
+    with plots.frozen_layout(fig):
+        assert fig.dpi == 300 and plots.layout_problems(fig) == []
+        assert ax.xaxis.label.get_window_extent(fig.canvas.get_renderer()).y0 >= 0
+    assert fig.dpi == 100
+    plt.close(fig)
