@@ -30,6 +30,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -94,6 +95,10 @@ class FigureWriter:
 
     Files are named ``<notebook>_<name>.<format>`` in the notebook's output
     directory; :attr:`files` lists them, for the headline JSON's ``figures``.
+    Each figure's legends are moved off its data (:func:`labkit.plots.settle_legends`)
+    and it is checked (:func:`labkit.plots.layout_problems`): what a
+    reviewer would circle is shown as a warning under the figure and kept in
+    :attr:`problems`, for the headline JSON's ``figure_problems``.
     """
 
     def __init__(self, directory: str | os.PathLike, notebook: str, formats: Iterable[str]):
@@ -101,6 +106,7 @@ class FigureWriter:
         self.notebook = notebook
         self.formats = tuple(formats)
         self.files: list[str] = []
+        self.problems: dict[str, list[str]] = {}
 
     def __call__(self, fig, name: str) -> None:
         import matplotlib.pyplot as plt
@@ -108,7 +114,13 @@ class FigureWriter:
 
         from labkit import plots
 
-        paths = plots.export(fig, self.directory / f"{self.notebook}_{name}", self.formats)
+        plots.settle_legends(fig)
+        with plots.frozen_layout(fig):  # the layout checked is the layout written
+            problems = plots.layout_problems(fig)
+            paths = plots.export(fig, self.directory / f"{self.notebook}_{name}", self.formats)
+        if problems:
+            self.problems[name] = problems
+            warnings.warn(f"figure {name}: " + "; ".join(problems), stacklevel=2)
         self.files.extend(path.name for path in paths)
         display(fig)
         plt.close(fig)
@@ -165,7 +177,7 @@ class Notebook:
                 "experiment": self.run.manifest.get("experiment")}
         if settings is not None:
             data["settings"] = settings
-        data.update(headline=headline, **detail, figures=self.export.files)
+        data.update(headline=headline, **detail, figures=self.export.files, figure_problems=self.export.problems)
         write_headline(self.headline_file, data)
         display(Markdown(f"Figures in `{self.figures_dir}`; headline numbers in `{self.headline_file}`."))
         return pd.Series(headline, name="value").to_frame()
@@ -286,11 +298,16 @@ def upload_wire_section(uploads, conditions: list[str], sizes: tuple[int, int], 
         return table, {}
     display(Markdown("Medians per condition and chunk size, per MB of file:"), table)
     with plots.theme():
-        fig, axes = plots.figure(1, len(counted), figsize=(4.2 * len(counted), 3.8), squeeze=False)
+        columns = min(2, len(counted))  # two panels a row fit the page's width
+        fig, axes = plots.figure(-(-len(counted) // columns), columns, squeeze=False)
+        for unused in axes.flat[len(counted):]:
+            unused.set_visible(False)
         for ax, label in zip(axes.flat, counted):
             plots.lines_with_ci(table.reset_index(), "chunk_bytes", label, by="condition", order=conditions, logx=True,
                                 logy=True, ax=ax, xlabel="chunk size", ylabel=f"{label} (median)")
             chunk_axis(ax)
+            if ax is not axes.flat[0]:
+                ax.get_legend().remove()  # the conditions' colours are named once
     export(fig, "wire")
     return table, upload_report.wire_headline(table, sizes)
 
@@ -402,7 +419,7 @@ def ladder_figure(ladders: dict):
     from labkit.analysis import message_load
 
     with plots.theme():
-        fig, axes = plots.figure(len(ladders), 2, figsize=(7.0, 2.8 * len(ladders)), squeeze=False)
+        fig, axes = plots.figure(len(ladders), 2, height=3.0 * len(ladders), squeeze=False)
         for row, (where, means) in zip(axes, ladders.items()):
             for ax, metric in zip(row, ("messages_per_s", "message_p50_ms")):
                 what, unit = message_load.METRICS[metric]
@@ -492,7 +509,7 @@ def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, 
         start = int(calls[(calls["cell_id"] == call["cell_id"]) & (calls["seq"] == call["seq"])
                           & (calls["probe"] == call["probe"])]["t_start_utc_ns"].iat[0])
         with plots.theme():
-            fig, ax = plots.figure(figsize=(7, 4.2))
+            fig, ax = plots.figure(height=3.8)
             plots.time_sequence(own, start, flights=[(f.start_ns, f.kind) for f in flights(own, call["base_rtt_ms"])],
                                 ax=ax)
             ax.set_title(f"call {call['seq']} ({group_labels(explained.loc[[call.name]], by).iat[0]}): "
@@ -646,16 +663,17 @@ def step_figure(run):
     ping = {pair: (run.ping_baseline(*pair.split("-")) or {}).get("rtt_avg_ms") for pair in samples["pair"].unique()}
     calls = samples[samples["ok"] & ~samples["cold"]].assign(rtt_multiple=lambda f: f["rtt_ms"] / f["pair"].map(ping))
     with plots.theme():
-        fig, ax = plots.figure(figsize=(7.5, 4.2))
+        fig, ax = plots.figure(height=3.8)
         plots.latency_vs_size(calls, value="rtt_multiple", by="condition", order=list(knobs.index), ax=ax)
         ax.axhline(1, color="0.5", linewidth=0.8, linestyle=":")
         ax.margins(x=0.08)  # the smallest and largest sizes off the frame
         if mss := idle.recorded_mss(calls):  # the initial window: 10 segments of the MSS ss recorded
             ax.axvline(10 * mss, color="tab:red", linewidth=0.8, linestyle="--", label=f"10 × {mss} B = {10 * mss} B")
-            ax.legend(fontsize="small", loc="upper left")
+            ax.legend(fontsize="small")
         ax.set(xlabel="request payload (bytes)", ylabel="latency / ping RTT (round trips)", ylim=(0, None))
         ax.set_title(f"{len(calls)} calls, {calls.groupby(['condition', 'payload_bytes']).size().max()} per size and "
                      f"condition; ping RTT {', '.join(f'{v:.1f} ms' for v in ping.values() if v)}", loc="left",
                      fontsize="small")
+    plots.settle_legends(fig)  # off the initial window's line and the calls, wherever they fall
     plt.close(fig)
     return fig

@@ -163,11 +163,10 @@ cost_rps = hop.hop_cost(samples, "rps", n_resamples=n_resamples, confidence=conf
 display(Markdown(f"Measured on the **{hop.measuring_tool(samples)}** cells."),
         cost.join(cost_rps[["cost", "lo", "hi", "verdict"]], rsuffix="_rps"))
 with plots.theme():
-    fig, axes = plots.figure(1, 2, figsize=(9.6, 3.8))
-    plots.bars_with_ci(cost.reset_index(), "via", "cost", "lo", "hi", ax=axes[0],
-                       ylabel=f"mean latency via − direct (ms, {confidence:.0%} CI)")
-    plots.bars_with_ci(cost_rps.reset_index(), "via", "cost", "lo", "hi", ax=axes[1],
-                       ylabel=f"req/s via − direct ({confidence:.0%} CI)")
+    fig, axes = plots.figure(1, 2, height=3.4)
+    for ax, table, what in ((axes[0], cost, "mean latency via − direct (ms, "), (axes[1], cost_rps, "req/s via − direct (")):
+        plots.bars_with_ci(table.reset_index().assign(n=lambda t: t[["n_via", "n_direct"]].min(axis=1)), "via", "cost",
+                           "lo", "hi", ax=ax, ylabel=f"{what}{confidence:.0%} CI)", n="n", n_unit="repeats a side")
     for ax in axes:
         ax.axhline(0, color="0.4", linewidth=0.8)
 export(fig, "cost")
@@ -218,7 +217,7 @@ curves = notebooks.hop_cdfs(run, samples)
 if curves is not None:
     kept = [series for series in order if series in set(curves["series"])]  # the series whose requests were kept
     with plots.theme():
-        fig, ax = plots.figure(figsize=(7.2, 4.2))
+        fig, ax = plots.figure(height=3.8)
         plots.quantile_curves(curves, "series", order=kept, low="lowest", high="highest", ax=ax)
     export(fig, "cdf")
     display(curves[curves["percent"].isin([50.0, 90.0, 99.0, 99.9])].pivot(index="series", columns="percent",
@@ -238,9 +237,9 @@ if curves is not None:
 cpu = hop.cpu_per_request(samples, n_resamples=n_resamples, confidence=confidence)
 display(cpu.set_index(["series", "process"]))
 with plots.theme():
-    fig, ax = plots.figure(figsize=(7.2, 3.8))
+    fig, ax = plots.figure(height=3.8)
     plots.bars_with_ci(cpu, "series", "cpu_us", "lo", "hi", by="process", order=order, groups=list(hop.ROLES), ax=ax,
-                       ylabel=f"CPU µs per request ({confidence:.0%} CI over repeats)")
+                       ylabel=f"CPU µs per request\n({confidence:.0%} CI over repeats)", n="n", n_unit="repeats")
 export(fig, "cpu")
 display(hop.load_cpu_share(samples, manifest["hosts"].get(config.get("load_host"), {}).get("cpus_online")))
 

@@ -227,20 +227,20 @@ reference_ping = float(calls["ping_ms"].median())
 # One panel per congestion control (so each panel's conditions get distinct colours); the model in the reference's.
 panels = list(dict.fromkeys(knobs["cc"]))
 with plots.theme():
-    fig, axes = plots.figure(1, len(panels), figsize=(7.5 * len(panels), 5.6), sharey=True, squeeze=False)
-    for ax, cc in zip(axes[0], panels):
+    # One row per congestion control: each panel keeps the page's width for the sizes it dodges apart.
+    fig, axes = plots.figure(len(panels), 1, height=4.4 * len(panels), sharex=True, squeeze=False)
+    for ax, cc in zip(axes[:, 0], panels):
         shown = [c for c in conditions if knobs.at[c, "cc"] == cc]
         model = step_fits[reference].model if reference in shown else None
         plots.latency_vs_size(calls[calls["condition"].isin(shown)], fits=[model] if model else [], by="condition",
                               order=shown, step_fit=model, ax=ax)
         ax.set(xscale="log", xlabel="request payload (bytes, log scale)", ylabel="call latency (ms)")
-        if ax is axes[0][-1]:
-            plots.rtt_axis(ax, reference_ping)
+        plots.rtt_axis(ax, reference_ping)
         if model:
             ax.axvline(step_fits[reference].change_point.params["location_bytes"], color="tab:red", linestyle=":",
                        linewidth=1, label=f"change point ({reference})")
-        ax.set_title(f"{cc}; dashed: where the model (iw = {step_fits[reference].iw}) predicts one more round trip"
-                     if model else cc, fontsize="small")
+        ax.set_title(f"{cc}; dashed: where the model (iw = {step_fits[reference].iw}) predicts\none more round trip"
+                     if model else cc, fontsize="small", loc="left")
         plots.legend_below(ax)  # off the calls at small sizes; conditions are moved apart along x (dodged)
 export(fig, "latency")
 
@@ -272,16 +272,16 @@ initial_window = iw or (int(step_fits[reference].by_iw.params["iw"]) if referenc
 tcp = idle.predict_round_trips(calls, initial_window, overhead)
 in_tcp = [c for c in conditions if c in set(tcp["condition"])]
 with plots.theme():
-    fig, axes = plots.figure(1, 3, figsize=(13, 4.2), sharey=True)
+    fig, axes = plots.figure(1, 3, height=3.6, sharey=True)
     for ax, column, title in zip(axes, ["cwnd_before", "window_at_send", "cwnd_after"],
                                  ["ss before the call", "at the first send (restart applied)", "ss after the call"]):
         plots.cwnd_vs_size(tcp, cwnd=column, mss=mss, iw=initial_window, by="condition", order=in_tcp, ax=ax)
-        ax.set(xscale="log", yscale="log", xlabel="request payload (bytes, log scale)", ylabel="cwnd (segments, log scale)")
+        ax.set(xscale="log", yscale="log", xlabel="", ylabel="cwnd (segments, log scale)")
         ax.set_title(title, fontsize="small")
-        if ax is not axes[0]:
-            ax.get_legend().remove()
-        else:
-            ax.legend(fontsize="x-small", loc="upper left")
+        ax.set_ylabel("" if ax is not axes[0] else ax.get_ylabel())
+    axes[1].set_xlabel("request payload (bytes, log scale)")
+    # One legend for the three panels, below them: inside one it would cover the calls of its smallest sizes.
+    plots.shared_legend(fig, axes, plots.short_labels(in_tcp), ncols=2 if len(in_tcp) > 4 else 3)
 export(fig, "cwnd")
 
 display(Markdown("Per condition: cwnd (segments) `ss` showed before and after the calls, calls restarted at their first "
@@ -376,11 +376,13 @@ if len(comparisons):
 with plots.theme():
     at_largest = calls[calls["payload_bytes"] == largest]
     present = [c for c in conditions if c in set(at_largest["condition"])]
-    fig, ax = plots.figure(figsize=(max(6.4, 1.1 * len(present) + 2), 4.4))
-    plots.box(at_largest, value="rtt_ms", by="condition", order=present, ax=ax, ylabel="call latency (ms)", every_value=True)
+    short = plots.short_labels(present)  # the words every condition shares said once, in the title
+    fig, ax = plots.figure(height=5.2 if len(present) > 4 else 3.4)  # room for the names set on end
+    plots.box(at_largest.assign(condition=at_largest["condition"].map(short)), value="rtt_ms", by="condition",
+              order=[short[c] for c in present], ax=ax, ylabel="call latency (ms)", every_value=True)
     plots.rtt_axis(ax, reference_ping)
-    ax.set_xlabel("")
-    ax.tick_params(axis="x", labelrotation=30 if len(present) > 2 else 0, labelsize="x-small")
+    ax.set_xlabel("\n".join(ax.get_xlabel().splitlines()[1:]))  # the whiskers' note, without the word "condition"
+    ax.tick_params(axis="x", labelrotation=90 if len(present) > 4 else 0, labelsize="x-small")
     ax.set_title(f"{largest} B requests, every call", loc="left", fontsize="small")
 export(fig, "largest")
 

@@ -158,7 +158,7 @@ display(Markdown(
 
 # %%
 with plots.theme():
-    fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0))
+    fig, axes = plots.figure(1, 2, height=3.4)
     for ax, column, label in zip(axes, ["rps", "server_cpu_us_per_request"], ["req/s (measured window)", "server CPU µs per request"]):
         plots.lines_with_ci(cells, "concurrency", column, by="series", order=order, logx=True, ax=ax,
                             xlabel="concurrency (requests in flight)", ylabel=label)
@@ -169,15 +169,16 @@ with plots.theme():
 export(fig, "throughput")
 
 with plots.theme():
-    fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0), sharey=True)
+    fig, axes = plots.figure(1, 2, height=3.4, sharey=True)
     for ax, (column, name) in zip(axes, (("50%", "p50"), ("p99", "p99"))):
         plots.lines_with_ci(latency.reset_index(), "concurrency", column, f"{column}_lo", f"{column}_hi", by="series",
                             order=order, logx=True, ax=ax, xlabel="concurrency (requests in flight)",
-                            ylabel=f"{name} latency (ms, 95 % CI)")
+                            ylabel=f"{name} latency (ms, 95 % CI)", n="count", n_unit="requests")
         ax.axhline(ping_ms, color="0.4", linestyle="--", linewidth=0.8, label="ping RTT")
         ax.set_xticks(concurrencies, [str(c) for c in concurrencies])
         ax.minorticks_off()
         ax.set_title(name, loc="left", fontsize="small")
+    axes[1].get_legend().remove()  # one legend, with the ping line, for both panels
     axes[0].legend(fontsize="x-small")
 export(fig, "latency")
 

@@ -231,29 +231,30 @@ if comparison is not None:
     display(Markdown(ping_vs_echo.gap_in_round_trips(comparison, ping_median=untrimmed.at["ping", "50%"])))
 
 # %%
-fig, (left, right) = plots.figure(1, 2, figsize=(10, 4.2))
+fig, (left, right) = plots.figure(1, 2, height=3.4, sharey=True)
 if all((variants["original"]["kept"]["probe"] == p).any() for p in probes):
     plots.box(variants["original"]["kept"], by="probe", order=probes, whiskers="iqr", ax=left, ylabel="RTT (ms)")
-    left.set_title("2016: strict parsing, pooled trim", loc="left", fontsize="medium")
+    left.set_title("2016: strict parsing,\npooled trim", loc="left", fontsize="small")
 else:
     left.text(0.5, 0.5, "the strict 2016 reading found no samples\nof some probe in this run", ha="center", transform=left.transAxes)
     left.set_axis_off()
 plots.box(last["kept"], by="probe", order=probes, whiskers=(5, 95), ax=right, ylabel="RTT (ms)")
-right.set_title(f"labkit: every sample parsed, then a {last['scope']} trim (n = {len(last['kept'])})", loc="left",
-                fontsize="medium")
+right.set_title(f"labkit: every sample parsed,\nthen a {last['scope']} trim (n = {len(last['kept'])})", loc="left",
+                fontsize="small")
 export(fig, "box")
 
 fig, ax = plots.figure()
 plots.violin(last["kept"], by="probe", order=probes, ax=ax)
 ax.set_ylabel("RTT (ms)")
-ax.set_title(f"every sample parsed, then a {last['scope']} trim (|z| < {threshold:g}, {passes} passes, n = {len(last['kept'])}); "
-             "quartiles inside", fontsize="small")
+ax.set_title(f"every sample parsed, then a {last['scope']} trim (|z| < {threshold:g}, {passes} passes, "
+             f"n = {len(last['kept'])});\nquartiles inside", fontsize="small")
 export(fig, "violin")
 
 fig, ax = plots.figure()
 plots.ecdf(samples, by="probe", order=probes, ax=ax)
-ax.set(xscale="log", xlabel="RTT (ms), log scale")
-ax.set_title(f"every sample, untrimmed (n = {int(samples['ok'].sum())}; the 2 s calls are the top right)", fontsize="small")
+plots.readable_log_axis(ax, "x", "RTT (ms), log scale")
+ax.set_title(f"every sample, untrimmed (n = {int(samples['ok'].sum())}; the 2 s calls are the top right)", fontsize="small",
+             loc="left")
 export(fig, "ecdf")
 
 # %% [markdown]

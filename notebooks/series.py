@@ -114,7 +114,7 @@ if len(this.failures):
 display(this.summary[series_probes.SUMMARY_COLUMNS])
 
 # %%
-fig, (left, right) = plots.figure(1, 2, figsize=(11, 4.2))
+fig, (left, right) = plots.figure(2, 1, height=6.4)
 plots.box(samples, by="probe", order=probes, whiskers=(5, 95), ax=left, ylabel="RTT (ms)")
 plots.violin(samples, by="probe", order=probes, ax=right)
 right.set_ylabel("RTT (ms)")
@@ -122,16 +122,19 @@ right.set_title("KDE per probe, quartiles inside", fontsize="small", loc="right"
 export(fig, "box")
 
 # %% [markdown]
-# ## Over time
+# ## Over time, tick by tick
 #
-# Each probe at its send time, with a rolling median; a lost or failed sample is
-# a tick along the bottom. A shift that every probe shares is the path; one that
-# only the echo probes show is the server or the client.
+# The path's round trip (ping), and each step up the split at the same tick:
+# what a TCP echo adds to ping, gRPC to the TCP echo, a new channel to a warm
+# one. The parts differ by a thousand times and more, so each has its own
+# panel and axis; a point is one tick, the line a rolling median, and a
+# tick where either probe failed has no point. A shift only the top panel
+# shows is the path; one in a lower panel is that step's own.
 
 # %%
-fig, ax = plots.figure(figsize=(11, 4.5))
-plots.time_series(series_probes.send_times(samples), time="t_utc", by="probe", order=probes, window=window, ax=ax)
-ax.set(yscale="log", ylabel="RTT (ms), log scale", xlabel="send time (UTC)")
+drawn = plots.time_panels(series_probes.per_tick_splits(samples, probes), "part", "ms", window=window,
+                          titles={"ping": "ping RTT"}, xlabel=f"send time (UTC); line: rolling median of {window} ticks")
+fig = drawn[0].figure
 export(fig, "time")
 
 # %% [markdown]
@@ -214,11 +217,11 @@ if other is not None:
     display(Markdown("The split on both runs:"), series_probes.splits_side_by_side(runs))
     display(Markdown(series_probes.compare_findings(runs)))
 
-    fig, axes = plots.figure(1, 2, figsize=(11, 4.2))
+    fig, axes = plots.figure(1, 2, height=3.4)
     for ax, (label, series) in zip(axes, runs.items()):
         plots.box(series.in_round_trips(), "rtt_in_pings", by="probe", order=series_probes.shared_probes(runs), ax=ax,
                   ylabel="RTT / ping median")
-        ax.set_title(f"{label} (ping {series.ping_rtt:.3g} ms)", fontsize="medium", loc="left")
+        ax.set_title(f"{label} (ping {series.ping_rtt:.3g} ms)", fontsize="small", loc="left")
     export(fig, "compare")
 
 # %% [markdown]

@@ -84,6 +84,7 @@ from IPython.display import Markdown, display
 from labkit import notebooks, plots
 from labkit.analysis import statistics_named, summarize_with_ci, tuning, tuning_report
 from labkit.analysis.tuning import METRICS
+from labkit.units import format_size
 
 nb = notebooks.setup("tuning", run_dir, sample="tuning-go", experiment="load", formats=formats, output_dir=output_dir,
                      headline_path=headline_path)
@@ -219,16 +220,19 @@ else:
 
 # %%
 with plots.theme():
-    fig, axes = plots.figure(max(1, len(knobs)), len(METRICS), figsize=(13, 3.4 * max(1, len(knobs))), squeeze=False)
+    fig, axes = plots.figure(max(1, len(knobs)), len(METRICS), height=2.3 * max(1, len(knobs)) + 0.4, squeeze=False)
     for row_axes, knob in zip(axes, knobs):
         frame = diffs[diffs["knob"] == knob].assign(others=lambda f: f["where"].str.replace(r"c=\d+ ?", "", regex=True))
+        said = plots.short_labels(frame["others"].unique())  # "32 MiB windows", not the option string
         for ax, metric in zip(row_axes, METRICS):
             plots.lines_with_ci(frame, "concurrency", f"{metric}_diff", f"{metric}_lo", f"{metric}_hi", by="others", ax=ax,
-                                xlabel="concurrency", ylabel=f"{metric}: on − off ({tuning_report.unit(metric)})")
+                                ylabel=f"{metric} on − off ({tuning_report.unit(metric)})", labels=said)
             ax.axhline(0, color="0.3", linewidth=0.8)
             ax.set_xticks(sorted(frame["concurrency"].unique()))
             ax.set_title(f"{knob}: {metric}", loc="left", fontsize="small")
-            ax.legend(fontsize="x-small", title=None)
+            ax.set_xlabel("concurrency" if knob == list(knobs)[-1] else "")  # the rows share the axis: once, below
+            ax.get_legend().remove()
+        plots.legend_right(row_axes[-1])  # one legend a row: inside the panels it covered the intervals
 export(fig, "differences")
 
 # %% [markdown]
@@ -265,14 +269,15 @@ runs_headline = notebooks.tuning_runs_section(run, diffs, knobs, n_bins=n_bins, 
 # %%
 with plots.theme():
     payloads, concurrencies = sorted(cells["payload_bytes"].unique()), sorted(cells["concurrency"].unique())
-    fig, axes = plots.figure(len(payloads), len(concurrencies), figsize=(6 * len(concurrencies), 3.6 * len(payloads)),
-                             squeeze=False)
+    fig, axes = plots.figure(len(payloads), len(concurrencies), height=2.4 * len(payloads) + 1.4, squeeze=False)
+    said = plots.short_labels(sorted(all_calls["setting"].unique()))
     for (payload, concurrency), ax in zip([(p, c) for p in payloads for c in concurrencies], axes.flat):
         frame = all_calls[(all_calls["payload_bytes"] == payload) & (all_calls["concurrency"] == concurrency)]
-        plots.ecdf(frame, "latency_ms", by="setting", order=sorted(frame["setting"].unique()), ax=ax)
-        ax.set(xscale="log", xlabel="latency per call (ms, log scale)")
-        ax.set_title(f"{payload} B, concurrency {concurrency}", loc="left", fontsize="small")
-        ax.legend(fontsize="x-small", title=None)
+        plots.ecdf(frame.assign(setting=frame["setting"].map(said)), "latency_ms", by="setting",
+                   order=[said[s] for s in sorted(frame["setting"].unique())], ax=ax)
+        plots.readable_log_axis(ax, "x", "call latency (ms, log)" if payload == payloads[-1] else "")
+        ax.set_title(f"{format_size(payload)}, concurrency {concurrency}", loc="left", fontsize="small")
+    plots.shared_legend(fig, axes)  # each setting is a line in each panel; inside one, its legend hid the curves
 export(fig, "ecdf")
 
 # %% [markdown]
@@ -339,10 +344,11 @@ display(Markdown("Keepalive on − off (ms) by request size, with its 95 % inter
 display(idle_diffs.set_index(["keepalive", "payload_bytes"]))
 
 with plots.theme():
-    fig, ax = plots.figure(figsize=(7, 4.2))
+    fig, ax = plots.figure(height=3.6)
     plots.lines_with_ci(idle_table.reset_index(), "payload_bytes", "value", "lo", "hi", by="keepalive", logx=True, ax=ax,
                         xlabel="request payload (bytes, log scale)",
-                        ylabel=f"latency (ping RTTs; {idle_statistic}, 95 % CI)")
+                        ylabel=f"latency (ping RTTs; {idle_statistic}, 95 % CI)", n="count", n_unit="calls")
+    plots.size_ticks(ax, idle_table.reset_index()["payload_bytes"])
     ax.axhline(1, color="0.3", linewidth=0.8)
     ax.set_title(f"idle connection: CUBIC, sysctl 1, {idle_gap_s:g} s between calls", loc="left", fontsize="small")
 export(fig, "idle_keepalive")

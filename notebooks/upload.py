@@ -86,7 +86,6 @@ from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
 from labkit.analysis import statistics_named, upload, upload_report
-from labkit.units import format_size
 
 nb = notebooks.setup("upload", run_dir, sample="upload-loopback", experiment="upload", formats=formats, output_dir=output_dir,
                      headline_path=headline_path)
@@ -147,14 +146,14 @@ display(upload_report.location_grid(throughput, conditions))
 
 
 def chunk_axis(ax):
-    ax.set_xticks(chunk_sizes, [format_size(s) for s in chunk_sizes])
-    ax.minorticks_off()
+    plots.size_ticks(ax, chunk_sizes)
 
 
 with plots.theme():
-    fig, ax = plots.figure(figsize=(6.4, 4.2))
+    fig, ax = plots.figure(height=3.6)
     plots.lines_with_ci(throughput, "chunk_bytes", "value", "lo", "hi", by="condition", order=conditions,
-                        logx=True, ax=ax, xlabel="chunk size", ylabel=f"MB/s ({statistic}, {confidence:.0%} CI)")
+                        logx=True, ax=ax, xlabel="chunk size", ylabel=f"MB/s ({statistic}, {confidence:.0%} CI)",
+                        n="count", n_unit="uploads")
     chunk_axis(ax)
     ax.set_ylim(bottom=0)
     ax.set_title(f"{file_bytes / 2**20:g} MiB upload, ping RTT {ping_ms:.1f} ms", loc="left", fontsize="small")
@@ -181,11 +180,11 @@ display(Markdown("Medians per condition and chunk size:"))
 display(upload_report.cpu_table(uploads, cpu, utilisation, conditions))
 
 with plots.theme():
-    fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0), sharey=True)
+    fig, axes = plots.figure(1, 2, height=3.4, sharey=True)
     for ax, side in zip(axes, ("client", "server")):
         plots.lines_with_ci(cpu[side], "chunk_bytes", "value", "lo", "hi", by="condition", order=conditions,
                             logx=True, logy=True, ax=ax, xlabel="chunk size",
-                            ylabel=f"CPU seconds per MB ({statistic}, {confidence:.0%} CI)")
+                            ylabel=f"CPU s per MB ({statistic}, {confidence:.0%} CI)", n="count", n_unit="uploads")
         chunk_axis(ax)
         ax.set_title(f"{side} process", loc="left", fontsize="small")
 export(fig, "cpu")
@@ -229,9 +228,9 @@ display(Markdown("Median MB/s of the first upload of a cell against the later on
 display(first_vs_later)
 
 with plots.theme():
-    fig, axes = plots.figure(1, 2, figsize=(9.6, 4.0))
+    fig, axes = plots.figure(1, 2, height=4.4)  # room below for the legends the uploads leave no corner for
     plots.lines_with_ci(spread.reset_index(), "chunk_bytes", "cv", by="condition", order=conditions, logx=True, ax=axes[0],
-                        xlabel="chunk size", ylabel="coefficient of variation of MB/s")
+                        xlabel="chunk size", ylabel="CV of MB/s (std / mean)")
     axes[0].set_ylim(bottom=0)
     colors = plots.group_colors(conditions)
     for (condition, first), frame in every_upload.groupby(["condition", every_upload["seq"] == 0]):

@@ -176,3 +176,21 @@ def test_the_answered_samples_leave_out_failures_and_duplicate_replies(samples):
     assert len(rows) == int((samples["ok"] & ~samples["duplicate"]).sum())
     marked = samples.assign(duplicate=samples.index == samples.index[0], ok=True)
     assert len(probes.answered(marked)) == len(samples) - 1
+
+
+def test_the_split_tick_by_tick_adds_up_to_each_ticks_cold_call(samples):
+    """The series figure's panels: ping, then each step up to a cold call, at the same tick; their sum at a tick
+    is that tick's cold call, and their medians are the split's (the differences of medians, to a tick's noise)."""
+    found = probes.probes_of(samples)
+    parts = probes.per_tick_splits(samples, found)
+    assert list(dict.fromkeys(parts["part"])) == ["ping", "tcp-echo − ping", "echo-warm − tcp-echo",
+                                                  "echo-cold − echo-warm"]
+    wide = parts.pivot_table(index="seq", columns="part", values="ms").dropna()
+    answered = probes.answered(samples)
+    cold = answered[answered["probe"] == "echo-cold"].set_index("seq")["rtt_ms"]
+    assert len(wide) > 0.9 * samples["seq"].nunique()
+    pd.testing.assert_series_equal(wide.sum(axis=1), cold.reindex(wide.index), check_names=False, atol=1e-9)
+    assert parts.groupby("seq")["t_utc"].nunique().max() == 1  # one send time a tick, for every part
+    _, split = probes.split_latency(samples, found)
+    for part in ["tcp-echo − ping", "echo-warm − tcp-echo", "echo-cold − echo-warm"]:
+        assert wide[part].median() == pytest.approx(split.at[part, "median_diff_ms"], abs=0.5)

@@ -189,8 +189,8 @@ def test_the_quickstart_figure_is_every_call_in_round_trips_with_the_initial_win
     (ax,) = fig.axes
     assert len(ax.collections) == 2 and sum(len(c.get_offsets()) for c in ax.collections) == 200
     assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "10 × 1408 B = 14080 B"
-    assert ax.get_ylabel() == "latency / ping RTT (round trips)" and fig.get_size_inches().tolist() == [7.5, 4.2]
-    assert 7.5 * fig.dpi >= 700  # a readable width inline
+    assert ax.get_ylabel() == "latency / ping RTT (round trips)" and fig.get_size_inches().tolist() == [7.0, 3.8]
+    assert 7.0 * fig.dpi >= 700  # a readable width inline
 
 
 # --- run it yourself ------------------------------------------------------------------------------------------------

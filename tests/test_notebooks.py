@@ -40,6 +40,15 @@ def cells(notebook):
     return [(c.cell_type, c.source.strip(), tuple(c.metadata.get("tags", ()))) for c in notebook.cells]
 
 
+def assert_figures_ready(data: dict) -> None:
+    """Every figure the notebook exported passed labkit's layout check (no text over text, no legend over data, no
+    wider than a page), and the gallery (docs/figures.md, made by scripts/gallery.py) shows it, to be looked at."""
+    assert data["figure_problems"] == {}
+    gallery = (REPO / "docs" / "figures.md").read_text()
+    missing = [name for name in data["figures"] if f"### {name.rsplit('.', 1)[0]}\n" not in gallery]
+    assert not missing, f"not in docs/figures.md (run scripts/gallery.py): {missing}"
+
+
 REGISTERED = sorted({n for names in NOTEBOOKS.values() for n in names})
 
 
@@ -81,16 +90,24 @@ def test_setup_and_finish_are_the_contract_in_two_calls(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "agg")
     import matplotlib.pyplot as plt
 
+    from labkit import plots
+
     nb = notebooks.setup("example", "", sample="idle-step-cubic", experiment="idle-step", formats="png,svg",
                          output_dir=tmp_path / "figs", headline_path="")
     assert nb.run.path == IDLE_STEP and nb.headline_file == tmp_path / "figs" / "example.json"
     fig, _ = plt.subplots()
     nb.export(fig, "empty")
+    crowded, ax = plots.figure(width=2.5, height=2)
+    ax.set_title("a title on the left", loc="left")
+    ax.set_title("and another", loc="center")  # each export is checked: a reviewer would circle this
+    with pytest.warns(UserWarning, match="figure crowded: panel 1 title 'and another' overlaps panel 1 title 'a title on the left'$"):
+        nb.export(crowded, "crowded")
     table = nb.finish({"answer": 42}, settings={"robust": True}, detail=[1.5, float("nan")])
     data = json.loads(nb.headline_file.read_text())
     assert data == {"notebook": "example", "run_id": nb.run.run_id, "run_path": str(IDLE_STEP), "experiment": "idle-step",
                     "settings": {"robust": True}, "headline": {"answer": 42}, "detail": [1.5, None],
-                    "figures": ["example_empty.png", "example_empty.svg"]}
+                    "figures": ["example_empty.png", "example_empty.svg", "example_crowded.png", "example_crowded.svg"],
+                    "figure_problems": {"crowded": ["panel 1 title 'and another' overlaps panel 1 title 'a title on the left'"]}}
     assert table.loc["answer", "value"] == 42
     with pytest.raises(Exception, match="not a 'series' run"):
         notebooks.setup("example", str(IDLE_STEP), sample="x", experiment="series", formats="png")
@@ -136,6 +153,7 @@ def test_report_on_the_sample_run(sample_report):
 def test_the_original_variant_reproduces_the_published_table(sample_report):
     run, _ = sample_report
     data = json.loads((run / "report" / "ping_vs_echo.json").read_text())
+    assert_figures_ready(data)
     table = data["variants"]["original"]["table"]
     # Published (ms): ping count 3567, mean 13.037, std 1.877, min 10.616, 25% 12.169, 50% 12.747, 75% 13.422, max 42.806;
     # echo count 3538, mean 29.431, std 2.908, min 23.806, 25% 27.366, 50% 28.989, 75% 31.016, max 49.039.
@@ -182,6 +200,7 @@ def test_notebook_defaults_to_the_shipped_sample(tmp_path, monkeypatch, labkit_k
     result = execute_notebook("ping_vs_echo", SAMPLE, out, ["svg"], parameters={"run_dir": "", "scope": "pooled"},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     assert data["run_path"] == str(SAMPLE) and data["settings"]["scope"] == "pooled"
     assert list(data["variants"]) == ["original", "corrected_pooled"]
     assert sorted(p.name for p in (out / "figures").iterdir()) == [
@@ -197,6 +216,7 @@ def test_report_on_a_ping_only_import(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (run,) = tmp_path.iterdir()
     data = json.loads((run / "report" / "ping_vs_echo.json").read_text())
+    assert_figures_ready(data)
     assert data["experiment"] == "import-ping" and data["probes"] == ["ping"]
     assert data["headline"]["samples.ping"] == 19 and data["headline"]["lost.ping"] == 6
     assert "median_diff_ms" not in data["headline"] and data["comparison"] is None
@@ -224,6 +244,7 @@ def test_idle_step_notebook_finds_the_step_in_the_shipped_sample(tmp_path, monke
     result = execute_notebook("idle_step", IDLE_STEP, tmp_path, ["png", "svg", "pdf"], parameters={"run_dir": ""},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     headline = data["headline"]
     assert data["run_path"] == str(IDLE_STEP) and headline["reference_condition"] == "cubic ssai=1 gap=1s"
     # The recorded TCP state: MSS 1408 on the 1460-byte link; gRPC + HTTP/2 framing of a request.
@@ -277,6 +298,7 @@ def test_report_on_the_idle_step_knobs_sample(tmp_path):
     assert f"report: {report / 'index.html'}" in proc.stdout
     assert any(line.split()[:1] == ["step.fitted_iw"] and line.split()[-1] == "10" for line in proc.stdout.splitlines())
     data = json.loads((report / "idle_step.json").read_text())
+    assert_figures_ready(data)
     conditions = {c["condition"]: c for c in data["conditions"]}
     assert len(conditions) == 16
     # The reference steps; BBR never does (whatever the knobs), and neither do 0.1 s gaps.
@@ -356,6 +378,7 @@ def test_upload_notebook_on_the_grpcio_sample(tmp_path, monkeypatch, labkit_kern
                               parameters={"run_dir": str(UPLOAD_SMALL), "drop_first_upload": False},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     headline = data["headline"]
     assert data["run_path"] == str(UPLOAD_SMALL)
     assert (headline["uploads"], headline["failed"], headline["file_bytes"]) == (100, 0, 4 * 2**20)
@@ -412,6 +435,7 @@ def test_upload_notebook_on_the_shipped_loopback_sample(tmp_path, monkeypatch, l
     result = execute_notebook("upload", UPLOAD_LOOPBACK, tmp_path, ["png"], parameters={"run_dir": ""},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     headline = data["headline"]
     assert data["run_path"] == str(UPLOAD_LOOPBACK) and data["settings"]["drop_first_upload"] is True
     assert (headline["uploads"], headline["failed"], headline["runs"]) == (3600, 0, 3)
@@ -438,6 +462,7 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
     result = execute_notebook("load", LOAD_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 200},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     headline = data["headline"]
     assert data["run_path"] == str(LOAD_SMALL) and headline["cells"] == 10 and headline["errors"] == 0
     # The per-request raw outputs give back exactly the recorded cells.
@@ -471,6 +496,7 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel
     result = execute_notebook("hop", HOP_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 500},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     headline = data["headline"]
     assert data["run_path"] == str(HOP_SMALL) and headline["cells"] == 100 and headline["errors"] == 0
     assert headline["bytes_per_request"] == pytest.approx(366, abs=1)  # wrk's, the published runs' bytes per response
@@ -512,6 +538,7 @@ def test_series_notebook_on_the_shipped_wan_sample_against_the_lan_one(tmp_path,
     result = execute_notebook("series", SERIES_WAN, tmp_path, ["svg"], parameters={"run_dir": ""},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     headline = data["headline"]
     assert data["run_path"] == str(SERIES_WAN) and data["probes"] == ["ping", "echo-warm", "echo-cold", "tcp-echo"]
     # Every probe has a row for every tick; a sample is a row that is ok, the rest are counted as lost.
@@ -567,6 +594,7 @@ def test_report_on_the_series_lan_sample(tmp_path):
     assert f"report: {report / 'index.html'}" in proc.stdout
     assert any(line.split() == ["count.ping", "60"] for line in proc.stdout.splitlines())
     data = json.loads((report / "series.json").read_text())
+    assert_figures_ready(data)
     assert data["compare"] is None and not any(k.startswith("compare.") for k in data["headline"])
     assert data["headline"]["median_ms.tcp-echo"] <= data["headline"]["median_ms.echo-warm"]
 
@@ -599,6 +627,7 @@ def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch, labkit_
     result = execute_notebook("tuning", TUNING_GO, tmp_path, ["png"],
                               parameters={"run_dir": "", "idle_run_dir": "", "n_resamples": 300}, kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     headline = data["headline"]
     assert data["run_path"] == str(TUNING_GO) and data["idle_run_path"] == str(IDLE_KNOBS)
     # 2 concurrencies × 2 payloads × (a baseline, streams, gzip, keepalive, pools of 2, 4 and 8, 32 MiB static
@@ -654,6 +683,7 @@ def test_tuning_notebook_on_the_python_sample(tmp_path, monkeypatch):
     result = execute_notebook("tuning", TUNING, tmp_path, ["png"],
                               parameters={"run_dir": str(TUNING), "idle_run_dir": "", "n_resamples": 500})
     data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
     headline = data["headline"]
     assert data["run_path"] == str(TUNING) and data["idle_run_path"] == str(IDLE_KNOBS)
     # 2 transports (1 and 4 connections) × 2 concurrencies × 2 payloads × 2 keepalives; every call of the windows
@@ -712,7 +742,9 @@ def test_tuning_notebook_on_a_load_run_with_fewer_knobs(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "agg")
     run = REPO / "data" / "samples" / "load-small"
     result = execute_notebook("tuning", run, tmp_path, ["png"], parameters={"n_resamples": 200})
-    headline = json.loads(result.headline_path.read_text())["headline"]
+    data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
+    headline = data["headline"]
     # The 5 ghz cells only; 1 against 4 connections at concurrency 10 and 50; nothing else varied, so no A/A control.
     assert headline["cells"] == 5 and headline["pool.compared"] == 2
     assert headline["keepalive.compared"] == 0 == headline["payload.compared"]

@@ -88,6 +88,26 @@ def split_latency(samples: pd.DataFrame, probes: list[str]) -> tuple[float, pd.D
     return rtt, pd.DataFrame(rows, columns=columns).set_index("B − A")
 
 
+def per_tick_splits(samples: pd.DataFrame, probes: list[str]) -> pd.DataFrame:
+    """The split tick by tick, for a figure: ping's RTT, then each step up the chain ping → TCP echo → warm gRPC →
+    cold gRPC (``B − A`` at the same tick) whose probes the run has (warm − ping where it has no TCP echo). Long:
+    ``seq`` (the tick), ``t_utc`` (its first send), ``part`` (``"ping"`` or ``"B − A"``, in chain order), ``ms``; a tick where
+    either probe failed has no row for that part."""
+    answered_rows = answered(samples)
+    by_tick = answered_rows.pivot_table(index="seq", columns="probe", values="rtt_ms", aggfunc="first").sort_index()
+    sent = answered_rows.groupby("seq")["t_utc_ns"].min()
+    chain = [("ping", "tcp-echo"), ("tcp-echo", "echo-warm"), ("echo-warm", "echo-cold")]
+    if "tcp-echo" not in probes:
+        chain = [("ping", "echo-warm"), ("echo-warm", "echo-cold")]
+    parts = [("ping", by_tick["ping"])] if "ping" in by_tick else []
+    parts += [(f"{b} − {a}", by_tick[b] - by_tick[a]) for a, b in chain if a in by_tick and b in by_tick]
+    frames = [pd.DataFrame({"seq": v.index, "t_utc": pd.to_datetime(sent.reindex(v.index).to_numpy(), unit="ns", utc=True),
+                            "part": name, "ms": v.to_numpy()}).dropna(subset=["ms"]) for name, v in parts]
+    if not frames:
+        return pd.DataFrame(columns=["seq", "t_utc", "part", "ms"])
+    return pd.concat(frames, ignore_index=True)
+
+
 @dataclass
 class SeriesAnalysis:
     """One series run analysed: its samples and probes, their tally and summary, and the latency split."""
