@@ -116,7 +116,7 @@ class FigureWriter:
 
         plots.settle_legends(fig)
         with plots.frozen_layout(fig):  # the layout checked is the layout written
-            problems = plots.layout_problems(fig)
+            problems = plots.layout_problems(fig, fig.canvas.get_renderer())
             paths = plots.export(fig, self.directory / f"{self.notebook}_{name}", self.formats)
         if problems:
             self.problems[name] = problems

@@ -182,6 +182,16 @@ def _say(token: str) -> str:
     return token
 
 
+def shared_words(names: Iterable) -> str:
+    """The words every one of several condition names has (``ssai=1``), in the first name's order: what
+    :func:`short_labels` leaves out, for a title to say once; empty when they share none."""
+    words = [str(name).split() for name in dict.fromkeys(names)]
+    if len(words) < 2:
+        return ""
+    common = set.intersection(*(set(w) for w in words))
+    return " ".join(w for w in words[0] if w in common)
+
+
 def short_labels(names: Iterable) -> dict:
     """Short human labels for conditions named the internal way (``conns=1 ka=none tool→go
     static-conn-window=32MiB;static-stream-window=32MiB``): the words every name shares dropped, as they tell no
@@ -189,7 +199,7 @@ def short_labels(names: Iterable) -> dict:
     ``128 KiB``). A name that would lose every word keeps its own."""
     names = list(dict.fromkeys(names))
     words = {name: str(name).split() for name in names}
-    shared = set.intersection(*(set(w) for w in words.values())) if len(names) > 1 else set()
+    shared = set(shared_words(names).split())
     labels = {}
     for name in names:
         kept = [_say(w) for w in words[name] if w not in shared]
@@ -901,6 +911,9 @@ def frozen_layout(fig, dpi: float = 300):
     to 1e-6 and held, so what is checked (:func:`layout_problems`) and every file written is the same layout.
     """
     engine, resolution = fig.get_layout_engine(), fig.dpi
+    if engine is None and resolution == dpi:  # frozen already (export inside the block of a check): as it is
+        yield fig
+        return
     fig.set_dpi(dpi)
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
@@ -1092,13 +1105,14 @@ def _data_points(ax) -> list[tuple[str, np.ndarray, list]]:
     return out
 
 
-def layout_problems(fig) -> list[str]:
+def layout_problems(fig, renderer=None) -> list[str]:
     """What a reviewer would circle on ``fig``, found from matplotlib's own extents: a figure wider than the page
     (:data:`TWO_COLUMNS`: placed, its type would shrink) or type smaller than :data:`SMALLEST_TYPE_PT`, two pieces
     of text whose boxes overlap (tick labels, titles, legends, annotations) or that sit on one line with less than
     a space between them, text cut off at the figure's edge, and
-    a legend whose box covers a plotted point, line, error bar or bar of its axes. An empty list when there is none."""
-    renderer = _renderer(fig)
+    a legend whose box covers a plotted point, line, error bar or bar of its axes. An empty list when there is none.
+    ``renderer``: the one that has just drawn ``fig`` as it stands (else it is drawn again here)."""
+    renderer = renderer or _renderer(fig)
     touch = _TOUCH_PT * fig.dpi / 72
     problems = []
     width_in = fig.get_figwidth()

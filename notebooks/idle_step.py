@@ -276,9 +276,8 @@ with plots.theme():
     for ax, column, title in zip(axes, ["cwnd_before", "window_at_send", "cwnd_after"],
                                  ["ss before the call", "at the first send (restart applied)", "ss after the call"]):
         plots.cwnd_vs_size(tcp, cwnd=column, mss=mss, iw=initial_window, by="condition", order=in_tcp, ax=ax)
-        ax.set(xscale="log", yscale="log", xlabel="", ylabel="cwnd (segments, log scale)")
+        ax.set(xscale="log", yscale="log", xlabel="", ylabel="cwnd (segments, log scale)" if ax is axes[0] else "")
         ax.set_title(title, fontsize="small")
-        ax.set_ylabel("" if ax is not axes[0] else ax.get_ylabel())
     axes[1].set_xlabel("request payload (bytes, log scale)")
     # One legend for the three panels, below them: inside one it would cover the calls of its smallest sizes.
     plots.shared_legend(fig, axes, plots.short_labels(in_tcp), ncols=2 if len(in_tcp) > 4 else 3)
@@ -376,14 +375,15 @@ if len(comparisons):
 with plots.theme():
     at_largest = calls[calls["payload_bytes"] == largest]
     present = [c for c in conditions if c in set(at_largest["condition"])]
-    short = plots.short_labels(present)  # the words every condition shares said once, in the title
+    short = plots.short_labels(present)
     fig, ax = plots.figure(height=5.2 if len(present) > 4 else 3.4)  # room for the names set on end
     plots.box(at_largest.assign(condition=at_largest["condition"].map(short)), value="rtt_ms", by="condition",
               order=[short[c] for c in present], ax=ax, ylabel="call latency (ms)", every_value=True)
     plots.rtt_axis(ax, reference_ping)
     ax.set_xlabel("\n".join(ax.get_xlabel().splitlines()[1:]))  # the whiskers' note, without the word "condition"
     ax.tick_params(axis="x", labelrotation=90 if len(present) > 4 else 0, labelsize="x-small")
-    ax.set_title(f"{largest} B requests, every call", loc="left", fontsize="small")
+    common = plots.shared_words(present)  # what the short labels leave out, said once
+    ax.set_title(f"{largest} B requests, every call" + (f"; {common}" if common else ""), loc="left", fontsize="small")
 export(fig, "largest")
 
 # %% [markdown]

@@ -86,12 +86,6 @@ def test_analyse_series_gathers_tally_summary_and_split(wan_and_lan):
     assert scaled.loc[scaled["ok"] & (scaled["probe"] == "ping"), "rtt_in_pings"].median() == 1.0
 
 
-def test_send_times_leave_out_duplicates_and_read_ns_as_utc():
-    made = pd.DataFrame({"probe": ["ping", "ping"], "duplicate": [False, True], "t_utc_ns": [1_500_000_000_000_000_000, 0]})
-    timed = probes.send_times(made)
-    assert len(timed) == 1 and timed["t_utc"].iloc[0] == pd.Timestamp("2017-07-14 02:40:00", tz="UTC")
-
-
 def test_findings_name_the_numbers_of_the_split(wan_and_lan):
     wan = wan_and_lan["series-wan"]
     said = probes.split_findings(wan)

@@ -401,6 +401,7 @@ def test_short_labels_say_each_condition_in_a_readers_words_without_what_they_al
     assert plots.short_labels(["conns=2: 131072B", "conns=2: 64B"]) == {"conns=2: 131072B": "128 KiB",
                                                                          "conns=2: 64B": "64 B"}
     assert plots.short_labels(["baseline"]) == {"baseline": "baseline"}
+    assert plots.shared_words(settings) == "tool→go" and plots.shared_words(["a b", "c"]) == ""
 
 
 def test_a_named_group_keeps_its_colour_whatever_else_is_in_the_figure():

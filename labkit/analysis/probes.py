@@ -147,11 +147,6 @@ def analyse_series(samples: pd.DataFrame) -> SeriesAnalysis:
                           differences=differences)
 
 
-def send_times(samples: pd.DataFrame) -> pd.DataFrame:
-    """One row per probe per tick (duplicate replies left out), with ``t_utc``: the send time as a UTC timestamp."""
-    return samples[~samples["duplicate"]].assign(t_utc=lambda d: pd.to_datetime(d["t_utc_ns"], unit="ns", utc=True))
-
-
 def split_findings(series: SeriesAnalysis) -> str:
     """What the split says in words (Markdown): a new channel's cost, the RPC stack's, warm gRPC against ping.
 
