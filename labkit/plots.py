@@ -1078,7 +1078,7 @@ def _densified(xy: np.ndarray, step_px: float = 2.0) -> np.ndarray:
     return np.vstack([xy[:1], starts[segment] + fraction[:, None] * steps[segment]])
 
 
-def _data_points(ax) -> list[tuple[str, np.ndarray, list]]:
+def _data_points(ax, step_px: float = 2.0) -> list[tuple[str, np.ndarray, list]]:
     """What a reader reads off ``ax``, in display coordinates: lines (densified), scatter points, error bars and
     bars, each with a name; filled bands are areas under the lines they belong to and are left out."""
     out = []
@@ -1087,7 +1087,7 @@ def _data_points(ax) -> list[tuple[str, np.ndarray, list]]:
             continue
         xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))  # unit-converted (dates as numbers)
         drawn_line = line.get_linestyle() not in ("None", "none", "", " ") and line.get_linewidth() > 0
-        out.append((f"line {line.get_label()!r}", _densified(xy) if drawn_line else xy, []))
+        out.append((f"line {line.get_label()!r}", _densified(xy, step_px) if drawn_line else xy, []))
     for collection in ax.collections:
         if not collection.get_visible() or isinstance(collection, mpl.collections.PolyCollection):
             continue
@@ -1096,7 +1096,8 @@ def _data_points(ax) -> list[tuple[str, np.ndarray, list]]:
             out.append(("points", collection.get_offset_transform().transform(np.asarray(offsets, dtype=float)), []))
         elif isinstance(collection, mpl.collections.LineCollection):
             transform = collection.get_transform()
-            segments = [_densified(transform.transform(np.asarray(s, dtype=float))) for s in collection.get_segments()]
+            segments = [_densified(transform.transform(np.asarray(s, dtype=float)), step_px)
+                        for s in collection.get_segments()]
             if segments:
                 out.append(("error bars or segments", np.vstack(segments), []))
     bars = [p for p in ax.patches if isinstance(p, mpl.patches.Rectangle) and p.get_visible() and p.get_height() != 0]
@@ -1139,7 +1140,7 @@ def layout_problems(fig, renderer=None) -> list[str]:
             continue
         for legend in _legends(ax):
             frame = legend.get_window_extent(renderer)
-            for what, xy, patches in _data_points(ax):
+            for what, xy, patches in _data_points(ax, fig.dpi / 50):
                 if len(xy) and _inside(frame, xy).any():
                     problems.append(f"panel {number} legend covers {what}")
                 for patch in patches:
@@ -1154,9 +1155,10 @@ _INSIDE = ("upper right", "upper left", "lower right", "lower left", "center rig
            "lower center")
 
 
-def _covers(legend, ax, renderer) -> bool:
+def _covers(legend, points, renderer) -> bool:
+    """Whether ``legend``'s box covers any of ``points`` (its axes' :func:`_data_points`)."""
     frame, touch = legend.get_window_extent(renderer), _TOUCH_PT * renderer.dpi / 72
-    for _, xy, patches in _data_points(ax):
+    for _, xy, patches in points:
         if (len(xy) and _inside(frame, xy).any()) or any(_overlap(frame, p.get_window_extent(renderer), touch)
                                                           for p in patches):
             return True
@@ -1174,16 +1176,19 @@ def settle_legends(fig) -> list:
     fig.set_dpi(300)
     moved_out = []
     try:
+        renderer = _renderer(fig)
         for _ in range(3):
-            renderer, moved = _renderer(fig), False
+            moved = False
             for ax in fig.axes:
                 legend = ax.get_legend()
-                if legend is None or legend in moved_out or not _covers(legend, ax, renderer):
+                if legend is None or legend in moved_out:
                     continue
-                moved = True
+                points = _data_points(ax, fig.dpi / 50)  # once an axes: the data stay where they are
+                if not _covers(legend, points, renderer):
+                    continue
                 for loc in _INSIDE:
                     legend.set_loc(loc)
-                    if not _covers(legend, ax, renderer):
+                    if not _covers(legend, points, renderer):
                         break
                 else:
                     spec = ax.get_subplotspec()
@@ -1194,9 +1199,10 @@ def settle_legends(fig) -> list:
                         legend.set_loc("upper center")
                         legend.set_bbox_to_anchor((0.5, -0.22), transform=ax.transAxes)
                     moved_out.append(legend)
-            if not moved:
+                    moved = True
+            if not moved:  # a legend moved into a corner leaves the layout as it was: nothing to look at again
                 break
+            renderer = _renderer(fig)
     finally:
         fig.set_dpi(resolution)
-    fig.draw_without_rendering()
     return moved_out
