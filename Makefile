@@ -13,7 +13,7 @@ demo: bootstrap
 
 ## The whole test suite (testbed tests need root; CI sets LABKIT_REQUIRE_TESTBED=1). Modules go to the workers in the
 ## order tests/conftest.py collects them (longest first), not xdist's default order by number of tests. Four workers
-## on two cores: the testbed modules mostly wait on their links, and four finished in 8:55 where three took 9:50.
+## on two cores: the testbed modules mostly wait on their links (docs/testing.md has the measurements).
 test: bootstrap
 	$(BIN)/python -m pytest -q -ra -n 4 --dist loadfile --no-loadscope-reorder --durations=30
 
