@@ -634,7 +634,7 @@ def lines_with_ci(
                 continue
             label = (labels or {}).get(key, str(key)) if key is not None else y
             if n is not None:  # "grpc (49 uploads)": the count beside the name, whatever the name says
-                label += f" ({n_label(frame[n], n_unit).removeprefix('n=') if n_unit else n_label(frame[n])})"
+                label += f" ({n_label(frame[n], n_unit)})"
                 if key is None:
                     note_n(ax, n_label(frame[n], n_unit))
             # Through fewer than FEW_FOR_A_LINE points a line and a band imply a trend nobody measured: points, each
@@ -667,12 +667,13 @@ def lines_with_ci(
 
 
 def n_label(counts, unit: str = "") -> str:
-    """``n=5 uploads`` for counts that are all 5, ``n=3–5 uploads`` for counts from 3 to 5."""
+    """``5 uploads`` for counts that are all 5, ``3–5 uploads`` for counts from 3 to 5; ``n=5`` without a unit."""
     counts = pd.to_numeric(pd.Series(counts), errors="coerce").dropna()
     if counts.empty:
         return "n unknown"
     low, high = int(counts.min()), int(counts.max())
-    return f"n={low}{'' if low == high else f'–{high}'}" + (f" {unit}" if unit else "")
+    span = f"{low}{'' if low == high else f'–{high}'}"
+    return f"{span} {unit}" if unit else f"n={span}"
 
 
 def note_n(ax, text: str) -> None:
@@ -753,7 +754,7 @@ def bars_with_ci(table: pd.DataFrame, x: str, y: str, lo: str | None = None, hi:
     """One bar per ``x`` (in ``order``), side by side per ``by`` group (in ``groups``), with ``lo``–``hi`` as error bars.
 
     Missing bounds draw no error bar; a missing ``y`` draws no bar. ``n`` names the column of how many values each
-    bar rests on, noted at the panel's top right (``n=3 repeats``).
+    bar rests on, noted at the panel's top right (``3 repeats``).
     """
     ax = _ax(ax)
     artists: dict[str, list] = {"bars": [], "errorbars": []}

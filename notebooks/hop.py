@@ -165,8 +165,8 @@ display(Markdown(f"Measured on the **{hop.measuring_tool(samples)}** cells."),
 with plots.theme():
     fig, axes = plots.figure(1, 2, height=3.4)
     for ax, table, what in ((axes[0], cost, "mean latency via − direct (ms, "), (axes[1], cost_rps, "req/s via − direct (")):
-        plots.bars_with_ci(table.reset_index().assign(n=lambda t: t[["n_via", "n_direct"]].min(axis=1)), "via", "cost",
-                           "lo", "hi", ax=ax, ylabel=f"{what}{confidence:.0%} CI)", n="n", n_unit="repeats a side")
+        plots.bars_with_ci(table.assign(repeats=hop.cost_repeats(table)).reset_index(), "via", "cost", "lo", "hi",
+                           ax=ax, ylabel=f"{what}{confidence:.0%} CI)", n="repeats", n_unit="repeats a side")
     for ax in axes:
         ax.axhline(0, color="0.4", linewidth=0.8)
 export(fig, "cost")

@@ -126,10 +126,11 @@ export(fig, "box")
 #
 # The path's round trip (ping), and each step up the split at the same tick:
 # what a TCP echo adds to ping, gRPC to the TCP echo, a new channel to a warm
-# one. The parts differ by a thousand times and more, so each has its own
-# panel and axis; a point is one tick, the line a rolling median, and a
-# tick where either probe failed has no point. A shift only the top panel
-# shows is the path; one in a lower panel is that step's own.
+# one. Each part has its own panel and axis, so the largest does not flatten
+# the others; each panel's title gives its n (the ticks where both of its
+# probes answered: a tick where either failed has no point). A point is one
+# tick, the line a rolling median. A shift only the top panel shows is the
+# path; one in a lower panel is that step's own.
 
 # %%
 drawn = plots.time_panels(series_probes.per_tick_splits(samples, probes), "part", "ms", window=window,

@@ -64,6 +64,7 @@ def test_the_cost_of_the_hop_is_over_repeats(sample):
     # No spread on either side: nothing to test against, listed as such; one repeat: no interval either.
     assert exact.loc["grpc", "verdict"] == "not testable" and np.isnan(exact.loc["grpc", "lo"])
     assert exact.loc["nats", "cost"] == 1.0 and np.isnan(exact.loc["nats", "lo"]) and exact.loc["nats", "verdict"] == "not testable"
+    assert hop.cost_repeats(exact).to_dict() == {"grpc": 3, "nats": 1}  # the thinner side: nats's one repeat
     spread = hop.hop_cost(cells({"direct": [1.0, 2.0, 3.0], "grpc": [4.0, 5.0, 6.0]}))
     row = spread.loc["grpc"]
     welch = stats.ttest_ind([4.0, 5.0, 6.0], [1.0, 2.0, 3.0], equal_var=False)

@@ -424,3 +424,15 @@ def test_export_lays_a_figure_out_at_the_resolution_it_writes():
         assert ax.xaxis.label.get_window_extent(fig.canvas.get_renderer()).y0 >= 0
     assert fig.dpi == 100
     plt.close(fig)
+
+
+def test_every_interval_drawn_states_the_n_it_rests_on():
+    table = pd.DataFrame({"condition": ["grpc"] * 2 + ["http2"] * 2, "chunk": [1, 2, 1, 2], "value": [1.0, 2, 3, 4],
+                          "lo": [0.5, 1.5, 2.5, 3.5], "hi": [1.5, 2.5, 3.5, 4.5], "count": [5, 5, 3, 5]})
+    lines = plots.lines_with_ci(table, "chunk", "value", "lo", "hi", by="condition", n="count", n_unit="uploads")
+    assert [t.get_text() for t in lines.ax.get_legend().get_texts()] == ["grpc (5 uploads)", "http2 (3–5 uploads)"]
+    alone = plots.lines_with_ci(table[table["condition"] == "grpc"], "chunk", "value", "lo", "hi", n="count")
+    assert alone.ax.get_title(loc="right") == "n=5"
+    bars = plots.bars_with_ci(table[table["chunk"] == 1], "condition", "value", "lo", "hi", n="count", n_unit="repeats")
+    assert bars.ax.get_title(loc="right") == "3–5 repeats"
+    plt.close("all")

@@ -275,13 +275,19 @@ def _cost_table(rows: list[dict], results: list, first: list[str] = ()) -> pd.Da
     return (call_table(table, results) if results else table).reindex(columns=[*columns, "verdict", "mde"])
 
 
+def cost_repeats(cost: pd.DataFrame) -> pd.Series:
+    """The repeats each hop cost of :func:`hop_cost` rests on: the fewer of its transport's and direct's (a
+    difference is no better known than its thinner side)."""
+    return cost[["n_via", "n_direct"]].min(axis=1).astype(int).rename("repeats")
+
+
 def repeats_needed(cost: pd.DataFrame, halfwidth: float) -> pd.DataFrame:
     """How much data the hop costs of :func:`hop_cost` have and need, one row per transport: ``repeats`` (the fewer of
     its and direct's), ``cost ± now`` (the half-width of its interval) and ``repeats for ±<halfwidth>``, the current
     count scaled by the squared ratio of the two half-widths (an interval of means narrows as 1/√n)."""
     from labkit.analysis.inference import _samples_for_halfwidth
 
-    have = cost[["n_via", "n_direct"]].min(axis=1).astype(int)
+    have = cost_repeats(cost)
     now = (cost["hi"] - cost["lo"]) / 2
     needed = [_samples_for_halfwidth(int(n), float(h), halfwidth) for n, h in zip(have, now)]
     return pd.DataFrame({"repeats": have, "cost ± now": now, f"repeats for ±{halfwidth:g}": needed}, index=cost.index)
