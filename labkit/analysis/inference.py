@@ -43,7 +43,8 @@ def block_length(values) -> int:
     array = _finite(values)
     if array.size < 8 or np.ptp(array) == 0:
         return 1
-    length = float(optimal_block_length(array)["circular"].iat[0])
+    with np.errstate(divide="ignore", invalid="ignore"):  # arch divides by a lag's zero variance (values in steps)
+        length = float(optimal_block_length(array)["circular"].iat[0])
     return max(1, min(int(math.ceil(length)), array.size // 2)) if math.isfinite(length) else 1
 
 
