@@ -1,4 +1,4 @@
-"""`labkit runs list | show | cleanup`: the runs in the run store."""
+"""`labkit runs list | show | cleanup | query`: the runs in the run store."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from labkit.catalog import query as run_query
 from labkit.cleanup import clean_up, needs_cleanup
 from labkit.experiments import spec_for_experiment
 from labkit.hosts.kernel import ManifestRefused
@@ -124,3 +125,42 @@ def cleanup(run, runs_dir, accept_new_host_keys, force):
             click.echo(f"labkit: error: {found.run_id}: refused {exc.message}; nothing of this run was changed", err=True)
     if refused:
         sys.exit(2)
+
+
+@runs.command()
+@click.argument("sql")
+@RUNS_DIR
+@click.option("--csv", "as_csv", is_flag=True, help="Print the result as CSV (for a pipe or a file), not a table.")
+def query(sql, runs_dir, as_csv):
+    """Answer SQL over every run in the runs directory, through DuckDB.
+
+    Three views, joined on run_id: `runs` (one row per run: run_id, name, experiment, status, started_utc,
+    ended_utc, labkit_version, git_commit, git_dirty, replicate_group, replicate_index, link, kernel, cc,
+    slow_start_after_idle, grpcio, grpc_go, go, path, and the manifest as JSON text), `facts` (run_id, what, value:
+    each setting and version `labkit compare` diffs) and `samples` (every finished run's rows, columns united by
+    name). For example, the warm gRPC echo's median per labkit version over the last 30 days:
+
+      labkit runs query "select r.labkit_version, count(*) n, median(s.rtt_ms) from samples s join runs r
+      using (run_id) where s.probe = 'echo-warm' and r.started_utc > now() - interval 30 day group by 1"
+    """
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    result = run_query(sql, runs_dir)
+    if as_csv:
+        click.echo(result.to_csv(index=False), nl=False)
+        return
+    table = Table()
+    for column in result.columns:
+        table.add_column(escape(str(column)), justify="right" if result[column].dtype.kind in "iuf" else "left")
+    for row in result.itertuples(index=False):
+        table.add_row(*(escape(_cell_text(value)) for value in row))
+    Console().print(table)
+    click.echo(f"{len(result)} row{'s' if len(result) != 1 else ''}")
+
+
+def _cell_text(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else str(value)
