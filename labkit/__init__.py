@@ -102,6 +102,28 @@ hop = _entry_point("hop", """Run the cost-of-one-call experiment (a relay hop ov
 """)
 
 
+def compare(a, b, *, runs_dir=None, force: bool = False, group: bool = True, seed: int = 0):
+    """``labkit compare`` from Python: side B against side A, each a run (standing for its ``--runs`` group unless
+    ``group=False``) or a list of runs, as a :class:`labkit.comparison.Comparison` (in a notebook: what changed, the
+    caveats and the table; ``.table`` a DataFrame, ``.figure()`` the differences drawn)::
+
+        labkit.compare("before", "after").table
+    """
+    # Not at the top: pandas and the analysis load when a comparison is made, not with `import labkit`.
+    from labkit.comparison import compare as compare_runs
+
+    return compare_runs(a, b, runs_dir=runs_dir, force=force, group=group, seed=seed)
+
+
+def query(sql: str, runs_dir=None):
+    """``labkit runs query`` from Python: ``sql`` over the ``runs``, ``facts`` and ``samples`` views of every run in
+    ``runs_dir`` (:mod:`labkit.catalog`), as a DataFrame."""
+    # Not at the top: DuckDB loads with the first query.
+    from labkit.catalog import query as run_query
+
+    return run_query(sql, runs_dir)
+
+
 # The testbed package is callable: labkit.testbed(one_way_delay="100ms") -> a Lab (labkit/testbed/__init__.py says
 # why a package and not a function). Importing it costs nothing: its modules load when called.
 from labkit import testbed  # noqa: E402

@@ -115,3 +115,32 @@ def readable_figures(dpi: int = INLINE_DPI) -> None:
     import matplotlib as mpl
 
     mpl.rcParams["figure.dpi"] = dpi
+
+
+def comparison_html(comparison) -> str:
+    """How a notebook shows :func:`labkit.compare`'s result: the two sides, what changed between them, the caveats,
+    and the table of differences (called ones in bold), each with its n."""
+    e = html.escape
+    a, b = comparison.side_names()
+    parts = [f"<div><b>labkit compare</b>: B <code>{e(b)}</code> against A <code>{e(a)}</code>"]
+    changes = comparison.changes
+    if changes.empty:
+        parts.append("<p>Nothing recorded differs between the two sides' runs.</p>")
+    else:
+        parts.append("<p>What changed:</p>" + changes.to_html(index=False, escape=True, border=0))
+    parts += [f'<p style="color:#9a6700">{e(line)}</p>' for line in comparison.caveats()]
+    compared = comparison.compared
+    if compared is not None:
+        from labkit.analysis.before_after import verdict_counts
+
+        table = compared.table[["cell", "measure", "a", "b", "n_a", "n_b", "text"]].rename(
+            columns={"a": "A", "b": "B", "text": "B − A [95% interval], verdict"})
+        bold = compared.table["verdict"].isin(["higher", "lower"]).to_numpy()
+        styled = table.style.format(precision=3).apply(
+            lambda row: ["font-weight:bold" if bold[row.name] else ""] * len(row), axis=1).hide(axis="index")
+        parts.append(f"<p>{e(verdict_counts(compared.table))}; units: {compared.level}.</p>" + styled.to_html())
+        for side, cells in (("A", compared.only_a), ("B", compared.only_b)):
+            if cells:
+                parts.append(f"<p>Only in {side} ({len(cells)}): " + "; ".join(f"<code>{e(c)}</code>" for c in cells)
+                             + "</p>")
+    return "".join(parts) + "</div>"

@@ -171,6 +171,8 @@ def _say(token: str) -> str:
         if len(windows) == 1 and all(" window " in o for o in options):  # the same window for stream and connection
             return f"{windows.pop()} windows"
         return ", ".join(options)
+    if key.endswith("_bytes") and value.isdigit():  # a compared cell's size (payload_bytes=16000)
+        return _human_size(value)
     if key == "conns":
         return f"{value} conn{'s' if value != '1' else ''}"
     if key == "ka":
@@ -1207,3 +1209,50 @@ def settle_legends(fig) -> list:
     finally:
         fig.set_dpi(resolution)
     return moved_out
+
+
+# --- before and after (labkit compare) -------------------------------------------------------------------------------
+
+#: A verdict of :mod:`labkit.analysis.before_after` in its colour: what the correction called, and what it did not.
+VERDICT_COLORS = {"higher": PALETTE[3], "lower": PALETTE[0], "within noise": PALETTE[5], "unclear": PALETTE[9],
+                  "not testable": PALETTE[9]}
+#: A compare figure shows at most this many cells a panel (the table has every one).
+MOST_COMPARED_CELLS = 40
+
+
+def difference_dots(table: pd.DataFrame, sides: tuple[str, str] = ("A", "B"), *, n_unit: str = "",
+                    width: float = TWO_COLUMNS):
+    """:func:`labkit.analysis.before_after.compare_frames`' table drawn: a panel per measure, a row per cell (its short
+    label), each difference B − A as a dot with its interval, coloured by its verdict after the family's correction
+    (filled where called, hollow where not), a line at no difference. The n behind each side is in the panel's
+    title (``n_unit``: "calls" or "runs", the units compared). Returns the figure."""
+    measures = list(dict.fromkeys(table["measure"]))
+    labels = short_labels(table["cell"])
+    rows = min(MOST_COMPARED_CELLS, max(table.groupby("measure").size()))
+    fig, axes = figure(1, len(measures), width=width, height=1.2 + 0.2 * rows, squeeze=False, sharey=True)
+    cells = list(dict.fromkeys(table["cell"]))[:MOST_COMPARED_CELLS]
+    with theme():
+        for ax, measure in zip(axes[0], measures):
+            part = table[(table["measure"] == measure) & table["cell"].isin(cells)]
+            y = np.array([cells.index(cell) for cell in part["cell"]], dtype=float)
+            for verdict, color in VERDICT_COLORS.items():
+                mine = (part["verdict"] == verdict).to_numpy()
+                if not mine.any():
+                    continue
+                d, lo, hi = (part[c].to_numpy(dtype=float)[mine] for c in ("difference", "low", "high"))
+                called = verdict in ("higher", "lower")
+                ax.errorbar(d, y[mine], xerr=np.clip(np.vstack([d - lo, hi - d]), 0, None), fmt="o", color=color,
+                            markersize=4, capsize=2, elinewidth=1, mfc=color if called else "white", label=verdict)
+            ax.axvline(0, color="0.3", linewidth=0.8)
+            unit = part["unit"].iat[0] if len(part) else ""
+            ax.set_xlabel(f"B − A ({unit}), 95% interval")
+            shown = part["cell"].nunique()
+            if shown < (table["measure"] == measure).sum():
+                note_n(ax, f"first {shown} of {(table['measure'] == measure).sum()} cells")
+            ax.set_title(f"{measure} ({n_label(part['n_a'], n_unit)} vs {n_label(part['n_b'], n_unit)})", loc="left",
+                         fontsize="small")
+        axes[0][0].set_yticks(range(len(cells)), [labels[c] for c in cells])
+        axes[0][0].invert_yaxis()
+        shared_legend(fig, axes, ncols=len(VERDICT_COLORS))
+        fig.suptitle(f"A {sides[0]}\nB {sides[1]}", x=0.01, ha="left", fontsize="x-small", fontweight="normal")
+    return fig

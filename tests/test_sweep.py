@@ -60,50 +60,76 @@ def kernel_state(lab) -> dict:
     }
 
 
-def test_sweep_shows_the_idle_step_with_tcp_state_and_restores_the_kernel(lab, inventory, tmp_path):
+def set_slow_start_after_idle(lab, value: str) -> None:
+    """What a user does outside labkit: the sysctl set by hand in both hosts' namespaces."""
+    for host in ("a", "b"):
+        subprocess.run(["ip", "netns", "exec", lab.hosts[host].netns, "sysctl", "-qw",
+                        f"net.ipv4.tcp_slow_start_after_idle={value}"], check=True)
+
+
+def test_the_idle_step_with_tcp_state_and_compare_names_the_sysctl_a_user_set_outside_labkit(lab, inventory, tmp_path):
     before = kernel_state(lab)
+    assert before["ssai"] == ("1", "1")
     # Two warm-up calls (one of each size) grow the connection's window first: in shuffled order a 30000 B call
     # that came before any other large one would otherwise need two round trips with the sysctl at 0 too.
-    proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000,30000",
-                      "--gaps", "1s", "--repeats", "3", "--warmup", "2", "--slow-start-after-idle", "1,0", "--cc", "cubic",
-                      "--name", "step", "--runs-dir", str(tmp_path), "--quiet", timeout=300)
+    sweep = ["sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "1000,30000", "--gaps", "1s",
+             "--repeats", "3", "--warmup", "2", *QUICK_BASELINES, "--runs-dir", str(tmp_path), "--quiet"]
+    proc = run_labkit(*sweep, "--name", "default", timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert kernel_state(lab) == before
+    assert kernel_state(lab) == before  # no knob asked for: labkit changed nothing
+    set_slow_start_after_idle(lab, "0")
+    try:
+        proc = run_labkit(*sweep, "--name", "no-restart", timeout=300)
+    finally:
+        set_slow_start_after_idle(lab, before["ssai"][0])
+    assert proc.returncode == 0, proc.stderr
 
-    run = Run.open(next(tmp_path.glob("*-step")))
-    assert run.status == "complete"
-    table = pq.read_table(run.path / "samples.parquet")
+    default, no_restart = (Run.open(next(tmp_path.glob(f"*-{name}"))) for name in ("default", "no-restart"))
+    table = pq.read_table(default.path / "samples.parquet")
     assert table.schema.equals(SWEEP_SCHEMA, check_metadata=False)
     samples = table.to_pandas()
-    assert len(samples) == 12 and samples.groupby("cell_id").size().tolist() == [6, 6]
-    assert samples["ok"].all()
-
+    assert len(samples) == 6 and samples["ok"].all()
     rtt_ms = 2 * ONE_WAY_S * 1e3
     warm = samples[~samples["cold"]]
-    medians = warm.groupby(["slow_start_after_idle", "payload_bytes"])["rtt_ms"].median() / rtt_ms
-    assert medians[(1, 30000)] > 1.6 and medians[(0, 30000)] < 1.3
-    assert medians[(1, 1000)] < 1.3 and medians[(0, 1000)] < 1.3
+    medians = warm.groupby("payload_bytes")["rtt_ms"].median() / rtt_ms
+    assert medians[30000] > 1.6 and medians[1000] < 1.3
+    other = no_restart.samples()
+    assert (other[~other["cold"]].groupby("payload_bytes")["rtt_ms"].median() / rtt_ms < 1.3).all()
 
     # The kernel's own view: each call followed more than one RTO of silence, on
     # a cubic connection with the MSS of a 1460-byte MTU.
     assert set(samples["mss"]) == {1408} and set(samples["tcp_cc"]) == {"cubic"}
     assert (warm["lastsnd_ms_before"] > warm["rto_ms_before"]).all()
-    big_after_idle = warm[(warm["slow_start_after_idle"] == 1) & (warm["payload_bytes"] == 30000)]
-    assert (big_after_idle["cwnd_after"] >= 10).all()
+    assert (warm[warm["payload_bytes"] == 30000]["cwnd_after"] >= 10).all()
 
-    manifest = run.manifest
+    manifest = default.manifest
     for host in ("a", "b"):
         facts = manifest["hosts"][host]
-        assert facts["kernel"] and facts["sysctl"]["net.ipv4.tcp_slow_start_after_idle"] in {"0", "1"}
+        assert facts["kernel"] and facts["sysctl"]["net.ipv4.tcp_slow_start_after_idle"] == "1"
+        assert no_restart.manifest["hosts"][host]["sysctl"]["net.ipv4.tcp_slow_start_after_idle"] == "0"
         assert facts["interface_mtu"] == 1460 and facts["route_to_peer"]["congctl"] == "cubic"
         assert facts["python"]["labkit"] == labkit.__version__
         assert facts["cpus_online"] == os.cpu_count()  # the testbed's hosts share this machine's cores
-    assert manifest["kernel_originals"]["a->" + lab.hosts["b"].data_address]["slow_start_after_idle"] == before["ssai"][0]
-    raw = {path.name for path in run.raw_dir.iterdir()}
+    raw = {path.name for path in default.raw_dir.iterdir()}
     assert {"ping-a-b-before.txt", "ping-a-b-after.txt", "iperf3-a-b.json"} <= raw
-    iperf = json.loads((run.raw_dir / "iperf3-a-b.json").read_text())
+    iperf = json.loads((default.raw_dir / "iperf3-a-b.json").read_text())
     assert iperf["end"]["sum_received"]["bits_per_second"] > 0
-    assert manifest["baselines"]["a-b"]["ping_before_0"]["received"] == 10
+    assert manifest["baselines"]["a-b"]["ping_before_0"]["received"] == 3
+
+    # labkit compare: the sysctl is what changed, and it took a round trip off the 30000 B call only.
+    proc = run_labkit("compare", "default", "no-restart", "--all", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    for host in ("a", "b"):
+        assert f"host {host} net.ipv4.tcp_slow_start_after_idle: 1 -> 0" in proc.stdout
+    compared = labkit.compare(default.path, no_restart.path)
+    changed = set(compared.changes["what"])
+    assert {"host a net.ipv4.tcp_slow_start_after_idle", "host b net.ipv4.tcp_slow_start_after_idle"} <= changed
+    assert not {what for what in changed if what.startswith(("host", "link", "config", "labkit", "git"))
+                and not what.endswith("slow_start_after_idle")}
+    medians = compared.table[compared.table["measure"] == "median RTT"].set_index("payload_bytes")
+    big, small = medians.loc[30000], medians.loc[1000]
+    assert -1.3 < big["difference"] / rtt_ms < -0.7 and big["high"] < 0 and big["verdict"] == "lower"
+    assert small["low"] <= 0 <= small["high"] and small["verdict"] not in ("higher", "lower")
 
 
 def _start_sweep(inventory, runs_dir, name: str, *extra: str, preexec_fn=None) -> subprocess.Popen:

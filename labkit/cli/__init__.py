@@ -34,6 +34,7 @@ _SUBCOMMANDS = {
     "import": ("labkit.cli.import_:import_logs", "Import ping, Go echo, idle-step, iperf3 or ghz logs into a run."),
     "report": ("labkit.cli.report:report", "Run the notebooks that apply to a run; figures and an HTML summary in RUN/report/."),
     "explain": ("labkit.cli.explain:explain", "Explain each call of a run in round trips: its components and one cause."),
+    "compare": ("labkit.cli.compare:compare", "What changed between two runs (or --runs groups), and what it did, cell by cell."),
 }
 
 

@@ -1,0 +1,164 @@
+"""`labkit compare` and `labkit runs query` on the shipped samples (the two sweeps that differ by a sysctl set
+outside labkit are in tests/test_sweep.py, on a testbed).
+
+The A/A pairs are real: runs of the same settings, recorded one after another (`--runs N`)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import labkit
+from conftest import labkit as run_labkit
+from labkit.analysis.before_after import KINDS, compare_frames
+from labkit.analysis.inference import min_samples_for_percentile
+from labkit.comparison import compare
+from labkit.errors import LabkitError
+from labkit.plots import layout_problems
+from labkit.store import Run
+
+SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
+CALLED = ("higher", "lower")
+
+
+def samples(name: str):
+    return Run.open(SAMPLES / name).samples()
+
+
+def replicates(name: str, count: int) -> list[str]:
+    return [name] + [f"{name}-{i}" for i in range(2, count + 1)]
+
+
+def uncalled_share(tables) -> float:
+    verdicts = np.concatenate([table["verdict"].to_numpy() for table in tables])
+    return float(np.mean(~np.isin(verdicts, CALLED)))
+
+
+@pytest.mark.parametrize("name, experiment", [("idle-step-cubic", "idle-step"), ("series-wan", "series"),
+                                              ("upload-wan", "upload")])
+def test_a_a_pairs_of_single_runs_call_no_difference_in_95_percent_of_cells(name, experiment):
+    """Every pair of the group's three runs, over five bootstrap seeds: a cell called different is a false call."""
+    frames = [samples(run) for run in replicates(name, 3)]
+    tables = [compare_frames([a], [b], KINDS[experiment], seed=seed, n_resamples=500).table
+              for a, b in itertools.combinations(frames, 2) for seed in range(5)]
+    assert sum(len(t) for t in tables) >= 30
+    assert uncalled_share(tables) >= 0.95
+
+
+@pytest.mark.parametrize("name", ["tuning-ladder-lan", "tuning-messages-lan"])
+def test_a_a_groups_split_at_random_call_no_difference_in_95_percent_of_cells(name):
+    """Ten runs of one setting split into two groups of five, in ten seeded ways: the runs are the units."""
+    frames = [samples(run) for run in replicates(name, 10)]
+    rng = np.random.default_rng(28)
+    tables = []
+    for _ in range(10):
+        order = rng.permutation(10)
+        compared = compare_frames([frames[i] for i in order[:5]], [frames[i] for i in order[5:]], KINDS["load"])
+        assert compared.level == "runs" and set(compared.table["n_a"]) <= {5}
+        tables.append(compared.table)
+    assert sum(len(t) for t in tables) >= 50
+    assert uncalled_share(tables) >= 0.95
+
+
+def test_single_runs_say_their_intervals_hold_no_run_to_run_variation():
+    """Two runs of one upload setting on the unshaped LAN differ by a quarter in MB/s in cell after cell: a real
+    difference between runs, which one run a side cannot tell from a change. The comparison says so."""
+    compared = compare(SAMPLES / "upload-lan", SAMPLES / "upload-lan-2", group=False)
+    assert compared.compared.level == "calls" and len(compared.compared.called()) >= 5
+    assert any("one run a side" in line and "--runs" in line for line in compared.caveats())
+    grouped = compare(SAMPLES / "upload-lan", SAMPLES / "upload-wan", force=True)
+    assert grouped.compared.level == "runs" and set(grouped.table["n_a"]) == {3}
+    assert not any("one run a side" in line for line in grouped.caveats())
+
+
+def test_a_percentile_is_compared_only_from_enough_calls():
+    compared = compare(SAMPLES / "series-wan", SAMPLES / "series-wan-2", group=False)
+    assert set(compared.table["measure"]) == {"median RTT", "p90 RTT"}  # 120 calls a probe: p99 needs 299
+    assert (compared.table["n_a"] >= min_samples_for_percentile(90)).all()
+    assert compared.compared.too_few == 4 and any("left out" in line for line in compared.caveats())
+
+
+def test_what_changed_lists_settings_and_versions_and_cells_of_one_side():
+    compared = compare(SAMPLES / "idle-step-cubic", SAMPLES / "idle-step-knobs", group=False)
+    changes = compared.changes.set_index("what")
+    assert changes.loc["config order", "b"] == "sequential" and changes.loc["host a kernel", "a"] == "6.18.44-fc-v657"
+    assert changes.loc["library grpcio"].tolist() == ["1.85.3", "1.85.1"]
+    assert "link a>b" in changes.index  # the knobs run predates the emulator's record: "–" on its side
+    shared = set(compared.table["cell"])
+    only_a, only_b = compared.compared.only_a, compared.compared.only_b
+    assert only_a and only_b and not shared & (set(only_a) | set(only_b))
+    assert len(shared) + len(only_a) == samples("idle-step-cubic").groupby(
+        ["slow_start_after_idle", "payload_bytes"]).ngroups
+
+
+def test_a_replicate_stands_for_its_group_and_a_group_lists_its_seeds_as_varying():
+    compared = compare(SAMPLES / "tuning-ladder-lan", SAMPLES / "tuning-messages-lan-4")
+    assert [len(compared.runs_a), len(compared.runs_b)] == [10, 10]
+    assert compared.side_names()[0].endswith("(10 runs)")
+    seeds = compared.changes.set_index("what").loc["config seed"]
+    assert seeds["a"] == seeds["b"] == " | ".join(str(i) for i in range(1, 11))
+    assert compare(SAMPLES / "tuning-ladder-lan", SAMPLES / "tuning-messages-lan-4", group=False).runs_b[0].path.name \
+        == "tuning-messages-lan-4"
+
+
+@pytest.mark.parametrize("a, b, reason", [
+    ("upload-lan", "series-wan", "experiment upload vs series"),
+    ("upload-lan", "upload-wan", "link delay a>b 0 ms one way vs 100 ms one way"),
+])
+def test_incomparable_runs_are_one_line_and_exit_2_unless_forced(a, b, reason, tmp_path):
+    proc = run_labkit("compare", str(SAMPLES / a), str(SAMPLES / b))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and reason in proc.stderr and "--force" in proc.stderr
+    with pytest.raises(LabkitError, match="not comparable"):
+        labkit.compare(SAMPLES / a, SAMPLES / b)
+    forced = labkit.compare(SAMPLES / a, SAMPLES / b, force=True)
+    assert any(reason in line for line in forced.caveats())
+
+
+def test_a_run_against_itself_and_a_missing_run_are_one_line_and_exit_2(tmp_path):
+    same = run_labkit("compare", str(SAMPLES / "series-wan"), str(SAMPLES / "series-wan-2"))
+    assert same.returncode == 2 and "share 3 run(s)" in same.stderr  # a replicate stands for its whole group
+    missing = run_labkit("compare", "nope", str(SAMPLES / "series-wan"), "--runs-dir", str(tmp_path))
+    assert missing.returncode == 2 and missing.stderr.startswith("labkit: error: no run 'nope'")
+
+
+def test_the_command_prints_changes_table_and_writes_csv_and_a_figure_that_passes_the_layout_check(tmp_path):
+    csv, figure = tmp_path / "diff.csv", tmp_path / "diff.png"
+    proc = run_labkit("compare", str(SAMPLES / "idle-step-cubic"), str(SAMPLES / "idle-step-cubic-2"), "--single",
+                      "--all", "--csv", str(csv), "--figure", str(figure))
+    assert proc.returncode == 0, proc.stderr
+    assert "config seed: 1 -> 2" in proc.stdout and "20 comparisons (Holm)" in proc.stdout
+    assert "units: calls" in proc.stdout and "one run a side" in proc.stdout
+    import pandas as pd
+
+    table = pd.read_csv(csv)
+    assert len(table) == 20 and {"difference", "low", "high", "p_holm", "verdict", "n_a", "n_b"} <= set(table.columns)
+    assert figure.stat().st_size > 10_000
+    compared = compare(SAMPLES / "idle-step-cubic", SAMPLES / "idle-step-cubic-2", group=False)
+    assert layout_problems(compared.figure()) == []
+    html = compared._repr_html_()
+    assert "config seed" in html and "one run a side" in html and "20 comparisons (Holm)" in html
+
+
+def test_runs_query_reads_every_manifest_and_every_sample(tmp_path):
+    rows = {Run.open(path.parent).run_id: pq.read_metadata(path).num_rows for path in SAMPLES.glob("*/samples.parquet")}
+    counted = labkit.query("select run_id, count(*) n from samples s join runs r using (run_id) group by 1", SAMPLES)
+    assert dict(zip(counted["run_id"], counted["n"])) == rows
+    warm = labkit.query("select r.labkit_version, r.link, count(*) n, median(s.rtt_ms) p50 from samples s "
+                        "join runs r using (run_id) where s.probe = 'echo-warm' and r.link like '%100 ms%' "
+                        "group by all", SAMPLES)
+    assert warm["n"].tolist() == [480 // 4 * 3] and 200 < warm["p50"].iat[0] < 205
+    facts = labkit.query("select count(distinct run_id) filter (what = 'experiment') every_run, count(distinct run_id) "
+                         "filter (what = 'host a net.ipv4.tcp_slow_start_after_idle') measured from facts", SAMPLES)
+    assert facts.iloc[0].tolist() == [len(rows), len(rows) - 1]  # the 2016 logs, imported, have no host facts
+    proc = run_labkit("runs", "query", "--runs-dir", str(SAMPLES), "--csv",
+                      "select experiment, count(*) n from runs group by 1 order by 1")
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "experiment,n"
+    bad = run_labkit("runs", "query", "--runs-dir", str(SAMPLES), "select nope from runs")
+    assert bad.returncode == 2 and bad.stderr.startswith("labkit: error: query failed: Binder Error")
+    empty = run_labkit("runs", "query", "--runs-dir", str(tmp_path), "select 1")
+    assert empty.returncode == 2 and "no runs in" in empty.stderr
