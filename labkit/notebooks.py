@@ -38,6 +38,7 @@ from typing import Any, Iterable
 # The package's own entry points (labkit.sweep(...), labkit.testbed(...)): a notebook's first section runs what it
 # shows the reader.
 import labkit
+from labkit.comparison import compare
 from labkit.errors import LabkitError
 from labkit.hosts.inventory import load_inventory, open_host
 from labkit.importers import import_files
@@ -167,6 +168,7 @@ class Notebook:
         self.figures_dir = figures_dir
         self.export = FigureWriter(figures_dir, name, formats)
         self.headline_file = headline_path
+        self.comparison: dict[str, Any] | None = None  # what compare_section found, for the headline JSON
 
     def finish(self, headline: dict[str, Any], *, settings: dict[str, Any] | None = None, **detail: Any):
         """Write the headline JSON (run identity, ``settings``, ``headline``, ``detail``, figures); show where it went."""
@@ -177,7 +179,10 @@ class Notebook:
                 "experiment": self.run.manifest.get("experiment")}
         if settings is not None:
             data["settings"] = settings
-        data.update(headline=headline, **detail, figures=self.export.files, figure_problems=self.export.problems)
+        data.update(headline=headline, **detail)
+        if self.comparison is not None:
+            data["compare"] = self.comparison
+        data.update(figures=self.export.files, figure_problems=self.export.problems)
         write_headline(self.headline_file, data)
         display(Markdown(f"Figures in `{self.figures_dir}`; headline numbers in `{self.headline_file}`."))
         return pd.Series(headline, name="value").to_frame()
@@ -516,6 +521,39 @@ def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, 
                          f"{call['rounds']} request rounds, {call['cause']}", loc="left", fontsize="small")
         nb.export(fig, "explain_time_sequence")
     return explain_headline(explained)
+
+
+def compare_section(nb: Notebook, compare_with: str) -> None:
+    """The section every experiment notebook ends with: this run (B, with its ``--runs`` group) against
+    ``compare_with`` (A: a run, its id or a unique part of one, or runs joined with commas) by :func:`labkit.compare`:
+    what changed between them, the caveats, the differences called, the figure of every difference. Empty
+    ``compare_with``: one sentence on how to ask for it. Runs labkit refuses to compare (another experiment, another
+    link delay) are said in one line, and the notebook goes on. What it finds goes to the headline JSON's
+    ``compare``."""
+    from IPython.display import Markdown, display
+
+    from labkit.analysis.before_after import verdict_counts
+
+    if not compare_with.strip():
+        display(Markdown("Set `compare_with` to another run (an id, a path, or runs joined with commas; "
+                         "`labkit report RUN --compare-with OTHER`) to see what changed between them and what it did, "
+                         "cell by cell (`labkit compare`)."))
+        return
+    try:
+        comparison = compare(compare_with, nb.run, runs_dir=default_runs_dir())
+    except LabkitError as exc:
+        display(Markdown(f"No comparison: {exc.message}"))
+        nb.comparison = {"refused": exc.message}
+        return
+    display(comparison)
+    compared = comparison.compared
+    nb.comparison = {"a": comparison.side_names()[0], "b": comparison.side_names()[1],
+                     "changed": comparison.changes["what"].tolist(), "caveats": comparison.caveats(),
+                     "family": verdict_counts(compared.table), "units": compared.level,
+                     "called": compared.called()[["cell", "measure", "difference", "low", "high", "verdict"]]
+                     .to_dict("records")}
+    if not compared.table.empty:
+        nb.export(comparison.figure(), "compare_differences")
 
 
 def setup(name: str, run_dir: str, *, sample: str, experiment: str | None, formats: str | Iterable[str],

@@ -46,6 +46,7 @@ scope = "per-group"  # scope of the last variant: per-group or pooled (the origi
 formats = "png,svg,pdf"  # figure formats, comma-separated
 output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: ping_vs_echo.json in output_dir
+compare_with = ""  # another run to compare this one with (this run minus it): an id, a path, runs joined with commas
 run_it_yourself = False  # True: first make a run of your own on the local testbed (root), see below
 
 # %% [markdown]
@@ -268,6 +269,18 @@ export(fig, "ecdf")
 from labkit.analysis import data_needs
 
 display(data_needs(ping_vs_echo.answered_in_time_order(samples), "rtt_ms", "probe", halfwidth=0.1))
+
+# %% [markdown]
+# ## Before and after (`labkit compare`)
+#
+# This run against another, when `compare_with` names one (`labkit report RUN --compare-with OTHER`): first what
+# differs between their manifests (link, each host's kernel, sysctls and tools, versions, git commit, config),
+# then every statistic this notebook reports, cell by cell, as this run minus the other with a 95 % interval,
+# and a verdict corrected over the whole table. One run a side, the calls are the units and run-to-run
+# variation is not in the intervals (the section says so); `--runs` groups make the runs the units.
+
+# %%
+notebooks.compare_section(nb, compare_with)
 
 # %% [markdown]
 # ## Headline numbers

@@ -56,6 +56,7 @@ n_resamples = 2000  # bootstrap resamples of every confidence interval (seeded: 
 formats = "png,svg,pdf"  # figure formats, comma-separated
 output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: tuning.json in output_dir
+compare_with = ""  # another run to compare this one with (this run minus it): an id, a path, runs joined with commas
 run_it_yourself = False  # True: first make a run of your own on the local testbed (root), see below
 fair_runs: dict = {}  # "Every message timed": table -> run (streams, compression, compression_100m, ladder, ladder_lan); missing: the shipped samples
 
@@ -430,6 +431,18 @@ display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table,
 from labkit.analysis import data_needs
 
 display(data_needs(all_calls[all_calls["ok"]].sort_values("t_utc"), "latency_ms", "condition", halfwidth=0.5))
+
+# %% [markdown]
+# ## Before and after (`labkit compare`)
+#
+# This run against another, when `compare_with` names one (`labkit report RUN --compare-with OTHER`): first what
+# differs between their manifests (link, each host's kernel, sysctls and tools, versions, git commit, config),
+# then every statistic this notebook reports, cell by cell, as this run minus the other with a 95 % interval,
+# and a verdict corrected over the whole table. One run a side, the calls are the units and run-to-run
+# variation is not in the intervals (the section says so); `--runs` groups make the runs the units.
+
+# %%
+notebooks.compare_section(nb, compare_with)
 
 # %% [markdown]
 # ## Headline numbers

@@ -60,6 +60,7 @@ confidence = 0.95  # of the intervals
 formats = "png,svg,pdf"  # figure formats, comma-separated
 output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: upload.json in output_dir
+compare_with = ""  # another run to compare this one with (this run minus it): an id, a path, runs joined with commas
 run_it_yourself = False  # True: first make a run of your own on the local testbed (root), see below
 
 # %% [markdown]
@@ -392,6 +393,18 @@ from labkit.analysis import data_needs
 
 halfwidth = round(0.05 * float(uploads["mb_per_s"].median()), 2)
 display(data_needs(uploads.sort_values("t_start_utc_ns"), "mb_per_s", ["condition", "chunk_bytes"], halfwidth=halfwidth))
+
+# %% [markdown]
+# ## Before and after (`labkit compare`)
+#
+# This run against another, when `compare_with` names one (`labkit report RUN --compare-with OTHER`): first what
+# differs between their manifests (link, each host's kernel, sysctls and tools, versions, git commit, config),
+# then every statistic this notebook reports, cell by cell, as this run minus the other with a 95 % interval,
+# and a verdict corrected over the whole table. One run a side, the calls are the units and run-to-run
+# variation is not in the intervals (the section says so); `--runs` groups make the runs the units.
+
+# %%
+notebooks.compare_section(nb, compare_with)
 
 # %% [markdown]
 # ## Headline numbers

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 #: (notebook, shipped sample): each notebook on the sample it opens by default, and on the one that adds the
-#: figures its default does not draw (explained calls need a capture).
+#: figures its default does not draw (explained calls need a capture; the knobs run is compared with the cubic runs).
 GALLERY = (
     ("ping_vs_echo", "orca-2016"),
     ("series", "series-wan"),
@@ -39,12 +39,17 @@ WIDTH_PX = 1000
 COLOURS = 96
 
 
+#: The notebook parameters a gallery run takes beyond its sample.
+PARAMETERS = {("idle_step", "idle-step-knobs"): {"compare_with": str(REPO / "data" / "samples" / "idle-step-cubic")}}
+
+
 def _run_one(notebook: str, sample: str, work: Path) -> tuple[str, str, dict]:
     from labkit.report import execute_notebook
 
     out = work / f"{notebook}--{sample}"
     out.mkdir(parents=True)
-    result = execute_notebook(notebook, REPO / "data" / "samples" / sample, out, ["png"])
+    result = execute_notebook(notebook, REPO / "data" / "samples" / sample, out, ["png"],
+                              PARAMETERS.get((notebook, sample)))
     return notebook, sample, json.loads(result.headline_path.read_text())
 
 

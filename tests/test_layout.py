@@ -87,7 +87,7 @@ def test_python_entry_points_are_the_experiment_commands():
         assert {"inventory", "runs_dir", "resume", "quiet"} <= set(inspect.signature(entry).parameters)
 
 
-MAX_NOTEBOOK_CODE_LINES = 900
+MAX_NOTEBOOK_CODE_LINES = 915  # 900, and the compare section of seven notebooks (two lines each)
 
 
 def notebook_code_lines(source: str) -> int:

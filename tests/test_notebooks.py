@@ -283,16 +283,17 @@ def test_idle_step_notebook_finds_the_step_in_the_shipped_sample(tmp_path, monke
 
 
 def test_report_on_the_idle_step_knobs_sample(tmp_path):
-    """`labkit report` on a copy of the second sample: cubic and BBR, short gaps, background calls, keepalive."""
+    """`labkit report` on a copy of the second sample: cubic and BBR, short gaps, background calls, keepalive; and
+    compared with the cubic runs (`--compare-with`)."""
     run = tmp_path / "idle-step-knobs"
     shutil.copytree(IDLE_KNOBS, run, ignore=shutil.ignore_patterns("figures", "report"))
-    proc = labkit("report", str(run), "--formats", "png,svg", env=AGG, timeout=240)
+    proc = labkit("report", str(run), "--formats", "png,svg", "--compare-with", str(IDLE_STEP), env=AGG, timeout=240)
     assert proc.returncode == 0, proc.stderr
     report = run / "report"
     assert (report / "index.html").exists() and (report / "idle_step.html").exists()
     figures = sorted(p.name for p in (report / "figures").iterdir())
-    assert figures == sorted(f"idle_step_{s}.{f}" for s in ("cwnd", "explain_components", "largest", "latency")
-                             for f in ("png", "svg"))
+    assert figures == sorted(f"idle_step_{s}.{f}" for s in ("compare_differences", "cwnd", "explain_components",
+                                                             "largest", "latency") for f in ("png", "svg"))
     index = (report / "index.html").read_text()
     assert all(f'href="figures/{name}"' in index for name in figures) and "step.window_bytes" in index
     assert f"report: {report / 'index.html'}" in proc.stdout
@@ -307,6 +308,13 @@ def test_report_on_the_idle_step_knobs_sample(tmp_path):
     assert conditions["cubic ssai=1 gap=0.1s"]["median_rtt_multiple"]["32000"] <= 1.1
     assert conditions["cubic ssai=1 gap=1s"]["median_rtt_multiple"]["32000"] >= 1.9
     assert abs(data["headline"]["step.window_bytes"] - 14080) <= 1408
+    # Against the three cubic runs: the knobs run's kernel and order differ, and its 100000 B calls, made in
+    # sequence, took a round trip less than the shuffled runs' (one run against the others' run-to-run spread).
+    compared = data["compare"]
+    assert compared["a"].endswith("(3 runs)") and {"host a kernel", "config order"} <= set(compared["changed"])
+    assert [(c["cell"].split()[-1], c["verdict"]) for c in compared["called"]] == [("payload_bytes=100000", "lower")]
+    ping_ms = json.loads((IDLE_KNOBS / "manifest.json").read_text())["baselines"]["a-b"]["ping_before_0"]["rtt_avg_ms"]
+    assert -1.1 < compared["called"][0]["difference"] / ping_ms < -0.9
 
 
 def test_the_main_job_ends_with_the_report(tmp_path, monkeypatch, capsys):

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from labkit.comparison import comparable_with
 from labkit.errors import LabkitError
 from labkit.report import FIGURE_FORMATS, applicable_notebooks, make_report, parse_formats, print_report
 from labkit.store import find_run
@@ -16,7 +17,9 @@ from labkit.store import find_run
 @click.option("--formats", default=",".join(FIGURE_FORMATS), show_default=True, metavar="LIST",
               help="Figure formats, comma-separated (png, svg, pdf).")
 @click.option("--runs-dir", type=click.Path(file_okay=False), help="Where runs live. [default: $LABKIT_RUNS or data/runs]")
-def report(run, formats, runs_dir):
+@click.option("--compare-with", metavar="RUNS", help="Each notebook's last section compares RUN with these (`labkit "
+              "compare`): a run (with its --runs group), an id or a unique part of one, or runs joined with commas.")
+def report(run, formats, runs_dir, compare_with):
     """Execute the notebooks that apply to RUN; executed notebooks, figures and an HTML summary into RUN/report/.
 
     RUN is a run directory, a run id, or a unique part of one. Which notebooks
@@ -33,6 +36,7 @@ def report(run, formats, runs_dir):
         raise click.BadParameter(exc.message, param_hint="--formats") from None
     found = find_run(run, runs_dir)
     applicable_notebooks(found)  # refuse before showing any progress
+    parameters = {"compare_with": comparable_with(found, compare_with, runs_dir)} if compare_with else None
     console = Console(stderr=True)
     if console.is_terminal:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
@@ -45,9 +49,9 @@ def report(run, formats, runs_dir):
                 else:
                     progress.update(tasks[name], description=f"notebook {name}: done", completed=1)
 
-            result = make_report(found, chosen, on_step=on_step)
+            result = make_report(found, chosen, parameters=parameters, on_step=on_step)
     else:
         # Not a terminal (CI, a pipe): one plain line per step instead of a live display.
-        result = make_report(found, chosen, on_step=lambda name, state: click.echo(
+        result = make_report(found, chosen, parameters=parameters, on_step=lambda name, state: click.echo(
             f"notebook {name}: {'executing' if state == 'start' else 'done'}", err=True))
     print_report(result, click.echo)
