@@ -14,10 +14,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from labkit.catalog import run_facts
+from labkit.catalog import query, run_facts
 from labkit.errors import LabkitError
 from labkit.inline import comparison_html
 from labkit.results import Run, find_run
+from labkit.store import runs_root
 
 #: Without an emulator, two links differ in delay when their ping minima differ by more than this fraction (and by
 #: more than :data:`PING_FLOOR_MS`): the ping baseline moves by well under a percent between runs of one link.
@@ -27,7 +28,14 @@ PING_FLOOR_MS = 1.0
 
 def side_runs(side: str | os.PathLike | Run | Sequence, runs_dir=None, group: bool = True) -> list[Run]:
     """The runs of one side: a run (a :class:`Run`, a path, an id or a unique part of one) with the other runs of its
-    ``--runs`` group unless ``group`` is False, or several, given as a list or as one string with commas."""
+    ``--runs`` group unless ``group`` is False; several, given as a list or as one string with commas; or the runs a
+    filter over ``labkit runs query``'s ``runs`` view selects, ``where <condition>`` (e.g. ``where name = 'before'
+    and started_utc > '2026-11-01'``), oldest first."""
+    if isinstance(side, str) and side.strip().lower().startswith("where "):
+        paths = query(f"select path from runs {side.strip()} order by started_utc", runs_dir)["path"]
+        if paths.empty:
+            raise LabkitError(f"no run in {runs_root(runs_dir)} matches {side.strip()!r}")
+        return [Run.open(path) for path in paths]
     if isinstance(side, str):
         refs = [part.strip() for part in side.split(",") if part.strip()]
     elif isinstance(side, (list, tuple)):
@@ -168,7 +176,11 @@ def _side_name(runs: list[Run]) -> str:
         return runs[0].run_id
     group = (runs[0].manifest.get("replicate") or {}).get("group")
     same = group and all((run.manifest.get("replicate") or {}).get("group") == group for run in runs)
-    return f"{group} ({len(runs)} runs)" if same else f"{runs[0].run_id} +{len(runs) - 1} runs"
+    if not same:
+        return f"{runs[0].run_id} +{len(runs) - 1} runs"
+    indexes = [run.manifest["replicate"].get("index") for run in runs]
+    whole = len(runs) == runs[0].manifest["replicate"].get("of")
+    return f"{group} ({len(runs)} runs)" if whole else f"{group} (runs {', '.join(map(str, indexes))})"
 
 
 def compare(a, b, *, runs_dir=None, force: bool = False, group: bool = True, seed: int = 0) -> Comparison:

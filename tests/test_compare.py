@@ -119,6 +119,16 @@ def test_incomparable_runs_are_one_line_and_exit_2_unless_forced(a, b, reason, t
     assert any(reason in line for line in forced.caveats())
 
 
+def test_a_side_may_be_the_runs_a_filter_selects():
+    proc = run_labkit("compare", "where name = 'tuning-ladder-lan' and replicate_index <= 5",
+                      "where name = 'tuning-ladder-lan' and replicate_index > 5", "--runs-dir", str(SAMPLES))
+    assert proc.returncode == 0, proc.stderr
+    assert "(runs 1, 2, 3, 4, 5)" in proc.stdout and "(runs 6, 7, 8, 9, 10)" in proc.stdout
+    assert "config seed: 1 | 2 | 3 | 4 | 5 -> 6 | 7 | 8 | 9 | 10" in proc.stdout and "units: runs" in proc.stdout
+    none = run_labkit("compare", "where name = 'nothing'", "series-wan", "--runs-dir", str(SAMPLES))
+    assert none.returncode == 2 and "matches \"where name = 'nothing'\"" in none.stderr
+
+
 def test_a_run_against_itself_and_a_missing_run_are_one_line_and_exit_2(tmp_path):
     same = run_labkit("compare", str(SAMPLES / "series-wan"), str(SAMPLES / "series-wan-2"))
     assert same.returncode == 2 and "share 3 run(s)" in same.stderr  # a replicate stands for its whole group

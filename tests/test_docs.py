@@ -25,6 +25,7 @@ README_MAX_LINES = 200
 REFERENCE = {
     "docs/testbed.md": ("testbed up", "testbed status", "testbed repair", "testbed down"),
     "docs/echo.md": ("echo serve", "echo call"),
+    "docs/compare.md": ("compare", "runs query"),
 }
 FIGURE = REPO / "docs" / "idle-step.png"
 SHELL_FENCES = {"", "sh", "bash", "shell", "console"}

@@ -24,7 +24,8 @@ def compare(a, b, runs_dir, single, force, show_all, csv_path, figure_path, seed
     """What changed between two runs, and what it did: B against A, cell by cell.
 
     A and B are each a run (a path, a run id or a unique part of one), standing for its whole --runs group unless
-    --single, or several runs joined with commas. First what the runs' manifests say differs (link, each host's
+    --single; several runs joined with commas; or "where CONDITION" over the runs view of `labkit runs query`
+    (e.g. "where name = 'before'"). First what the runs' manifests say differs (link, each host's
     kernel, sysctls, congestion control, MTU, tools, library versions, git commit, config); then, for every cell
     the two sides share, each statistic the experiment's notebook reports (median, p90 and p99 where there are
     enough calls to bound them, req/s, MB/s): B − A with a 95 % interval and a verdict after Holm's correction
