@@ -51,12 +51,6 @@ def side_runs(side: str | os.PathLike | Run | Sequence, runs_dir=None, group: bo
     return runs
 
 
-def _side_value(runs: list[Run], what: str) -> str:
-    """One side's value of a fact: the one its runs share, or every value its runs have, with ``|``."""
-    values = list(dict.fromkeys(run_facts(run.manifest).get(what, "–") for run in runs))
-    return " | ".join(values)
-
-
 def link_delays(manifest: dict) -> dict[str, str | float]:
     """The link's delay per direction from the emulator's settings (``a>b``: ``100 ms one way``), and the ping
     baseline's minimum RTT per host pair (``ping a-b``, ms), for :func:`incomparable`: runs made before the emulator
@@ -111,16 +105,18 @@ def comparable_with(run, other: str, runs_dir=None) -> str:
 
 
 def what_changed(runs_a: list[Run], runs_b: list[Run]):
-    """Every fact (:func:`run_facts`) whose value differs between the sides, or within a side: a DataFrame of
-    ``what``, ``a``, ``b``, in the order the manifest holds them."""
+    """Every fact (:func:`labkit.catalog.run_facts`) whose value differs between the sides, or between the runs of a
+    side: a DataFrame of ``what``, ``a``, ``b``, in the order the manifests hold them, a side's values joined with
+    `` | `` where its runs differ (``–``: a run without the fact)."""
     import pandas as pd
 
-    names = list(dict.fromkeys(what for run in (*runs_a, *runs_b) for what in run_facts(run.manifest)))
+    facts_a, facts_b = ([run_facts(run.manifest) for run in runs] for runs in (runs_a, runs_b))
+    names = list(dict.fromkeys(what for facts in (*facts_a, *facts_b) for what in facts))
     rows = []
     for what in names:
-        a, b = _side_value(runs_a, what), _side_value(runs_b, what)
-        if a != b or "|" in a:
-            rows.append({"what": what, "a": a, "b": b})
+        a, b = ([*dict.fromkeys(facts.get(what, "–") for facts in side)] for side in (facts_a, facts_b))
+        if a != b or len(a) > 1 or len(b) > 1:
+            rows.append({"what": what, "a": " | ".join(a), "b": " | ".join(b)})
     return pd.DataFrame(rows, columns=["what", "a", "b"])
 
 

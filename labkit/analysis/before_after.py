@@ -10,8 +10,11 @@ how the values depend on each other:
 - **groups of runs** (``--runs N``): the runs are the units. Each run gives the cell's statistic once, and the two
   sets of run statistics are compared (Welch's t below ten runs a side), so the interval holds the variation from
   run to run that a single run cannot show.
+- **one run against a group**: the one run is judged against the group's spread from run to run
+  (:func:`one_run_against_runs`), taken to be the same on both sides.
 
-One family per comparison: Holm's correction over every row of the table, the untestable counted. A percentile is
+One family per comparison: Holm's correction over every row of the table, the untestable counted; a called
+difference whose interval reaches within :data:`NOISE` of A's value is "within noise". A percentile is
 compared only where each side (each run, for groups) has enough values to bound it
 (:func:`labkit.analysis.inference.min_samples_for_percentile`); a cell present on one side only is listed, never
 dropped. Pure functions on DataFrames: which runs, and what changed between them, is :mod:`labkit.comparison`'s.
