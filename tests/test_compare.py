@@ -6,6 +6,7 @@ The A/A pairs are real: runs of the same settings, recorded one after another (`
 from __future__ import annotations
 
 import itertools
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,14 @@ def test_the_command_prints_changes_table_and_writes_csv_and_a_figure_that_passe
     assert "config seed" in html and "one run a side" in html and "20 comparisons (Holm)" in html
 
 
+@pytest.mark.parametrize("flag, path, expected", [("--figure", "diff.gif", "is not a .png, .svg or .pdf file"),
+                                                   ("--csv", "no/such/dir/diff.csv", "cannot write")])
+def test_an_output_labkit_cannot_write_is_one_line_and_exit_2(flag, path, expected, tmp_path):
+    proc = run_labkit("compare", str(SAMPLES / "idle-step-cubic"), str(SAMPLES / "idle-step-cubic-2"), "--single",
+                      flag, str(tmp_path / path))
+    assert proc.returncode == 2 and expected in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_runs_query_reads_every_manifest_and_every_sample(tmp_path):
     rows = {Run.open(path.parent).run_id: pq.read_metadata(path).num_rows for path in SAMPLES.glob("*/samples.parquet")}
     counted = labkit.query("select run_id, count(*) n from samples s join runs r using (run_id) group by 1", SAMPLES)
@@ -172,3 +181,13 @@ def test_runs_query_reads_every_manifest_and_every_sample(tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("labkit: error: query failed: Binder Error")
     empty = run_labkit("runs", "query", "--runs-dir", str(tmp_path), "select 1")
     assert empty.returncode == 2 and "no runs in" in empty.stderr
+
+
+@pytest.mark.parametrize("other, expected", [("upload-wan", "--compare-with: not comparable: experiment upload vs idle-step"),
+                                             ("nothing-of-that-name", "no run 'nothing-of-that-name'")])
+def test_report_refuses_a_compare_with_it_cannot_use_before_any_notebook_runs(other, expected, tmp_path):
+    run = tmp_path / "idle-step-cubic"
+    shutil.copytree(SAMPLES / "idle-step-cubic", run, ignore=shutil.ignore_patterns("figures", "report"))
+    proc = run_labkit("report", str(run), "--compare-with", other, "--runs-dir", str(SAMPLES))
+    assert proc.returncode == 2 and expected in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (run / "report").exists()

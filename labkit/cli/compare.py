@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from labkit.cli.runs import RUNS_DIR
 from labkit.comparison import compare as compare_runs
+from labkit.errors import LabkitError
+
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 @click.command()
@@ -30,21 +35,26 @@ def compare(a, b, runs_dir, single, force, show_all, csv_path, figure_path, seed
     the two sides share, each statistic the experiment's notebook reports (median, p90 and p99 where there are
     enough calls to bound them, req/s, MB/s): B − A with a 95 % interval and a verdict after Holm's correction
     over the whole table ("within noise": called, but within 1 % of A). With one run a side the calls are the
-    units (resampled in blocks, as they are time-ordered); with groups, the runs. Cells on one side only are
-    listed. Runs of different experiments or link delays are refused unless --force.
+    units (resampled in blocks, as they are time-ordered); with groups, the runs; one run against a group is judged
+    against the group's spread from run to run. Cells on one side only are listed. Runs of different experiments or
+    link delays are refused unless --force.
     """
     from rich.console import Console
 
+    if figure_path and Path(figure_path).suffix.lower() not in FIGURE_SUFFIXES:
+        raise click.BadParameter(f"{figure_path!r} is not a .png, .svg or .pdf file", param_hint="--figure")
     comparison = compare_runs(a, b, runs_dir=runs_dir, force=force, group=not single, seed=seed)
     console = Console()
     print_comparison(console, comparison, show_all)
-    if csv_path and comparison.table is not None:
-        comparison.table.to_csv(csv_path, index=False)
-        console.print(f"table: {csv_path}")
-    if figure_path and comparison.table is not None and not comparison.table.empty:
-        figure = comparison.figure()
-        figure.savefig(figure_path, dpi=300)
-        console.print(f"figure: {figure_path}")
+    try:
+        if csv_path and comparison.table is not None:
+            comparison.table.to_csv(csv_path, index=False)
+            console.print(f"table: {csv_path}")
+        if figure_path and comparison.table is not None and not comparison.table.empty:
+            comparison.figure().savefig(figure_path, dpi=300)
+            console.print(f"figure: {figure_path}")
+    except OSError as exc:
+        raise LabkitError(f"cannot write {exc.filename or 'the output'}: {exc.strerror or exc}") from None
 
 
 def print_comparison(console, comparison, show_all: bool) -> None:
