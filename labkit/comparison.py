@@ -93,6 +93,22 @@ def incomparable(runs_a: list[Run], runs_b: list[Run]) -> list[str]:
     return list(dict.fromkeys(reasons))
 
 
+def _probe_delays_differ(frames_a: list, frames_b: list) -> str | None:
+    """Another link delay by the runs' own ping probe (a series', an import's), as :func:`incomparable` says it from
+    the ping baselines; None when a side has no ping probe."""
+    def least(frames):
+        values = [frame.loc[frame["probe"].eq("ping") & frame["ok"].astype(bool), "rtt_ms"].min()
+                  for frame in frames if "probe" in frame and "rtt_ms" in frame]
+        values = [v for v in values if v == v]  # NaN: no ping answered in that run
+        return min(values) if values else None
+
+    a, b = least(frames_a), least(frames_b)
+    if a is None or b is None:
+        return None
+    differ = _delays_differ({"ping probe": float(a)}, {"ping probe": float(b)})
+    return f"link delay {differ[0]}" if differ else None
+
+
 def comparable_with(run, other: str, runs_dir=None) -> str:
     """``other`` (what ``labkit report --compare-with`` was given) as the paths of its runs joined with commas, for a
     notebook's ``compare_with``; a :class:`LabkitError` before any notebook runs when it names no run, or runs labkit
@@ -145,7 +161,11 @@ class Comparison:
         lines = []
         if self.incomparable:
             lines.append("compared with --force although " + "; ".join(self.incomparable))
-        if self.compared is not None and self.compared.level == "calls":
+        if self.compared is not None and self.compared.level == "calls" and self.runs_a[0].manifest.get(
+                "experiment") == "load":
+            lines.append("one run a side: a load cell is one value a run, which nothing can test; make each side "
+                         "with --runs 3 (or more) for runs as units")
+        elif self.compared is not None and self.compared.level == "calls":
             lines.append("one run a side: the intervals hold the variation within each run only, not how much two "
                          "runs of the same settings differ; make each side with --runs 3 (or more) for runs as units")
         if self.compared is not None and self.compared.level == "runs" and min(len(self.runs_a), len(self.runs_b)) < 2:
@@ -195,7 +215,12 @@ def compare(a, b, *, runs_dir=None, force: bool = False, group: bool = True, see
     kind = KINDS.get(experiment) if experiment == runs_b[0].manifest.get("experiment") else None
     compared = None
     if kind is not None:
-        compared = compare_frames([run.samples() for run in runs_a], [run.samples() for run in runs_b], kind, seed=seed)
+        frames_a, frames_b = [run.samples() for run in runs_a], [run.samples() for run in runs_b]
+        if not reasons and (differ := _probe_delays_differ(frames_a, frames_b)):
+            reasons = [differ]  # a series without the emulator's record or a baseline: its own ping probe says
+            if not force:
+                raise LabkitError(f"not comparable: {differ} (--force compares them anyway)")
+        compared = compare_frames(frames_a, frames_b, kind, seed=seed)
     elif not reasons:
         raise LabkitError(f"labkit cannot compare {experiment!r} runs")
     return Comparison(runs_a, runs_b, what_changed(runs_a, runs_b), reasons, compared)
