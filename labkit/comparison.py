@@ -183,6 +183,18 @@ class Comparison:
             raise LabkitError("nothing to draw: the two sides share no cell")
         return plots.difference_dots(self.table, self.side_names(), n_unit=self.compared.level, **kwargs)
 
+    def distributions(self, most: int = 4, **kwargs):
+        """The ECDFs of both sides for the cells worth seeing (:meth:`~labkit.analysis.before_after.Compared.
+        cells_to_show`; :func:`labkit.plots.before_after_cdfs`), for an experiment whose rows are calls; its
+        figure."""
+        from labkit import plots
+
+        if self.compared is None or not self.compared.kind.per_sample or self.table.empty:
+            raise LabkitError("no calls to draw: the two sides share no cell of calls (load and hop rows are cells)")
+        fig = plots.before_after_cdfs(self.compared, self.compared.cells_to_show(most), self.side_names(), **kwargs)
+        plots.settle_legends(fig)  # a CDF climbs through every corner: each legend goes where its lines are not
+        return fig
+
     def _repr_html_(self) -> str:
         return comparison_html(self)
 

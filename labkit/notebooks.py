@@ -554,6 +554,8 @@ def compare_section(nb: Notebook, compare_with: str) -> None:
                      .to_dict("records")}
     if not compared.table.empty:
         nb.export(comparison.figure(), "compare_differences")
+        if compared.kind.per_sample:  # the calls behind the largest differences, side by side
+            nb.export(comparison.distributions(), "compare_distributions")
 
 
 def setup(name: str, run_dir: str, *, sample: str, experiment: str | None, formats: str | Iterable[str],

@@ -173,6 +173,10 @@ def _say(token: str) -> str:
         return ", ".join(options)
     if key.endswith("_bytes") and value.isdigit():  # a compared cell's size (payload_bytes=16000)
         return _human_size(value)
+    if key in ("transport", "probe", "via", "tool"):  # a compared cell's name for what it measured
+        return value
+    if key == "tls":
+        return "TLS" if value == "True" else "no TLS"
     if key == "conns":
         return f"{value} conn{'s' if value != '1' else ''}"
     if key == "ka":
@@ -1229,7 +1233,7 @@ def difference_dots(table: pd.DataFrame, sides: tuple[str, str] = ("A", "B"), *,
     measures = list(dict.fromkeys(table["measure"]))
     labels = short_labels(table["cell"])
     rows = min(MOST_COMPARED_CELLS, max(table.groupby("measure").size()))
-    fig, axes = figure(1, len(measures), width=width, height=1.2 + 0.2 * rows, squeeze=False, sharey=True)
+    fig, axes = figure(1, len(measures), width=width, height=1.8 + 0.2 * rows, squeeze=False, sharey=True)
     cells = list(dict.fromkeys(table["cell"]))[:MOST_COMPARED_CELLS]
     with theme():
         for ax, measure in zip(axes[0], measures):
@@ -1255,4 +1259,35 @@ def difference_dots(table: pd.DataFrame, sides: tuple[str, str] = ("A", "B"), *,
         axes[0][0].invert_yaxis()
         shared_legend(fig, axes, ncols=len(VERDICT_COLORS))
         fig.suptitle(f"A {sides[0]}\nB {sides[1]}", x=0.01, ha="left", fontsize="x-small", fontweight="normal")
+    return fig
+
+
+def before_after_cdfs(compared, cells: Sequence[str], sides: tuple[str, str] = ("A", "B"), *,
+                      width: float = TWO_COLUMNS):
+    """The distributions behind :func:`difference_dots`: for each of ``cells`` (at most four, e.g.
+    ``compared.cells_to_show()``), the ECDF of the first measure's column on side A and on side B (every run's
+    values pooled), a panel a cell titled by its short label and the n of each side; one legend below. Returns the
+    figure."""
+    column, unit = compared.kind.measures[0].column, compared.kind.measures[0].unit
+    labels = short_labels(compared.table["cell"])
+    ncols = min(2, len(cells))
+    nrows = -(-len(cells) // ncols)
+    fig, axes = figure(nrows, ncols, width=width, height=2.4 * nrows + 0.8, squeeze=False)
+    with theme():
+        for ax, cell in zip(axes.ravel(), cells):
+            counts = []
+            for rows, color, name in ((compared.side_a, PALETTE[9], "A"), (compared.side_b, PALETTE[0], "B")):
+                values = np.sort(rows.loc[rows["_cell"] == cell, column].to_numpy(dtype=float))
+                values = values[np.isfinite(values)]
+                counts.append(values.size)
+                ax.step(values, np.arange(1, values.size + 1) / max(values.size, 1), where="post", color=color,
+                        label=f"{name} {sides['AB'.index(name)]}")
+            ax.set_title(f"{labels.get(cell, cell)}\n{counts[0]} vs {n_label([counts[1]], compared.kind.rows_are)}",
+                         loc="left", fontsize="small")
+            ax.set_xlabel(f"{compared.kind.value} ({unit})")
+            ax.set_ylabel("proportion ≤ x")
+            ax.set_ylim(0, 1.01)
+        for ax in axes.ravel()[len(cells):]:
+            ax.set_visible(False)
+        shared_legend(fig, axes[:, :1], ncols=1)
     return fig

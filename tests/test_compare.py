@@ -146,9 +146,9 @@ def test_a_run_against_itself_and_a_missing_run_are_one_line_and_exit_2(tmp_path
 
 
 def test_the_command_prints_changes_table_and_writes_csv_and_a_figure_that_passes_the_layout_check(tmp_path):
-    csv, figure = tmp_path / "diff.csv", tmp_path / "diff.png"
+    csv, figure, cdfs = tmp_path / "diff.csv", tmp_path / "diff.png", tmp_path / "cdfs.svg"
     proc = run_labkit("compare", str(SAMPLES / "idle-step-cubic"), str(SAMPLES / "idle-step-cubic-2"), "--single",
-                      "--all", "--csv", str(csv), "--figure", str(figure))
+                      "--all", "--csv", str(csv), "--figure", str(figure), "--distributions", str(cdfs))
     assert proc.returncode == 0, proc.stderr
     assert "config seed: 1 -> 2" in proc.stdout and "20 comparisons (Holm)" in proc.stdout
     assert "units: calls" in proc.stdout and "one run a side" in proc.stdout
@@ -156,7 +156,7 @@ def test_the_command_prints_changes_table_and_writes_csv_and_a_figure_that_passe
 
     table = pd.read_csv(csv)
     assert len(table) == 20 and {"difference", "low", "high", "p_holm", "verdict", "n_a", "n_b"} <= set(table.columns)
-    assert figure.stat().st_size > 10_000
+    assert figure.stat().st_size > 10_000 and cdfs.read_text().startswith("<?xml")
     compared = compare(SAMPLES / "idle-step-cubic", SAMPLES / "idle-step-cubic-2", group=False)
     assert layout_problems(compared.figure()) == []
     html = compared._repr_html_()
@@ -169,6 +169,18 @@ def test_an_output_labkit_cannot_write_is_one_line_and_exit_2(flag, path, expect
     proc = run_labkit("compare", str(SAMPLES / "idle-step-cubic"), str(SAMPLES / "idle-step-cubic-2"), "--single",
                       flag, str(tmp_path / path))
     assert proc.returncode == 2 and expected in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_distributions_show_the_called_cells_first_and_pass_the_layout_check():
+    compared = compare(SAMPLES / "upload-lan", SAMPLES / "upload-lan-2", group=False)
+    cells = compared.compared.cells_to_show()
+    called = set(compared.compared.called().query("measure == 'median MB/s'")["cell"])
+    assert len(cells) == 4 and set(cells) <= called
+    figure = compared.distributions()
+    assert layout_problems(figure) == [] and sum(ax.get_visible() for ax in figure.axes) == 4
+    assert [len(line.get_xdata()) for line in figure.axes[0].lines] == [20, 20]  # 20 uploads a side
+    with pytest.raises(LabkitError, match="load and hop rows are cells"):
+        compare(SAMPLES / "tuning-ladder-lan", SAMPLES / "tuning-messages-lan").distributions()
 
 
 def test_runs_query_reads_every_manifest_and_every_sample(tmp_path):

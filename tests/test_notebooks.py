@@ -292,8 +292,9 @@ def test_report_on_the_idle_step_knobs_sample(tmp_path):
     report = run / "report"
     assert (report / "index.html").exists() and (report / "idle_step.html").exists()
     figures = sorted(p.name for p in (report / "figures").iterdir())
-    assert figures == sorted(f"idle_step_{s}.{f}" for s in ("compare_differences", "cwnd", "explain_components",
-                                                             "largest", "latency") for f in ("png", "svg"))
+    assert figures == sorted(f"idle_step_{s}.{f}" for s in ("compare_differences", "compare_distributions", "cwnd",
+                                                             "explain_components", "largest", "latency")
+                             for f in ("png", "svg"))
     index = (report / "index.html").read_text()
     assert all(f'href="figures/{name}"' in index for name in figures) and "step.window_bytes" in index
     assert f"report: {report / 'index.html'}" in proc.stdout

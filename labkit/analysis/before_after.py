@@ -68,6 +68,8 @@ class Kind:
     per_sample: bool
     order: str
     usable: Callable[[pd.DataFrame], pd.Series] = field(default=lambda frame: pd.Series(True, index=frame.index))
+    rows_are: str = "calls"  # what a row is, for a reader ("5 uploads")
+    value: str = "RTT"  # what the first measure's column is, for an axis
 
 
 _STACK = ("client_impl", "server_impl", "grpc_options")
@@ -92,12 +94,12 @@ KINDS: dict[str, Kind] = {
     "ping-vs-echo": _PROBES,
     "upload": Kind(("src", "dst", "transport", "tls", "file_bytes", "chunk_bytes", *_STACK),
                    (Measure("mb_per_s", "MB/s", "median MB/s", 50),), True, "t_start_utc_ns",
-                   lambda f: f["ok"].astype(bool)),
+                   lambda f: f["ok"].astype(bool), "uploads", "throughput"),
     "load": Kind(("src", "dst", "transport", "tool", "concurrency", "connections", "streams_per_connection",
                   "keepalive_ms", "payload_bytes", "compression", "rpc", "messages_per_call", "payload_kind",
-                  "ladder_step", *_STACK), _CELLS, False, "t_start_utc_ns", _no_error),
+                  "ladder_step", *_STACK), _CELLS, False, "t_start_utc_ns", _no_error, "cells", "req/s"),
     "hop": Kind(("load_host", "front", "back", "via", "tool", "threads", "connections", "rate", "body_bytes",
-                 "grpc_channels", "nats_workers"), _CELLS, False, "t_start_utc_ns", _no_error),
+                 "grpc_channels", "nats_workers"), _CELLS, False, "t_start_utc_ns", _no_error, "repeats", "req/s"),
 }
 
 #: A called difference whose interval reaches within this fraction of A's value is "within noise": criterion.rs'
@@ -114,7 +116,8 @@ COLUMNS = ["cell", "measure", "unit", "a", "b", "n_a", "n_b", "statistic", "diff
 class Compared:
     """What :func:`compare_frames` found: one ``table`` row per shared cell and measure (see :data:`COLUMNS`, then
     the key columns); the cells of one side only (``only_a``, ``only_b``, their labels); the ``level`` at which
-    the units were taken ("calls" or "runs"), the runs a side, and the measures left out for too few values."""
+    the units were taken ("calls" or "runs"), the runs a side, and the measures left out for too few values; and
+    each side's usable rows (``side_a``, ``side_b``: their run ``_run`` and cell ``_cell``) with the ``kind``."""
 
     table: pd.DataFrame
     only_a: list[str]
@@ -123,10 +126,24 @@ class Compared:
     runs_a: int
     runs_b: int
     too_few: int
+    side_a: pd.DataFrame
+    side_b: pd.DataFrame
+    kind: Kind
 
     def called(self) -> pd.DataFrame:
         """The rows whose difference survived the correction."""
         return self.table[self.table["verdict"].isin(["higher", "lower"])]
+
+    def cells_to_show(self, most: int = 4) -> list[str]:
+        """The cells whose distributions are worth drawing side by side: those of the first measure's called
+        differences, then the largest of the rest, relative to A; at most ``most``."""
+        first = self.table[self.table["measure"] == self.kind.measures[0].label]
+        if first.empty:
+            return []
+        called = first["verdict"].isin(["higher", "lower"])
+        size = (first["difference"] / first["a"]).abs().fillna(0)
+        ranked = first.assign(_called=called, _size=size).sort_values(["_called", "_size"], ascending=False)
+        return ranked["cell"].head(most).tolist()
 
 
 def _value_text(value) -> str:
@@ -245,7 +262,7 @@ def compare_frames(a: list[pd.DataFrame], b: list[pd.DataFrame], kind: Kind, *, 
         table["text"] = [difference_text(row) for row in table.itertuples(index=False)]
     table = table.reindex(columns=[*COLUMNS, *keys])
     return Compared(table, [c for c in cells_a if c not in set(cells_b)], [c for c in cells_b if c not in set(cells_a)],
-                    "runs" if by_run else "calls", len(a), len(b), too_few)
+                    "runs" if by_run else "calls", len(a), len(b), too_few, side_a, side_b, kind)
 
 
 def one_run_against_runs(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> Difference:

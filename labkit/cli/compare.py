@@ -24,8 +24,10 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
               help="Also write the whole table to this CSV file.")
 @click.option("--figure", "figure_path", type=click.Path(dir_okay=False, writable=True),
               help="Also draw the differences to this file (.png, .svg or .pdf).")
+@click.option("--distributions", "cdf_path", type=click.Path(dir_okay=False, writable=True),
+              help="Also draw both sides' distributions (ECDFs) in the cells that differ most to this file.")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="The bootstrap's seed.")
-def compare(a, b, runs_dir, single, force, show_all, csv_path, figure_path, seed):
+def compare(a, b, runs_dir, single, force, show_all, csv_path, figure_path, cdf_path, seed):
     """What changed between two runs, and what it did: B against A, cell by cell.
 
     A and B are each a run (a path, a run id or a unique part of one), standing for its whole --runs group unless
@@ -41,8 +43,9 @@ def compare(a, b, runs_dir, single, force, show_all, csv_path, figure_path, seed
     """
     from rich.console import Console
 
-    if figure_path and Path(figure_path).suffix.lower() not in FIGURE_SUFFIXES:
-        raise click.BadParameter(f"{figure_path!r} is not a .png, .svg or .pdf file", param_hint="--figure")
+    for flag, path in (("--figure", figure_path), ("--distributions", cdf_path)):
+        if path and Path(path).suffix.lower() not in FIGURE_SUFFIXES:
+            raise click.BadParameter(f"{path!r} is not a .png, .svg or .pdf file", param_hint=flag)
     comparison = compare_runs(a, b, runs_dir=runs_dir, force=force, group=not single, seed=seed)
     console = Console()
     print_comparison(console, comparison, show_all)
@@ -53,6 +56,9 @@ def compare(a, b, runs_dir, single, force, show_all, csv_path, figure_path, seed
         if figure_path and comparison.table is not None and not comparison.table.empty:
             comparison.figure().savefig(figure_path, dpi=300)
             console.print(f"figure: {figure_path}")
+        if cdf_path and comparison.table is not None and not comparison.table.empty:
+            comparison.distributions().savefig(cdf_path, dpi=300)  # load and hop: one line, their rows are cells
+            console.print(f"distributions: {cdf_path}")
     except OSError as exc:
         raise LabkitError(f"cannot write {exc.filename or 'the output'}: {exc.strerror or exc}") from None
 
