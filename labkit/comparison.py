@@ -176,7 +176,8 @@ class Comparison:
         return lines
 
     def figure(self, **kwargs):
-        """The paired dot plot of every shared cell (:func:`labkit.plots.difference_dots`); its figure."""
+        """Every shared cell's difference B − A as a dot with its interval, by verdict
+        (:func:`labkit.plots.difference_dots`); its figure."""
         from labkit import plots
 
         if self.compared is None or self.table.empty:
@@ -191,9 +192,7 @@ class Comparison:
 
         if self.compared is None or not self.compared.kind.per_sample or self.table.empty:
             raise LabkitError("no calls to draw: the two sides share no cell of calls (load and hop rows are cells)")
-        fig = plots.before_after_cdfs(self.compared, self.compared.cells_to_show(most), self.side_names(), **kwargs)
-        plots.settle_legends(fig)  # a CDF climbs through every corner: each legend goes where its lines are not
-        return fig
+        return plots.before_after_cdfs(self.compared, self.compared.cells_to_show(most), self.side_names(), **kwargs)
 
     def _repr_html_(self) -> str:
         return comparison_html(self)

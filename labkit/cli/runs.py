@@ -161,6 +161,7 @@ def query(sql, runs_dir, as_csv):
 
 
 def _cell_text(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return "" if value is None else str(value)
+    """A query result's value as the table shows it: SQL's NULL (pandas' None or NaN) as NULL, floats short."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "NULL"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
