@@ -6,6 +6,7 @@ The A/A pairs are real: runs of the same settings, recorded one after another (`
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 from pathlib import Path
 
@@ -148,10 +149,15 @@ def test_a_run_against_itself_and_a_missing_run_are_one_line_and_exit_2(tmp_path
 def test_the_command_prints_changes_table_and_writes_csv_and_a_figure_that_passes_the_layout_check(tmp_path):
     csv, figure, cdfs = tmp_path / "diff.csv", tmp_path / "diff.png", tmp_path / "cdfs.svg"
     proc = run_labkit("compare", str(SAMPLES / "idle-step-cubic"), str(SAMPLES / "idle-step-cubic-2"), "--single",
-                      "--all", "--csv", str(csv), "--figure", str(figure), "--distributions", str(cdfs))
+                      "--all", "--csv", str(csv), "--figure", str(figure), "--distributions", str(cdfs),
+                      env={**os.environ, "COLUMNS": "200"})  # a terminal wide enough for the table's rows
     assert proc.returncode == 0, proc.stderr
     assert "config seed: 1 -> 2" in proc.stdout and "20 comparisons (Holm)" in proc.stdout
     assert "units: calls" in proc.stdout and "one run a side" in proc.stdout
+    # What every cell shares is said once above the table; each row names what sets its cell apart.
+    assert "every cell: src=a dst=b cc=cubic gap_s=1" in proc.stdout
+    assert [line.split()[0] for line in proc.stdout.splitlines() if "median RTT" in line][:2] == [
+        "slow_start_after_idle=0", "slow_start_after_idle=0"]
     import pandas as pd
 
     table = pd.read_csv(csv)

@@ -284,6 +284,15 @@ def one_run_against_runs(a: np.ndarray, b: np.ndarray, confidence: float = 0.95)
                       "t, one run against the others' spread", "mean", se, float(n - 1))
 
 
+def distinct_parts(cells: list[str]) -> tuple[str, dict[str, str]]:
+    """Cell labels said once: the ``key=value`` words every one of ``cells`` shares (for a line above a table), and
+    each cell's other words (its own label, ``all`` when it has none)."""
+    words = {cell: cell.split() for cell in dict.fromkeys(cells)}
+    shared = set.intersection(*(set(w) for w in words.values())) if len(words) > 1 else set()
+    common = " ".join(w for w in next(iter(words.values()), []) if w in shared)
+    return common, {cell: " ".join(w for w in ws if w not in shared) or "all" for cell, ws in words.items()}
+
+
 def difference_text(row) -> str:
     """A row's difference as a table shows it: ``+201.3 [+195.0, +207.9] ms higher`` (B − A; the verdict after the
     family's correction, with its smallest detectable difference where unclear)."""

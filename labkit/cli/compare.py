@@ -70,7 +70,7 @@ def print_comparison(console, comparison, show_all: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from labkit.analysis.before_after import verdict_counts
+    from labkit.analysis.before_after import distinct_parts, verdict_counts
 
     name_a, name_b = comparison.side_names()
     console.print(f"A: {escape(name_a)}\nB: {escape(name_b)}")
@@ -88,14 +88,17 @@ def print_comparison(console, comparison, show_all: bool) -> None:
     table = compared.table if show_all else compared.called()
     console.print(f"{verdict_counts(compared.table)}; units: {compared.level}"
                   + ("" if show_all or table.empty else "; the differences called (--all: every row)"))
+    common, names = distinct_parts([*compared.table["cell"], *compared.only_a, *compared.only_b])
+    if common and not table.empty:
+        console.print(f"every cell: {escape(common)}")
     if not table.empty:
         out = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for column in ("cell", "measure", "A", "B", "n", "B − A [95%] verdict"):
             out.add_column(column, justify="right" if column in ("A", "B", "n") else "left")
         for row in table.itertuples():
-            out.add_row(escape(row.cell), row.measure, f"{row.a:.4g}", f"{row.b:.4g}", f"{row.n_a}/{row.n_b}",
+            out.add_row(escape(names[row.cell]), row.measure, f"{row.a:.4g}", f"{row.b:.4g}", f"{row.n_a}/{row.n_b}",
                         escape(row.text))
         console.print(out)
     for side, cells in (("A", compared.only_a), ("B", compared.only_b)):
         for cell in cells:
-            console.print(f"only in {side}: {escape(cell)}")
+            console.print(f"only in {side}: {escape(names[cell])}")
