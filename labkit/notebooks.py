@@ -526,7 +526,8 @@ def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, 
 def compare_section(nb: Notebook, compare_with: str) -> None:
     """The section every experiment notebook ends with: this run (B, with its ``--runs`` group) against
     ``compare_with`` (A: a run, its id or a unique part of one, or runs joined with commas) by :func:`labkit.compare`:
-    what changed between them, the caveats, the differences called, the figure of every difference. Empty
+    what changed between them, the caveats, the table, the figure of every difference and, where rows are calls, both
+    sides' distributions in the cells that differ most. Empty
     ``compare_with``: one sentence on how to ask for it. Runs labkit refuses to compare (another experiment, another
     link delay) are said in one line, and the notebook goes on. What it finds goes to the headline JSON's
     ``compare``."""

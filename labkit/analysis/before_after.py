@@ -272,7 +272,7 @@ def one_run_against_runs(a: np.ndarray, b: np.ndarray, confidence: float = 0.95)
     ``s × √(1 + 1/n)``, ``n − 1`` degrees of freedom."""
     from scipy import stats
 
-    one, runs = (a, b) if a.size == 1 else (b, a)
+    runs = b if a.size == 1 else a
     n = runs.size
     difference = float(b.mean() - a.mean())
     se = float(runs.std(ddof=1) * math.sqrt(1 + 1 / n))
