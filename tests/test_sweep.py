@@ -129,7 +129,10 @@ def test_the_idle_step_with_tcp_state_and_compare_names_the_sysctl_a_user_set_ou
     medians = compared.table[compared.table["measure"] == "median RTT"].set_index("payload_bytes")
     big, small = medians.loc[30000], medians.loc[1000]
     assert -1.3 < big["difference"] / rtt_ms < -0.7 and big["high"] < 0 and big["verdict"] == "lower"
-    assert small["low"] <= 0 <= small["high"] and small["verdict"] not in ("higher", "lower")
+    # 1000 B fit in the window either way: no difference, or (a loaded machine shifting one run's calls by a few
+    # tenths of a millisecond) one within the 1 % compare calls noise, never a change.
+    assert small["verdict"] in ("unclear", "within noise")
+    assert small["low"] <= 0 <= small["high"] or small["verdict"] == "within noise"
 
 
 def _start_sweep(inventory, runs_dir, name: str, *extra: str, preexec_fn=None) -> subprocess.Popen:
