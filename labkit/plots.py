@@ -28,6 +28,7 @@ from cycler import cycler
 from matplotlib import cbook
 
 from labkit.analysis.explain import COMPONENTS
+from labkit.analysis.tables import shared_words  # noqa: F401 (plots.shared_words: what short_labels leaves out)
 from labkit.units import format_size
 
 #: seaborn's colour-blind palette, reordered so that the first colours any figure uses are the most distinct: its
@@ -188,16 +189,6 @@ def _say(token: str) -> str:
     return token
 
 
-def shared_words(names: Iterable) -> str:
-    """The words every one of several condition names has (``ssai=1``), in the first name's order: what
-    :func:`short_labels` leaves out, for a title to say once; empty when they share none."""
-    words = [str(name).split() for name in dict.fromkeys(names)]
-    if len(words) < 2:
-        return ""
-    common = set.intersection(*(set(w) for w in words))
-    return " ".join(w for w in words[0] if w in common)
-
-
 def short_labels(names: Iterable) -> dict:
     """Short human labels for conditions named the internal way (``conns=1 ka=none tool→go
     static-conn-window=32MiB;static-stream-window=32MiB``): the words every name shares dropped, as they tell no
@@ -264,6 +255,7 @@ def box(
     ok: str | None = "ok",
     ax=None,
     ylabel: str | None = None,
+    xlabel: str | None = None,
     every_value: bool = False,
 ) -> Drawn:
     """Box plot per group; whiskers at the 5th/95th percentiles (default) or ``whiskers="iqr"`` (1.5×IQR, Tukey).
@@ -274,7 +266,8 @@ def box(
     of fewer than :data:`FEW_FOR_A_BOX` values gets no box: its values are
     drawn as points (jittered, seeded) with a line at their median. Each tick
     label ends with the group's n. ``every_value=True`` draws every value over
-    the boxes too.
+    the boxes too. The axis is labelled with what the groups are (``xlabel``, default ``by``; "" for nothing)
+    above the whiskers' note.
     """
     ax = _ax(ax)
     groups = [(key, _ok_values(frame, value, ok)) for key, frame in _groups(df, by, order)]
@@ -315,7 +308,8 @@ def box(
         label += f"\nunder {FEW_FOR_A_BOX} values: points and median"
     # Named under the axis, not in a title: a panel's title is the notebook's to set, and two titles side by side
     # collide on a panel a column wide.
-    ax.set_xlabel(f"{by or ''}{chr(10) if by else ''}whiskers: {label}")
+    name = by if xlabel is None else xlabel
+    ax.set_xlabel(f"{name}\nwhiskers: {label}" if name else f"whiskers: {label}")
     return Drawn(ax, {**drawn, "stats": stats})
 
 

@@ -379,9 +379,8 @@ with plots.theme():
     short = plots.short_labels(present)
     fig, ax = plots.figure(height=5.2 if len(present) > 4 else 3.4)  # room for the names set on end
     plots.box(at_largest.assign(condition=at_largest["condition"].map(short)), value="rtt_ms", by="condition",
-              order=[short[c] for c in present], ax=ax, ylabel="call latency (ms)", every_value=True)
+              order=[short[c] for c in present], ax=ax, ylabel="call latency (ms)", xlabel="", every_value=True)
     plots.rtt_axis(ax, reference_ping)
-    ax.set_xlabel("\n".join(ax.get_xlabel().splitlines()[1:]))  # the whiskers' note, without the word "condition"
     ax.tick_params(axis="x", labelrotation=90 if len(present) > 4 else 0, labelsize="x-small")
     common = plots.shared_words(present)  # what the short labels leave out, said once
     ax.set_title(f"{largest} B requests, every call" + (f"; {common}" if common else ""), loc="left", fontsize="small")

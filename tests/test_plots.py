@@ -70,6 +70,10 @@ def test_box_whiskers_at_percentiles_and_points_beyond(orca):
     medians = [line.get_ydata()[0] for line in drawn.artists["medians"]]
     assert medians == pytest.approx([orca[orca.probe == p].rtt_ms.median() for p in ["ping", "echo"]])
     assert drawn.ax.get_ylabel() == "rtt_ms"
+    assert drawn.ax.get_xlabel() == "probe\nwhiskers: 5th–95th percentile"
+    # What the groups are may be said otherwise, or not at all (their names say it): the whiskers' note stays.
+    renamed = plots.box(orca, by="probe", xlabel="")
+    assert renamed.ax.get_xlabel() == "whiskers: 5th–95th percentile"
 
 
 def test_box_iqr_whiskers_follow_tukey(orca):

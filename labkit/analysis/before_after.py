@@ -31,6 +31,7 @@ import pandas as pd
 
 from labkit.analysis.inference import (Difference, call_differences, min_samples_for_percentile,
                                        two_sample_difference, verdict_text)
+from labkit.analysis.tables import shared_words
 
 
 @dataclass(frozen=True)
@@ -287,10 +288,9 @@ def one_run_against_runs(a: np.ndarray, b: np.ndarray, confidence: float = 0.95)
 def distinct_parts(cells: list[str]) -> tuple[str, dict[str, str]]:
     """Cell labels said once: the ``key=value`` words every one of ``cells`` shares (for a line above a table), and
     each cell's other words (its own label, ``all`` when it has none)."""
-    words = {cell: cell.split() for cell in dict.fromkeys(cells)}
-    shared = set.intersection(*(set(w) for w in words.values())) if len(words) > 1 else set()
-    common = " ".join(w for w in next(iter(words.values()), []) if w in shared)
-    return common, {cell: " ".join(w for w in ws if w not in shared) or "all" for cell, ws in words.items()}
+    common = shared_words(cells)
+    shared = set(common.split())
+    return common, {cell: " ".join(w for w in cell.split() if w not in shared) or "all" for cell in dict.fromkeys(cells)}
 
 
 def difference_text(row) -> str:

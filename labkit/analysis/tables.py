@@ -21,6 +21,16 @@ def _given(value) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
+def shared_words(names) -> str:
+    """The words every one of several condition names has (``ssai=1``), in the first name's order: what a table or a
+    figure can say once instead of in every name; empty when they share none (or there is one name)."""
+    words = [str(name).split() for name in dict.fromkeys(names)]
+    if len(words) < 2:
+        return ""
+    common = set.intersection(*(set(w) for w in words))
+    return " ".join(w for w in words[0] if w in common)
+
+
 def condition_label(cc=None, slow_start_after_idle=None, gap_s=None, background_gap_s=None, keepalive_ms=None,
                     client_impl=None, server_impl=None, grpc_options=None) -> str:
     """``cc=cubic ssai=1 gap=1s bg=0.25s ka=1000ms go→python``: one idle-step condition, unset knobs as ``keep`` or
