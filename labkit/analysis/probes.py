@@ -29,6 +29,10 @@ SPLITS = [
 ]
 #: A split's row label ("B − A") -> its short name in headline keys.
 SHORT_NAMES = {f"{b} − {a}": short for a, b, _, short in SPLITS}
+#: The splits that step from ping up to a cold call, one probe at a time (:func:`per_tick_splits`); a run without
+#: the TCP echo steps from ping to the warm call directly.
+CHAIN = ("tcp_minus_ping", "warm_minus_tcp", "cold_minus_warm")
+CHAIN_WITHOUT_TCP = ("warm_minus_ping", "cold_minus_warm")
 #: The columns of a probe's summary a person reads (milliseconds; ``50%_lo`` … ``50%_hi`` the median's interval).
 SUMMARY_COLUMNS = ["count", "lost", "mean", "std", "min", "25%", "50%", "50%_lo", "50%_hi", "75%", "p95", "p99", "max"]
 #: The columns of a split that two runs are compared on.
@@ -89,16 +93,15 @@ def split_latency(samples: pd.DataFrame, probes: list[str]) -> tuple[float, pd.D
 
 
 def per_tick_splits(samples: pd.DataFrame, probes: list[str]) -> pd.DataFrame:
-    """The split tick by tick, for a figure: ping's RTT, then each step up the chain ping → TCP echo → warm gRPC →
-    cold gRPC (``B − A`` at the same tick) whose probes the run has (warm − ping where it has no TCP echo). Long:
+    """The split tick by tick, for a figure: ping's RTT, then each step of :data:`CHAIN` (ping → TCP echo → warm gRPC →
+    cold gRPC; ``B − A`` at the same tick) whose probes the run has (:data:`CHAIN_WITHOUT_TCP` without a TCP echo). Long:
     ``seq`` (the tick), ``t_utc`` (its first send), ``part`` (``"ping"`` or ``"B − A"``, in chain order), ``ms``; a tick where
     either probe failed has no row for that part."""
     answered_rows = answered(samples)
     by_tick = answered_rows.pivot_table(index="seq", columns="probe", values="rtt_ms", aggfunc="first").sort_index()
     sent = answered_rows.groupby("seq")["t_utc_ns"].min()
-    chain = [("ping", "tcp-echo"), ("tcp-echo", "echo-warm"), ("echo-warm", "echo-cold")]
-    if "tcp-echo" not in probes:
-        chain = [("ping", "echo-warm"), ("echo-warm", "echo-cold")]
+    pairs = {short: (a, b) for a, b, _, short in SPLITS}
+    chain = [pairs[short] for short in (CHAIN if "tcp-echo" in probes else CHAIN_WITHOUT_TCP)]
     parts = [("ping", by_tick["ping"])] if "ping" in by_tick else []
     parts += [(f"{b} − {a}", by_tick[b] - by_tick[a]) for a, b in chain if a in by_tick and b in by_tick]
     frames = [pd.DataFrame({"seq": v.index, "t_utc": pd.to_datetime(sent.reindex(v.index).to_numpy(), unit="ns", utc=True),
