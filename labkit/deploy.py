@@ -124,12 +124,13 @@ def source_tree() -> Path:
 
 
 def build_hash(root: Path) -> str:
-    """SHA-256 over the names and contents of every file that goes into the wheel."""
+    """SHA-256 over the names and contents of every file that goes into the wheel (not what a build leaves in
+    the tree, such as the compiled log reader, which hosts do not run)."""
     digest = hashlib.sha256()
     files = [root / "pyproject.toml", root / "README.md"]
     files += sorted(
         path for path in (root / "labkit").rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo", ".so")
     )
     for path in files:
         if path.exists():

@@ -15,12 +15,16 @@ declare -A NEEDED=(
   # The JupyterLab test (tests/test_jupyterlab.py) opens the quickstart notebook in Debian's chromium, driven by
   # Selenium through Debian's chromedriver: the browser and its driver come from the same package version.
   [chromium]=chromium [chromedriver]=chromium-driver
+  # The C compiler of labkit's compiled log reader (labkit/parsers/_lines.c, built below).
+  [cc]=gcc
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do
   # sshd lives in /usr/sbin, which is not on every user's PATH.
   command -v "$cmd" >/dev/null 2>&1 || [[ -x /usr/sbin/$cmd ]] || missing+=("${NEEDED[$cmd]}")
 done
+# gcc's headers and start files for a shared library come from libc6-dev, which gcc only recommends.
+[[ -f /usr/include/string.h ]] || missing+=(libc6-dev)
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   missing+=(python3-venv)
 fi
@@ -51,6 +55,15 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[dev,notebooks]'
   touch "$stamp"
+fi
+
+# The compiled reader of the large logs' commonest lines (labkit/parsers/compiled.py: `labkit import` at disk
+# speed), rebuilt whenever its source is newer; without it labkit reads those lines the slower way.
+lines_c=labkit/parsers/_lines.c lines_so=labkit/parsers/_lines.so
+if [[ ! -f $lines_so || $lines_c -nt $lines_so ]]; then
+  echo "bootstrap: compiling $lines_c"
+  cc -O2 -Wall -shared -fPIC -o "$lines_so.partial" "$lines_c"
+  mv "$lines_so.partial" "$lines_so"
 fi
 
 # Go builds labkit-go (the grpc-go twin of `labkit echo`), its protoc plugins and

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from labkit.parsers.base import ParseError
-from labkit.parsers.goclient import GoEchoParser, IdleStepParser
-from labkit.parsers.ping import PingParser
+from labkit.parsers.goclient import GoEchoParser, IdleStepParser, parse_go_echo_log
+from labkit.parsers.ping import PingParser, parse_ping
 from labkit.parsers.stream import line_chunks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,3 +117,84 @@ def test_an_echo_stamp_that_is_no_time_is_refused_naming_its_line(stamp):
     lines[5] = stamp + lines[5][len("2016/11/02 08:24:56"):]
     with pytest.raises(ParseError, match=rf"line 6: '{re.escape(stamp)}' is not a date and time"):
         streamed(GoEchoParser(), "\n".join(lines) + "\n", 2**20)
+
+
+# --- the compiled reader (labkit.parsers.compiled) against the regex and numpy way ---------------------------------
+
+def _both_ways(monkeypatch, parse):
+    """What ``parse()`` gives with the compiled reader, and without it (every line read the other way)."""
+    from labkit.parsers import compiled
+
+    assert compiled.library() is not None, "scripts/bootstrap.sh builds labkit/parsers/_lines.so"
+    with_it = parse()
+    with monkeypatch.context() as patched:
+        patched.setattr(compiled, "library", lambda: None)
+        without = parse()
+    return with_it, without
+
+
+def _same_result(a, b) -> None:
+    assert a.rows.equals(b.rows)
+    assert (a.counts, a.summary, a.unrecognised_lines, a.unreadable_lines, a.doubt) == \
+        (b.counts, b.summary, b.unrecognised_lines, b.unreadable_lines, b.doubt)
+
+
+# Recorded reply lines, each with one field written another way that ping (or a copy of its log) can give: the
+# compiled reader must read each exactly as the regex does, or leave it to the regex.
+_VARIANTS = [
+    lambda line: line,
+    lambda line: line.replace(" ms", " ms (DUP!)"),
+    lambda line: line.replace("icmp_seq=", "seq="),
+    lambda line: line + "\r",  # a copy with Windows line ends
+    lambda line: line.replace("time=", "time=123456789012.123"),  # more digits than a double holds exactly
+    lambda line: line.replace("time=", "time=1").replace(" ms", "9 ms"),
+    lambda line: re.sub(r"icmp_seq=\d+", "icmp_seq=1234567890", line),  # more digits than ping's pattern takes
+    lambda line: re.sub(r"from [^:]+:", "from " + "h" * 64 + ":", line),  # the longest name it takes
+    lambda line: re.sub(r"from [^:]+:", "from " + "h" * 65 + ":", line),
+    lambda line: re.sub(r"from [^:]+:", "from gateway (10.0.0.1):", line),
+    lambda line: re.sub(r"ttl=\d+", "ttl=", line),
+    lambda line: line.replace(" ms", "ms"),
+    lambda line: "  " + line,
+    lambda line: line.replace(" bytes", "  bytes"),
+]
+_STAMPS = ["", "[1795336072.051477] ", "[1795336072] ", "[1795336072.0514771234] ", "[1795.051477123456] ",
+           "[9999999999.5] ", "[1795336072.] ", "[17953360720000.1] "]
+
+
+def test_the_compiled_reader_reads_ping_as_the_regex_does(monkeypatch):
+    """Every recorded ping output, the 2016 log, and recorded replies written every way above (with and without
+    -D stamps of every width): the same rows, counts and unread lines with the compiled reader as without."""
+    texts = [path.read_text() for path in RECORDED]
+    texts.append(gzip.decompress((ORCA / "ping.txt.gz").read_bytes()).decode())
+    replies = [line for line in (DATA / "ping" / "linux_lo.txt").read_text().splitlines() if " bytes from " in line]
+    header = (DATA / "ping" / "linux_lo.txt").read_text().splitlines()[0]
+    texts += [header + "\n" + "".join(stamp + variant(line) + "\n" for line in replies) for variant in _VARIANTS
+              for stamp in _STAMPS]
+    for text in texts:
+        _same_result(*_both_ways(monkeypatch, lambda: parse_ping(text)))
+    from labkit.parsers.compiled import ping_replies
+    from labkit.parsers.ping import _PENDING
+    from labkit.parsers.stream import Lines, arrow_schema
+
+    plain, _ = ping_replies(Lines(texts[-len(_VARIANTS) * len(_STAMPS)]), arrow_schema(_PENDING))
+    assert plain.num_rows == len(replies)  # the plain lines were the compiled reader's
+
+
+@pytest.mark.parametrize("tz", [None, "America/New_York"])
+def test_the_compiled_reader_reads_the_echo_log_as_the_regex_does(monkeypatch, tz):
+    """The 2016 echo log, and its lines with a field written another way (each unit Go writes, other stamps):
+    the same rows with the compiled reader as without."""
+    text = gzip.decompress((ORCA / "echo.txt.gz").read_bytes()).decode()
+    lines = text.splitlines()
+    calls = [line for line in lines if " received " in line][:40]
+    variants = [re.sub(r"time=[\d.]+ms", unit, line) for unit in
+                ("time=1.868983839s", "time=950.5µs", "time=950.5μs", "time=950.5us", "time=950ns", "time=27ms",
+                 "time=1234567890ms", "time=1.2345678901ms", "time=2m3s")
+                for line in calls[:3]]
+    variants += [line[:11] + "23:59:59" + line[19:] for line in calls[:2]]
+    variants += [line.replace("2016/11/02", "2016/02/29") for line in calls[:2]]
+    variants += [re.sub(r"\(\S+\)", "()", line) for line in calls[:2]]
+    variants += [re.sub(r"order=\d+", "order=", line) for line in calls[:2]]
+    variants += [re.sub(r"seq=(\d+)", r"seq=\1 ", line) for line in calls[:2]]
+    for log in (text, "\n".join(lines[:1] + variants + calls[10:]) + "\n"):
+        _same_result(*_both_ways(monkeypatch, lambda: parse_go_echo_log(log, tz=tz)))

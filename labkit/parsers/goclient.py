@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
+from labkit.parsers.compiled import ECHO_UNITS, echo_calls
 from labkit.parsers.godur import NS_PER_UNIT, go_duration_unit, parse_go_duration_ns
 from labkit.parsers.stream import (Lines, Prepared, SeqWindow, StreamParser, arrow_schema, digits, line_numbers,
                                    lines_one_by_one, parse_whole, sort_by)
@@ -49,7 +50,12 @@ REACH = 2**15
 
 def _to_utc(stamps, tz: str | None, lines=None):
     """Go's log writes local time without a zone: localise it in ``tz`` (UTC if unknown); an Arrow array of
-    UTC timestamps (null where a stamp is null).
+    UTC timestamps (null where a stamp is null). ``lines`` as for :func:`_naive`."""
+    return _localised(_naive(stamps, lines), tz)
+
+
+def _naive(stamps, lines=None):
+    """Go log stamps as wall-clock times (Arrow timestamps without a zone; null where a stamp is null).
 
     ``lines``, the line of each stamp, names a stamp that is no time in errors (one line, not a traceback).
     Whole seconds (what Go's log writes by default) are read by Arrow; stamps with a fraction by pandas.
@@ -80,6 +86,15 @@ def _to_utc(stamps, tz: str | None, lines=None):
     if len(bad):
         where = f"line {lines[bad[0]]}: " if lines is not None else ""
         raise ParseError(f"{where}{stamps[int(bad[0])].as_py()!r} is not a date and time")
+    return naive
+
+
+def _localised(naive, tz: str | None):
+    """Wall-clock times (timestamps without a zone, or integer nanoseconds) read in ``tz`` (UTC if None), as UTC."""
+    import pandas as pd
+    import pyarrow as pa
+
+    naive = naive.cast(pa.timestamp("ns"))
     if tz in (None, "UTC"):
         return naive.cast(pa.timestamp("ns", tz="UTC"))  # the wall-clock times are UTC's
     try:
@@ -95,8 +110,9 @@ def _unit_name(unit: str) -> str:
     return {"\u03bcs": "µs", "us": "µs", "\u00b5s": "µs"}.get(unit, unit)
 
 
+#: Calls waiting in :class:`GoEchoParser` (``naive_ns``: the stamp's wall-clock time, as if it were UTC).
 _ECHO_PENDING = {"seq": "int64", "order": "Int64", "line": "int64", "rtt_ms": "float64", "unit": "string",
-                 "stamp": "string", "bytes": "Int64", "peer": "string"}
+                 "naive_ns": "Int64", "bytes": "Int64", "peer": "string"}
 
 
 class GoEchoParser(StreamParser):
@@ -126,9 +142,16 @@ class GoEchoParser(StreamParser):
         import numpy as np
 
         lines = Lines(text)
-        plain = lines.matching(_PLAIN_ECHO)
-        slow = np.flatnonzero(~np.isin(np.arange(len(lines)), plain))
-        return Prepared(len(lines), _plain_echoes(lines, plain), lines.array.take(slow).to_pylist(), slow)
+        calls = echo_calls(lines)
+        if calls is None:  # no compiled reader here: the plain lines found by a regex and cut out by numpy
+            plain = lines.matching(_PLAIN_ECHO)
+            rows = _plain_echoes(lines, plain)
+        else:
+            plain, rows = calls["line"], _compiled_echoes(calls)
+        left = np.ones(len(lines), dtype=bool)
+        left[plain] = False
+        slow = np.flatnonzero(left)
+        return Prepared(len(lines), rows, lines.array.take(slow).to_pylist(), slow)
 
     def feed_prepared(self, chunk: Prepared) -> list:
         import numpy as np
@@ -139,7 +162,10 @@ class GoEchoParser(StreamParser):
         self.tally.bulk(chunk.rows.num_rows, chunk.rows.num_rows)
         records = self._read_lines(chunk.rest, (base + chunk.rest_at + 1).tolist())
         plain = chunk.rows.set_column(chunk.rows.schema.get_field_index("line"), "line", pc.add(chunk.rows["line"], base))
-        rows = pa.concat_tables([plain, pa.Table.from_pylist(records, schema=self.window.schema)])
+        stamps = [record.pop("stamp") for record in records]
+        others = pa.Table.from_pylist(records, schema=self.window.schema.remove(self.window.schema.get_field_index("naive_ns")))
+        others = others.append_column("naive_ns", pc.cast(_naive(stamps, others["line"].to_numpy()), pa.int64()))
+        rows = pa.concat_tables([plain, others.select(self.window.schema.names)])
         self.window.see(rows["seq"].to_numpy(), where=f"line {base + 1} on: ")
         self.window.add(rows)
         self.n["samples"] += rows.num_rows
@@ -196,7 +222,7 @@ class GoEchoParser(StreamParser):
         self.next_missing = max(self.next_missing, end)
         self.n["missing"] += len(missing)
         filled = sort_by(pa.concat_tables([rows, _gap_rows(missing, self.window.schema)]), ["seq", "order", "line"])
-        t_utc = _to_utc(filled["stamp"], self.tz, filled["line"].to_numpy())
+        t_utc = _localised(filled["naive_ns"], self.tz)
         table = pa.table({name: filled[name] for name in ("seq", "order", "rtt_ms", "unit", "bytes", "peer")})
         table = table.append_column("ok", pa.array(filled["line"].to_numpy() > 0))
         table = table.append_column("t_utc", t_utc)
@@ -249,9 +275,22 @@ def _plain_echoes(lines, at):
         # At most 9 digits each (:data:`_PLAIN_ECHO`): read in place, without cutting strings out first.
         "seq": digits(raw, space[8] + 5, space[9]), "order": digits(raw, space[7] + 7, space[8]),
         "line": pa.array(at + 1, pa.int64()), "rtt_ms": pa.array(nanos / 1e6),
-        "unit": pa.array(unit_names, pa.string()), "stamp": pc.cast(lines.cut(starts, space[1]), pa.string()),
+        "unit": pa.array(unit_names, pa.string()),
+        "naive_ns": pc.cast(_naive(lines.cut(starts, space[1]), at + 1), pa.int64()),
         "bytes": digits(raw, space[2] + 1, space[3]),
         "peer": pc.cast(lines.cut(space[6] + 2, space[7] - 1), pa.string()),
+    }, schema=arrow_schema(_ECHO_PENDING))
+
+
+def _compiled_echoes(calls: dict):
+    """The rows of the plain lines read by compiled code (:func:`labkit.parsers.compiled.echo_calls`)."""
+    import numpy as np
+    import pyarrow as pa
+
+    units = pa.DictionaryArray.from_arrays(calls["unit"].astype(np.int32), ECHO_UNITS).cast(pa.string())
+    return pa.table({
+        "seq": calls["seq"], "order": calls["order"], "line": calls["line"] + 1, "rtt_ms": calls["nanos"] / 1e6,
+        "unit": units, "naive_ns": calls["naive_ns"], "bytes": calls["bytes"], "peer": calls["peer"],
     }, schema=arrow_schema(_ECHO_PENDING))
 
 

@@ -49,6 +49,7 @@ import re
 from typing import TYPE_CHECKING
 
 from labkit.parsers.base import KEPT_LINES, LineTally, ParseError, ParseResult
+from labkit.parsers.compiled import ping_replies
 from labkit.parsers.stream import (Lines, Prepared, SeqWindow, StreamParser, arrow_schema, digits, field,
                                    lines_one_by_one, match_lines, numbers, parse_whole, sort_by)
 
@@ -85,8 +86,9 @@ _REPLY = re.compile("^" + _REPLY_TEMPLATE.format(src=r"\S+?", addr=r"[^)]*", res
 # addresses, nothing after it; any other line is read by the code that reads every line.
 _FAST_REPLY = (r"^(?:\[(?P<whole>\d{1,12})(?:\.(?P<frac>\d{1,12}))?\]\s*)?"
                + _REPLY_TEMPLATE.format(src=r"[A-Za-z0-9._-]+", addr=r"[0-9.]*", rest="") + r"\r?\n?$")
-# The commonest reply exactly (one space after a -D stamp, an address, ttl and time, nothing after): its
-# fields are cut out of many lines at once by their spaces (:func:`_plain_replies`).
+# The commonest reply exactly (one space after a -D stamp, an address, ttl and time, nothing after): read by
+# compiled code (labkit.parsers.compiled) or, without it, cut out of many lines at once by their spaces
+# (:func:`_plain_replies`).
 _PLAIN_REPLY = (r"^(?:\[\d{1,12}(?:\.\d{1,12})?\] )?\d{1,9} bytes from [A-Za-z0-9._-]{1,64}: (?:icmp_)?seq=\d{1,9} "
                 r"ttl=\d{1,9} time=\d{1,12}(?:\.\d{1,12})? ms(?: \(DUP!\))?\n?$")
 _NO_ANSWER = re.compile(r"^no answer yet for icmp_seq=(\d{1,9})$")
@@ -208,12 +210,18 @@ class PingParser(StreamParser):
         import pyarrow as pa
 
         lines = Lines(text)
-        plain = lines.matching(_PLAIN_REPLY)
-        rest = np.flatnonzero(~np.isin(np.arange(len(lines)), plain))
+        compiled = ping_replies(lines, arrow_schema(_PENDING))
+        if compiled is None:  # no compiled reader here: the plain lines found by a regex and cut out by numpy
+            plain = lines.matching(_PLAIN_REPLY)
+            compiled = _plain_replies(lines, plain), plain
+        plain_rows, plain = compiled
+        left = np.ones(len(lines), dtype=bool)
+        left[plain] = False
+        rest = np.flatnonzero(left)
         groups, matched = match_lines(lines.array.take(rest), _FAST_REPLY)
         fast = rest[matched]
         slow = rest[~np.isin(rest, fast, assume_unique=True)]
-        replies = pa.concat_tables([_plain_replies(lines, plain), _fast_replies(groups, fast + 1)])
+        replies = pa.concat_tables([plain_rows, _fast_replies(groups, fast + 1)])
         return Prepared(len(lines), sort_by(replies, ["line"]), lines.array.take(slow).to_pylist(), slow)
 
     def feed_prepared(self, chunk: Prepared) -> list:
