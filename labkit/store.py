@@ -28,6 +28,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Iterable
@@ -77,12 +78,13 @@ class Run:
 
     # -- creation and loading ------------------------------------------------------
     @classmethod
-    def create(cls, runs_dir, name: str, experiment: str, config: dict[str, Any]) -> "Run":
-        """Make a new run directory and write its manifest with status ``running``."""
+    def create(cls, runs_dir, name: str, experiment: str, config: dict[str, Any], stamp: str | None = None) -> "Run":
+        """Make a new run directory and write its manifest with status ``running``. Its id is ``<stamp>-<name>``
+        (``stamp`` the UTC time now unless given), with ``-2``, ``-3``... after it when that is taken."""
         if not _NAME_RE.match(name):
             raise LabkitError(f"run name {name!r} must be letters, digits, '.', '_' or '-' (at most 64)")
         root = runs_root(runs_dir)
-        path = _new_run_dir(root, name)
+        path = _new_run_dir(root, name, stamp)
         manifest = {
             "format_version": FORMAT_VERSION,
             "run_id": path.name,
@@ -339,16 +341,25 @@ class Run:
     def write_samples(self, tables: Iterable[Any], schema) -> Path:
         """Write samples.parquet (atomically) from ``tables`` (Arrow, with every column of ``schema``), one at a
         time: a table of any size is written in bounded memory."""
-        import pyarrow.parquet as pq
-
-        stored = schema.with_metadata({b"labkit.run_id": self.run_id.encode(),
-                                       b"labkit.format_version": str(FORMAT_VERSION).encode()})
         path = self.path / "samples.parquet"
         tmp = path.with_name(".samples.parquet.tmp")
         try:
-            with pq.ParquetWriter(tmp, stored) as writer:
+            with samples_writer(tmp, schema, self.run_id) as writer:
                 for table in tables:
-                    writer.write_table(table.select(schema.names).cast(stored))
+                    writer.write_table(table.select(schema.names).cast(writer.schema))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, path)
+        return path
+
+    def install_samples(self, source: Path) -> Path:
+        """Make a finished Parquet file of this run's rows (written by :func:`samples_writer` for this run's id)
+        its samples.parquet, atomically: copied beside it, then renamed."""
+        path = self.path / "samples.parquet"
+        tmp = path.with_name(".samples.parquet.tmp")
+        try:
+            shutil.copyfile(source, tmp)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -388,11 +399,31 @@ class Run:
         return counts
 
 
-def _new_run_dir(root: Path, name: str) -> Path:
+def samples_writer(path, schema, run_id: str):
+    """A Parquet writer of a run's samples to ``path``: ``schema`` with the run's id and the format version in
+    its metadata.
+
+    Dictionaries for the strings (a few values repeated over every row), deltas for the integers (counters and
+    times going up), and min/max statistics for the numbers only: with Arrow's defaults (a dictionary tried for
+    every column, statistics of every string), a 3-million-row import spent 0.9 s writing, with these 0.5 s.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    stored = schema.with_metadata({b"labkit.run_id": run_id.encode(),
+                                   b"labkit.format_version": str(FORMAT_VERSION).encode()})
+    strings = [field.name for field in stored if pa.types.is_string(field.type)]
+    return pq.ParquetWriter(path, stored, use_dictionary=strings,
+                            write_statistics=[field.name for field in stored if field.name not in strings],
+                            column_encoding={field.name: "DELTA_BINARY_PACKED" for field in stored
+                                             if pa.types.is_integer(field.type)})
+
+
+def _new_run_dir(root: Path, name: str, stamp: str | None = None) -> Path:
     """A fresh ``<root>/<UTC time>-<name>/raw``; a runs directory labkit cannot write to is one line."""
     try:
         root.mkdir(parents=True, exist_ok=True)
-        stamp, suffix = utc_stamp(), 1
+        stamp, suffix = stamp or utc_stamp(), 1
         while True:
             path = root / (f"{stamp}-{name}" if suffix == 1 else f"{stamp}-{name}-{suffix}")
             try:

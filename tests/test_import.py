@@ -186,6 +186,23 @@ def test_a_gzipped_log_imports_like_the_plain_one(tmp_path):
     assert zipped.rows == plain.rows and zipped.tally() == plain.tally()
 
 
+def test_a_header_met_after_rows_were_spooled_is_every_rows(tmp_path):
+    """Two recorded ping runs one after the other in a file: the second's header comes after the first's
+    rows were spooled (its 100,000 probes are more than a chunk of text, and icmp_seq's half range), and every row of the import names
+    the file's last target, as the run's summary does, whether the spool became the run as it was or not."""
+    lines = gzip.decompress((ORCA / "ping.txt.gz").read_bytes()).decode().splitlines()
+    replies = [re.sub(r"icmp_seq=\d+", "icmp_seq={}", line) for line in lines if " bytes from " in line]
+    first = "".join(replies[seq % len(replies)].format(seq % 65536) + "\n" for seq in range(100_000))
+    second = (PING / "busybox_loss.txt").read_text()  # a header, replies from seq 0, statistics
+    log = tmp_path / "two.txt"
+    log.write_text(lines[0] + "\n" + first + second)
+    result = import_files([("ping", log)], out="two", runs_dir=tmp_path / "runs")
+    assert result.files[0].late_columns() == {"dst": "198.18.1.2", "payload_bytes": 56}  # spooled before it
+    rows = pq.read_table(result.parquet, columns=["dst", "payload_bytes"])
+    assert set(rows["dst"].to_pylist()) == {"198.18.1.2"} and set(rows["payload_bytes"].to_pylist()) == {56}
+    assert result.run.manifest["imports"][0]["parser_summary"]["target_address"] == "198.18.1.2"
+
+
 def test_ghz_calls_and_failures(tmp_path):
     result = import_files([("ghz", DATA / "ghz" / n) for n in ("echo_ok.json", "echo_errors.json", "echo_refused.json")],
                           out="ghz", runs_dir=tmp_path)
@@ -445,8 +462,9 @@ def test_the_recorded_files_of_every_kind_import(tmp_path):
 def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, status):
     """Ctrl-C or SIGTERM while a large log is read: one line, 128 + the signal, no spool and no run left.
 
-    The log is the 2016 echo log's recorded calls repeated (seq counting on) to about 20 MB; the signal is sent
-    once the import's spool exists, i.e. while it reads."""
+    The log is the 2016 ping log's recorded replies, 65,536 of them numbered as ping numbers them (icmp_seq 0 to
+    65535), that block repeated as a long run wraps icmp_seq: about 60 MB, which labkit reads in about half a
+    second on an idle machine. The signal is sent once the import's spool exists, i.e. while it reads."""
     import os
     import signal
     import subprocess
@@ -454,13 +472,14 @@ def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, sta
 
     from conftest import LABKIT
 
-    calls = [re.sub(r"order=\d+ seq=\d+", "order={0} seq={0}", line)
-             for line in gzip.decompress((ORCA / "echo.txt.gz").read_bytes()).decode().splitlines() if " received " in line]
-    log = tmp_path / "echo.txt"
-    log.write_text("".join(calls[n % len(calls)].format(n) + "\n" for n in range(1, 200_001)))
+    lines = gzip.decompress((ORCA / "ping.txt.gz").read_bytes()).decode().splitlines()
+    replies = [re.sub(r"icmp_seq=\d+", "icmp_seq={}", line) for line in lines if " bytes from " in line]
+    block = "".join(replies[seq % len(replies)].format(seq) + "\n" for seq in range(65536)).encode()
+    log = tmp_path / "ping.txt"
+    log.write_bytes((lines[0] + "\n").encode() + block * 15)
     spools, runs = tmp_path / "tmp", tmp_path / "runs"
     spools.mkdir()
-    proc = subprocess.Popen([LABKIT, "import", "go-echo", str(log), "--out", "stopped", "--runs-dir", str(runs)],
+    proc = subprocess.Popen([LABKIT, "import", "ping", str(log), "--out", "stopped", "--runs-dir", str(runs)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(spools)})
     while not any(spools.iterdir()) and proc.poll() is None:

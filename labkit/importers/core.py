@@ -23,7 +23,7 @@ from labkit.errors import LabkitError
 from labkit.importers.kinds import KINDS, Kind, Options, guess_kind
 from labkit.importers.source import LogSource, NotJSON, Spool, ahead, read_document
 from labkit.parsers import ParseError, ParseResult
-from labkit.provenance import utc_now
+from labkit.provenance import utc_now, utc_stamp
 from labkit.store import Run, find_run
 
 #: How many unrecognised lines of a file the manifest keeps (all are counted).
@@ -60,22 +60,36 @@ class ParsedFile:
     counts: dict[str, int]  # rows, ok and duplicate rows, as the table has them
     first: dict[str, Any] = field(default_factory=dict)  # each string column's first value
     options: Options = field(default_factory=Options)
+    planned: dict[str, Any] = field(default_factory=dict)  # the run's columns, as the spooled rows have them
+    # The columns the file's summary gives every row, as each spooled batch had them (a header read after rows
+    # were spooled changes them: those rows are then given the file's final values).
+    summary_columns: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def sha256(self) -> str:
         return self.source.sha256
 
-    def tables(self) -> Iterator[Any]:
-        """The file's rows in its kind's table (every column but the run's), a batch at a time (Arrow)."""
-        spec = KINDS[self.kind]
-        schema = _file_schema(spec.table)
-        for batch in self.spool.batches():
-            yield _table(spec.rows(batch, self.result, self.options, self.first), schema, batch.num_rows)
+    def tables(self, run_columns: dict[str, Any] | None = None) -> Iterator[Any]:
+        """The file's rows in its kind's table, a batch at a time (Arrow): the run's columns as planned, or as
+        ``run_columns`` says."""
+        changed = {**self.late_columns(), **(run_columns or {})}
+        for table in self.spool.batches():
+            yield _with_constants(table, changed) if changed else table
+
+    def late_columns(self) -> dict[str, Any]:
+        """The columns the file's summary gives, as it ended, when a spooled batch had other values; else none."""
+        final = KINDS[self.kind].summary_columns(self.result, self.options)
+        return final if any(used != final for used in self.summary_columns) else {}
+
+    def as_planned(self, run_columns: dict[str, Any]) -> bool:
+        """Whether the spool holds exactly the rows the run gets: its columns as planned, no late column."""
+        return run_columns == self.planned and not self.late_columns()
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        """Every row, as dicts (for a small file: all in memory)."""
-        return [row for table in self.tables() for row in table.to_pylist()]
+        """Every row, as dicts, without the run's columns (for a small file: all in memory)."""
+        return [{k: v for k, v in row.items() if k not in RUN_COLUMNS} for table in self.tables()
+                for row in table.to_pylist()]
 
     def tally(self) -> dict[str, int]:
         """Lines parsed and unrecognised, and rows by what they are: samples, lost, duplicates."""
@@ -119,14 +133,6 @@ class ParsedFile:
         self.spool.close()
 
 
-def _file_schema(table: str):
-    """The table's schema without the run's columns: what a file's rows fill."""
-    import pyarrow as pa
-
-    schema = table_schema(table)
-    return pa.schema([f for f in schema if f.name not in RUN_COLUMNS])
-
-
 def _table(columns: dict[str, Any], schema, rows: int):
     """An Arrow table of ``schema`` from columns given as arrays, or as one value for every row (None: null)."""
     import pyarrow as pa
@@ -144,18 +150,21 @@ def _table(columns: dict[str, Any], schema, rows: int):
 
 
 def read_log(kind: str, path: str | os.PathLike, *, tz: str | None = None, src: str | None = None,
-             dst: str | None = None, on_read: Callable[[int], None] | None = None) -> ParsedFile:
+             dst: str | None = None, on_read: Callable[[int], None] | None = None,
+             planned: dict[str, Any] | None = None) -> ParsedFile:
     """Read and parse one file as ``kind``, in bounded memory; refuse, with a hint, a file in which nothing of
     that kind is found, and any file whose rows would be wrong. ``on_read`` is told the bytes of a log read so
-    far, as it goes."""
+    far, as it goes. ``planned``: the run's columns the rows are spooled with (:func:`import_files` plans them;
+    by default, a new run of this file alone with no id)."""
     if kind not in KINDS:
         raise LabkitError(f"unknown kind {kind!r}; use one of {', '.join(KINDS)}")
     spec: Kind = KINDS[kind]
     path = Path(path).absolute()
     options = Options(tz=tz, src=src, dst=dst)
-    spool = Spool()
+    planned = planned or _run_columns("", experiment_for([kind]), f"{kind}:{path.name}", 1, f"raw/{kind}/{path.name}")
+    spool = Spool(table_schema(spec.table), planned["run_id"])
     parsed = ParsedFile(kind=kind, path=path, source=LogSource(path, on_read), result=ParseResult(None, {}), spool=spool,
-                        counts={"rows": 0, "ok": 0, "duplicate": 0}, options=options)
+                        counts={"rows": 0, "ok": 0, "duplicate": 0}, options=options, planned=planned)
     try:
         (_read_lines if spec.line_oriented else _read_report)(parsed, spec)
         if reason := spec.refusal(parsed.result):
@@ -167,15 +176,16 @@ def read_log(kind: str, path: str | os.PathLike, *, tz: str | None = None, src: 
     return parsed
 
 
-def _spool(parsed: ParsedFile, batches: Iterable[Any]) -> None:
-    """Keep a parser's rows, counting what the tally needs and each string column's first value."""
+def _spool(parsed: ParsedFile, batches: Iterable[Any], result: ParseResult) -> None:
+    """Keep a parser's rows as rows of the kind's table (``result``: the parser's so far), counting what the tally
+    needs and each string column's first value."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    spec = KINDS[parsed.kind]
     for batch in batches:
         if not batch.num_rows:
             continue
-        parsed.spool.write(batch)
         parsed.counts["rows"] += batch.num_rows
         for column in ("ok", "duplicate"):  # what every series parser's rows say of themselves
             if column in batch.column_names:
@@ -185,6 +195,11 @@ def _spool(parsed: ParsedFile, batches: Iterable[Any]) -> None:
                 values = batch[column.name].drop_null()
                 if len(values):
                     parsed.first[column.name] = values[0].as_py()
+        summary_columns = spec.summary_columns(result, parsed.options)
+        if summary_columns not in parsed.summary_columns:
+            parsed.summary_columns.append(summary_columns)
+        columns = {**spec.rows(batch, result, parsed.options, parsed.first), **summary_columns, **parsed.planned}
+        parsed.spool.write(_table(columns, parsed.spool.schema, batch.num_rows))
 
 
 def _read_lines(parsed: ParsedFile, spec: Kind) -> None:
@@ -200,9 +215,12 @@ def _read_lines(parsed: ParsedFile, spec: Kind) -> None:
     try:
         for chunk in ahead(prepared()):
             head = heads[0]
-            _spool(parsed, parser.feed_prepared(chunk))
-            _check_so_far(parsed, parser.result(), head)
-        _spool(parsed, parser.finish())
+            batches = parser.feed_prepared(chunk)
+            so_far = parser.result()
+            _spool(parsed, batches, so_far)
+            _check_so_far(parsed, so_far, head)
+        batches = parser.finish()
+        _spool(parsed, batches, parser.result())
     except ParseError as exc:
         raise LabkitError(f"{parsed.path}: {exc.format_message()}{_hint(parsed.kind, head, parsed.path)}") from None
     parsed.result = result = parser.result()
@@ -255,7 +273,7 @@ def _read_report(parsed: ParsedFile, spec: Kind) -> None:
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:  # JSON, but not of this shape
         raise LabkitError(f"{parsed.path}: not {spec.description}: {type(exc).__name__}: {exc}") from None
     rows, parsed.result.rows = parsed.result.rows, None
-    _spool(parsed, [pa.Table.from_pandas(rows, preserve_index=False)])
+    _spool(parsed, [pa.Table.from_pandas(rows, preserve_index=False)], parsed.result)
 
 
 def _iperf3_end(summary: dict[str, Any]) -> str:
@@ -356,20 +374,27 @@ def import_files(
     log = log or (lambda line: None)
     if not specs:
         raise LabkitError("nothing to import: give a KIND and at least one FILE")
+    # The rows are spooled with the run's columns a new run will have (its id from the time now), so that the spool
+    # of a single file can become the run's samples.parquet as it is, not be written a second time.
+    stamp, experiment, taken = utc_stamp(), experiment_for(kind for kind, _ in specs), set()
     parsed: list[ParsedFile] = []
     try:
         for kind, path in specs:
             on_read = (lambda done, path=Path(path): progress(path, done)) if progress else None
-            parsed.append(read_log(kind, path, tz=tz, src=src, dst=dst, on_read=on_read))
+            raw_name = _unique_raw_name(lambda name, kind=kind: (kind, name) in taken, Path(path).name)
+            taken.add((kind, raw_name))
+            planned = _run_columns(f"{stamp}-{out}", experiment, f"{kind}:{raw_name}", 1, f"raw/{kind}/{raw_name}")
+            parsed.append(read_log(kind, path, tz=tz, src=src, dst=dst, on_read=on_read, planned=planned))
         _refuse_repeats(parsed)
-        return _into_run(parsed, out=out, runs_dir=runs_dir, append=append, log=log,
+        return _into_run(parsed, out=out, runs_dir=runs_dir, append=append, log=log, stamp=stamp,
                          config={"command": "labkit import", "tz": tz, "src": src, "dst": dst})
     finally:
         for p in parsed:
             p.close()
 
 
-def _into_run(parsed: list[ParsedFile], *, out: str, runs_dir, append: bool, log, config: dict) -> ImportResult:
+def _into_run(parsed: list[ParsedFile], *, out: str, runs_dir, append: bool, log, stamp: str,
+              config: dict) -> ImportResult:
     """The second step: the files' rows, read and found importable, into a new run or after a run's own."""
     run = find_run(out, runs_dir) if append else None
     previous = _check_importable(run) if append else []
@@ -383,7 +408,7 @@ def _into_run(parsed: list[ParsedFile], *, out: str, runs_dir, append: bool, log
         old_experiment = run.manifest.get("experiment")
         run.update(status="running", ended_utc=None)
     else:
-        run = Run.create(runs_dir, out, experiment, {**config, "table": table})
+        run = Run.create(runs_dir, out, experiment, {**config, "table": table}, stamp=stamp)
         old_experiment = experiment
         run.update(imports=[], table=table)
     imports = list(previous)
@@ -393,10 +418,14 @@ def _into_run(parsed: list[ParsedFile], *, out: str, runs_dir, append: bool, log
             relabelled = {record["cell_id"]: run.begin_cell(record["cell_id"]) for record in imports}
             log(f"experiment {old_experiment} -> {experiment}: {len(imports)} earlier cell(s) relabelled")
         records = [_new_cell(run, p) for p in parsed]
+        run_columns = [_run_columns(run.run_id, experiment, r["cell_id"], r["attempt"], r["raw"]) for r in records]
         with ThreadPoolExecutor(1) as copier:  # the kernel copies the files while the rows are written
             copied = copier.submit(lambda: [p.source.copy_to(run.path / r["raw"]) for p, r in zip(parsed, records)])
-            rows = ahead(_all_rows(run, experiment, relabelled, parsed, records))
-            parquet = run.write_samples(rows, table_schema(table))
+            if not imports and len(parsed) == 1 and parsed[0].as_planned(run_columns[0]):
+                parquet = run.install_samples(parsed[0].spool.path)  # the spool is the run's table
+            else:
+                rows = ahead(_all_rows(run, experiment, relabelled, parsed, run_columns))
+                parquet = run.write_samples(rows, table_schema(table))
             copied.result()
         for record in imports:
             if record["cell_id"] in relabelled:
@@ -414,7 +443,7 @@ def _into_run(parsed: list[ParsedFile], *, out: str, runs_dir, append: bool, log
                         parquet=parquet)
 
 
-def _all_rows(run, experiment: str, relabelled: dict[str, int], parsed: list[ParsedFile], records: list[dict]):
+def _all_rows(run, experiment: str, relabelled: dict[str, int], parsed: list[ParsedFile], run_columns: list[dict]):
     """Every row of the run, a batch at a time: the rows already in it (relabelled where their cell is), then
     each new file's, with the run's columns."""
     import pyarrow as pa
@@ -433,18 +462,25 @@ def _all_rows(run, experiment: str, relabelled: dict[str, int], parsed: list[Par
                 table = table.set_column(table.schema.get_field_index("experiment"), "experiment",
                                          pa.repeat(experiment, table.num_rows))
             yield table
-    for p, record in zip(parsed, records):
-        run_columns = {"run_id": run.run_id, "experiment": experiment, "cell_id": record["cell_id"],
-                       "attempt": record["attempt"], "source_file": record["raw"]}
-        for table in p.tables():
-            yield _with_run_columns(table, run_columns)
+    for p, columns in zip(parsed, run_columns):
+        yield from p.tables(columns)
 
 
-def _with_run_columns(table, values: dict[str, Any]):
+def _run_columns(run_id: str, experiment: str, cell_id: str, attempt: int, source_file: str) -> dict[str, Any]:
+    """The columns every row of a cell of a run has (:data:`RUN_COLUMNS`)."""
+    return dict(zip(RUN_COLUMNS, (run_id, experiment, cell_id, attempt, source_file)))
+
+
+def _with_constants(table, values: dict[str, Any]):
+    """``table`` with each column named in ``values`` set to that one value in every row."""
     import pyarrow as pa
 
     for name, value in values.items():
-        table = table.append_column(name, pa.repeat(value, table.num_rows))
+        index = table.schema.get_field_index(name)
+        column = table.schema.field(index)
+        filled = pa.nulls(table.num_rows, column.type) if value is None else pa.repeat(pa.scalar(value, column.type),
+                                                                                      table.num_rows)
+        table = table.set_column(index, column, filled)
     return table
 
 
@@ -471,10 +507,10 @@ def _check_importable(run) -> list[dict[str, Any]]:
     return [dict(i) for i in imports]
 
 
-def _unique_raw_name(run, kind: str, name: str) -> str:
-    directory = run.raw_dir / kind
+def _unique_raw_name(taken: Callable[[str], bool], name: str) -> str:
+    """``name``, or ``stem-2.suffix``, ``stem-3.suffix``... the first that is not ``taken``."""
     candidate, n = name, 1
-    while (directory / candidate).exists():
+    while taken(candidate):
         n += 1
         stem, dot, suffix = name.partition(".")
         candidate = f"{stem}-{n}{dot}{suffix}"
@@ -483,7 +519,7 @@ def _unique_raw_name(run, kind: str, name: str) -> str:
 
 def _new_cell(run, p: ParsedFile) -> dict[str, Any]:
     """A new cell for a file: its name under raw/ taken, its attempt begun, its manifest record."""
-    raw_name = _unique_raw_name(run, p.kind, p.path.name)
+    raw_name = _unique_raw_name(lambda name: (run.raw_dir / p.kind / name).exists(), p.path.name)
     (run.raw_dir / p.kind).mkdir(parents=True, exist_ok=True)
     raw_path = run.raw_dir / p.kind / raw_name
     raw_path.touch()  # taken (the copy is made while the rows are written)

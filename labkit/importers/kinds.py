@@ -54,6 +54,9 @@ class Kind:
     parse: Callable[[str, Options], ParseResult] | None = None
     # Why a file that parsed must still not be imported (its rows would be wrong), or None.
     refusal: Callable[[ParseResult], str | None] = lambda result: None
+    # The columns of every row that the file's result gives as one value (``rows`` has them too): rows read
+    # before the file's end are kept with the values known then, and given the final ones when those differ.
+    summary_columns: Callable[[ParseResult, Options], dict[str, Any]] = lambda result, options: {}
 
     @property
     def line_oriented(self) -> bool:
@@ -87,16 +90,20 @@ def _ns(stamps):
 def _ping_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[str, Any]:
     import pyarrow.compute as pc
 
-    summary = result.summary
     error = pc.if_else(pc.equal(t["error"], ""), "no reply", t["error"])
     return {
-        "probe": "ping", "src": opts.src or UNKNOWN,
-        "dst": opts.dst or summary.get("target_address") or summary.get("target") or UNKNOWN,
+        "probe": "ping", "src": opts.src or UNKNOWN, **_ping_summary_columns(result, opts),
         "seq": t["seq"], "t_utc_ns": t["t_utc_ns"], "rtt_ms": _nan_to_null(t["rtt_ms"]), "ok": t["ok"],
         "error": _either(t["duplicate"], "duplicate", _either(t["ok"], "", error)), "cold": False,
-        "duplicate": t["duplicate"], "payload_bytes": summary.get("payload_bytes"),
-        "unit": _either(pc.is_nan(t["rtt_ms"]), None, "ms"), "line_number": None,
+        "duplicate": t["duplicate"], "unit": _either(pc.is_nan(t["rtt_ms"]), None, "ms"), "line_number": None,
     }
+
+
+def _ping_summary_columns(result: ParseResult, opts: Options) -> dict[str, Any]:
+    """What ping's header says of every probe: where it went and its size."""
+    summary = result.summary
+    return {"dst": opts.dst or summary.get("target_address") or summary.get("target") or UNKNOWN,
+            "payload_bytes": summary.get("payload_bytes")}
 
 
 def _ping_refusal(result: ParseResult) -> str | None:
@@ -205,7 +212,7 @@ KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
         Kind("ping", "series", "ping", "ping text output (Linux iputils, with or without -D/-O; busybox; GNU inetutils; macOS/BSD)",
-             _ping_rows, parser=_ping_parser, refusal=_ping_refusal),
+             _ping_rows, parser=_ping_parser, refusal=_ping_refusal, summary_columns=_ping_summary_columns),
         Kind("go-echo", "series", "echo-cold", "the 2016 Go gRPC echo client log (bbengfort/orca: 'received N bytes ... time=<Go duration>')",
              _go_echo_rows, parser=_go_echo_parser),
         Kind("idle-step", "series", "echo", "the idle-step Go client output ('Payload size: N bytes', 'Round trip time: <Go duration>')",

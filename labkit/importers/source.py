@@ -6,8 +6,8 @@ parser (which counts what it does not recognise) instead of stopping the import.
 :data:`MAX_LINE_BYTES` is cut there (the rest of it skipped): no log line is that long, and a file with no line
 ends at all (binary data) must not be held whole. Whatever goes wrong reading it is one :class:`LabkitError`.
 
-The parser's rows are spooled to a temporary Parquet file (:class:`Spool`) until every file of an import has
-been read and found importable; only then does a run get them.
+The rows are spooled to a temporary Parquet file (:class:`Spool`) until every file of an import has been read
+and found importable; only then does a run get them (the file itself when the run is as planned).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Callable, Iterator
 from labkit.errors import LabkitError
 from labkit.files import open_regular, read_errors
 from labkit.interrupts import interrupts_deferred
+from labkit.store import samples_writer
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 4 * 2**20
@@ -218,47 +219,82 @@ def ahead(items: Iterator, depth: int = 2) -> Iterator:
 
 
 class Spool:
-    """A temporary Arrow IPC file (LZ4) for one file's parsed rows, written a batch at a time and read back the
-    same way; removed by :meth:`close`."""
+    """A temporary Parquet file for one file's rows, in its table's schema (the run's columns as planned), written
+    a batch at a time on a thread of its own so that encoding overlaps parsing; read back by :meth:`batches` and
+    removed by :meth:`close`. When the run turns out as planned, the file becomes its samples.parquet as it is."""
 
-    def __init__(self) -> None:
+    def __init__(self, schema, run_id: str) -> None:
         # Whole or not at all: a signal between the directory's creation and the set-up of its removal (both inside
         # TemporaryDirectory) left it behind, once in three background runs of the import's signal test.
         with interrupts_deferred():
             self._dir = tempfile.TemporaryDirectory(prefix="labkit-import-")
-        self.path = Path(self._dir.name) / "rows.arrow"
-        self._writer = None
-        self.schema = None
+        self.path = Path(self._dir.name) / "rows.parquet"
+        self.schema = schema
+        self.run_id = run_id
         self.rows = 0
+        self._tables: queue.Queue = queue.Queue(4)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
 
     def write(self, table) -> None:
-        import pyarrow.ipc as ipc
-
-        if self._writer is None:
-            self.schema = table.schema
-            options = ipc.IpcWriteOptions(compression="lz4")
-            self._writer = ipc.new_file(str(self.path), table.schema, options=options)
-        self._writer.write_table(table.cast(self.schema))
+        """Queue ``table`` (of the spool's schema) for the writer; raise what stopped the writer, if anything."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._write_all, name="labkit-spool", daemon=True)
+            self._thread.start()
+        while True:
+            self._raise()
+            try:
+                self._tables.put(table, timeout=0.1)
+                break
+            except queue.Full:
+                continue
         self.rows += table.num_rows
+
+    def _write_all(self) -> None:
+        try:
+            with samples_writer(self.path, self.schema, self.run_id) as writer:
+                while (table := self._tables.get()) is not None:
+                    writer.write_table(table)
+        except BaseException as exc:  # raised on the caller's next write or finish
+            self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
 
     def batches(self) -> Iterator:
         """The rows back, a batch at a time (none if nothing was written)."""
         import pyarrow as pa
-        import pyarrow.ipc as ipc
+        import pyarrow.parquet as pq
 
         self.finish()
-        if self.schema is None:
+        if not self.rows:
             return
-        with pa.memory_map(str(self.path)) as source:
-            reader = ipc.open_file(source)
-            for i in range(reader.num_record_batches):
-                yield pa.Table.from_batches([reader.get_batch(i)])
+        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=2**17):
+            yield pa.Table.from_batches([batch])
 
     def finish(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        """Wait until every queued table is written and the file closed."""
+        if self._thread is not None:
+            while self._thread.is_alive():
+                try:
+                    self._tables.put(None, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            self._thread.join()
+            self._thread = None
+        self._raise()
 
     def close(self) -> None:
-        self.finish()
+        """Stop the writer (dropping what it has not written) and remove the file."""
+        if self._thread is not None:
+            while True:  # empty the queue so the writer takes the end mark at once
+                try:
+                    self._tables.get_nowait()
+                except queue.Empty:
+                    break
+            self._tables.put(None)
+            self._thread.join()
+            self._thread = None
         self._dir.cleanup()
