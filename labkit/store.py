@@ -277,8 +277,10 @@ class Run:
         self._cell_event({"cell": cell_id, "attempt": attempt, "event": "start"})
         return attempt
 
-    def complete_cell(self, cell_id: str, attempt: int, rows: int) -> None:
-        self._cell_event({"cell": cell_id, "attempt": attempt, "event": "complete", "rows": rows})
+    def complete_cell(self, cell_id: str, attempt: int, rows: int, **measured: Any) -> None:
+        """Record that a cell's attempt ended with ``rows`` rows; ``measured``: what else the cell timed (a sweep's
+        warm-up calls, ``warmup_s``)."""
+        self._cell_event({"cell": cell_id, "attempt": attempt, "event": "complete", "rows": rows, **measured})
 
     def skip_cell(self, cell_id: str, reason: str) -> None:
         self._cell_event({"cell": cell_id, "attempt": 0, "event": "skipped", "reason": reason})

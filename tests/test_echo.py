@@ -27,6 +27,7 @@ import pytest
 
 from labkit.echo import client, server
 from labkit.echo.options import OPTIONS
+from labkit.echo.plans import warmup_seconds
 from labkit.proto import echo_pb2, echo_pb2_grpc
 
 # The console script of the environment running the tests (.venv/bin/labkit).
@@ -137,6 +138,7 @@ def test_call_sends_each_size_repeatedly_on_one_warm_channel(echo_server):
     for previous, following in zip(rows, rows[1:]):
         assert following["t_start_utc_ns"] - previous["t_start_utc_ns"] >= previous["rtt_ns"] + gap_s * 1e9 * 0.99
     assert summary_counts(stderr) == {"recorded": 9, "warmup": 0, "background": 0}
+    assert warmup_seconds(stderr.splitlines()) == 0.0  # no warm-up call, no warm-up time
 
 
 def test_cold_opens_a_connection_per_call(echo_server):

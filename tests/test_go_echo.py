@@ -26,6 +26,7 @@ from test_echo import ServerProcess, _write_test_pki, call, labkit, start_echo_s
 
 from labkit.echo.http2 import Http2Client
 from labkit.echo.tcp_echo import TcpEchoClient
+from labkit.echo.plans import warmup_seconds
 from labkit.echo.tcpinfo import TCP_COLUMNS
 from labkit.hosts.layout import local_tool
 from labkit.proto import echo_pb2, echo_pb2_grpc
@@ -86,6 +87,8 @@ def test_echo_calls_across_implementations(client_impl, server, request):
     # Each server's own time on the call came back in its trailer: part of the call's time, never all of it.
     assert all(isinstance(r["server_ns"], int) and 0 <= r["server_ns"] < r["rtt_ns"] for r in rows)
     assert summary_counts(stderr) == {"recorded": 6, "warmup": 1, "background": 0}
+    # The warm-up call's own time (its connection set up in it), as a sweep reads it back from either client.
+    assert 0 < warmup_seconds(stderr.splitlines()) < 30
 
 
 def test_the_go_client_reads_tcp_info_of_its_own_connection(python_server):

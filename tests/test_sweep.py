@@ -101,6 +101,10 @@ def test_the_idle_step_with_tcp_state_and_compare_names_the_sysctl_a_user_set_ou
     assert set(samples["mss"]) == {1408} and set(samples["tcp_cc"]) == {"cubic"}
     assert (warm["lastsnd_ms_before"] > warm["rto_ms_before"]).all()
     assert (warm[warm["payload_bytes"] == 30000]["cwnd_after"] >= 10).all()
+    # The warm-up calls' own time, kept with the cell (a sweep's plan, as its gaps are: bench/sweep_overhead.py tells
+    # labkit's overhead from both): at least a new connection's handshake and a round trip for each of the two.
+    (complete,) = [event for event in default.cell_events() if event["event"] == "complete"]
+    assert complete["warmup_s"] >= 3 * rtt_ms / 1e3
 
     manifest = default.manifest
     for host in ("a", "b"):

@@ -73,18 +73,21 @@ class CallSummary:
     warmup_failed: int = 0
     background_ok: int = 0
     background_failed: int = 0
+    warmup_ns: int = 0  # the warm-up calls' own time, connecting included: part of a run's plan, not overhead
 
-    def count(self, recorded: bool, ok: bool) -> None:
-        """Count one call: recorded or warm-up, ok or failed."""
+    def count(self, recorded: bool, ok: bool, rtt_ns: int = 0) -> None:
+        """Count one call: recorded or warm-up (its time added up), ok or failed."""
         kind = "recorded" if recorded else "warmup"
         field = f"{kind}_{'ok' if ok else 'failed'}"
         setattr(self, field, getattr(self, field) + 1)
+        if not recorded:
+            self.warmup_ns += rtt_ns
 
     def describe(self) -> str:
-        """One human line for stderr."""
+        """One human line for stderr (:func:`labkit.echo.plans.warmup_seconds` reads the warm-up's time back)."""
         return (
             f"{self.recorded_ok + self.recorded_failed} recorded calls ({self.recorded_failed} failed), "
-            f"{self.warmup_ok + self.warmup_failed} warmup ({self.warmup_failed} failed), "
+            f"{self.warmup_ok + self.warmup_failed} warmup ({self.warmup_failed} failed, {self.warmup_ns / 1e9:.6f} s), "
             f"{self.background_ok + self.background_failed} background ({self.background_failed} failed)"
         )
 
@@ -404,7 +407,7 @@ def run_calls(
                        grpc_code=outcome.grpc_code, server_ns=outcome.server_ns)
             if not outcome.ok:
                 row["error"] = outcome.details or outcome.grpc_code
-            summary.count(recorded, outcome.ok)
+            summary.count(recorded, outcome.ok, outcome.rtt_ns)
             if recorded:
                 for hook in hooks:
                     hook.after_call(row)

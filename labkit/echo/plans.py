@@ -22,6 +22,8 @@ Nothing here imports grpc: the controller builds command lines and never speaks 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from labkit.errors import LabkitError
@@ -169,6 +171,17 @@ class CallPlan(_Plan):
             raise LabkitError(f"--order is {' or '.join(CALL_ORDERS)}, not {self.order!r}")
         if self.tls_server_name and not self.tls_ca:
             raise LabkitError("--tls-server-name needs --tls-ca")
+
+
+_WARMUP_TIME = re.compile(r"\d+ warmup \(\d+ failed, (\d+\.\d+) s\)")
+
+
+def warmup_seconds(stderr_lines: Sequence[str]) -> float | None:
+    """The warm-up calls' time from an echo client's summary line on stderr (either stack's), or None without one."""
+    for line in reversed(stderr_lines):
+        if match := _WARMUP_TIME.search(line):
+            return float(match.group(1))
+    return None
 
 
 def call_argv(plan: CallPlan, impl: str = PYTHON) -> list[str]:

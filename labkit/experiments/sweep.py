@@ -37,7 +37,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.echo.plans import CallPlan, call_argv
+from labkit.echo.plans import CallPlan, call_argv, warmup_seconds
 from labkit.errors import LabkitError
 from labkit.hosts.kernel import ConditionRefused, KernelConditions, KnobLock, knob_commands
 from labkit.hosts.privilege import knob_blockers
@@ -329,7 +329,9 @@ class _Sweeper(ExperimentRunner):
             raise LabkitError(f"the echo client on {cell.src} stopped after {received} of {expected} calls: "
                               f"{proc.last_words(status)}")
         self.session.check_link(cell.id)
-        run.complete_cell(cell.id, attempt, received)
+        # The warm-up call's own time (its connection set up in it) is the cell's plan, as its gaps are: kept, so that
+        # what the cell took beyond both (labkit's overhead, bench/sweep_overhead.py) can be told.
+        run.complete_cell(cell.id, attempt, received, warmup_s=warmup_seconds(proc.stderr_lines))
 
 
 class _PairServer:

@@ -13,15 +13,17 @@ import (
 	"labkit/go/internal/pyrandom"
 )
 
-// Summary counts every call, the unrecorded ones included, for the line on stderr.
+// Summary counts every call, the unrecorded ones included, for the line on stderr; Warmup is the warm-up calls'
+// own time, connecting included (part of a run's plan, not overhead: a sweep reads it back from this line).
 type Summary struct {
 	RecordedOK, RecordedFailed, WarmupOK, WarmupFailed, BackgroundOK, BackgroundFailed int64
+	Warmup                                                                             time.Duration
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d recorded calls (%d failed), %d warmup (%d failed), %d background (%d failed)",
+	return fmt.Sprintf("%d recorded calls (%d failed), %d warmup (%d failed, %.6f s), %d background (%d failed)",
 		s.RecordedOK+s.RecordedFailed, s.RecordedFailed, s.WarmupOK+s.WarmupFailed, s.WarmupFailed,
-		s.BackgroundOK+s.BackgroundFailed, s.BackgroundFailed)
+		s.Warmup.Seconds(), s.BackgroundOK+s.BackgroundFailed, s.BackgroundFailed)
 }
 
 // NothingMeasured says every recorded call failed: the rows say why, the exit status that nothing was measured.
@@ -30,10 +32,14 @@ func (s Summary) NothingMeasured() bool { return s.RecordedFailed > 0 && s.Recor
 // counts is the Summary as it grows; the background sender adds to it from its own goroutine.
 type counts struct {
 	recordedOK, recordedFailed, warmupOK, warmupFailed int64
+	warmup                                             time.Duration
 	backgroundOK, backgroundFailed                     atomic.Int64
 }
 
-func (c *counts) count(recorded, ok bool) {
+func (c *counts) count(recorded, ok bool, rtt time.Duration) {
+	if !recorded {
+		c.warmup += rtt
+	}
 	switch {
 	case recorded && ok:
 		c.recordedOK++
@@ -47,7 +53,8 @@ func (c *counts) count(recorded, ok bool) {
 }
 
 func (c *counts) summary() Summary {
-	return Summary{c.recordedOK, c.recordedFailed, c.warmupOK, c.warmupFailed, c.backgroundOK.Load(), c.backgroundFailed.Load()}
+	return Summary{c.recordedOK, c.recordedFailed, c.warmupOK, c.warmupFailed, c.backgroundOK.Load(),
+		c.backgroundFailed.Load(), c.warmup}
 }
 
 // Run makes the plan's calls, writing each recorded call's row to rows as a JSON line as it ends. Cancelling
@@ -81,7 +88,7 @@ func (p *Plan) Run(ctx context.Context, rows io.Writer) (Summary, error) {
 			return counted.summary(), ctx.Err()
 		}
 		pool.afterCall(channel, &counted)
-		counted.count(recorded, row["ok"] == true)
+		counted.count(recorded, row["ok"] == true, time.Duration(row["rtt_ns"].(int64)))
 		if recorded {
 			if err := out.Encode(row); err != nil {
 				return counted.summary(), fmt.Errorf("cannot write a row: %v", err)
