@@ -384,6 +384,17 @@ class Session:
         self._live_lock = threading.Lock()
         self.captures = None  # labkit.experiments.capture.Captures when the run captures packets
         self.link_at_start = self.link_settings()  # a testbed's link parameters, compared at each cell's end
+        # Seconds spent on what a run does besides its cells (host facts, baselines), kept in the manifest's timing.
+        self.fixed_s: dict[str, float] = {}
+
+    @contextmanager
+    def fixed_cost(self, what: str):
+        """Time the block as part of ``what``, one of the run's fixed costs (summed over the run)."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.fixed_s[what] = round(self.fixed_s.get(what, 0.0) + time.monotonic() - started, 3)
 
     def host(self, name: str):
         return self.pool.get(name)
@@ -595,7 +606,8 @@ class Session:
 
         The raw output is kept as ``raw/ping-<src>-<dst>-<when>.txt``.
         """
-        result = self.host(src).run(baseline_ping_argv(self.address(dst), count), timeout=count * 0.2 + 30)
+        with self.fixed_cost("ping baselines"):
+            result = self.host(src).run(baseline_ping_argv(self.address(dst), count), timeout=count * 0.2 + 30)
         self.run.write_raw(f"ping-{src}-{dst}-{when}.txt", result.stdout + result.stderr)
         summary = parse_ping(result.stdout).summary
         values = {k: summary.get(k) for k in ("transmitted", "received", "rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms")}
@@ -615,11 +627,12 @@ class Session:
         from labkit.parsers.iperf3 import iperf3_client_argv, parse_iperf3_json
 
         address = self.address(dst)
-        server, port = self._iperf_server(dst, address, port)
-        try:
-            result = self.host(src).run(iperf3_client_argv(address, port, seconds, rate), timeout=seconds + 30)
-        finally:
-            self.stop(dst, server)
+        with self.fixed_cost("iperf3 baselines"):
+            server, port = self._iperf_server(dst, address, port)
+            try:
+                result = self.host(src).run(iperf3_client_argv(address, port, seconds, rate), timeout=seconds + 30)
+            finally:
+                self.stop(dst, server)
         self.run.write_raw(f"iperf3-{src}-{dst}.json", result.stdout)
         try:
             summary = parse_iperf3_json(result.stdout).summary
@@ -674,8 +687,8 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
             peers = [inventory.peer_address(other) for other in host_names if other != name]
             return argv, collect_facts(host, peers[0] if peers else None, argv[:1])
 
-        with ThreadPoolExecutor(max(1, len(host_names))) as hosts:  # each host's answers take round trips: at once
-            found = dict(zip(host_names, hosts.map(argv_and_facts, host_names)))
+        with current.fixed_cost("host facts"), ThreadPoolExecutor(max(1, len(host_names))) as hosts:
+            found = dict(zip(host_names, hosts.map(argv_and_facts, host_names)))  # each host's take round trips: at once
         current.labkit_argv = {name: argv for name, (argv, _) in found.items()}
         run.manifest["hosts"].update({name: facts for name, (_, facts) in found.items()})
         run.save_manifest()
@@ -702,6 +715,7 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
             # Per-unit orchestration must not cost SSH round trips: this stays
             # constant per cell however many calls a cell makes.
             "ssh_sessions_opened": sum(getattr(host, "sessions_opened", 0) for host in pool.hosts()),
+            "fixed_s": current.fixed_s,
         }
         _record_emulator(run, inventory, started_utc_ns)
         run.save_manifest()
