@@ -6,7 +6,9 @@ recorded 2016 logs in data/external/orca-2016/: their lines repeated, each with 
 wrapping at 65536 as ping's does; the echo log's order and seq counting up, one second apart). Then runs the
 real console script, ``labkit import KIND FILE --out ...``, once per log as a child process and prints, for
 each: MB/s (file size / wall time of the whole command, start-up included) and the child's peak resident
-memory (``ru_maxrss`` from wait4). Targets (issue 15): at least 50 MB/s, at most 500 MB for any file size.
+memory (``ru_maxrss`` from wait4). Targets (issue 27): at least 100 MB/s, at most 500 MB for any file size.
+The generated logs are flushed to disk (sync) before the imports, so that their own writeback does not land
+inside the timed import; the import's copy of the log into the run (raw/) is timed, as it is part of the import.
 
 Needs no root and no testbed. Usage:
     .venv/bin/python bench/import_throughput.py [--mb 200] [--keep DIR]
@@ -91,12 +93,15 @@ def main() -> None:
         where.mkdir(parents=True, exist_ok=True)
         size = int(options.mb * 1e6)
         logs = {"ping": (where / "ping.txt", write_ping_log), "go-echo": (where / "echo.txt", write_echo_log)}
-        for kind, (path, write) in logs.items():
-            count = write(path, size)
+        counts = {kind: write(path, size) for kind, (path, write) in logs.items()}
+        os.sync()
+        for kind, (path, _) in logs.items():
+            count = counts[kind]
             megabytes = path.stat().st_size / 1e6
             seconds, peak, last = timed_import(kind, path, Path(tmp) / "runs")
             print(f"{kind}: {megabytes:.0f} MB ({count} lines of data) imported in {seconds:.1f} s: "
-                  f"{megabytes / seconds:.0f} MB/s, peak RSS {peak:.0f} MB (targets: >= 50 MB/s, <= 500 MB)")
+                  f"{megabytes / seconds:.0f} MB/s ({megabytes / seconds / 100:.2f} of the 100 MB/s target), "
+                  f"peak RSS {peak:.0f} MB (target <= 500 MB)")
             print(f"  {last}")
 
 
