@@ -222,6 +222,7 @@ fi
 
 # labkit-go, rebuilt whenever a file under go/ (or labkit's version, which it reports) is newer than the binary.
 version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' labkit/version.py)
+[[ -n $version ]] || { echo "bootstrap: no __version__ = \"...\" line in labkit/version.py" >&2; exit 1; }
 if [[ ! -x .venv/bin/labkit-go || -n $(find go pyproject.toml labkit/version.py -newer .venv/bin/labkit-go -type f -print -quit) ]]; then
   queue labkit-go "building labkit-go $version with $("$GO" env GOVERSION) into .venv/bin"
 fi
