@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import threading
 from pathlib import Path
@@ -78,8 +79,9 @@ def send_tools(host, entry: HostEntry, names: Iterable[str], step: Callable[[str
             continue
         step(f"sending {name}")
         host.make_dir(bin_dir)
-        # Written beside it and renamed, so a running copy is never half replaced.
-        partial = f"{bin_dir}/.{name}.partial"
+        # Written beside it and renamed, so a running copy is never half replaced; named by this process, so two runs
+        # sharing a host (--share-hosts) never write into one partial file.
+        partial = f"{bin_dir}/.{name}.{os.getpid()}.partial"
         host.put(local[name], partial, mode=0o755)
         host.rename(partial, f"{bin_dir}/{name}")
         notes.append(f"{name} sent ({local[name].stat().st_size / 1e6:.1f} MB)")
