@@ -87,7 +87,8 @@ start_job() {
   local name=$1
   echo "bootstrap: ${job_what[$name]}"
   set -m
-  run_job "$name" >"$logs/$name.log" 2>&1 &
+  # stdin from /dev/null: a job in a process group of its own that read the terminal would be stopped (SIGTTIN).
+  run_job "$name" </dev/null >"$logs/$name.log" 2>&1 &
   job_pid[$name]=$!
   set +m
   job_started[$name]=$SECONDS
