@@ -4,11 +4,14 @@ BIN := $(VENV)/bin
 
 .PHONY: bootstrap demo test lab proto clean-testbeds
 
+## The whole set-up: what every target below needs (scripts/bootstrap.sh).
 bootstrap:
 	@scripts/bootstrap.sh
 
-## Bring up the local testbed, run the idle-connection experiment, summarize, tear down.
-demo: bootstrap
+## Bring up the local testbed, run the idle-connection experiment, summarize, tear down. Its set-up is the demo's
+## alone (no load tools, protoc plugins, test tools or Jupyter kernel); a later target adds the rest.
+demo:
+	@scripts/bootstrap.sh demo
 	$(BIN)/labkit demo
 
 ## The whole test suite (testbed tests need root; CI sets LABKIT_REQUIRE_TESTBED=1). Modules go to the workers in the

@@ -9,8 +9,10 @@ Per host, in ``labkit_dir`` (default ``~/.labkit/NAME``)::
     bin/ghz, bin/labkit-go,   the static tools of this machine (hosts.layout.TOOLS): ghz (labkit load's
     bin/nats-server,          gRPC load generator), labkit-go (the grpc-go echo, and hop's back and
     bin/vegeta                front), nats-server and vegeta (labkit hop's NATS server and open-loop
-                              load generator), when it has them; each sent again only when its
-                              SHA-256 differs
+                              load generator), when it has them: those ``tools`` names (all by default,
+                              none for ``labkit demo``, whose sweep needs none); each sent again only when
+                              its SHA-256 differs. An experiment sends the ones its plan needs itself
+                              (labkit.hosts.tools), so a host gets a tool the first time a run needs it.
 
 A host only runs the agent side of labkit (echo serve/call and the tool
 wrappers), so the venv gets the labkit wheel with ``--no-deps`` plus the small
@@ -27,7 +29,6 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -38,10 +39,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_host
-from labkit.hosts.layout import TOOLS, host_path, local_tool, remote_labkit_version
+from labkit.hosts.layout import TOOLS, host_path, remote_labkit_version
+from labkit.hosts.tools import send_tools
 from labkit.provenance import REPO_ROOT
 from labkit.version import __version__
 
@@ -69,17 +72,6 @@ _LIST_SCRIPT = """
 import json, os, sys
 d = sys.argv[1]
 print(json.dumps({n: os.path.getsize(os.path.join(d, n)) for n in os.listdir(d)} if os.path.isdir(d) else {}))
-"""
-# Run by the host's interpreter: its machine, and name -> SHA-256 of each named file in a directory.
-_TOOLS_SCRIPT = """
-import hashlib, json, os, platform, sys
-d, found = sys.argv[1], {}
-for name in sys.argv[2:]:
-    path = os.path.join(d, name)
-    if os.path.isfile(path):
-        with open(path, "rb") as f:
-            found[name] = hashlib.file_digest(f, "sha256").hexdigest()
-print(json.dumps({"machine": platform.machine(), "files": found}))
 """
 _INDEX_PROBE_SCRIPT = """
 import socket, sys
@@ -263,11 +255,6 @@ def build_wheelhouse(target: Target, log=lambda message: None) -> Path:
     return house
 
 
-def _sha256_file(path: Path) -> str:
-    with open(path, "rb") as source:
-        return hashlib.file_digest(source, "sha256").hexdigest()
-
-
 @dataclass
 class DeployResult:
     host: str
@@ -280,8 +267,9 @@ class _Deployer:
     """Deploys one wheel to many hosts; shares the local caches between them."""
 
     def __init__(self, inventory: Inventory, wheel: LabkitWheel, mode: str, accept_new_host_keys: bool,
-                 force: bool, say, progress=None):
+                 force: bool, say, progress=None, tools: tuple[str, ...] = TOOLS):
         self.inventory = inventory
+        self.tools = tools
         self.wheel = wheel
         self.mode = mode
         self.accept_new_host_keys = accept_new_host_keys
@@ -290,8 +278,6 @@ class _Deployer:
         self.progress = progress
         self._tasks: dict[str, int] = {}
         self._wheelhouse_lock = threading.Lock()
-        self._tool_lock = threading.Lock()
-        self._tool_digests: dict[str, str] = {}
 
     def _step(self, name: str, text: str, total: float | None = None) -> None:
         if self.progress is not None:
@@ -331,7 +317,7 @@ class _Deployer:
         if not self.force:
             installed = self._read_marker(host, base)
             if installed.get("build") == self.wheel.build and remote_labkit_version(host, entry) == self.wheel.version:
-                tools = self._send_tools(host, entry, base)
+                tools = self._send_tools(host, entry)
                 return DeployResult(name, "skipped", f"already has labkit {self.wheel.version} build {self.wheel.short_build}{tools}")
         target = self._target(host, entry)
         mode = self._mode(host, entry)
@@ -374,36 +360,14 @@ class _Deployer:
                               f"not version {self.wheel.version}")
         self._run(host, [python, "-c", f"import {', '.join(AGENT_MODULES)}"], "importing labkit's agent modules")
         self._write_marker(host, entry, base, mode, target)
-        tools = self._send_tools(host, entry, base)
+        tools = self._send_tools(host, entry)
         sent_text = f"{len(missing)} file(s), {sent / 1e6:.1f} MB sent" if missing else "nothing new sent"
         return DeployResult(name, "deployed", f"labkit {version} build {self.wheel.short_build} ({mode}, {sent_text}){tools}")
 
-    def _send_tools(self, host, entry: HostEntry, base: str) -> str:
-        """Copy :data:`TOOLS` this machine has into the host's bin/ unless the same file is there; say what happened."""
-        if entry.is_local:
-            return ""  # a local host runs this machine's own copies
-        local = {name: local_tool(name) for name in TOOLS}
-        wanted = [name for name, path in local.items() if path is not None]
-        notes = [f"no {name} here to send" for name, path in local.items() if path is None]
-        if wanted:
-            self._step(entry.name, "checking tools")
-            there = json.loads(self._run(host, [entry.python, "-c", _TOOLS_SCRIPT, f"{base}/bin", *wanted],
-                                         "checking the tools").stdout)
-            if there["machine"] != platform.machine():
-                notes += [f"{name} not sent (built for {platform.machine()}, host is {there['machine']})" for name in wanted]
-                wanted = []
-            for name in wanted:
-                with self._tool_lock:
-                    digest = self._tool_digests.setdefault(name, _sha256_file(local[name]))
-                if there["files"].get(name) == digest:
-                    continue
-                self._step(entry.name, f"sending {name}")
-                host.make_dir(f"{base}/bin")
-                # Written beside it and renamed, so a running copy is never half replaced.
-                partial = f"{base}/bin/.{name}.partial"
-                host.put(local[name], partial, mode=0o755)
-                host.rename(partial, f"{base}/bin/{name}")
-                notes.append(f"{name} sent ({local[name].stat().st_size / 1e6:.1f} MB)")
+    def _send_tools(self, host, entry: HostEntry) -> str:
+        """Copy the tools asked for that this machine has into the host's bin/ unless the same file is there; say what
+        happened."""
+        notes = send_tools(host, entry, self.tools, step=lambda text: self._step(entry.name, text))
         return "; " + "; ".join(notes) if notes else ""
 
     def _read_marker(self, host, base: str) -> dict:
@@ -480,6 +444,7 @@ def deploy(
     accept_new_host_keys: bool = False,
     force: bool = False,
     wheel: str | os.PathLike | None = None,
+    tools: Sequence[str] | None = None,
     console=None,
 ) -> list[DeployResult]:
     """Deploy this labkit to ``hosts`` (default: all) in parallel; one result per host.
@@ -487,6 +452,8 @@ def deploy(
     ``mode`` is "offline" (upload a wheelhouse), "online" (install from the
     index) or "auto" (offline on the testbed or where the index is unreachable).
     ``wheel`` deploys that labkit wheel instead of building one from this source tree.
+    ``tools``: the static tools to send with it (None: every one of :data:`TOOLS` this machine has; ``()``: none,
+    each experiment then sends what its plan needs as it starts).
     """
     from rich.console import Console
     from rich.markup import escape
@@ -494,6 +461,10 @@ def deploy(
 
     if mode not in MODES:
         raise LabkitError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    tools = TOOLS if tools is None else tuple(dict.fromkeys(tools))
+    unknown = [name for name in tools if name not in TOOLS]
+    if unknown:
+        raise LabkitError(f"tools are {', '.join(TOOLS)}, not {unknown[0]!r}")
     if not isinstance(inventory, Inventory):
         inventory = load_inventory(inventory)
     names = list(hosts) if hosts else inventory.names
@@ -509,7 +480,7 @@ def deploy(
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                         console=console, transient=True) if console.is_terminal else None
     with progress or contextlib.nullcontext():
-        deployer = _Deployer(inventory, wheel, mode, accept_new_host_keys, force, console.print, progress)
+        deployer = _Deployer(inventory, wheel, mode, accept_new_host_keys, force, console.print, progress, tools)
         with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
             results = list(pool.map(deployer.deploy, names))
     for result in results:

@@ -1,4 +1,5 @@
-"""`labkit deploy` to a testbed of our own, over SSH, offline (the namespaces have no index).
+"""`labkit deploy` to a testbed of our own, over SSH, offline (the namespaces have no index), and the static tools a
+run sends to the hosts that need them.
 
 The wheel and the wheelhouse are cached in ~/.cache/labkit across runs; the
 first run on a fresh machine builds and downloads them once.
@@ -10,14 +11,16 @@ import hashlib
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import tomli_w
 import tomllib
 
-from conftest import labkit, own_testbed
+from conftest import LABKIT, labkit, own_testbed
 from labkit import __version__
 from labkit.deploy import build_hash, build_wheel, source_tree
+from labkit.experiments import run_command
 from labkit.hosts.layout import check_remote_labkit, remote_labkit_argv
 from labkit.errors import LabkitError
 from labkit.hosts import SSHHost, load_inventory, open_host
@@ -78,8 +81,11 @@ def test_unknown_host_keys_stop_the_deploy_and_labkit_is_missing(lab, inventory)
 
 
 def test_deploy_offline_then_skip(lab, inventory, wheel):
-    proc = labkit("deploy", "--accept-new-host-keys", "--wheel", str(wheel.path), str(inventory), timeout=300)
+    # No static tool: the next test has the run send the one it needs.
+    proc = labkit("deploy", "--accept-new-host-keys", "--wheel", str(wheel.path), "--tools", "none", str(inventory),
+                  timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert not any((inventory.parent / "hosts" / name / "bin").exists() for name in ("a", "b")), proc.stderr
     results = dict(re.findall(r"^(a|b): ((?:deployed|skipped|failed): .*)$", proc.stderr, re.M))
     assert set(results) == {"a", "b"}, proc.stderr
     for name in ("a", "b"):
@@ -103,17 +109,42 @@ def test_deploy_offline_then_skip(lab, inventory, wheel):
             # Only the agent set is installed there: no pandas in the host's venv.
             assert not host.run([*remote_labkit_argv(entry)[:1], "-c", "import pandas"]).ok
 
-    again = labkit("deploy", "--wheel", str(wheel.path), str(inventory), timeout=120)
+    again = labkit("deploy", "--wheel", str(wheel.path), "--tools", "none", str(inventory), timeout=120)
     assert again.returncode == 0, again.stderr
     assert re.search(rf"^a: skipped: already has labkit {re.escape(__version__)} build {build}", again.stderr, re.M)
     assert re.search(rf"^b: skipped: already has labkit {re.escape(__version__)} build {build}", again.stderr, re.M)
     assert "downloading" not in again.stderr  # the local wheelhouse cache was used
 
     # Forced: reinstalled, but every file is already on the host, so nothing is sent again.
-    forced = labkit("deploy", "--force", "--offline", "--wheel", str(wheel.path), str(inventory), "a", timeout=120)
+    forced = labkit("deploy", "--force", "--offline", "--wheel", str(wheel.path), "--tools", "none", str(inventory), "a",
+                    timeout=120)
     assert forced.returncode == 0, forced.stderr
     assert re.search(r"^a: deployed: .*\(offline, nothing new sent\)", forced.stderr, re.M)
     assert f"build {wheel.short_build}: deploying to a\n" in forced.stderr and not re.search("^b: ", forced.stderr, re.M)
+    assert not any((inventory.parent / "hosts" / name / "bin").exists() for name in ("a", "b"))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_run_sends_labkit_go_to_the_host_whose_side_is_go_and_nothing_to_the_other(lab, inventory, wheel, tmp_path):
+    """A sweep from a Python client on a to a Go server on b: b gets labkit-go as the run starts, a gets nothing; then
+    `labkit deploy --tools labkit-go` sends it to a and not again to b, which has the same file."""
+    bin_dir = {name: inventory.parent / "hosts" / name / "bin" for name in ("a", "b")}
+    run = run_command("sweep", inventory, client="a", server="b", server_impl=["go"], sizes=[1000], repeats=1,
+                      gaps_s=[0.1], ping_count=1, iperf_seconds=1, name="tools", runs_dir=tmp_path, quiet=True)
+    assert run.status == "complete" and set(run.samples()["server_impl"]) == {"go"}
+    local = _sha256(Path(LABKIT).with_name("labkit-go"))
+    assert _sha256(bin_dir["b"] / "labkit-go") == local and not bin_dir["a"].exists()
+    sent = (bin_dir["b"] / "labkit-go").stat()
+
+    again = labkit("deploy", "--wheel", str(wheel.path), "--tools", "labkit-go", str(inventory), timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert re.search(r"^a: skipped: .*; labkit-go sent \(", again.stderr, re.M), again.stderr
+    assert re.search(r"^b: skipped: already has labkit \S+ build \S+ \(", again.stderr, re.M), again.stderr
+    assert _sha256(bin_dir["a"] / "labkit-go") == local
+    assert (bin_dir["b"] / "labkit-go").stat().st_ino == sent.st_ino  # not replaced: a new copy is renamed over it
 
 
 def test_the_deployed_agent_serves_and_calls_across_the_link(lab, inventory):
@@ -136,3 +167,8 @@ def test_deploy_unknown_host_is_exit_2(inventory):
     proc = labkit("deploy", str(inventory), "a", "nosuch")
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"labkit: error: no host 'nosuch' in inventory {inventory}; known hosts: a, b"
+    for tools, message in (("wrk", "'wrk' is not one of all, none, ghz, labkit-go, nats-server, vegeta"),
+                           ("none,ghz", "give all, none, or tool names")):
+        proc = labkit("deploy", str(inventory), "--tools", tools)
+        assert proc.returncode == 2 and proc.stderr.strip() == (
+            f"labkit: error: Invalid value for '--tools': {message} (see 'labkit deploy --help')"), proc.stderr

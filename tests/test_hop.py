@@ -23,7 +23,7 @@ import tomllib
 import labkit
 from conftest import (DATA, LABKIT, deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed,
                       running_labkit, wait_for_cell_start)
-from labkit.experiments.hop import HopConfig, goload_cell_stats, plan_cells, vegeta_cell_stats, wrk_cell_stats
+from labkit.experiments.hop import HopConfig, goload_cell_stats, plan_cells, tools_needed, vegeta_cell_stats, wrk_cell_stats
 from labkit.parsers import ParseError
 from labkit.analysis import hop as hop_analysis
 from labkit.parsers.goload import goload_argv, parse_goload_csv
@@ -191,6 +191,17 @@ def test_cells_are_every_transport_and_repeat_in_a_seeded_shuffle():
     assert sorted((c.tool, c.rate, c.repeat) for c in mixed) == [("labkit-go", None, 0), ("labkit-go", None, 1),
                                                                  ("vegeta", 100, 0), ("vegeta", 100, 1)]
     assert {c.id for c in mixed} >= {"a|direct|labkit-go|rate=closed|r=0", "a|direct|vegeta|rate=100/s|r=1"}
+
+
+def test_the_plan_names_the_tools_each_host_runs_for_the_run_to_send():
+    config = HopConfig(inventory="x", load_host="c", front="a", back="b", via=["direct", "grpc", "nats"],
+                       tool="wrk,labkit-go", rate=[100])
+    config.validate()
+    assert tools_needed(config, plan_cells(config)) == {"a": {"labkit-go"}, "b": {"labkit-go", "nats-server"},
+                                                        "c": {"labkit-go", "vegeta"}}  # wrk is Debian's
+    direct = HopConfig(inventory="x", load_host="a", back="b", via=["direct"], tool="wrk,ghz", ghz="/opt/ghz")
+    direct.validate()
+    assert tools_needed(direct, plan_cells(direct)) == {"b": {"labkit-go"}}  # no front; ghz given by path is the host's
 
 
 def test_several_closed_loop_tools_are_shuffled_together_and_vegetas_closed_loop_has_a_worker_per_connection():

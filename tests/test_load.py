@@ -197,6 +197,20 @@ def test_grpcload_parser_refuses_other_text_and_counts_torn_lines():
     assert parse_grpcload_csv(torn).counts["unrecognised"] == 1
 
 
+def test_the_plan_names_the_tools_each_host_runs_for_the_run_to_send():
+    from labkit.experiments.load import plan
+
+    def tools(**options):
+        config = LoadConfig(inventory="x", client="a", server="b", concurrency=[1], payload_bytes=[64], connections=[1],
+                            keepalive_ms=[None], **options)
+        config.validate()
+        return plan(config, None).tools
+
+    assert tools(transports=["grpc", "http2"]) == {"a": {"ghz"}}  # h2load is Debian's; a Python server needs none
+    assert tools(transports=["grpc"], server_impl=["go"], grpc_tool="labkit-go") == {"a": {"labkit-go"}, "b": {"labkit-go"}}
+    assert tools(transports=["grpc"], ghz="/opt/ghz") == {} and tools(transports=["http2"]) == {}  # the host's own ghz
+
+
 def test_the_ladder_adds_each_knob_to_the_steps_before_in_the_articles_order():
     config = LoadConfig(inventory="x", client="a", server="b", transports=["grpc", "grpc-conns"], concurrency=[8],
                         payload_bytes=[64], connections=[1, 4], keepalive_ms=[None, 10000], rpc=["unary", "stream"],

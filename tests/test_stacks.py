@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.experiments.stacks import Stack, option_values, plan_stacks
+from labkit.experiments.stacks import Stack, go_tools, option_values, plan_stacks
 from labkit.experiments.sweep import SweepConfig, plan_cells
 
 
@@ -30,6 +30,15 @@ def test_stacks_multiply_the_cells_grouped_by_server():
     # Each server (implementation and server-side options) gets one run of consecutive cells.
     keys = [cell.stack.server_key for cell in cells]
     assert keys == sorted(keys, key=keys.index) and len(set(keys)) == 2
+
+
+def test_labkit_go_goes_only_to_the_hosts_that_run_a_go_side():
+    """What a sweep's plan states its hosts need (Plan.tools): nothing for Python at both ends (labkit demo's sweep)."""
+    config = SweepConfig(inventory="x", client="a", server="b")
+    assert go_tools((c.src, c.dst, c.stack) for c in plan_cells(config, [("a", "b")])) == {}
+    stacks, _ = plan_stacks(["python", "go"], ["python"], [])
+    cells = plan_cells(config, [("a", "b")], stacks)
+    assert go_tools((c.src, c.dst, c.stack) for c in cells) == {"a": {"labkit-go"}}  # the Go client's host only
 
 
 def test_each_side_gets_the_options_it_takes():

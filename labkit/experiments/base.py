@@ -11,7 +11,8 @@ its config dataclass, how it plans its cells, how it executes them in a
 2. plans the cells and asks the spec's ``preflight`` whether the hosts can
    run them (a sweep: may each host set the kernel knobs it asks for), then
    creates (or reopens) the run in the store;
-3. opens each host once, checks labkit is deployed there and records every
+3. opens each host once, checks labkit is deployed there, sends it the static
+   tools the plan runs there that it lacks (``Plan.tools``) and records every
    host's facts before anything is measured (:func:`session`);
 4. lets the spec execute its cells; every process started on a host is
    registered in the run before it runs and stopped afterwards, also on
@@ -55,6 +56,7 @@ from labkit.hosts.facts import collect_facts, process_start_ticks
 from labkit.hosts.inventory import load_inventory, open_host
 from labkit.hosts.layout import TOOL_HINTS, host_tool_candidates, labkit_argv, labkit_home
 from labkit.hosts.local import Silent
+from labkit.hosts.tools import send_tools
 from labkit.interrupts import interrupts_deferred
 from labkit.parsers.ping import baseline_ping_argv, parse_ping
 from labkit.provenance import utc_now
@@ -73,6 +75,9 @@ class Plan:
     total: int  # progress units (calls, samples, uploads, cells) of the whole plan
     unit: str = "call"
     omitted: list[str] = field(default_factory=list)  # combinations left out, with the reason for each
+    # host -> the static tools (labkit.hosts.layout.TOOLS) the cells run from its labkit_dir/bin: the session sends
+    # each one a host lacks before the first cell (labkit.hosts.tools), so no transfer overlaps a measurement.
+    tools: dict[str, set[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,7 @@ def run_experiment(spec: ExperimentSpec, config, *, runs_dir=None, resume: str |
         run.update(replicate={**replicate, "group": replicate["group"] or run.run_id})
     try:
         with session(run, inventory, plan.hosts, total=plan.total, unit=plan.unit, quiet=quiet,
-                     accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts) as current:
+                     accept_new_host_keys=accept_new_host_keys, share_hosts=share_hosts, tools=plan.tools) as current:
             spec.runner(current, config).run_cells(plan.cells)
     except KeyboardInterrupt:
         raise RunInterrupted(run, spec.command) from None
@@ -552,9 +557,9 @@ class Session:
         raise LabkitError(f"{tool} is not on {host_name} (looked for {', '.join(tried)}); {how_to_get}")
 
     def deploy_hint(self, host_name: str, tool: str) -> str:
-        """How to get a tool that `labkit deploy` ships onto a host."""
-        return (f"run `labkit deploy {self.inventory.path or 'INVENTORY'} {host_name}` from a machine that has "
-                f"{tool} ({TOOL_HINTS[tool]})")
+        """How to get a tool that labkit sends to hosts onto one (a run sends this machine's copy by itself)."""
+        return (f"run `labkit deploy {self.inventory.path or 'INVENTORY'} {host_name} --tools {tool}` from a machine "
+                f"that has {tool} ({TOOL_HINTS[tool]})")
 
     def process_cpu_s(self, host_name: str, pid: int | None) -> float | None:
         """A process's CPU seconds so far (user + system, from /proc/<pid>/stat on its host); None if unreadable."""
@@ -665,8 +670,9 @@ def json_lines(proc, timeout: float) -> Iterator[dict[str, Any]]:
 
 @contextmanager
 def session(run, inventory, host_names: list[str], *, total: int, unit: str = "call", quiet: bool = False,
-            accept_new_host_keys: bool = False, share_hosts: bool = False):
+            accept_new_host_keys: bool = False, share_hosts: bool = False, tools: dict[str, set[str]] | None = None):
     """Run an experiment's body on ``host_names``; see the module docstring for what it takes care of.
+    ``tools``: host name -> the static tools to send there if it lacks them (``Plan.tools``).
 
     The caller finalises the run (Parquet, status complete) after the block.
     """
@@ -684,6 +690,8 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
         def argv_and_facts(name: str) -> tuple[list[str], dict]:
             host = pool.get(name)
             argv = labkit_argv(inventory, name, host)
+            for note in send_tools(host, inventory.host(name), sorted((tools or {}).get(name, ()))):
+                progress.log(f"{name}: {note}")
             peers = [inventory.peer_address(other) for other in host_names if other != name]
             return argv, collect_facts(host, peers[0] if peers else None, argv[:1])
 

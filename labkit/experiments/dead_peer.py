@@ -36,6 +36,7 @@ from labkit.errors import LabkitError
 from labkit.experiments.base import url_host
 from labkit.hosts.inventory import load_inventory
 from labkit.hosts.layout import host_tool_candidates, labkit_argv
+from labkit.hosts.tools import send_tools
 from labkit.testbed import emulator
 from labkit.testbed.lab import Testbed
 from labkit.testbed.schedule import Change
@@ -98,6 +99,8 @@ def measure(inventory_path, *, client: str = "a", server: str = "b", grpc_option
     with ExitStack() as stack:
         hosts = {host: stack.enter_context(inventory.open(host, accept_new_host_keys=accept_new_host_keys))
                  for host in (client, server)}
+        for host in (client, server):  # labkit-go serves on one and calls from the other: sent where it lacks
+            send_tools(hosts[host], inventory.host(host), ["labkit-go"])
         labkit_go = _labkit_go(inventory, client, hosts[client])
         serve = ServePlan(bind=f"{url_host(server_address)}:0", grpc_options=tuple(server_options))
         server_proc = hosts[server].start([*labkit_argv(inventory, server, hosts[server]), *serve_argv(serve, GO)])

@@ -1,7 +1,8 @@
 """The main job: the idle-connection experiment of the research brief on a fresh local testbed.
 
 Brings up the testbed (100 ms one way, 100 Mbit/s, MTU 1460, cubic: the cloud
-link of the brief), deploys labkit to its two hosts over SSH, runs the sweep
+link of the brief), deploys labkit to its two hosts over SSH (no static tools:
+the sweep's Python echo needs none, and a run sends those it needs), runs the sweep
 from host a to host b with request sizes around the step, 1 s idle gaps and
 ``tcp_slow_start_after_idle`` at 1 and 0, and tears the testbed down (also on
 failure and Ctrl-C). ``labkit demo`` (:mod:`labkit.cli.demo`) then prints the
@@ -33,7 +34,7 @@ def run_demo(*, one_way_delay_s: float = 0.100, sizes=DEFAULT_SIZES, repeats: in
         log(f"bringing up the local testbed: {link.describe()}")
         state = lab.up(link)
         log("deploying labkit to the testbed hosts (offline: they have no route to a package index)")
-        results = deploy(load_inventory(state.inventory), mode="offline", console=console)
+        results = deploy(load_inventory(state.inventory), mode="offline", tools=(), console=console)
         failed = [result for result in results if result.status == "failed"]
         if failed:
             raise LabkitError(f"deploy failed on {failed[0].host}: {failed[0].detail}")

@@ -85,6 +85,7 @@ from labkit.echo.remote import wait_until_ready
 from labkit.errors import LabkitError
 from labkit.experiments.capture import ready_ports
 from labkit.files import read_file
+from labkit.hosts.layout import TOOLS as LAYOUT_TOOLS
 from labkit.limits import (MAX_BODY_BYTES, MAX_CALL_TIMEOUT_S, MAX_CONCURRENCY, MAX_GRPC_CHANNELS, MAX_HOP_REPEATS,
                            MAX_LOAD_DURATION_S, MAX_LOAD_THREADS, MAX_NATS_WORKERS, MAX_PING_COUNT, MAX_RATE,
                            MIN_CALL_TIMEOUT_S, check_within)
@@ -662,7 +663,21 @@ def plan(config: HopConfig, inventory) -> Plan:
         if name:
             inventory.host(name)  # a clear error for an unknown name
     cells = plan_cells(config)
-    return Plan(cells, config.host_names(), total=len(cells), unit="cell")
+    return Plan(cells, config.host_names(), total=len(cells), unit="cell", tools=tools_needed(config, cells))
+
+
+def tools_needed(config: HopConfig, cells: list[Cell]) -> dict[str, set[str]]:
+    """The static tools each host runs from labkit's bin/: labkit-go as the back and the front, nats-server for nats,
+    and the load tools labkit sends (not wrk, Debian's; not one given by path, the host's own)."""
+    tools: dict[str, set[str]] = {}
+    for host in filter(None, [config.back, config.front if config.relayed else None]):
+        tools.setdefault(host, set()).add("labkit-go")
+    if config.nats:
+        tools.setdefault(config.nats_on, set()).add("nats-server")
+    for tool in {cell.tool for cell in cells}:
+        if tool in LAYOUT_TOOLS and getattr(config, tool.replace("-", "_"), None) is None:
+            tools.setdefault(config.load_host, set()).add(tool)
+    return tools
 
 
 def summarize(run):

@@ -97,7 +97,7 @@ from labkit.limits import (MAX_CONCURRENCY, MAX_DURATION_S, MAX_ECHO_PAYLOAD_BYT
                            MAX_LOAD_CONNECTIONS, MAX_LOAD_DURATION_S, MAX_LOAD_WARMUP_S, MAX_PING_COUNT,
                            MAX_STREAM_MESSAGES, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
-from labkit.experiments.stacks import DEFAULT_OPTION, Stack, knob_keys, option_values, plan_stacks
+from labkit.experiments.stacks import DEFAULT_OPTION, Stack, go_tools, knob_keys, option_values, plan_stacks
 from labkit.parsers.grpcload import grpcload_argv
 from labkit.parsers.ghz import ghz_argv, parse_ghz_json
 from labkit.parsers.h2load import h2load_argv, parse_h2load, parse_h2load_log
@@ -684,7 +684,10 @@ class _Loader(ExperimentRunner):
 
 def plan(config: LoadConfig, inventory) -> Plan:
     cells, omitted = plan_cells(config)
-    return Plan(cells, [config.client, config.server], total=len(cells), unit="cell", omitted=omitted)
+    tools = go_tools((cell.src, cell.dst, cell.stack) for cell in cells)  # the server's, and labkit-go's load
+    if config.ghz is None and any(cell.tool == "ghz" for cell in cells):  # given a path, the host's own ghz runs
+        tools.setdefault(config.client, set()).add("ghz")
+    return Plan(cells, [config.client, config.server], total=len(cells), unit="cell", omitted=omitted, tools=tools)
 
 
 def summarize(run):

@@ -51,7 +51,7 @@ from labkit.errors import LabkitError
 from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_SERIES_INTERVAL_S, MAX_SERIES_PAYLOAD_BYTES,
                            MAX_TICKS, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
-from labkit.experiments.stacks import Stack, StackChoice, knob_keys, option_values, plan_stacks
+from labkit.experiments.stacks import Stack, StackChoice, go_tools, knob_keys, option_values, plan_stacks
 from labkit.parsers.ping import parse_ping
 
 EXPERIMENT = "series"
@@ -434,7 +434,8 @@ class _RangeRecorder:
 
 
 def plan(config: SeriesConfig, inventory) -> Plan:
-    return Plan(plan_cells(config), [config.client, config.server], total=config.ticks * len(config.probes), unit="sample")
+    return Plan(plan_cells(config), [config.client, config.server], total=config.ticks * len(config.probes), unit="sample",
+                tools=go_tools([(config.client, config.server, config.stack())]))
 
 
 def summarize(run):

