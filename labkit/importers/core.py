@@ -64,6 +64,7 @@ class ParsedFile:
     # The columns the file's summary gives every row, as each spooled batch had them (a header read after rows
     # were spooled changes them: those rows are then given the file's final values).
     summary_columns: list[dict[str, Any]] = field(default_factory=list)
+    repeated: dict = field(default_factory=dict)  # columns of one value, made once (see _table)
 
     @property
     def sha256(self) -> str:
@@ -133,15 +134,25 @@ class ParsedFile:
         self.spool.close()
 
 
-def _table(columns: dict[str, Any], schema, rows: int):
-    """An Arrow table of ``schema`` from columns given as arrays, or as one value for every row (None: null)."""
+def _table(columns: dict[str, Any], schema, rows: int, repeated: dict | None = None):
+    """An Arrow table of ``schema`` from columns given as arrays, or as one value for every row (None: null).
+
+    ``repeated`` keeps the arrays of one value made so far, for the next batch to take a slice of: a file's batches
+    mostly have the same values (the run's columns, the host names), and making each anew copied ~400 MB of the
+    same few strings for a 200 MB ping log."""
     import pyarrow as pa
 
     arrays = []
     for column in schema:
         value = columns.get(column.name)
         if value is None or isinstance(value, (str, int, float, bool)):
-            arrays.append(pa.nulls(rows, column.type) if value is None else pa.repeat(pa.scalar(value, column.type), rows))
+            key = (column.name, value)
+            made = (repeated or {}).get(key)
+            if made is None or len(made) < rows:
+                made = pa.nulls(rows, column.type) if value is None else pa.repeat(pa.scalar(value, column.type), rows)
+                if repeated is not None:
+                    repeated[key] = made
+            arrays.append(made.slice(0, rows))
         elif isinstance(value, (pa.Array, pa.ChunkedArray)):
             arrays.append(value.cast(column.type))
         else:
@@ -199,7 +210,7 @@ def _spool(parsed: ParsedFile, batches: Iterable[Any], result: ParseResult) -> N
         if summary_columns not in parsed.summary_columns:
             parsed.summary_columns.append(summary_columns)
         columns = {**spec.rows(batch, result, parsed.options, parsed.first), **summary_columns, **parsed.planned}
-        parsed.spool.write(_table(columns, parsed.spool.schema, batch.num_rows))
+        parsed.spool.write(_table(columns, parsed.spool.schema, batch.num_rows, parsed.repeated))
 
 
 def _read_lines(parsed: ParsedFile, spec: Kind) -> None:

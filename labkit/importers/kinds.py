@@ -90,12 +90,16 @@ def _ns(stamps):
 def _ping_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[str, Any]:
     import pyarrow.compute as pc
 
-    error = pc.if_else(pc.equal(t["error"], ""), "no reply", t["error"])
+    if pc.all(t["ok"]).as_py() and not pc.any(t["duplicate"]).as_py():  # every probe answered once, as mostly
+        error, unit = "", "ms"
+    else:
+        reason = pc.if_else(pc.equal(t["error"], ""), "no reply", t["error"])
+        error = _either(t["duplicate"], "duplicate", _either(t["ok"], "", reason))
+        unit = _either(pc.is_nan(t["rtt_ms"]), None, "ms")
     return {
         "probe": "ping", "src": opts.src or UNKNOWN, **_ping_summary_columns(result, opts),
         "seq": t["seq"], "t_utc_ns": t["t_utc_ns"], "rtt_ms": _nan_to_null(t["rtt_ms"]), "ok": t["ok"],
-        "error": _either(t["duplicate"], "duplicate", _either(t["ok"], "", error)), "cold": False,
-        "duplicate": t["duplicate"], "unit": _either(pc.is_nan(t["rtt_ms"]), None, "ms"), "line_number": None,
+        "error": error, "cold": False, "duplicate": t["duplicate"], "unit": unit, "line_number": None,
     }
 
 
@@ -124,12 +128,14 @@ def _go_echo_rows(t, result: ParseResult, opts: Options, first: dict) -> dict[st
 
     # The 2016 client dialled a new connection for every call (research brief, experiment 2): each
     # sample is a cold call.
+    dst = opts.dst or pc.fill_null(t["peer"], first.get("peer") or UNKNOWN)
+    if not isinstance(dst, str) and pc.all(pc.equal(dst, dst[0])).as_py():  # one peer, as mostly: one value
+        dst = dst[0].as_py()
     return {
-        "probe": "echo-cold", "src": opts.src or UNKNOWN,
-        "dst": opts.dst or pc.fill_null(t["peer"], first.get("peer") or UNKNOWN), "seq": t["seq"],
+        "probe": "echo-cold", "src": opts.src or UNKNOWN, "dst": dst, "seq": t["seq"],
         "t_utc_ns": _ns(t["t_utc"]), "rtt_ms": _nan_to_null(t["rtt_ms"]), "ok": t["ok"],
-        "error": _either(t["ok"], "", "missing from log"), "cold": True, "duplicate": False,
-        "payload_bytes": t["bytes"], "unit": t["unit"], "line_number": None,
+        "error": "" if pc.all(t["ok"]).as_py() else _either(t["ok"], "", "missing from log"), "cold": True,
+        "duplicate": False, "payload_bytes": t["bytes"], "unit": t["unit"], "line_number": None,
     }
 
 
