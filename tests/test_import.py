@@ -463,8 +463,9 @@ def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, sta
     """Ctrl-C or SIGTERM while a large log is read: one line, 128 + the signal, no spool and no run left.
 
     The log is the 2016 ping log's recorded replies, 65,536 of them numbered as ping numbers them (icmp_seq 0 to
-    65535), that block repeated as a long run wraps icmp_seq: about 60 MB, which labkit reads in about half a
-    second on an idle machine. The signal is sent once the import's spool exists, i.e. while it reads."""
+    65535), that block repeated as a long run wraps icmp_seq: about 130 MB, which labkit reads in about a second on
+    an idle machine (a loaded one had read 60 MB before the signal could come). The signal is sent once the
+    import's spool exists, i.e. while it reads."""
     import os
     import signal
     import subprocess
@@ -476,7 +477,7 @@ def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, sta
     replies = [re.sub(r"icmp_seq=\d+", "icmp_seq={}", line) for line in lines if " bytes from " in line]
     block = "".join(replies[seq % len(replies)].format(seq) + "\n" for seq in range(65536)).encode()
     log = tmp_path / "ping.txt"
-    log.write_bytes((lines[0] + "\n").encode() + block * 15)
+    log.write_bytes((lines[0] + "\n").encode() + block * 32)
     spools, runs = tmp_path / "tmp", tmp_path / "runs"
     spools.mkdir()
     proc = subprocess.Popen([LABKIT, "import", "ping", str(log), "--out", "stopped", "--runs-dir", str(runs)],
