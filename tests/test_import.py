@@ -499,3 +499,26 @@ def test_progress_is_told_each_files_bytes_as_they_are_read(tmp_path):
     assert list(seen) == [path for _, path in files]
     for path, counts in seen.items():
         assert counts == sorted(counts) and counts[-1] == path.stat().st_size
+
+
+def test_a_reader_whose_caller_stopped_ends_though_its_queue_is_full():
+    """The read-ahead thread fills its queue and reaches the log's end while the caller, which refused the file
+    after the first chunk, takes nothing more: closing the caller's side must end the thread, not wait on it
+    for ever (a 2 GiB log refused after 16 MiB hung the import this way)."""
+    import threading
+
+    from labkit.importers.source import ahead
+
+    reached_the_end = threading.Event()
+
+    def chunks():
+        yield from ("first", "second", "third")  # the caller takes one; two fill the queue
+        reached_the_end.set()
+
+    stream = ahead(chunks(), depth=2)
+    assert next(stream) == "first"
+    assert reached_the_end.wait(timeout=60)
+    closing = threading.Thread(target=stream.close, daemon=True)
+    closing.start()
+    closing.join(timeout=60)
+    assert not closing.is_alive(), "the caller waited for a reader that waited for room in the queue"

@@ -186,20 +186,25 @@ def ahead(items: Iterator, depth: int = 2) -> Iterator:
     made: queue.Queue = queue.Queue(depth)
     stop, done = threading.Event(), object()
 
+    def hand_over(entry) -> bool:
+        """Queue ``entry`` for the caller; False once the caller has stopped (it takes nothing more: a full queue
+        would hold this thread, and the caller waiting for it, for ever)."""
+        while not stop.is_set():
+            try:
+                made.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def make() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        made.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not hand_over((item, None)):
                     return
-            made.put((done, None))
+            hand_over((done, None))
         except BaseException as exc:  # handed to the caller, which raises it
-            made.put((done, exc))
+            hand_over((done, exc))
         finally:
             getattr(items, "close", lambda: None)()
 
