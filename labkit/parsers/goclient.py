@@ -34,7 +34,8 @@ _ECHO = re.compile(
     rf"^{_GO_LOG_STAMP} received (?P<bytes>\d{{1,18}}) bytes from (?P<peer>\S+) \((?P<addr>[^)]*)\) "
     r"order=(?P<order>\d{1,18}) seq=(?P<seq>\d{1,18}) time=(?P<time>\S+)$"
 )
-# The commonest line exactly, its fields cut out of many lines at once by their spaces (:func:`_plain_echoes`).
+# The commonest line exactly: read by compiled code (labkit.parsers.compiled) or, without it, its fields cut out of
+# many lines at once by their spaces (:func:`_plain_echoes`).
 _PLAIN_ECHO = (r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} received \d{1,9} bytes from [A-Za-z0-9._-]{1,64} "
                r"\([A-Za-z0-9._:-]{0,64}\) order=\d{1,9} seq=\d{1,9} time=\d{1,9}(?:\.\d{1,9})?(?:ns|us|µs|μs|ms|s)\n?$")
 _ECHO_STATS_HEADER = re.compile(r"^--- (\S+) statistics ---$")
