@@ -24,7 +24,7 @@ import time
 from labkit.hosts import LocalHost
 from labkit.parsers.iperf3 import parse_iperf3_json
 from labkit.testbed.lab import LinkConfig, Testbed
-from testbed_fidelity import _buffers, _tune, lateness, ping_rtts, veth_path
+from testbed_fidelity import _tune, lateness, ping_rtts, tuned_testbed, veth_path
 
 
 def streams(client: LocalHost, server: LocalHost, address: str, seconds: int, omit: int, parallel: int) -> dict:
@@ -38,12 +38,8 @@ def streams(client: LocalHost, server: LocalHost, address: str, seconds: int, om
 
 def measure(lab: Testbed, args) -> dict:
     figures = {}
-    state = lab.up(LinkConfig(one_way_delay_s=0.001, rate_bps=None, cc="cubic"))
+    state, defaults, client, server = tuned_testbed(lab)
     a, b = state.hosts["a"], state.hosts["b"]
-    defaults = {host.netns: _buffers(host.netns) for host in (a, b)}
-    for host in (a, b):
-        _tune(host.netns)
-    client, server = LocalHost("a", netns=a.netns), LocalHost("b", netns=b.netns)
     try:
         figures["unlimited"] = streams(client, server, b.data_address, args.seconds, 1, 1)
         state = lab.up(LinkConfig(one_way_delay_s=0.010, rate_bps=None, cc="cubic"))

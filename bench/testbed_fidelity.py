@@ -129,15 +129,22 @@ def echo_vs_ping(client: LocalHost, server: LocalHost, address: str, calls: int)
     return {"ping_mean_ms": statistics.fmean(rtts), "echo_median_ms": statistics.median(echo), "n": len(echo)}
 
 
-def measure_links(lab: Testbed, args) -> dict:
-    """Steps 2-4 of the module docstring on one testbed, changed live between them."""
-    figures = {}
+def tuned_testbed(lab: Testbed):
+    """The testbed up at 1 ms one way, no rate, with BUFFERS in both hosts: its state, each host's buffers as they
+    were (for :func:`_tune` to put back), and hosts a and b to run tools in."""
     state = lab.up(LinkConfig(one_way_delay_s=0.001, rate_bps=None, cc="cubic"))
     a, b = state.hosts["a"], state.hosts["b"]
     defaults = {host.netns: _buffers(host.netns) for host in (a, b)}
     for host in (a, b):
         _tune(host.netns)
-    client, server = LocalHost("a", netns=a.netns), LocalHost("b", netns=b.netns)
+    return state, defaults, LocalHost("a", netns=a.netns), LocalHost("b", netns=b.netns)
+
+
+def measure_links(lab: Testbed, args) -> dict:
+    """Steps 2-4 of the module docstring on one testbed, changed live between them."""
+    figures = {}
+    state, defaults, client, server = tuned_testbed(lab)
+    a, b = state.hosts["a"], state.hosts["b"]
     start = time.time_ns()
     rtts = ping_rtts(client, b.data_address, args.pings)
     figures["ping"] = {"n": len(rtts), "mean_ms": statistics.fmean(rtts), "median_ms": statistics.median(rtts),
