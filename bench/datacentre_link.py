@@ -5,7 +5,8 @@ One testbed (hosts a and b, cubic, 64 MiB TCP buffers inside its namespaces as i
 brought to each link in turn, live:
 
 1. the kernel's own path: two namespaces joined by a veth pair, one iperf3 stream (the yardstick);
-2. no rate, 1 ms one way: one stream, its rate / the veth's (target >= 0.7);
+2. no rate, 1 ms one way: one stream, its rate / the veth's (target >= 0.7), with the cores the machine kept busy
+   meanwhile (from /proc/stat) and the emulator's own share of them (from /proc/PID/stat), for both paths;
 3. 10 ms one way, no rate, only ping crossing it: the emulator's lateness p99 (target <= 20 µs);
 4. 1 Gbit/s x 10 ms one way, a BDP queue: one cubic stream, the emulator's lateness p99 under it (target <= 50 µs);
 5. 10 Gbit/s x 10 ms one way, a BDP queue: one cubic stream, then four, each its received rate / the set rate
@@ -18,8 +19,10 @@ Every figure is from this one run. Needs root. Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 
 from labkit.hosts import LocalHost
 from labkit.parsers.iperf3 import parse_iperf3_json
@@ -36,12 +39,35 @@ def streams(client: LocalHost, server: LocalHost, address: str, seconds: int, om
     return parse_iperf3_json(out.stdout).summary
 
 
+def _busy_ticks(pid: int | None = None) -> tuple[int, int]:
+    """(ticks the machine's CPUs were busy, ticks of ``pid`` in user and system time) so far."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+    own = 0
+    if pid is not None:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        own = sum(int(value) for value in stat[stat.rindex(")") + 2:].split()[11:13])  # utime, stime
+    return busy, own
+
+
+def with_cpu(run, pid: int | None = None) -> dict:
+    """``run()``'s figures, with the cores the machine was busy on meanwhile and ``pid``'s share of them."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    busy, own, started = *_busy_ticks(pid), time.monotonic()
+    figures = run()
+    busy_after, own_after = _busy_ticks(pid)
+    seconds = time.monotonic() - started
+    return {**figures, "busy_cores": (busy_after - busy) / ticks / seconds,
+            "emulator_cores": (own_after - own) / ticks / seconds if pid is not None else None}
+
+
 def measure(lab: Testbed, args) -> dict:
     figures = {}
     state, defaults, client, server = tuned_testbed(lab)
     a, b = state.hosts["a"], state.hosts["b"]
     try:
-        figures["unlimited"] = streams(client, server, b.data_address, args.seconds, 1, 1)
+        figures["unlimited"] = with_cpu(lambda: streams(client, server, b.data_address, args.seconds, 1, 1),
+                                        state.forwarder_pid)
         state = lab.up(LinkConfig(one_way_delay_s=0.010, rate_bps=None, cc="cubic"))
         start = time.time_ns()
         rtts = ping_rtts(client, b.data_address, args.pings)
@@ -70,14 +96,18 @@ def main() -> int:
     args = parser.parse_args()
     lab = Testbed(args.name, log=lambda message: print(message, file=sys.stderr))
     try:
-        figures = {"veth": veth_path(args.name, args.seconds)}
+        figures = {"veth": with_cpu(lambda: veth_path(args.name, args.seconds))}
         figures.update(measure(lab, args))
     finally:
         lab.down(quiet=True)
     veth, unl, idle = figures["veth"]["received_bps"], figures["unlimited"]["received_bps"], figures["idle"]
     rows = [
         ("kernel veth path, one stream", f"{veth / 1e9:.2f} Gbit/s"),
+        ("  cores busy meanwhile (of the machine's)",
+         f"{figures['veth']['busy_cores']:.2f} of {os.cpu_count()}"),
         ("emulator, no rate, 1 ms one way, one stream", f"{unl / 1e9:.2f} Gbit/s"),
+        ("  cores busy meanwhile, the emulator's share",
+         f"{figures['unlimited']['busy_cores']:.2f} of {os.cpu_count()}, {figures['unlimited']['emulator_cores']:.2f}"),
         ("  emulator / veth (target >= 0.7)", f"{unl / veth:.2f}"),
         ("emulator lateness p99 / max, 10 ms one way, ping only (target <= 20 µs)",
          f"{idle['p99_us']:.0f} / {idle['max_us']:.0f} µs over {idle['packets']} packets"),
