@@ -695,7 +695,7 @@ def session(run, inventory, host_names: list[str], *, total: int, unit: str = "c
             peers = [inventory.peer_address(other) for other in host_names if other != name]
             return argv, collect_facts(host, peers[0] if peers else None, argv[:1])
 
-        with current.fixed_cost("host facts"), ThreadPoolExecutor(max(1, len(host_names))) as hosts:
+        with current.fixed_cost("hosts opened: tools and facts"), ThreadPoolExecutor(max(1, len(host_names))) as hosts:
             found = dict(zip(host_names, hosts.map(argv_and_facts, host_names)))  # each host's take round trips: at once
         current.labkit_argv = {name: argv for name, (argv, _) in found.items()}
         run.manifest["hosts"].update({name: facts for name, (_, facts) in found.items()})

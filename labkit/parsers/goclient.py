@@ -163,10 +163,11 @@ class GoEchoParser(StreamParser):
         self.tally.bulk(chunk.rows.num_rows, chunk.rows.num_rows)
         records = self._read_lines(chunk.rest, (base + chunk.rest_at + 1).tolist())
         plain = chunk.rows.set_column(chunk.rows.schema.get_field_index("line"), "line", pc.add(chunk.rows["line"], base))
-        stamps = [record.pop("stamp") for record in records]
-        others = pa.Table.from_pylist(records, schema=self.window.schema.remove(self.window.schema.get_field_index("naive_ns")))
-        others = others.append_column("naive_ns", pc.cast(_naive(stamps, others["line"].to_numpy()), pa.int64()))
-        rows = pa.concat_tables([plain, others.select(self.window.schema.names)])
+        naive = pc.cast(_naive([record.pop("stamp") for record in records], [record["line"] for record in records]),
+                        pa.int64()).to_pylist()
+        others = pa.Table.from_pylist([{**record, "naive_ns": ns} for record, ns in zip(records, naive)],
+                                      schema=self.window.schema)
+        rows = pa.concat_tables([plain, others])
         self.window.see(rows["seq"].to_numpy(), where=f"line {base + 1} on: ")
         self.window.add(rows)
         self.n["samples"] += rows.num_rows

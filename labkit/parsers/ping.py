@@ -210,11 +210,11 @@ class PingParser(StreamParser):
         import pyarrow as pa
 
         lines = Lines(text)
-        compiled = ping_replies(lines, arrow_schema(_PENDING))
-        if compiled is None:  # no compiled reader here: the plain lines found by a regex and cut out by numpy
+        found = ping_replies(lines, arrow_schema(_PENDING))
+        if found is None:  # no compiled reader here: the plain lines found by a regex and cut out by numpy
             plain = lines.matching(_PLAIN_REPLY)
-            compiled = _plain_replies(lines, plain), plain
-        plain_rows, plain = compiled
+            found = _plain_replies(lines, plain), plain
+        plain_rows, plain = found
         left = np.ones(len(lines), dtype=bool)
         left[plain] = False
         rest = np.flatnonzero(left)
