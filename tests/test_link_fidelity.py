@@ -60,6 +60,29 @@ def _flow(state, src: str, dst: str, count: int, interval_s: float) -> probe.Flo
     return probe.Flow(s.netns, s.data_address, d.netns, d.data_address, count, interval_s)
 
 
+def _flows_on_time(state, keys: list[str], count: int, interval_s: float, attempts: int = 3):
+    """Probe flows in every direction of ``keys`` at once, again if the emulator says it was late.
+
+    A check of the link's shape judges the model only when the emulator kept its schedule. On a 2-core machine
+    under the suite's load it sometimes does not, for a few hundred ms at a time, and then what the probes measure
+    is the machine (a KS p of 1e-27 for a uniform, once). The emulator counts its own lateness every second; a
+    measurement over a window it reports late (p99 above :func:`emulator.late_threshold_us`) is taken again, and
+    after ``attempts`` late windows the test fails saying so. Returns the flows and the window's lateness."""
+    delays_ns = {key: int(BASE_S * 1e9) for key in keys}
+    seen = []
+    for _ in range(attempts):
+        start_ns = time.time_ns()
+        flows = probe.run([_flow(state, *key.split(">"), count, interval_s) for key in keys])
+        end_ns = time.time_ns()
+        emulator.status_after(state.dir, end_ns + 1_000_000_000)  # its line for the last second is written
+        window = emulator.window_summary(state.dir / emulator.STATS_FILE, start_ns, end_ns, delays_ns)
+        lateness = {key: window["directions"].get(key, {}).get("lateness_p99_us") for key in keys}
+        seen.append(lateness)
+        if not set(window["late_directions"]) & set(keys):
+            return flows, f"emulator lateness p99 (µs) by direction {lateness}"
+    raise AssertionError(f"the emulator was late in each of {attempts} measurements (p99 µs by direction): {seen}")
+
+
 JITTER = {  # direction: (distribution, jitter); c->b is correlated, checked on its own
     "a>b": ("uniform", SIGMA_S), "b>a": ("normal", SIGMA_S), "a>c": ("pareto", SIGMA_S),
     "c>a": ("paretonormal", SIGMA_S), "b>c": ("table", SIGMA_S),
@@ -93,7 +116,7 @@ def test_jitter_follows_each_configured_distribution_and_correlation(tmp_path):
     try:
         assert emulator.read_status(state.dir)["seed"] == 4  # the seed asked for is the one drawing
         keys = [*JITTER, "c>b"]
-        flows = probe.run([_flow(state, *key.split(">"), SAMPLES, INTERVAL_S) for key in keys])
+        flows, lateness = _flows_on_time(state, keys, SAMPLES, INTERVAL_S)
     finally:
         lab.down(quiet=True)
     measured = {key: np.array(flow.delays_s()) for key, flow in zip(keys, flows)}
@@ -104,7 +127,7 @@ def test_jitter_follows_each_configured_distribution_and_correlation(tmp_path):
         result = stats.ks_2samp(measured[key], reference_delays(dist, BASE_S, sigma, flow.sent_ns, table))
         _record("jitter", direction=key, distribution=dist, samples=len(measured[key]), ks_d=result.statistic,
                 ks_p=result.pvalue)
-        assert result.pvalue > 0.01, f"{key} {dist}: KS D={result.statistic:.4f}, p={result.pvalue:.2g}"
+        assert result.pvalue > 0.01, f"{key} {dist}: KS D={result.statistic:.4f}, p={result.pvalue:.2g}; {lateness}"
     # AR(1) Gaussian copula with rho 0.5: successive delays correlate 0.5 and stay normal (so the
     # reference is the uncorrelated one's). Correlated samples carry less: the KS distance is held
     # to the 1 % bound of n(1-rho)/(1+rho) independent ones.
@@ -113,8 +136,8 @@ def test_jitter_follows_each_configured_distribution_and_correlation(tmp_path):
     distance = stats.ks_2samp(correlated, reference_delays("normal", BASE_S, SIGMA_S, flows[-1].sent_ns)).statistic
     _record("jitter correlation", direction="c>b", configured=0.5, lag1=lag1, ks_d=distance,
             ks_d_bound=1.63 / np.sqrt(SAMPLES / 3))
-    assert abs(lag1 - 0.5) < 0.07
-    assert distance < 1.63 / np.sqrt(SAMPLES / 3)
+    assert abs(lag1 - 0.5) < 0.07, (lag1, lateness)
+    assert distance < 1.63 / np.sqrt(SAMPLES / 3), (distance, lateness)
 
 
 def _binomial_ok(k: int, n: int, p: float) -> bool:

@@ -355,10 +355,16 @@ def test_a_cold_call_is_counted_in_round_trips(lab, inventory, tmp_path, impl):
     cold, warm = explained.loc[cold_seq[0]], explained.drop(index=cold_seq[0]).iloc[0]
     parts = {c["name"]: c["ms"] for c in cold["components"]}
     # TCP's handshake and HTTP/2's preface and SETTINGS, a round trip each, then 16000 B (+ framing): more than the
-    # 10 x 1408 B of a fresh window, so two flights: 4 round trips. Runs of grpc-go have also sent it in one (3).
-    assert parts["handshake"] >= 0.9 * cold["base_rtt_ms"] and parts["http2-setup"] >= 0.9 * cold["base_rtt_ms"], parts
+    # 10 x 1408 B of a fresh window, so two flights: 4 round trips. Runs of grpc-go have also sent it in one flight,
+    # and grpc-go may send its request without waiting for the server's SETTINGS, so that no round trip is spent on
+    # the preface: 3 in either case. The preface is then a whole round trip or none, never part of one.
+    base = cold["base_rtt_ms"]
+    assert parts["handshake"] >= 0.9 * base, parts
+    assert parts["http2-setup"] >= 0.9 * base or parts["http2-setup"] <= 0.1 * base, parts
+    setup_rounds = 1 if parts["http2-setup"] >= 0.9 * base else 0
     assert cold["rounds"] in (1, 2), cold
-    assert cold["rtt_ms"] >= (2 + cold["rounds"]) * 0.98 * cold["base_rtt_ms"]  # nothing arrives before its time
+    assert 1 + setup_rounds + cold["rounds"] in (3, 4), (parts, cold)
+    assert cold["rtt_ms"] >= (1 + setup_rounds + cold["rounds"]) * 0.98 * base  # nothing arrives before its time
     # Right after it the window has grown and nothing restarted (no gap): one round trip.
     assert warm["rounds"] == 1, warm
 
