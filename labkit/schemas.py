@@ -85,6 +85,14 @@ SWEEP_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("rtt_ms", pa.float64(), False, "rtt_ns in milliseconds."),
     ("server_ns", pa.int64(), True, "The echo server's own time on the call, from its labkit-server-ns trailer: its handler "
                                     "from the decoded request to the response handed to gRPC, ns; null when it sent none."),
+    ("server_recv_utc_ns", pa.int64(), True, "UTC time on the server's clock when its handler received the request (the "
+                                             "labkit-server-recv-utc-ns trailer), ns since the epoch; null when it sent none. "
+                                             "Less t_start_utc_ns, the one-way delay client -> server plus the two clocks' "
+                                             "offset (labkit.analysis.oneway)."),
+    ("server_send_utc_ns", pa.int64(), True, "UTC time on the server's clock when its handler handed back the response (the "
+                                             "labkit-server-send-utc-ns trailer); null when it sent none. The call's end "
+                                             "(t_start_utc_ns + rtt_ns) less it: the one-way delay server -> client less the "
+                                             "offset."),
     ("ok", pa.bool_(), False, "True when the call succeeded and the server echoed the right length."),
     ("error", pa.string(), True, "Why ok is false (gRPC details, or a length mismatch); null when ok."),
     ("grpc_code", pa.string(), True, "The call's gRPC status code name."),
@@ -112,6 +120,12 @@ SERIES_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
                                    "failed call a tool timed (ghz), the time until it failed."),
     ("server_ns", pa.int64(), True, "For gRPC echo probes, the echo server's own time on the call (its labkit-server-ns "
                                     "trailer), ns; null for other probes, imports and servers that send none."),
+    ("server_recv_utc_ns", pa.int64(), True, "For probes with a server side (gRPC and TCP echo, irtt), UTC time on the "
+                                             "server's clock when it received the probe, ns since the epoch; null for the "
+                                             "others. Less t_utc_ns (the send): the one-way delay out plus the clocks' offset "
+                                             "(labkit.analysis.oneway)."),
+    ("server_send_utc_ns", pa.int64(), True, "UTC time on the server's clock when it sent the reply; null as above. The reply's "
+                                             "arrival (t_utc_ns + rtt_ms) less it: the one-way delay back less the offset."),
     ("ok", pa.bool_(), False, "True for a sample of the round trip: a reply, a successful call. False for a lost probe, a failed "
                               "call, and a duplicate reply (a duplicate is not a second sample of its probe)."),
     ("error", pa.string(), False, "Why ok is false: 'no reply', an ICMP error text, 'missing from log', a gRPC status and message, "
@@ -359,10 +373,10 @@ def _schema(fields: list[tuple[str, pa.DataType, bool, str]], name: str) -> pa.S
 
 
 #: One row per echo call of a sweep (see :data:`SWEEP_FIELDS`).
-SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/3")  # 3: server_ns
+SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/4")  # 3: server_ns; 4: the server's stamps
 
 #: One row per round-trip probe (see :data:`SERIES_FIELDS` for every column).
-SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/2")  # 2: server_ns
+SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/3")  # 2: server_ns; 3: the server's stamps
 
 #: One row per upload (see :data:`UPLOAD_FIELDS`).
 UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/2")

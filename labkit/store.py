@@ -380,7 +380,7 @@ class Run:
 
         path = self.path / "samples.parquet"
         frame = pd.read_parquet(path) if path.exists() else pd.DataFrame(self.journal_rows())
-        return _with_call_columns(_with_stack_columns(frame, self.manifest), self.manifest)
+        return _with_server_stamps(_with_call_columns(_with_stack_columns(frame, self.manifest), self.manifest))
 
     def __repr__(self) -> str:
         return f"<labkit Run {self.run_id}: {self.manifest.get('experiment')}, {self.status}>"
@@ -521,6 +521,14 @@ _STACK_CLIENT = {"idle-step": "python", "series": "python", "upload": "python", 
 #: The columns labkit-go's gRPC load adds to a load cell (each message timed); older runs and ghz cells have none.
 LOAD_MESSAGE_COLUMNS = ("messages", "messages_ok", "message_mean_ms", "message_p50_ms", "message_p90_ms",
                         "message_p99_ms")
+
+
+def _with_server_stamps(frame):
+    """Rows of the echo probes written before servers stamped a call's arrival and reply (sweep/3, series/2):
+    their server sent no stamps, as a server of today may not."""
+    if "server_ns" not in frame.columns or "server_recv_utc_ns" in frame.columns:
+        return frame
+    return frame.assign(server_recv_utc_ns=None, server_send_utc_ns=None)
 
 
 def _with_call_columns(frame, manifest: dict):
