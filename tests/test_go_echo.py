@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -86,6 +87,13 @@ def test_echo_calls_across_implementations(client_impl, server, request):
     assert all(r["cold"] is False and r["background"] is None and r["rtt_ns"] > 0 for r in rows)
     # Each server's own time on the call came back in its trailer: part of the call's time, never all of it.
     assert all(isinstance(r["server_ns"], int) and 0 <= r["server_ns"] < r["rtt_ns"] for r in rows)
+    # And its wall clock when the request was in and when the reply left: on loopback's one clock, inside the call's
+    # window on the client's (to the µs that the client's reading of its two clocks at the start may be off).
+    slack = 1_000_000
+    for r in rows:
+        start, end = r["t_start_utc_ns"], r["t_start_utc_ns"] + r["rtt_ns"]
+        assert start - slack <= r["server_recv_utc_ns"] <= r["server_send_utc_ns"] <= end + slack, r
+        assert r["server_send_utc_ns"] - r["server_recv_utc_ns"] == r["server_ns"]
     assert summary_counts(stderr) == {"recorded": 6, "warmup": 1, "background": 0}
     # The warm-up call's own time (its connection set up in it), as a sweep reads it back from either client.
     assert 0 < warmup_seconds(stderr.splitlines()) < 30
@@ -221,7 +229,12 @@ def test_go_http2_refuses_an_upload_over_its_bound(start_server):
 def test_the_go_tcp_echo_answers_lengths_and_refuses_oversize(start_server):
     server = start_server("go", "--tcp-echo-port", "0", "--max-message-bytes", "2000")
     with TcpEchoClient("127.0.0.1", server.ready["tcp_echo_port"]) as client:
-        assert client.call(b"a" * 1000) > 0 and client.call(b"") > 0
+        before = time.time_ns()
+        replies = [client.call(b"a" * 1000), client.call(b"")]
+        after = time.time_ns()
+    # Its reply carries the server's wall clock as the Python server's does: received, then sent, in order.
+    stamps = [stamp for reply in replies for stamp in (reply.server.recv_utc_ns, reply.server.send_utc_ns)]
+    assert before <= stamps[0] and stamps == sorted(stamps) and stamps[-1] <= after, stamps
     with socket.create_connection(("127.0.0.1", server.ready["tcp_echo_port"]), timeout=5) as sock:
         sock.sendall((5000).to_bytes(4, "big"))
         assert sock.recv(4) == b""  # closed without an answer

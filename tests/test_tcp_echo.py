@@ -30,20 +30,32 @@ def echo_server():
 def test_calls_on_one_connection_get_the_length_back(echo_server):
     server, _ = echo_server
     with TcpEchoClient("127.0.0.1", server.port) as client:
-        times = [client.call(bytes(size)) for size in (0, 1, 64, 14000, 100_000)]
-    assert all(t > 0 for t in times)
+        replies = [client.call(bytes(size)) for size in (0, 1, 64, 14000, 100_000)]
     assert server.requests == 5
+    # One clock on loopback: the server's stamps fall inside each call's window on the client's wall clock (to the
+    # few µs by which clock_pair places the window's start), the reply after the request.
+    slack = 1_000_000
+    for reply in replies:
+        assert reply.rtt_ns > 0
+        recv, send = reply.server.recv_utc_ns, reply.server.send_utc_ns
+        assert reply.started_utc_ns - slack <= recv <= send <= reply.started_utc_ns + reply.rtt_ns + slack, reply
 
 
-def test_the_wire_format_is_a_4_byte_big_endian_length_each_way(echo_server):
+def test_the_wire_format_is_a_length_and_the_servers_two_stamps(echo_server):
     server, _ = echo_server
+    before = time.time_ns()
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         # Two requests in one write: the server frames them, it does not rely on reads lining up.
         sock.sendall(struct.pack(">I", 3) + b"abc" + struct.pack(">I", 70000) + bytes(70000))
         reply = b""
-        while len(reply) < 8:
-            reply += sock.recv(8 - len(reply))
-    assert reply == struct.pack(">I", 3) + struct.pack(">I", 70000)
+        while len(reply) < 40:
+            reply += sock.recv(40 - len(reply))
+    after = time.time_ns()
+    (n1, recv1, send1), (n2, recv2, send2) = struct.iter_unpack(">Iqq", reply)
+    assert (n1, n2) == (3, 70000)
+    # Wall-clock ns since the epoch, in the order things happened: the second request was read after the
+    # first reply was written.
+    assert before <= recv1 <= send1 <= recv2 <= send2 <= after
 
 
 def test_an_oversize_request_closes_that_connection_only_and_is_logged(echo_server):
@@ -57,7 +69,7 @@ def test_an_oversize_request_closes_that_connection_only_and_is_logged(echo_serv
     assert server.refused == 1
     # The server goes on serving, the bound itself included.
     client.connect()
-    assert client.call(bytes(100_000)) > 0
+    assert client.call(bytes(100_000)).rtt_ns > 0
     client.close()
 
 

@@ -2,8 +2,6 @@
 
 ``cli`` holds the ``labkit echo serve`` and ``labkit echo call`` commands;
 ``address`` parses their HOST:PORT flags without importing grpc; ``plans`` states
-what each agent labkit starts on a host is asked to do, and its command line.
+what each agent labkit starts on a host is asked to do, and its command line; ``stamps`` what a server stamps
+on each call (its own time, and its wall clock at the request and the reply).
 """
-
-#: The trailer in which labkit's echo servers (Python and Go) send their own time on a call, integer ns.
-SERVER_TIME_KEY = "labkit-server-ns"

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from labkit.echo import SERVER_TIME_KEY
+from labkit.echo.stamps import ServerStamps, clock_pair
 from labkit.echo.options import merged
 from labkit.echo.plans import CallPlan
 from labkit.errors import LabkitError
@@ -43,7 +43,8 @@ from labkit.proto import echo_pb2, echo_pb2_grpc
 DEFAULT_TIMEOUT_S = CallPlan.timeout_s
 
 # The fields of every row, in output order. ``error`` is added only when ok is false.
-ROW_FIELDS = ("seq", "payload_bytes", "t_start_utc_ns", "rtt_ns", "ok", "grpc_code", "cold", "background", "server_ns")
+ROW_FIELDS = ("seq", "payload_bytes", "t_start_utc_ns", "rtt_ns", "ok", "grpc_code", "cold", "background", "server_ns",
+              "server_recv_utc_ns", "server_send_utc_ns")
 
 # The background sender's payload: the brief's "1-byte calls".
 _BACKGROUND_PAYLOAD = b"\x00"
@@ -203,8 +204,12 @@ class EchoOutcome:
     ok: bool
     grpc_code: str
     details: str = ""  # why it failed: the gRPC details, or a length mismatch; "" when ok
-    server_ns: int | None = None  # the server's own time on the call, from its trailer (None: it sent none)
+    server: ServerStamps = ServerStamps()  # what the server's trailers said (None where it sent nothing)
     started_utc_ns: int | None = None  # the wall clock when rtt_ns began (clock_pair): the call's window on it
+
+    @property
+    def server_ns(self) -> int | None:
+        return self.server.server_ns
 
     def error_text(self) -> str:
         """``CODE: details`` (or the code alone) for a failed call; "" when ok."""
@@ -228,43 +233,19 @@ def timed_echo(stub, request, timeout_s: float | None) -> EchoOutcome:
         rtt_ns = time.perf_counter_ns() - started_ns
         code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
         details = exc.details() if hasattr(exc, "details") else str(exc)
-        return EchoOutcome(rtt_ns, False, code.name, details or "", server_time_ns(exc), started_utc_ns)
+        return EchoOutcome(rtt_ns, False, code.name, details or "", server_stamps(exc), started_utc_ns)
     rtt_ns = time.perf_counter_ns() - started_ns
     if response.payload_length != size:
         return EchoOutcome(rtt_ns, False, grpc.StatusCode.OK.name,
                            f"server reported payload_length {response.payload_length}, sent {size} bytes",
-                           server_time_ns(call), started_utc_ns)
-    return EchoOutcome(rtt_ns, True, grpc.StatusCode.OK.name, server_ns=server_time_ns(call),
+                           server_stamps(call), started_utc_ns)
+    return EchoOutcome(rtt_ns, True, grpc.StatusCode.OK.name, server=server_stamps(call),
                        started_utc_ns=started_utc_ns)
 
 
-def clock_pair(tries: int = 3) -> tuple[int, int]:
-    """``(time.time_ns(), time.perf_counter_ns())`` as one instant. A call's packets are matched to it by its
-    window on the wall clock, ``[start, start + rtt_ns]``, so the wall clock must be read where the timer starts:
-    read apart, another thread or a busy CPU can come in between (a cold call's channel set-up did, by a
-    millisecond under load, and its response fell outside the window). The perf reading is bracketed by two wall
-    readings and the tightest of ``tries`` brackets kept, its midpoint taken."""
-    best = None
-    for _ in range(tries):
-        before = time.time_ns()
-        perf = time.perf_counter_ns()
-        after = time.time_ns()
-        if best is None or after - before < best[0]:
-            best = (after - before, (before + after) // 2, perf)
-        if after - before < 20_000:
-            break
-    return best[1], best[2]
-
-
-def server_time_ns(call) -> int | None:
-    """The server's time on a call from its :data:`SERVER_TIME_KEY` trailer; None when it sent none."""
-    metadata = call.trailing_metadata() if hasattr(call, "trailing_metadata") else None
-    for key, value in metadata or ():
-        if key == SERVER_TIME_KEY:
-            try:
-                return int(value)
-            except ValueError:
-                return None
+def server_stamps(call) -> ServerStamps:
+    """What the server's trailers said of a call (ServerStamps of Nones when it sent none)."""
+    return ServerStamps.from_metadata(call.trailing_metadata() if hasattr(call, "trailing_metadata") else None)
     return None
 
 
@@ -404,7 +385,8 @@ def run_calls(
             previous_end_ns = time.perf_counter_ns()
             connection.after_call()
             row.update(t_start_utc_ns=outcome.started_utc_ns, rtt_ns=outcome.rtt_ns, ok=outcome.ok,
-                       grpc_code=outcome.grpc_code, server_ns=outcome.server_ns)
+                       grpc_code=outcome.grpc_code, server_ns=outcome.server_ns,
+                       server_recv_utc_ns=outcome.server.recv_utc_ns, server_send_utc_ns=outcome.server.send_utc_ns)
             if not outcome.ok:
                 row["error"] = outcome.details or outcome.grpc_code
             summary.count(recorded, outcome.ok, outcome.rtt_ns)

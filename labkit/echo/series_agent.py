@@ -46,7 +46,8 @@ controller reads)::
      "probes": [...], "offsets_s": {"ping": 0.0, ...}, "payload_bytes": P, "pid": PID,
      "warmup": {"echo-warm": "", "tcp-echo": ""}}
     {"event": "sample", "probe": "echo-warm", "tick": K, "t_utc_ns": N, "rtt_ns": N|null,
-     "ok": true, "error": "", "cold": false, "payload_bytes": P}
+     "ok": true, "error": "", "cold": false, "payload_bytes": P,
+     "server_ns": N|null, "server_recv_utc_ns": N|null, "server_send_utc_ns": N|null}
     {"event": "ping", "tick": K, "t_utc_ns": N, "argv": [...], "status": 0, "stdout": "...", "stderr": "..."}
     {"event": "end", "samples": N, "pings": N}
 
@@ -55,6 +56,8 @@ tick, the time it was due); ``rtt_ns`` is ``perf_counter_ns`` around the call
 alone (for a failed call, the time until it failed; null when nothing was
 sent). ``warmup`` maps the warm probes to the error of their unrecorded first
 call ("" when it worked). ``t_utc_ns`` of a ping event is when its run started.
+The ``server_*`` fields are what the echo server stamped (:mod:`labkit.echo.stamps`; gRPC and TCP echo probes):
+its own time on the call, and its wall clock when the request was in and when the reply left.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ import time
 from typing import Any, Callable, NamedTuple
 
 from labkit.echo.plans import SeriesPlan
+from labkit.echo.stamps import ServerStamps
 from labkit.parsers.ping import tick_ping_argv
 
 SKIPPED = "skipped: previous call still in flight"
@@ -123,7 +127,7 @@ class _Schedule:
         self.interval_ns = round(plan.interval_s * 1e9)
         # One instant on both clocks, as each sample's start is read (clock_pair): read one after the other, a
         # preempted agent put t0 on the wall clock late, and its samples' stamps before their ticks' (by 54 µs).
-        from labkit.echo.client import clock_pair
+        from labkit.echo.stamps import clock_pair
 
         utc_ns, perf_ns = clock_pair()
         self.t0_perf_ns = perf_ns + round(LEAD_S * 1e9)
@@ -142,13 +146,13 @@ class _Schedule:
 
 class ProbeResult(NamedTuple):
     """One probe: its time (None when it has none), whether it succeeded, why not, whether it opened a connection,
-    and the echo server's own time on the call (gRPC probes; None otherwise)."""
+    and what the echo server stamped on the call (its own time, its wall clock at the request and the reply)."""
 
     rtt_ns: int | None
     ok: bool
     error: str
     cold: bool
-    server_ns: int | None = None
+    server: ServerStamps = ServerStamps()  # what the server stamped (gRPC and TCP echo)
     started_utc_ns: int | None = None  # when rtt_ns began on the wall clock, where the probe knows it
 
 
@@ -208,7 +212,7 @@ def _echo_call(stub, request, timeout_s: float, cold: bool) -> ProbeResult:
     from labkit.echo.client import timed_echo
 
     outcome = timed_echo(stub, request, timeout_s)
-    return ProbeResult(outcome.rtt_ns, outcome.ok, outcome.error_text(), cold, outcome.server_ns, outcome.started_utc_ns)
+    return ProbeResult(outcome.rtt_ns, outcome.ok, outcome.error_text(), cold, outcome.server, outcome.started_utc_ns)
 
 
 class _TcpEcho:
@@ -231,9 +235,10 @@ class _TcpEcho:
             except TcpEchoError as exc:
                 return ProbeResult(None, False, str(exc), False)
         try:
-            return ProbeResult(self._client.call(self._payload), True, "", False)
+            reply = self._client.call(self._payload)
         except TcpEchoError as exc:
             return ProbeResult(None, False, str(exc), False)
+        return ProbeResult(reply.rtt_ns, True, "", False, reply.server, reply.started_utc_ns)
 
     def close(self) -> None:
         self._client.close()
@@ -277,7 +282,8 @@ def _probe_loop(name: str, probe: Callable, plan: SeriesPlan, schedule: _Schedul
         t_utc_ns = result.started_utc_ns or t_utc_ns
         out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index, "t_utc_ns": t_utc_ns,
                   "rtt_ns": result.rtt_ns, "ok": result.ok, "error": result.error, "cold": result.cold,
-                  "payload_bytes": payload_bytes, "server_ns": result.server_ns})
+                  "payload_bytes": payload_bytes, "server_ns": result.server.server_ns,
+                  "server_recv_utc_ns": result.server.recv_utc_ns, "server_send_utc_ns": result.server.send_utc_ns})
         index += 1
         while index < plan.ticks and schedule.due_perf(index, offset) < ended:
             out.emit({"event": "sample", "probe": name, "tick": plan.first_tick + index,

@@ -32,7 +32,7 @@ from labkit.echo.cputime import cpu_now
 from labkit.echo.options import grpcio_arguments, merged
 from labkit.version import __version__
 from labkit.echo.address import parse_host_port
-from labkit.echo import SERVER_TIME_KEY
+from labkit.echo.stamps import clock_pair, server_trailer
 from labkit.errors import LabkitError
 from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES
 from labkit.proto import echo_pb2, echo_pb2_grpc
@@ -101,11 +101,12 @@ class EchoServicer(echo_pb2_grpc.EchoServiceServicer):
         self.gate = gate or StreamGate(DEFAULT_MAX_WORKERS - THREADS_KEPT_FOR_UNARY, DEFAULT_STREAM_IDLE_S)
 
     def Echo(self, request, context):
-        # The handler's own time (the request already read and decoded) goes back in a trailer, so that a client
-        # can tell server time from network time; grpc-go's echo sends the same.
-        started_ns = time.perf_counter_ns()
+        # The handler's own time (the request already read and decoded) and its wall clock at both ends go back
+        # in trailers, so that a client can tell server time from network time, and the way out from the way
+        # back; grpc-go's echo sends the same.
+        received_utc_ns, started_ns = clock_pair()
         response = echo_pb2.EchoResponse(payload_length=len(request.payload))
-        context.set_trailing_metadata(((SERVER_TIME_KEY, str(time.perf_counter_ns() - started_ns)),))
+        context.set_trailing_metadata(server_trailer(received_utc_ns, started_ns))
         return response
 
     def EchoStream(self, request_iterator, context):

@@ -7,11 +7,14 @@ reach the same process over the same path.
 Framing (both directions)::
 
     request:  4-byte big-endian length N, then N bytes of payload
-    reply:    4-byte big-endian N (the length received, nothing else)
+    reply:    4-byte big-endian N (the length received), then the server's wall
+              clock (8-byte big-endian ns since the epoch) when the request's
+              last byte was read and when the reply was written
 
-The reply carries only the length, as the gRPC ``Echo`` does
-(``EchoResponse{payload_length}``), so the two probes move the same payload
-one way and a few bytes back, and differ only in what gRPC and HTTP/2 add.
+The reply carries the length, as the gRPC ``Echo`` does
+(``EchoResponse{payload_length}``), and the stamps the gRPC servers send as
+trailers (:mod:`labkit.echo.stamps`), so the two probes move the same payload
+one way and 20 bytes back, and differ only in what gRPC and HTTP/2 add.
 A connection carries any number of requests, one at a time.
 
 A request longer than the server's ``max_message_bytes`` (the same bound as
@@ -33,11 +36,14 @@ import struct
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
+from labkit.echo.stamps import ServerStamps, clock_pair
 from labkit.errors import LabkitError
 
 _LENGTH = struct.Struct(">I")
+#: The reply: the length received, the server's wall clock at the request's end and at the reply.
+_REPLY = struct.Struct(">Iqq")
 #: Largest length the 4-byte prefix can carry.
 MAX_FRAME_BYTES = 2**32 - 1
 
@@ -130,8 +136,10 @@ class TcpEchoServer:
                     if not chunk:
                         return
                     remaining -= len(chunk)
+                received_utc_ns, started_ns = clock_pair()
                 self.requests += 1
-                writer.write(_LENGTH.pack(length))
+                writer.write(_REPLY.pack(length, received_utc_ns,
+                                         received_utc_ns + time.perf_counter_ns() - started_ns))
                 await writer.drain()
         except (ConnectionError, OSError):
             return
@@ -174,12 +182,21 @@ class TcpEchoError(LabkitError):
     """A TCP echo call failed: refused, reset, timed out, or a wrong reply."""
 
 
+class TcpEchoReply(NamedTuple):
+    """One timed TCP echo: ns from just before the send to the reply's last byte, the wall clock at its start,
+    and the server's stamps."""
+
+    rtt_ns: int
+    started_utc_ns: int
+    server: ServerStamps
+
+
 class TcpEchoClient:
     """Timed echo calls on one open TCP connection to a :class:`TcpEchoServer`.
 
     :meth:`connect` opens the connection (outside any timed window);
     :meth:`call` sends one request and returns the nanoseconds from just
-    before the send to the last byte of the reply. A failed call closes the
+    before the send to the last byte of the reply, with the server's stamps. A failed call closes the
     connection and raises :class:`TcpEchoError`; :attr:`connected` then says
     that the next call needs :meth:`connect` first.
     """
@@ -203,8 +220,8 @@ class TcpEchoClient:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
 
-    def call(self, payload: bytes) -> int:
-        """One round trip with ``payload``; return its duration in ns."""
+    def call(self, payload: bytes) -> "TcpEchoReply":
+        """One round trip with ``payload``: its duration, its start on the wall clock, the server's stamps."""
         if self._sock is None:
             raise TcpEchoError("not connected")
         if len(payload) > MAX_FRAME_BYTES:
@@ -212,21 +229,21 @@ class TcpEchoClient:
         request = _LENGTH.pack(len(payload)) + payload
         sock = self._sock
         sock.settimeout(self.timeout_s)
-        started = time.perf_counter_ns()
+        started_utc_ns, started = clock_pair()
         try:
             sock.sendall(request)
             # The timeout bounds the call, not each step: waiting for the reply gets what sending left of it.
             sock.settimeout(max(1e-6, self.timeout_s - (time.perf_counter_ns() - started) / 1e9))
-            reply = _recv_exactly(sock, _LENGTH.size)
+            reply = _recv_exactly(sock, _REPLY.size)
         except (OSError, TcpEchoError) as exc:
             self.close()
             raise TcpEchoError(_reason(exc) if isinstance(exc, OSError) else str(exc)) from None
         elapsed = time.perf_counter_ns() - started
-        (length,) = _LENGTH.unpack(reply)
+        length, received_utc_ns, sent_utc_ns = _REPLY.unpack(reply)
         if length != len(payload):
             self.close()
             raise TcpEchoError(f"server reported {length} bytes, sent {len(payload)}")
-        return elapsed
+        return TcpEchoReply(elapsed, started_utc_ns, ServerStamps(None, received_utc_ns, sent_utc_ns))
 
     def close(self) -> None:
         if self._sock is not None:

@@ -171,6 +171,8 @@ def sample_row(event: dict[str, Any]) -> dict[str, Any]:
         "t_utc_ns": event["t_utc_ns"],
         "rtt_ms": rtt_ns / 1e6 if rtt_ns is not None else None,
         "server_ns": event.get("server_ns"),
+        "server_recv_utc_ns": event.get("server_recv_utc_ns"),
+        "server_send_utc_ns": event.get("server_send_utc_ns"),
         "ok": bool(event["ok"]),
         "error": event.get("error") or "",
         "cold": bool(event.get("cold")),
@@ -443,6 +445,16 @@ def summarize(run):
     from labkit.analysis.tables import summarize_series
 
     return summarize_series(run.samples())
+
+
+def one_way_delays(run):
+    """Per probe whose server stamped it (gRPC and TCP echo): the median way out and way back with intervals, and
+    the clock offset they rest on (one clock when the two hosts share a kernel, else bounded by the probes)."""
+    from labkit.analysis.oneway import clock_offset, one_way_summary, raw_one_way, share_a_clock
+
+    config, samples = run.manifest.get("config") or {}, run.samples()
+    offset = clock_offset(raw_one_way(samples), share_a_clock(run.manifest, config.get("client"), config.get("server")))
+    return offset, one_way_summary(samples, offset)
 
 
 SPEC = ExperimentSpec(

@@ -64,12 +64,20 @@ func TestARowPerRecordedCallInTheOrderPythonDraws(t *testing.T) {
 	}
 	for i, row := range rows {
 		keys := slices.Sorted(maps.Keys(row))
-		if !slices.Equal(keys, []string{"background", "cold", "grpc_code", "ok", "payload_bytes", "rtt_ns", "seq", "server_ns", "t_start_utc_ns"}) {
+		if !slices.Equal(keys, []string{"background", "cold", "grpc_code", "ok", "payload_bytes", "rtt_ns", "seq", "server_ns",
+			"server_recv_utc_ns", "server_send_utc_ns", "t_start_utc_ns"}) {
 			t.Fatalf("row %d has %v", i, keys)
 		}
 		if row["seq"] != float64(i) || row["ok"] != true || row["grpc_code"] != "OK" || row["cold"] != false ||
 			row["background"] != nil || row["rtt_ns"].(float64) <= 0 || row["server_ns"].(float64) < 0 {
 			t.Fatalf("row %d: %v", i, row)
+		}
+		// One clock on loopback: the server's wall clock at the request and the reply lies within the call's
+		// window (JSON numbers are float64: ns since the epoch to within ~256 ns).
+		start, end := row["t_start_utc_ns"].(float64), row["t_start_utc_ns"].(float64)+row["rtt_ns"].(float64)
+		recv, send := row["server_recv_utc_ns"].(float64), row["server_send_utc_ns"].(float64)
+		if !(start-1e3 <= recv && recv <= send && send <= end+1e3) {
+			t.Fatalf("row %d: server stamps %.0f, %.0f outside the call [%.0f, %.0f]", i, recv, send, start, end)
 		}
 	}
 	// The two warm-up calls' time: what they took, connecting included, and not a recorded call's.

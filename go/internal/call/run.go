@@ -124,14 +124,14 @@ func (p *Plan) timedCall(ctx context.Context, ch *channel, recorded bool, seq in
 	if sampled {
 		echo.RecordTCP(row, ch.holder.Get(), "before")
 	}
-	row["t_start_utc_ns"] = time.Now().UnixNano()
 	outcome := echo.TimedEcho(ctx, ch.stub, payload, p.timeout)
+	row["t_start_utc_ns"] = outcome.Started.UnixNano()
 	ended := time.Now()
 	if sampled { // before a cold call's channel closes
 		echo.RecordTCP(row, ch.holder.Get(), "after")
 	}
 	row["rtt_ns"], row["ok"], row["grpc_code"] = outcome.RTT.Nanoseconds(), outcome.Detail == "", outcome.Code
-	row["server_ns"] = outcome.ServerTime()
+	outcome.Server.Row(row)
 	if outcome.Detail != "" {
 		row["error"] = outcome.Detail
 	}

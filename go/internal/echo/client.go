@@ -60,13 +60,49 @@ func (d Dial) DialOptions() ([]grpc.DialOption, error) {
 	return append(dial, optionDial...), nil
 }
 
-// Outcome is one timed Echo: its latency, its status, why it failed ("" when ok), and the server's own time
-// from its trailer (-1 when the server sent none).
+// Outcome is one timed Echo: when it started, its latency, its status, why it failed ("" when ok), and what
+// the server stamped in its trailers.
 type Outcome struct {
-	RTT      time.Duration
-	Code     string
-	Detail   string
-	ServerNs int64
+	Started time.Time
+	RTT     time.Duration
+	Code    string
+	Detail  string
+	Server  Stamps
+}
+
+// Stamps are what an echo server stamped on a call (each -1 when it sent none): its own time on it, and its wall
+// clock, ns since the epoch, when the request was in and when the reply left.
+type Stamps struct {
+	ServerNs, RecvUTC, SendUTC int64
+}
+
+// NoStamps is a call the server stamped nothing on.
+var NoStamps = Stamps{-1, -1, -1}
+
+// Row puts the stamps in a row or sample as the Python clients do: server_ns, server_recv_utc_ns and
+// server_send_utc_ns, null where the server sent none.
+func (s Stamps) Row(row map[string]any) {
+	for key, value := range map[string]int64{"server_ns": s.ServerNs, "server_recv_utc_ns": s.RecvUTC,
+		"server_send_utc_ns": s.SendUTC} {
+		if value < 0 {
+			row[key] = nil
+		} else {
+			row[key] = value
+		}
+	}
+}
+
+func trailerStamps(trailer metadata.MD) Stamps {
+	stamps := NoStamps
+	for key, field := range map[string]*int64{ServerTimeKey: &stamps.ServerNs, ServerRecvKey: &stamps.RecvUTC,
+		ServerSendKey: &stamps.SendUTC} {
+		if values := trailer.Get(key); len(values) > 0 {
+			if ns, err := strconv.ParseInt(values[0], 10, 64); err == nil && ns >= 0 {
+				*field = ns
+			}
+		}
+	}
+	return stamps
 }
 
 // TimedEcho calls Echo once, timed around the blocking call alone; a failure is an outcome, not an error.
@@ -77,12 +113,7 @@ func TimedEcho(parent context.Context, stub echopb.EchoServiceClient, payload []
 	var trailer metadata.MD
 	started := time.Now()
 	response, err := stub.Echo(ctx, request, grpc.Trailer(&trailer))
-	outcome := Outcome{RTT: time.Since(started), Code: "OK", ServerNs: -1}
-	if values := trailer.Get(ServerTimeKey); len(values) > 0 {
-		if ns, parseErr := strconv.ParseInt(values[0], 10, 64); parseErr == nil {
-			outcome.ServerNs = ns
-		}
-	}
+	outcome := Outcome{Started: started, RTT: time.Since(started), Code: "OK", Server: trailerStamps(trailer)}
 	if err != nil {
 		st := status.Convert(err)
 		outcome.Code, outcome.Detail = CodeName(st.Code()), st.Message()
@@ -95,14 +126,6 @@ func TimedEcho(parent context.Context, stub echopb.EchoServiceClient, payload []
 		outcome.Detail = fmt.Sprintf("server reported payload_length %d, sent %d bytes", response.GetPayloadLength(), len(payload))
 	}
 	return outcome
-}
-
-// ServerTime is a row's server_ns: null when the server sent no time.
-func (o Outcome) ServerTime() any {
-	if o.ServerNs < 0 {
-		return nil
-	}
-	return o.ServerNs
 }
 
 // CodeName is a status code as grpcio names it (DEADLINE_EXCEEDED, not DeadlineExceeded).

@@ -27,7 +27,14 @@ const (
 
 // ServerTimeKey is the trailer with the server's time on a call, in integer nanoseconds of the monotonic clock: from
 // the handler's start (the request read and decoded) to the response handed to gRPC, as the Python server sends it.
-const ServerTimeKey = "labkit-server-ns"
+// ServerRecvKey and ServerSendKey are the server's wall clock at those two moments, integer ns since the epoch:
+// with the client's own wall clock at the send and the reply, they split the round trip by direction
+// (labkit/echo/stamps.py).
+const (
+	ServerTimeKey = "labkit-server-ns"
+	ServerRecvKey = "labkit-server-recv-utc-ns"
+	ServerSendKey = "labkit-server-send-utc-ns"
+)
 
 // Service answers every request with its length, and counts and hashes uploads.
 type Service struct {
@@ -35,11 +42,14 @@ type Service struct {
 }
 
 // Echo returns only the length it received: what a client measures is the network and the stack. Its own time
-// goes back in the ServerTimeKey trailer, so that a client can tell server time from network time.
+// and its wall clock at both ends go back in trailers, so that a client can tell server time from network time,
+// and the way out from the way back.
 func (Service) Echo(ctx context.Context, req *echopb.EchoRequest) (*echopb.EchoResponse, error) {
 	start := time.Now()
 	response := &echopb.EchoResponse{PayloadLength: int64(len(req.GetPayload()))}
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(ServerTimeKey, strconv.FormatInt(time.Since(start).Nanoseconds(), 10)))
+	elapsed := time.Since(start).Nanoseconds()
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(ServerTimeKey, strconv.FormatInt(elapsed, 10),
+		ServerRecvKey, strconv.FormatInt(start.UnixNano(), 10), ServerSendKey, strconv.FormatInt(start.UnixNano()+elapsed, 10)))
 	return response, nil
 }
 

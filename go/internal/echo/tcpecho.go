@@ -7,11 +7,17 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 )
 
+// TCPEchoReplyBytes is the size of a TCP echo reply: the length and two stamps.
+const TCPEchoReplyBytes = 20
+
 // TCPEcho is the raw TCP echo of labkit/echo/tcp_echo.py: a request is a 4-byte big-endian
-// length N and N bytes, the reply the 4-byte N alone. A request longer than the bound is
-// refused before its payload is read: one line on stderr, that connection closed.
+// length N and N bytes, the reply the 4-byte N and the server's wall clock (8-byte big-endian ns
+// since the epoch) when the request's last byte was read and when the reply was written. A request
+// longer than the bound is refused before its payload is read: one line on stderr, that connection
+// closed.
 type TCPEcho struct {
 	listener net.Listener
 	max      int64
@@ -61,7 +67,7 @@ func (e *TCPEcho) serve(conn net.Conn) {
 	if tcp, ok := conn.(*net.TCPConn); ok {
 		_ = tcp.SetNoDelay(true) // the 4-byte reply must not wait for Nagle
 	}
-	header := make([]byte, 4)
+	header, reply := make([]byte, 4), make([]byte, TCPEchoReplyBytes)
 	for {
 		if _, err := io.ReadFull(conn, header); err != nil {
 			return
@@ -74,7 +80,11 @@ func (e *TCPEcho) serve(conn net.Conn) {
 		if _, err := io.CopyN(io.Discard, conn, int64(length)); err != nil {
 			return
 		}
-		if _, err := conn.Write(header); err != nil {
+		received := time.Now()
+		binary.BigEndian.PutUint32(reply, length)
+		binary.BigEndian.PutUint64(reply[4:], uint64(received.UnixNano()))
+		binary.BigEndian.PutUint64(reply[12:], uint64(received.UnixNano()+time.Since(received).Nanoseconds()))
+		if _, err := conn.Write(reply); err != nil {
 			return
 		}
 	}

@@ -186,20 +186,24 @@ func (a *Agent) Run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// result is one timed measurement: rtt < 0 when nothing was sent; serverNs < 0 when the server sent no time
-// (every probe but the gRPC ones).
+// result is one timed measurement: rtt < 0 when nothing was sent; started, when its timer started (zero where
+// the probe does not know: the loop's own reading is used); server, what the echo server stamped (gRPC and TCP
+// echo probes; echo.NoStamps for the others).
 type result struct {
-	rtt      time.Duration
-	ok       bool
-	detail   string
-	cold     bool
-	serverNs int64
+	rtt     time.Duration
+	ok      bool
+	detail  string
+	cold    bool
+	started time.Time
+	server  echo.Stamps
 }
 
 type probe func() result
 
 // failed is a probe that sent nothing, and why.
-func failed(detail string, cold bool) result { return result{-1, false, detail, cold, -1} }
+func failed(detail string, cold bool) result {
+	return result{rtt: -1, detail: detail, cold: cold, server: echo.NoStamps}
+}
 
 func (a *Agent) openProbes(ctx context.Context, payload []byte) (map[string]probe, map[string]string, []func()) {
 	probes, warmup, closers := map[string]probe{}, map[string]string{}, []func(){}
@@ -234,7 +238,7 @@ func (a *Agent) openProbes(ctx context.Context, payload []byte) (map[string]prob
 				}
 				rtt := time.Since(started)
 				conn.Close()
-				return result{rtt, true, "", true, -1}
+				return result{rtt, true, "", true, started, echo.NoStamps}
 			}
 		}
 		if name == "echo-warm" || name == "tcp-echo" {
@@ -251,7 +255,7 @@ func (a *Agent) echo(ctx context.Context, stub echopb.EchoServiceClient, payload
 	if detail != "" && outcome.Code != "OK" && detail != outcome.Code {
 		detail = outcome.Code + ": " + detail
 	}
-	return result{outcome.RTT, detail == "", detail, cold, outcome.ServerNs}
+	return result{outcome.RTT, detail == "", detail, cold, outcome.Started, outcome.Server}
 }
 
 func (a *Agent) probeLoop(ctx context.Context, name string, p probe) {
@@ -269,15 +273,15 @@ func (a *Agent) probeLoop(ctx context.Context, name string, p probe) {
 		if ctx.Err() != nil { // a signal cut the call short: it measured nothing (the Python agent writes no row)
 			return
 		}
+		if !result.started.IsZero() { // a gRPC probe's time starts after it set up its channel: its window too
+			sent = result.started
+		}
 		sample := map[string]any{"event": "sample", "probe": name, "tick": a.FirstTick + index, "t_utc_ns": sent.UnixNano(),
-			"rtt_ns": nil, "ok": result.ok, "error": result.detail, "cold": result.cold, "payload_bytes": payloadBytes,
-			"server_ns": nil}
+			"rtt_ns": nil, "ok": result.ok, "error": result.detail, "cold": result.cold, "payload_bytes": payloadBytes}
 		if result.rtt >= 0 {
 			sample["rtt_ns"] = result.rtt.Nanoseconds()
 		}
-		if result.serverNs >= 0 {
-			sample["server_ns"] = result.serverNs
-		}
+		result.server.Row(sample)
 		a.out.emit(sample)
 		// Ticks that came while the call was in flight are reported, not dropped.
 		for index++; index < a.Ticks && a.due(index, name).Before(ended); index++ {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"labkit/go/internal/echo"
 	"labkit/go/internal/reason"
 )
 
@@ -69,7 +70,7 @@ func (c *tcpEchoClient) call(payload []byte) result {
 	request := make([]byte, 4+len(payload))
 	binary.BigEndian.PutUint32(request, uint32(len(payload)))
 	copy(request[4:], payload)
-	reply := make([]byte, 4)
+	reply := make([]byte, echo.TCPEchoReplyBytes)
 	_ = c.conn.SetDeadline(time.Now().Add(c.timeout))
 	started := time.Now()
 	_, err := c.conn.Write(request)
@@ -85,7 +86,9 @@ func (c *tcpEchoClient) call(payload []byte) result {
 		c.close() // as Python's TcpEchoClient: a connection out of step is not reused, the call has no time
 		return failed(fmt.Sprintf("server reported %d bytes, sent %d", n, len(payload)), false)
 	}
-	return result{rtt, true, "", false, -1}
+	stamps := echo.NoStamps
+	stamps.RecvUTC, stamps.SendUTC = int64(binary.BigEndian.Uint64(reply[4:])), int64(binary.BigEndian.Uint64(reply[12:]))
+	return result{rtt, true, "", false, started, stamps}
 }
 
 func (c *tcpEchoClient) close() {
