@@ -93,6 +93,44 @@ PYTHON_VERSIONS_CODE = (
 )
 
 
+#: The kernel's clock discipline, read with adjtimex(2) in read-only mode (any user may), and the time daemons
+#: running: whatever keeps the clock (chrony, timesyncd, ntpd, ptp4l), the kernel knows whether it is synchronised
+#: and its error bounds, where a daemon's own tool (chronyc, timedatectl) may be absent or need systemd.
+CLOCK_CODE = (
+    "import ctypes, json, os\n"
+    "L = ctypes.c_long\n"
+    "class T(ctypes.Structure):\n"
+    "    _fields_ = [('modes', ctypes.c_uint), ('offset', L), ('freq', L), ('maxerror', L), ('esterror', L),\n"
+    "                ('status', ctypes.c_int), ('constant', L), ('precision', L), ('tolerance', L), ('sec', L),\n"
+    "                ('usec', L), ('tick', L), ('ppsfreq', L), ('jitter', L), ('shift', ctypes.c_int), ('stabil', L),\n"
+    "                ('jitcnt', L), ('calcnt', L), ('errcnt', L), ('stbcnt', L), ('tai', ctypes.c_int),\n"
+    "                ('pad', ctypes.c_int * 11)]\n"
+    "t = T()\n"
+    "state = ctypes.CDLL(None, use_errno=True).adjtimex(ctypes.byref(t))\n"
+    "names = set()\n"
+    "for pid in os.listdir('/proc'):\n"
+    "    try: names.add(open('/proc/%s/comm' % pid).read().strip())\n"
+    "    except OSError: pass\n"
+    "print(json.dumps({'state': state, 'status': t.status, 'maxerror_us': t.maxerror, 'esterror_us': t.esterror,\n"
+    "                  'offset_ns': t.offset if t.status & 0x2000 else t.offset * 1000,\n"
+    "                  'daemons': sorted(names & {'chronyd', 'systemd-timesyncd', 'ntpd', 'openntpd', 'ptp4l', 'phc2sys'})}))"
+)
+
+
+def parse_clock_state(text: str | None, boot_id: str | None) -> dict[str, Any]:
+    """The host's clock facts from :data:`CLOCK_CODE`'s line and its ``boot_id``: hosts with one boot id run one
+    kernel and read one clock (:func:`labkit.analysis.oneway.share_a_clock`). ``synchronized`` is the kernel's
+    word: not TIME_ERROR (5) and STA_UNSYNC (0x40) clear; None when it could not be read."""
+    facts: dict[str, Any] = {"boot_id": first_line(boot_id or ""), "synchronized": None}
+    try:
+        state = json.loads(first_line(text or "") or "null")
+    except ValueError:
+        state = None
+    if isinstance(state, dict) and isinstance(state.get("status"), int):
+        facts.update(state, synchronized=state.get("state") != 5 and not state["status"] & 0x40)
+    return facts
+
+
 def collect_facts(host, peer_address: str | None = None, python_argv: list[str] | None = None) -> dict[str, Any]:
     """Everything a reader needs to trust and repeat a measurement made on ``host``.
 
@@ -108,9 +146,11 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
         commands["route"] = (["ip", "-o", "route", "get", peer_address], False)
     if python_argv:
         commands["python"] = ([*python_argv, "-c", PYTHON_VERSIONS_CODE], False)
+        commands["clock"] = ([*python_argv, "-c", CLOCK_CODE], False)
     with ThreadPoolExecutor(PARALLEL_COMMANDS) as pool:
         clocksource = pool.submit(read_text, host, "/sys/devices/system/clocksource/clocksource0/current_clocksource")
         cpus = pool.submit(read_text, host, "/sys/devices/system/cpu/online")
+        boot_id = pool.submit(read_text, host, "/proc/sys/kernel/random/boot_id")
         futures = {key: pool.submit(_output, host, argv, partial_ok=partial) for key, (argv, partial) in commands.items()}
         out = {key: future.result() for key, future in futures.items()}
         route = parse_route_get(out.get("route") or "")
@@ -120,6 +160,7 @@ def collect_facts(host, peer_address: str | None = None, python_argv: list[str] 
             out["link"], out["qdisc"] = link.result(), qdisc.result()
         out["clocksource"] = clocksource.result()
         out["cpus"] = cpus.result()
+        out["boot_id"] = boot_id.result()
     return _facts_from(host, out, peer_address, route)
 
 
@@ -134,6 +175,8 @@ def _facts_from(host, out: dict[str, str | None], peer_address: str | None, rout
     facts["clocksource"] = first_line(out["clocksource"] or "")
     # The cores the host's processes share: what a share of CPU (a load tool's, a server's) is a share of.
     facts["cpus_online"] = count_cpu_list(out.get("cpus") or "")
+    # Whether its clock is kept, and which other hosts read the same one: what a one-way delay's bound rests on.
+    facts["clock"] = parse_clock_state(out.get("clock"), out.get("boot_id"))
     if peer_address:
         line = out["route"] or ""
         facts["route_to_peer"] = {"peer": peer_address, "line": " ".join(line.split()) or None, **route}
