@@ -35,7 +35,7 @@ os.environ.setdefault(SHARED_DEPLOY_ENV, f"/tmp/labkit-test-deploy-{os.getpid()}
 # number of tests), and a long module handed out last ran on alone while the other workers idled: the two
 # JupyterLab tests, two minutes, at the very end.
 LONGEST_FIRST = ("test_sweep.py", "test_faults.py", "test_jupyterlab.py", "test_notebooks.py", "test_run_hosts.py",
-                 "test_load.py", "test_hop.py", "test_explain.py", "test_series.py", "test_upload.py", "test_go_echo.py",
+                 "test_load.py", "test_hop.py", "test_explain.py", "test_series.py", "test_upload.py", "test_go_echo.py", "test_oneway.py",
                  "test_privilege.py")
 
 
@@ -93,17 +93,18 @@ def own_testbed_name(name: str) -> str:
 
 
 @contextmanager
-def own_testbed(name: str, one_way_delay_s: float, login=None, **link):
+def own_testbed(name: str, one_way_delay_s: float, login=None, topology=None, **link):
     """A testbed of the calling test module's own (no rate limit unless given), torn down at the end.
 
-    ``login``: a :class:`labkit.testbed.login.LoginUser` to log in as instead of root.
+    ``login``: a :class:`labkit.testbed.login.LoginUser` to log in as instead of root; ``topology``: a
+    :class:`labkit.testbed.topology.Topology` (per-direction links).
     """
     require_testbed()
     from labkit.testbed.lab import LinkConfig, Testbed
 
     testbed = Testbed(own_testbed_name(name), log=lambda message: None)
     state = testbed.up(LinkConfig(one_way_delay_s=one_way_delay_s, **{"rate_bps": None, "emulator": "tun", **link}),
-                       login)
+                       login, topology=topology)
     try:
         yield state
     finally:

@@ -7,6 +7,7 @@ import click
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, choice_list
 from labkit.echo.plans import PROBES
+from labkit.experiments.series import one_way_delays
 from labkit.limits import MAX_SERIES_PAYLOAD_BYTES
 
 # option (and experiment-file key) -> SeriesConfig field, where the names differ
@@ -70,5 +71,27 @@ def print_summary(run) -> None:
     if not console.is_terminal:
         console = Console(width=120)  # a pipe or a log file: room for every column, never cut values
     console.print(table)
+    print_one_way(console, run)
     thin = thin_statistics(table_data["ok"], {"median": 50, "p5": 5, "p95": 95}, "ok samples")
     print_run_footer(console, run, "rows", thin)
+
+
+def print_one_way(console, run) -> None:
+    """Each stamped probe's way out and way back (median, 95 % interval), and what the split rests on."""
+    from rich.table import Table
+
+    offset, ways = one_way_delays(run)
+    if ways.empty:
+        return
+    config = run.manifest.get("config") or {}
+    client, server = config.get("client"), config.get("server")
+    table = Table(title=f"one-way delays (ms, median [95 % interval]): {offset.describe()}")
+    for column in ("probe", "n", f"{client} → {server}", f"{server} → {client}", "back − out"):
+        table.add_column(column, justify="left" if column == "probe" else "right")
+    bound = "" if offset.method == "one clock" else f" ± {offset.bound_ms:.1f}"
+    for _, row in ways.iterrows():
+        table.add_row(row["probe"], str(int(row["n"])),
+                      *(f"{row[f'{name}_ms']:.3f} [{row[f'{name}_low_ms']:.3f}, {row[f'{name}_high_ms']:.3f}]{bound}"
+                        for name in ("out", "back")),
+                      f"{row['back_minus_out_ms']:.3f}")
+    console.print(table)

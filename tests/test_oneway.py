@@ -1,0 +1,104 @@
+"""One-way delays per direction (issue 25, part 1), measured on a testbed of its own with an asymmetric link:
+30 ms a -> b, 70 ms b -> a. The testbed's hosts are namespaces of one kernel and read one clock, so each probe's
+split is exact and must match the link's; then the same rows with the server's clock moved, as two hosts' clocks
+would be, check the bound labkit gives when it cannot know the offset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import deployed_inventory, labkit as run_labkit, own_testbed
+from labkit.analysis.oneway import ClockOffset, clock_offset, one_way_summary, raw_one_way, share_a_clock
+from labkit.store import Run
+from labkit.testbed.topology import Topology
+
+pytestmark = pytest.mark.testbed
+
+OUT_MS, BACK_MS = 30.0, 70.0
+STAMPED_PROBES = ["echo-warm", "echo-cold", "tcp-echo"]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    topology = Topology(links={"a>b": {"one_way_delay_s": OUT_MS / 1e3}, "b>a": {"one_way_delay_s": BACK_MS / 1e3}})
+    with own_testbed("ow-asym", OUT_MS / 1e3, topology=topology) as state:
+        yield state
+
+
+@pytest.fixture(scope="module")
+def inventory(lab, tmp_path_factory):
+    return deployed_inventory(lab, tmp_path_factory.mktemp("oneway"))
+
+
+@pytest.fixture(scope="module", params=["python", "go"])
+def series_run(request, lab, inventory, tmp_path_factory):
+    """A short series of every stamped probe, one stack a run: 40 ticks of 0.25 s."""
+    impl = request.param
+    runs = tmp_path_factory.mktemp(f"oneway-{impl}")
+    proc = run_labkit("series", str(inventory), "--client", "a", "--server", "b", "--duration", "10s",
+                      "--interval", "250ms", "--cell", "10s", "--probes", ",".join(["ping", *STAMPED_PROBES]),
+                      "--client-impl", impl, "--server-impl", impl, "--name", f"ow-{impl}", "--runs-dir", str(runs),
+                      "--quiet", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    return Run.open(next(runs.glob(f"*-ow-{impl}")))
+
+
+def test_each_probe_splits_into_the_links_two_directions(series_run):
+    samples = series_run.samples()
+    # The servers stamp every gRPC and TCP echo; ping has no server of labkit's.
+    stamped = samples["probe"].isin(STAMPED_PROBES)
+    assert samples.loc[stamped & samples["ok"], "server_recv_utc_ns"].notna().all()
+    assert samples.loc[~stamped, ["server_recv_utc_ns", "server_send_utc_ns"]].isna().all().all()
+    # The namespaces share one kernel, and their facts say so: the offset is 0, exactly.
+    assert share_a_clock(series_run.manifest, "a", "b")
+    offset = clock_offset(raw_one_way(samples), shared=True)
+    assert offset == ClockOffset(0.0, 0.0, "one clock", 0)
+    table = one_way_summary(samples, offset).set_index("probe")
+    assert set(table.index) == set(STAMPED_PROBES)
+    # 40 ticks; a busy machine may skip one or two. A cold call (3-4 round trips of 100 ms) outlasts the next tick.
+    assert (table.loc[["echo-warm", "tcp-echo"], "n"] >= 38).all() and table.loc["echo-cold", "n"] >= 10, table["n"]
+    # Each way is the link's, plus the hosts' own stacks: never less, and at the median within 2 ms (on this loaded
+    # 2-core machine, grpcio's hand-over of a request to its handler's thread adds ~1 ms on the way out); the
+    # difference within 1 ms of 40. How close each stack comes (the issue's 1 ms and 0.3 ms) is measured on an
+    # idle machine by bench/one_way_delays.py, not here. A cold call's way out holds its set-up (below).
+    for probe in ("echo-warm", "tcp-echo"):
+        row, ways = table.loc[probe], raw_one_way(samples[samples["probe"] == probe])
+        assert (ways["out_raw_ms"] >= OUT_MS).all() and (ways["back_raw_ms"] >= BACK_MS).all()
+        assert abs(row["out_ms"] - OUT_MS) < 2 and abs(row["back_ms"] - BACK_MS) < 2, row
+        assert abs(row["back_minus_out_ms"] - (BACK_MS - OUT_MS)) < 1, row
+        assert row["out_low_ms"] <= row["out_ms"] <= row["out_high_ms"]
+    # Out + the server's time + back is the call, to the ns of the stamps' arithmetic.
+    raw = raw_one_way(samples)
+    server_ms = (raw["server_send_utc_ns"] - raw["server_recv_utc_ns"]) / 1e6
+    assert np.allclose(raw["out_raw_ms"] + server_ms + raw["back_raw_ms"], raw["rtt_ms"], atol=1e-5)
+    # A cold call's way out holds its TCP and HTTP/2 set-up: at least one whole round trip more than a warm one's.
+    assert table.loc["echo-cold", "out_ms"] >= OUT_MS + 0.98 * (OUT_MS + BACK_MS)
+
+
+@pytest.mark.parametrize("theta_ms", [-250.0, 12.5, 4000.0])
+def test_two_clocks_are_bounded_by_the_probes_themselves(series_run, theta_ms):
+    """The same real rows with the server's clock set ahead by theta, as on two hosts: labkit does not know theta,
+    so it bounds it from the probes. The bound must hold theta, and each way's estimate must be within the bound of
+    the truth, which on this link is the asymmetry: the middle of the bound splits the 100 ms round trip 50/50."""
+    samples = series_run.samples()
+    samples = samples[samples["probe"] == "tcp-echo"]
+    skewed = samples.assign(server_recv_utc_ns=samples["server_recv_utc_ns"] + int(theta_ms * 1e6),
+                            server_send_utc_ns=samples["server_send_utc_ns"] + int(theta_ms * 1e6))
+    offset = clock_offset(raw_one_way(skewed), shared=False)
+    assert offset.method == "probe bounds" and offset.n >= 38
+    assert offset.offset_ms - offset.bound_ms <= theta_ms <= offset.offset_ms + offset.bound_ms
+    # The bound is half the path's floor, out and back: about half of 100 ms, never less.
+    assert 50 <= offset.bound_ms < 52
+    row = one_way_summary(skewed, offset).iloc[0]
+    assert abs(row["out_ms"] - OUT_MS) <= offset.bound_ms and abs(row["back_ms"] - BACK_MS) <= offset.bound_ms
+    # Without the shared clock it cannot see the asymmetry: it splits the floor evenly, 20 ms from each side's truth.
+    assert abs(row["out_ms"] - 50) < 1.5 and abs(row["back_ms"] - 50) < 1.5, row
+
+
+def test_a_hosts_facts_say_how_its_clock_is_kept(series_run):
+    clock = series_run.manifest["hosts"]["a"]["clock"]
+    assert clock["boot_id"] == open("/proc/sys/kernel/random/boot_id").read().strip()
+    # The kernel's own word (adjtimex): synchronised or not, with its error bounds; this VM runs no time daemon.
+    assert isinstance(clock["synchronized"], bool) and clock["maxerror_us"] >= 0 and isinstance(clock["daemons"], list)
