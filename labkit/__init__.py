@@ -101,6 +101,19 @@ hop = _entry_point("hop", """Run the cost-of-one-call experiment (a relay hop ov
     run.samples()  # a DataFrame, one row per cell: rps, latency_mean_ms, ..., front_cpu_s, back_cpu_s, nats_cpu_s
 """)
 
+latency_under_load = _entry_point("latency-under-load", """Run probes before, during and after a saturating load and
+return its Run: what a queue shared with other traffic adds to each probe, per direction.
+
+``options`` are the fields of :class:`labkit.experiments.latency_under_load.UnderLoadConfig`
+(``client``, ``server``, ``duration_s``, ``interval_s``, ``probes``, ``load_start_s``, ``load_s``,
+``ramp_s``, ``loads``, ``queues``, ``cc``, ...), e.g.::
+
+    run = labkit.latency_under_load("inventory.toml", client="a", server="b",
+                                    queues=["10bdp", "codel:10bdp"], loads=["tcp-up"])
+    run.summary()  # what the load added, per probe and direction, with intervals and RPM
+""")
+latency_under_load.__name__ = latency_under_load.__qualname__ = "latency_under_load"
+
 
 def compare(a, b, *, runs_dir=None, force: bool = False, group: bool = True, seed: int = 0):
     """``labkit compare`` from Python: side B against side A, each a run (standing for its ``--runs`` group unless

@@ -10,6 +10,8 @@ names, types and nullability whichever command wrote the run.
   (and one per duplicate reply). Written by ``labkit series`` and by ``labkit
   import`` for ping, the Go echo logs, the idle-step client output and ghz
   reports.
+- :data:`UNDER_LOAD_SCHEMA`: ``labkit latency-under-load``, a series' rows with
+  the cell's condition and each probe's phase of the load.
 - :data:`UPLOAD_SCHEMA`: ``labkit upload``, one row per upload.
 - :data:`LOAD_SCHEMA`: ``labkit load``, one row per cell.
 - :data:`HOP_SCHEMA`: ``labkit hop``, one row per cell (a transport and a repeat).
@@ -140,6 +142,18 @@ SERIES_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("source_file", pa.string(), True, "For imported rows, the file the row came from, as stored under the run's raw/ directory."),
     ("line_number", pa.int64(), True, "1-based line of source_file that gave the row, when the parser reports it; null otherwise "
                                       "(and for rows inferred from a gap or from closing statistics)."),
+]
+
+#: UNDER_LOAD_SCHEMA's fields: a series' columns, and the condition and the phase of the load each probe was sent in.
+UNDER_LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
+    *SERIES_FIELDS,
+    ("queue", pa.string(), False, "The testbed link's queue in the cell ('keep': as the link was; '10bdp': droptail of 10 "
+                                  "bandwidth-delay products; 'codel:10bdp': CoDel over that buffer)."),
+    ("cc", pa.string(), True, "Congestion control of the load's flows (iperf3 -C); null: the hosts' default."),
+    ("load", pa.string(), False, "The load: 'tcp-up' (client host to server host), 'tcp-down', 'tcp-both'."),
+    ("phase", pa.string(), False, "When the probe was sent, by the cell's plan: 'before' the load, 'ramp' (its first "
+                                  "--ramp, while the queue fills), 'during', 'after'."),
+    ("t_offset_s", pa.float64(), False, "The probe's tick, in seconds from the cell's first tick (the timeline's x)."),
 ]
 
 #: UPLOAD_SCHEMA's fields: (name, type, nullable, meaning).
@@ -377,6 +391,9 @@ SWEEP_SCHEMA: pa.Schema = _schema(SWEEP_FIELDS, "sweep/4")  # 3: server_ns; 4: t
 
 #: One row per round-trip probe (see :data:`SERIES_FIELDS` for every column).
 SERIES_SCHEMA: pa.Schema = _schema(SERIES_FIELDS, "series/3")  # 2: server_ns; 3: the server's stamps
+
+#: One row per probe of a latency-under-load cell (see :data:`UNDER_LOAD_FIELDS`).
+UNDER_LOAD_SCHEMA: pa.Schema = _schema(UNDER_LOAD_FIELDS, "under-load/1")
 
 #: One row per upload (see :data:`UPLOAD_FIELDS`).
 UPLOAD_SCHEMA: pa.Schema = _schema(UPLOAD_FIELDS, "upload/2")

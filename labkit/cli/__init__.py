@@ -29,6 +29,8 @@ _SUBCOMMANDS = {
     "series": ("labkit.cli.series:series", "Ping vs gRPC echo (warm, cold) vs raw TCP echo over time, on one schedule between hosts."),
     "upload": ("labkit.cli.upload:upload", "Chunked upload over gRPC streaming vs one HTTP/2 POST, with and without TLS."),
     "load": ("labkit.cli.load:load", "The cost of a call under load: gRPC (ghz) and HTTP/2 (h2load) against one echo server."),
+    "latency-under-load": ("labkit.cli.latency_under_load:latency_under_load",
+                           "Probes before, during and after a saturating load: what a shared queue adds, per direction."),
     "hop": ("labkit.cli.hop:hop", "The cost of one call: wrk through a front relay over gRPC, HTTP/2 or NATS vs the back direct."),
     "runs": ("labkit.cli.runs:runs", "List and inspect runs, and clean up after a killed one."),
     "import": ("labkit.cli.import_:import_logs", "Import ping, Go echo, idle-step, iperf3 or ghz logs into a run."),

@@ -590,7 +590,7 @@ class Session:
         host.remove(remote)
         return local
 
-    def _iperf_server(self, host_name: str, address: str, port: int | None):
+    def iperf3_server(self, host_name: str, address: str, port: int | None = None):
         """iperf3 -s listening on ``address`` (a port of its own unless given); (process, port)."""
         from labkit.parsers.iperf3 import iperf3_server_argv
 
@@ -633,7 +633,7 @@ class Session:
 
         address = self.address(dst)
         with self.fixed_cost("iperf3 baselines"):
-            server, port = self._iperf_server(dst, address, port)
+            server, port = self.iperf3_server(dst, address, port)
             try:
                 result = self.host(src).run(iperf3_client_argv(address, port, seconds, rate), timeout=seconds + 30)
             finally:

@@ -16,6 +16,7 @@ COMMANDS = {
     "upload": "labkit.experiments.upload",
     "load": "labkit.experiments.load",
     "hop": "labkit.experiments.hop",
+    "latency-under-load": "labkit.experiments.latency_under_load",
 }
 
 

@@ -47,6 +47,18 @@ def iperf3_client_argv(address: str, port: int, seconds: int, rate: str) -> list
     return ["iperf3", "-c", address, "-p", str(port), "-t", str(seconds), "-b", iperf3_rate(rate), "-J"]
 
 
+#: A saturating load's direction, from the client host's side: iperf3's flags for it (the client sends by default).
+LOAD_DIRECTIONS = {"tcp-up": [], "tcp-down": ["-R"], "tcp-both": ["--bidir"]}
+
+
+def iperf3_load_argv(address: str, port: int, seconds: int, load: str, cc: str | None) -> list[str]:
+    """A saturating TCP load of ``seconds`` to ``address``: one stream, no rate limit (iperf3's default for TCP),
+    ``load`` one of :data:`LOAD_DIRECTIONS`, with congestion control ``cc`` (-C: the sender's, at either end) unless
+    None, and -J output. Unlike a baseline, this one is meant to fill the path's queue."""
+    return ["iperf3", "-c", address, "-p", str(port), "-t", str(seconds), *LOAD_DIRECTIONS[load],
+            *(["-C", cc] if cc else []), "-J"]
+
+
 # iperf3 -b: a number, an optional k/m/g/t (bits, ×1000), an optional /burst in packets.
 _RATE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([kKmMgGtT]?)(?:/[1-9]\d*)?$")
 

@@ -313,6 +313,32 @@ class Testbed:
                 self.down(quiet=True)
             return self._create(link, login, topology, changes)
 
+    def change_links(self, links: dict[str, dict]) -> dict[str, dict]:
+        """Set some directions' link parameters (``{"a>b": {"queue": "10bdp", "aqm": "droptail"}}``) on the running
+        testbed, in place: its hosts and their processes live on, the emulator reloads. Returns the topology's
+        per-link overrides as they were, to put back with :meth:`restore_links`."""
+        with open(testbeds_dir() / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self.load_state()
+            if state is None:
+                raise LabkitError(f"testbed {self.name} is not up")
+            before = {key: dict(value) for key, value in state.topology.links.items()}
+            merged = {key: dict(value) for key, value in before.items()}
+            for key, values in links.items():
+                merged[key] = {**merged.get(key, {}), **values}
+            topology = dataclasses.replace(state.topology, links=merged)
+            self._change_link(state, state.link, topology, sched.from_records(state.schedule))
+        return before
+
+    def restore_links(self, links: dict[str, dict]) -> None:
+        """Put the per-link overrides :meth:`change_links` returned back in place."""
+        with open(testbeds_dir() / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self.load_state()
+            if state is not None and state.topology.links != links:
+                topology = dataclasses.replace(state.topology, links=links)
+                self._change_link(state, state.link, topology, sched.from_records(state.schedule))
+
     def _rebuild_reason(self, state: TestbedState, problems: list[str], topology: Topology, login) -> str:
         if problems:
             return f"testbed {self.name} is broken ({'; '.join(problems)}); rebuilding it"

@@ -1,0 +1,106 @@
+"""What a load adds to each probe's latency, per direction, and the responsiveness left under it
+(``labkit latency-under-load``; :mod:`labkit.experiments.latency_under_load`).
+
+For each condition (queue, congestion control, load) and probe, the probes sent **before** the load are the
+baseline and those **during** it (its ramp, while the queue fills, left out) the loaded sample. Both are
+time-ordered, so the added latency (median during − median before) has a block-bootstrap interval
+(:func:`labkit.analysis.inference.block_bootstrap_difference`), and the many comparisons of one run share one Holm
+family. A probe its server stamps is also split by direction (:mod:`labkit.analysis.oneway`): the way out and the
+way back each get their own added latency, which says in which direction the queue was.
+
+**Responsiveness** is the IETF draft's figure (draft-ietf-ippm-responsiveness): round trips per minute,
+60000 / the trimmed mean of the round trips in ms, the trimmed mean leaving out the values above the 95th
+percentile. The draft combines HTTP probes on new connections and on the loaded ones; labkit gives the figure per
+probe (ping, a warm gRPC call, a raw TCP echo), which is what each kind of request would see.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from labkit.analysis.inference import adjust, block_bootstrap_difference
+from labkit.analysis.oneway import clock_offset, one_way, raw_one_way
+
+CONDITION = ["queue", "cc", "load"]
+#: Each measure of a probe: its round trip, and for a stamped probe its way out and way back.
+MEASURES = {"rtt": "rtt_ms", "out": "out_ms", "back": "back_ms"}
+
+
+def trimmed_mean_95(values) -> float:
+    """The mean of the values at or below their 95th percentile (the draft's TM); NaN when there are none."""
+    array = np.asarray(values, dtype=float)
+    array = array[np.isfinite(array)]
+    if not array.size:
+        return float("nan")
+    return float(array[array <= np.percentile(array, 95)].mean())
+
+
+def responsiveness_rpm(rtts_ms) -> float:
+    """Round trips per minute: 60000 / the 95 % trimmed mean of the round trips (ms)."""
+    return 60000.0 / trimmed_mean_95(rtts_ms)
+
+
+def with_one_way(samples: pd.DataFrame, shared_clock: bool):
+    """Every ok row, with ``out_ms`` and ``back_ms`` where its server stamped it (NaN elsewhere), and the clocks'
+    offset they rest on, taken from the probes sent without the load (before and after it): their floor is the
+    path's own, so the bound is tightest there."""
+    ok = samples[samples["ok"] & ~samples["duplicate"]]
+    idle = ok[ok["phase"].isin(["before", "after"])]
+    offset = clock_offset(raw_one_way(idle), shared_clock)
+    ways = one_way(ok, offset)[["out_ms", "back_ms"]]
+    return ok.join(ways), offset
+
+
+def added_latency(samples: pd.DataFrame, shared_clock: bool, seed: int = 0) -> pd.DataFrame:
+    """Per condition, probe and measure (``rtt``, ``out``, ``back``): n and median before and during the load, the
+    added latency with its 95 % interval and Holm-adjusted p-value, and for the round trip the responsiveness
+    before and during (RPM). Rows without a value (a measure the probe lacks) are left out."""
+    rows = []
+    if samples.empty:
+        return pd.DataFrame()
+    ok, offset = with_one_way(samples, shared_clock)
+    ok = ok.sort_values("t_utc_ns")
+    for key, group in ok.groupby([*CONDITION, "probe"], sort=False, dropna=False):
+        before, during = group[group["phase"] == "before"], group[group["phase"] == "during"]
+        for measure, column in MEASURES.items():
+            a, b = before[column].dropna().to_numpy(float), during[column].dropna().to_numpy(float)
+            if not (a.size and b.size):
+                continue
+            difference = block_bootstrap_difference(a, b, np.median, seed=seed)
+            row = dict(zip([*CONDITION, "probe"], key), measure=measure, n_before=int(a.size), n_during=int(b.size),
+                       before_ms=float(np.median(a)), during_ms=float(np.median(b)), added_ms=difference.difference,
+                       added_low_ms=difference.low, added_high_ms=difference.high, p=difference.pvalue,
+                       method=difference.method, clock=offset.method, clock_bound_ms=offset.bound_ms)
+            if measure == "rtt":
+                row.update(rpm_before=responsiveness_rpm(a), rpm_during=responsiveness_rpm(b))
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    testable = table["p"].notna()
+    table["p_holm"] = np.nan
+    if testable.any():
+        table.loc[testable, "p_holm"] = adjust(table.loc[testable, "p"].to_list(), "holm")[1]
+    return table
+
+
+def queue_table(cell_events: list[dict]) -> pd.DataFrame:
+    """Per cell and direction of the link, from the cells' complete events (a testbed's run): the queue's limit as
+    the time it takes to drain at the link's rate, how full the load made it (its peak, as the same time), the
+    drops by cause, and the load's own goodput. What the probes' added latency is to be read against: a droptail
+    queue that fills adds about its drain time to every packet behind it."""
+    rows = []
+    for event in cell_events:
+        if event.get("event") != "complete":
+            continue
+        condition = dict(part.split("=", 1) for part in event["cell"].split("|")[1:])
+        for direction, link in (event.get("link") or {}).items():
+            rate = link.get("rate_bps")
+            peak = link.get("queue_peak_bytes")
+            rows.append({**{key: condition.get(key) for key in CONDITION}, "direction": direction,
+                         "aqm": link.get("aqm"), "drain_ms": link.get("drain_ms"),
+                         "peak_ms": peak * 8e3 / rate if rate and peak is not None else None,
+                         "drops": sum((link.get("drops") or {}).values()),
+                         "load_sent_mbps": (event.get("load_sent_bps") or 0) / 1e6 or None})
+    return pd.DataFrame(rows)

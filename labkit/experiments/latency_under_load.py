@@ -1,0 +1,360 @@
+"""``labkit latency-under-load``: the probes of a series before, during and after a saturating load (issue 25).
+
+The commonest reason an RPC is slow in production is not on its own connection: a queue it shares with other
+traffic, in one direction (bufferbloat). Each **cell** is one condition (the link's queue, the load's direction
+and congestion control) and one timeline of ``duration``: the series agent's probes (:mod:`labkit.echo.series_agent`:
+ping, warm gRPC echo, raw TCP echo, ...) at every ``interval`` from the first tick to the last, and an iperf3 TCP
+load (one stream, no rate limit) from ``load_start`` for ``load``: ``tcp-up`` from the client host to the server
+host, ``tcp-down`` back, ``tcp-both`` at once. Each row is a series row with the condition and its **phase**: sent
+``before`` the load, in its first ``ramp`` seconds (the queue filling), ``during`` it, or ``after``; by the cell's
+plan (tick ``k`` at ``k × interval``), so a row knows its phase as it is written.
+
+Queues (``queues``) are the testbed link emulator's: ``keep`` leaves the link as it is, ``10bdp`` is droptail of
+ten bandwidth-delay products, ``codel:10bdp`` CoDel (target 5 ms, interval 100 ms) over that buffer; both
+directions of the client-server link get it, for the cell, and the link is put back when the run ends. On hosts
+that are not a labkit testbed only ``keep`` exists, and anything else is refused before the run.
+
+The load starts on the controller's clock at the agent's first tick plus ``load_start`` (on the testbed every
+host reads one clock; elsewhere the hosts' clock offset to the controller shifts it, which ``ramp`` absorbs up to
+its length). Its iperf3 ``-J`` output is kept in ``raw/`` and its own start and end go into the cell's complete
+event. The probes' one-way delays (:mod:`labkit.analysis.oneway`) say in which direction the queue was.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.echo.plans import PROBES, SeriesPlan, series_argv
+from labkit.errors import LabkitError
+from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
+from labkit.experiments.series import SeriesConfig, ping_raw_text, ping_rows, sample_row, over_timeout
+from labkit.experiments.stacks import go_tools
+from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, check_within
+from labkit.parsers.iperf3 import LOAD_DIRECTIONS, iperf3_load_argv, parse_iperf3_json
+from labkit.testbed import emulator
+from labkit.testbed.lab import Testbed
+from labkit.testbed.linkspec import parse_queue
+
+EXPERIMENT = "latency-under-load"
+LOADS = tuple(LOAD_DIRECTIONS)
+PHASES = ("before", "ramp", "during", "after")
+DEFAULT_UNDER_LOAD_PROBES = ("ping", "echo-warm", "tcp-echo")
+
+
+def parse_queue_setting(text: str) -> dict[str, str] | None:
+    """``keep`` -> None (the link as it is); ``10bdp`` -> droptail of that size; ``codel:10bdp`` -> CoDel over it.
+    A bad one is one line naming it."""
+    if text == "keep":
+        return None
+    aqm, _, size = text.rpartition(":")
+    if aqm not in ("", "codel"):
+        raise LabkitError(f"--queues: {text!r} is not a queue (examples: keep, bdp, 10bdp, codel:10bdp)")
+    try:
+        parse_queue(size)
+    except LabkitError as exc:
+        raise LabkitError(f"--queues: {text!r}: {exc.message.removeprefix('--queue: ')}") from None
+    return {"queue": size, "aqm": "codel" if aqm else "droptail"}
+
+
+@dataclass
+class UnderLoadConfig(SeriesConfig):
+    """A series' settings (its probes, interval, stack), each cell a timeline with a load in its middle."""
+
+    duration_s: float = 30.0
+    interval_s: float = 0.1
+    probes: list[str] = field(default_factory=lambda: list(DEFAULT_UNDER_LOAD_PROBES))
+    load_start_s: float = 5.0
+    load_s: float = 20.0
+    ramp_s: float = 2.0
+    loads: list[str] = field(default_factory=lambda: ["tcp-up"])
+    queues: list[str] = field(default_factory=lambda: ["keep"])
+    cc: list[str] = field(default_factory=lambda: ["cubic"])
+    name: str = "under-load"
+
+    def validate(self) -> None:
+        self.cell_s = self.duration_s  # a cell is one whole timeline
+        super().validate()
+        check_within("--load-start", self.load_start_s, 0, MAX_DURATION_S, "s")
+        check_within("--load-for", self.load_s, None, MAX_DURATION_S, "s")
+        if self.load_start_s + self.load_s > self.duration_s:
+            raise LabkitError(f"the load (--load-start {self.load_start_s:g} s + --load-for {self.load_s:g} s) ends after "
+                              f"the cell's --duration ({self.duration_s:g} s): give a longer --duration or a shorter load")
+        if not 0 <= self.ramp_s < self.load_s:
+            raise LabkitError(f"--ramp ({self.ramp_s:g} s) must be shorter than the load (--load-for {self.load_s:g} s)")
+        if round(self.load_s) != self.load_s or self.load_s < 1:
+            raise LabkitError(f"--load-for must be whole seconds (iperf3 -t), not {self.load_s:g} s")
+        for name, values, allowed in (("--loads", self.loads, LOADS),):
+            if not values or any(v not in allowed for v in values) or len(set(values)) != len(values):
+                raise LabkitError(f"{name} must be distinct names from {','.join(allowed)}, not {','.join(values) or 'none'}")
+        if not self.queues or len(set(self.queues)) != len(self.queues):
+            raise LabkitError("--queues must be distinct queue settings (examples: keep, bdp, 10bdp, codel:10bdp)")
+        for queue in self.queues:
+            parse_queue_setting(queue)
+        if not self.cc or len(set(self.cc)) != len(self.cc) or any(not c.replace("_", "").isalnum() for c in self.cc):
+            raise LabkitError(f"--cc must be distinct congestion control names (e.g. cubic,bbr), not {','.join(self.cc)}")
+
+    def phase(self, t_offset_s: float) -> str:
+        """The phase of the load a probe sent ``t_offset_s`` after the cell's first tick belongs to (pure)."""
+        if t_offset_s < self.load_start_s:
+            return "before"
+        if t_offset_s < self.load_start_s + self.ramp_s:
+            return "ramp"
+        return "during" if t_offset_s < self.load_start_s + self.load_s else "after"
+
+
+@dataclass(frozen=True)
+class Cell:
+    src: str
+    dst: str
+    queue: str
+    cc: str
+    load: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.src}->{self.dst}|queue={self.queue}|cc={self.cc}|load={self.load}"
+
+    @property
+    def label(self) -> str:
+        """A file-name-safe name for the cell."""
+        return f"{self.queue.replace(':', '-')}-{self.cc}-{self.load}"
+
+    def columns(self) -> dict[str, Any]:
+        return {"queue": self.queue, "cc": self.cc, "load": self.load}
+
+
+def plan_cells(config: UnderLoadConfig) -> list[Cell]:
+    return [Cell(config.client, config.server, queue, cc, load)
+            for queue in config.queues for cc in config.cc for load in config.loads]
+
+
+class _UnderLoad(ExperimentRunner):
+    """One echo server for the run; per cell the link's queue, one probe agent over the cell's timeline and one
+    iperf3 load in its middle."""
+
+    def run_cells(self, cells: list[Cell]) -> None:
+        config, session = self.config, self.session
+        todo = session.pending(cells, lambda cell: config.ticks * len(config.probes))
+        if not todo:
+            return
+        self.address = session.address(config.server)
+        self.server, self.ready = None, {}
+        testbed = (getattr(session.inventory, "testbed", None) or {}).get("name")
+        self.testbed = Testbed(testbed, log=self.progress.log) if testbed else None
+        links_before = None
+        try:
+            self.start_server()
+            for cell in todo:
+                session.check_stopping()
+                queue = parse_queue_setting(cell.queue)
+                if queue is not None:
+                    changed = self.testbed.change_links({f"{config.client}>{config.server}": queue,
+                                                         f"{config.server}>{config.client}": queue})
+                    links_before = changed if links_before is None else links_before
+                self.with_one_restart(cell.label, lambda: self.run_cell(cell), self.restart_server)
+        finally:
+            if self.server is not None:
+                session.stop(config.server, self.server)
+            if links_before is not None:
+                self.testbed.restore_links(links_before)
+
+    def start_server(self) -> None:
+        config, run = self.config, self.run
+        self.server, self.ready = self.session.start_echo_server(
+            config.server, config.stack(), clients=(config.client,), tcp_echo_port=0,
+            max_message_bytes=max(GRPC_DEFAULT_MESSAGE_BYTES, config.payload_bytes + 1024))
+        run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": self.address,
+                                                                   **self.ready}
+        run.save_manifest()
+
+    def restart_server(self) -> None:
+        server, self.server = self.server, None
+        self.session.stop(self.config.server, server)
+        self.start_server()
+
+    def run_cell(self, cell: Cell) -> None:
+        config, run, session = self.config, self.run, self.session
+        if cell.id in run.finished_cells():
+            return
+        attempt = run.begin_cell(cell.id)
+        agent = SeriesPlan(address=self.address, grpc_port=self.ready["port"], tcp_echo_port=self.ready["tcp_echo_port"],
+                           probes=config.probes, first_tick=0, ticks=config.ticks, interval_s=config.interval_s,
+                           payload_bytes=config.payload_bytes, timeout_s=config.timeout_s, spread=config.spread)
+        fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "src": config.client, "dst": config.server,
+                 "cell_id": cell.id, "attempt": attempt, **cell.columns()}
+        load = _Load(self, cell)
+        rows, pings = 0, {}
+
+        def append(new: list[dict[str, Any]]) -> None:
+            nonlocal rows
+            stamped = []
+            for row in new:
+                offset = row["seq"] * config.interval_s
+                stamped.append({**fixed, **over_timeout(row, config.timeout_s), "t_offset_s": offset,
+                                "phase": config.phase(offset)})
+            run.append(stamped)
+            rows += len(stamped)
+
+        with session.agent(config.client, *series_argv(agent, config.stack().client_impl)) as proc, \
+                self.stops_with(self.server, proc):
+            try:
+                for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
+                    kind = event.get("event")
+                    if kind == "start":
+                        load.start_at(event["t0_utc_ns"] + int(config.load_start_s * 1e9))
+                    elif kind == "sample":
+                        append([sample_row(event)])
+                        self.progress.advance()
+                    elif kind == "ping":
+                        pings[event["tick"]] = event
+                        source = f"ping-{cell.label}-a{attempt}.txt"
+                        run.write_raw(source, ping_raw_text(list(pings.values())))
+                        append(ping_rows(event, source))
+                        self.progress.advance()
+                        self.progress.describe(f"{cell.label}: tick {event['tick'] + 1}/{config.ticks}")
+                status = proc.wait()
+            finally:
+                measured = load.finish()
+        self.check_server(config.server, self.server, cell.label)
+        if status != 0:
+            raise LabkitError(f"the probe agent on {config.client} stopped during {cell.label}: {proc.last_words(status)}")
+        link = link_during(getattr(session.inventory, "testbed", None), load.window_ns, [
+            f"{config.client}>{config.server}", f"{config.server}>{config.client}"])
+        run.complete_cell(cell.id, attempt, rows, **measured, **({"link": link} if link else {}))
+
+
+class _Load:
+    """One cell's iperf3 load: its server on the server host, its client on the client host from a given moment
+    for ``load_s``, both registered in the run (so Ctrl-C and `runs cleanup` stop them)."""
+
+    def __init__(self, runner: _UnderLoad, cell: Cell):
+        self.runner, self.cell = runner, cell
+        self.thread: threading.Thread | None = None
+        self.result: dict[str, Any] = {}
+        self.error: BaseException | None = None
+        self.window_ns: tuple[int, int] | None = None  # the load's own time, its ramp left out: the queue's full
+
+    def start_at(self, t_utc_ns: int) -> None:
+        self.thread = threading.Thread(target=self._run, args=(t_utc_ns,), name="load", daemon=True)
+        self.thread.start()
+
+    def _run(self, t_utc_ns: int) -> None:
+        runner, cell = self.runner, self.cell
+        session, config = runner.session, runner.config
+        try:
+            server, port = session.iperf3_server(config.server, runner.address)
+            try:
+                time.sleep(max(0.0, (t_utc_ns - time.time_ns()) / 1e9))
+                if session.stopping.is_set():
+                    return
+                argv = iperf3_load_argv(runner.address, port, int(config.load_s), cell.load,
+                                        None if cell.cc == "default" else cell.cc)
+                started = time.time_ns()
+                self.window_ns = (started + int(config.ramp_s * 1e9), started + int(config.load_s * 1e9))
+                proc = session.start(config.client, argv)
+                try:
+                    # iperf3 -J says nothing until its report at the end: silence for the whole load.
+                    output = "\n".join(proc.lines(timeout=config.load_s + 60))
+                    proc.wait()
+                finally:
+                    session.stop(config.client, proc)
+                ended = time.time_ns()
+            finally:
+                session.stop(config.server, server)
+            runner.run.write_raw(f"iperf3-{cell.label}-a{runner.run.attempt}.json", output)
+            self.result = {"load_started_s": (started - t_utc_ns) / 1e9 + config.load_start_s,
+                           "load_ended_s": (ended - t_utc_ns) / 1e9 + config.load_start_s, **_load_figures(output)}
+        except BaseException as exc:  # the agent's thread reports it once the timeline is over
+            self.error = exc
+
+    def finish(self) -> dict[str, Any]:
+        """Wait for the load to end; its figures for the cell's complete event. A load that could not run fails
+        the cell: its probes measured an idle link."""
+        if self.thread is None:
+            raise LabkitError(f"{self.cell.label}: the probe agent never started, so the load did not either")
+        self.thread.join()
+        if self.error is not None:
+            raise self.error if isinstance(self.error, LabkitError) else LabkitError(
+                f"{self.cell.label}: the load failed: {self.error}")
+        if self.result.get("load_error"):
+            raise LabkitError(f"{self.cell.label}: iperf3's load failed: {self.result['load_error']}")
+        return self.result
+
+
+def _load_figures(output: str) -> dict[str, Any]:
+    """What the cell's complete event keeps of iperf3's -J report: goodput each way, retransmits, its error."""
+    try:
+        summary = parse_iperf3_json(output).summary
+    except LabkitError as exc:
+        return {"load_error": str(exc)}
+    return {"load_error": summary.get("error"), "load_sent_bps": summary.get("sent_bps"),
+            "load_received_bps": summary.get("received_bps"), "load_retransmits": summary.get("retransmits"),
+            "load_cc": summary.get("sender_tcp_congestion")}
+
+
+def link_during(testbed: dict | None, window_ns: tuple[int, int] | None, directions: list[str]) -> dict | None:
+    """On a testbed, each direction's queue as the emulator had it while the load ran: its limit and the time that
+    limit takes to drain at the link's rate (what a full droptail queue adds to each packet), its AQM, and what the
+    emulator saw (the queue's peak, drops by cause, its own lateness). None elsewhere."""
+    if not testbed or not testbed.get("state_dir") or window_ns is None:
+        return None
+    state_dir = Path(testbed["state_dir"])
+    emulator.status_after(state_dir, window_ns[1] + 1_000_000_000)  # the window's last second is written
+    try:
+        params = {f"{d['from']}>{d['to']}": d["params"]
+                  for d in json.loads((state_dir / "link.json").read_text())["directions"]}
+    except (OSError, ValueError, KeyError):
+        return None
+    seen = emulator.window_summary(state_dir / emulator.STATS_FILE, *window_ns,
+                                   {key: p.get("delay_ns", 0) for key, p in params.items()})["directions"]
+    link = {}
+    for key in directions:
+        p, s = params.get(key) or {}, seen.get(key) or {}
+        rate = p.get("rate_bps") or 0
+        link[key] = {"rate_bps": rate or None, "queue_bytes": p.get("queue_bytes"), "queue_packets": p.get("queue_packets"),
+                     "aqm": p.get("aqm"), "drain_ms": p["queue_bytes"] * 8e3 / rate if rate and p.get("queue_bytes") else None,
+                     "queue_peak_bytes": s.get("queue_peak_bytes"), "drops": s.get("drops"),
+                     "lateness_p99_us": s.get("lateness_p99_us")}
+    return link
+
+
+def plan(config: UnderLoadConfig, inventory) -> Plan:
+    cells = plan_cells(config)
+    return Plan(cells, [config.client, config.server], total=len(cells) * config.ticks * len(config.probes),
+                unit="sample", tools=go_tools([(config.client, config.server, config.stack())]))
+
+
+def preflight(config: UnderLoadConfig, inventory, plan: Plan, accept_new_host_keys: bool) -> None:
+    """Before the run: a queue other than ``keep`` needs a labkit testbed to set it on."""
+    changing = [queue for queue in config.queues if queue != "keep"]
+    if changing and not (getattr(inventory, "testbed", None) or {}).get("name"):
+        raise LabkitError(f"--queues {changing[0]}: {config.client} and {config.server} are not a labkit testbed, whose "
+                          "link emulator sets the queue; on other hosts give --queues keep (and set the bottleneck's "
+                          "queue yourself)")
+
+
+def summarize(run):
+    """Per condition and probe: the median round trip before and during the load, what the load added with its
+    interval, and round trips per minute under load."""
+    from labkit.analysis.under_load import added_latency
+
+    samples = run.samples()
+    return added_latency(samples, shared_clock=_shared_clock(run))
+
+
+def _shared_clock(run) -> bool:
+    from labkit.analysis.oneway import share_a_clock
+
+    config = run.manifest.get("config") or {}
+    return share_a_clock(run.manifest, config.get("client"), config.get("server"))
+
+
+SPEC = ExperimentSpec(
+    command="latency-under-load", experiment=EXPERIMENT, config_type=UnderLoadConfig, plan=plan, runner=_UnderLoad,
+    schema="UNDER_LOAD_SCHEMA", summarize=summarize, notebook=None, preflight=preflight,
+)
