@@ -35,7 +35,7 @@ os.environ.setdefault(SHARED_DEPLOY_ENV, f"/tmp/labkit-test-deploy-{os.getpid()}
 # number of tests), and a long module handed out last ran on alone while the other workers idled: the two
 # JupyterLab tests, two minutes, at the very end.
 LONGEST_FIRST = ("test_sweep.py", "test_faults.py", "test_jupyterlab.py", "test_notebooks.py", "test_run_hosts.py",
-                 "test_load.py", "test_hop.py", "test_explain.py", "test_series.py", "test_upload.py", "test_go_echo.py", "test_oneway.py",
+                 "test_load.py", "test_hop.py", "test_explain.py", "test_series.py", "test_upload.py", "test_go_echo.py", "test_under_load.py", "test_oneway.py",
                  "test_privilege.py")
 
 

@@ -187,7 +187,7 @@ class _UnderLoad(ExperimentRunner):
                            payload_bytes=config.payload_bytes, timeout_s=config.timeout_s, spread=config.spread)
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "src": config.client, "dst": config.server,
                  "cell_id": cell.id, "attempt": attempt, **cell.columns()}
-        load = _Load(self, cell)
+        load = _Load(self, cell, attempt)
         rows, pings = 0, {}
 
         def append(new: list[dict[str, Any]]) -> None:
@@ -218,8 +218,10 @@ class _UnderLoad(ExperimentRunner):
                         self.progress.advance()
                         self.progress.describe(f"{cell.label}: tick {event['tick'] + 1}/{config.ticks}")
                 status = proc.wait()
-            finally:
-                measured = load.finish()
+            except BaseException:
+                load.cancel()  # Ctrl-C, a dead agent: the load stops with the cell, on both hosts
+                raise
+        measured = load.finish()
         self.check_server(config.server, self.server, cell.label)
         if status != 0:
             raise LabkitError(f"the probe agent on {config.client} stopped during {cell.label}: {proc.last_words(status)}")
@@ -232,12 +234,14 @@ class _Load:
     """One cell's iperf3 load: its server on the server host, its client on the client host from a given moment
     for ``load_s``, both registered in the run (so Ctrl-C and `runs cleanup` stop them)."""
 
-    def __init__(self, runner: _UnderLoad, cell: Cell):
-        self.runner, self.cell = runner, cell
+    def __init__(self, runner: _UnderLoad, cell: Cell, attempt: int):
+        self.runner, self.cell, self.attempt = runner, cell, attempt
         self.thread: threading.Thread | None = None
         self.result: dict[str, Any] = {}
         self.error: BaseException | None = None
         self.window_ns: tuple[int, int] | None = None  # the load's own time, its ramp left out: the queue's full
+        self.cancelled = threading.Event()
+        self.client = None  # the iperf3 client once it runs
 
     def start_at(self, t_utc_ns: int) -> None:
         self.thread = threading.Thread(target=self._run, args=(t_utc_ns,), name="load", daemon=True)
@@ -249,15 +253,16 @@ class _Load:
         try:
             server, port = session.iperf3_server(config.server, runner.address)
             try:
-                time.sleep(max(0.0, (t_utc_ns - time.time_ns()) / 1e9))
-                if session.stopping.is_set():
+                if self.cancelled.wait(max(0.0, (t_utc_ns - time.time_ns()) / 1e9)):
                     return
                 argv = iperf3_load_argv(runner.address, port, int(config.load_s), cell.load,
                                         None if cell.cc == "default" else cell.cc)
                 started = time.time_ns()
                 self.window_ns = (started + int(config.ramp_s * 1e9), started + int(config.load_s * 1e9))
-                proc = session.start(config.client, argv)
+                self.client = proc = session.start(config.client, argv)
                 try:
+                    if self.cancelled.is_set():  # cancelled while it started: cancel() may not have seen it
+                        return
                     # iperf3 -J says nothing until its report at the end: silence for the whole load.
                     output = "\n".join(proc.lines(timeout=config.load_s + 60))
                     proc.wait()
@@ -266,11 +271,22 @@ class _Load:
                 ended = time.time_ns()
             finally:
                 session.stop(config.server, server)
-            runner.run.write_raw(f"iperf3-{cell.label}-a{runner.run.attempt}.json", output)
+            runner.run.write_raw(f"iperf3-{cell.label}-a{self.attempt}.json", output)
             self.result = {"load_started_s": (started - t_utc_ns) / 1e9 + config.load_start_s,
                            "load_ended_s": (ended - t_utc_ns) / 1e9 + config.load_start_s, **_load_figures(output)}
         except BaseException as exc:  # the agent's thread reports it once the timeline is over
             self.error = exc
+
+    def cancel(self) -> None:
+        """Stop the load now (its client, then, as its thread ends, its server) and wait for its thread."""
+        self.cancelled.set()
+        if self.client is not None:
+            try:
+                self.client.stop(grace_s=1.0)
+            except Exception:
+                pass  # its thread's own stop, or the session's, gets it
+        if self.thread is not None:
+            self.thread.join(timeout=30)
 
     def finish(self) -> dict[str, Any]:
         """Wait for the load to end; its figures for the cell's complete event. A load that could not run fails

@@ -1,0 +1,173 @@
+"""`labkit latency-under-load` (issue 25, part 2) on a testbed of its own: 100 Mbit/s, 25 ms one way.
+
+One short run of two queues (droptail of 10 BDP, CoDel over the same buffer) under an upload: the probes' phases,
+what the load added in each direction, the queue the emulator saw, and the link put back; an interrupted run
+that leaves no load behind; and the bad input refused before a run exists.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from conftest import LABKIT, deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed, wait_for
+from labkit.analysis.under_load import queue_table, responsiveness_rpm, trimmed_mean_95
+from labkit.experiments.latency_under_load import UnderLoadConfig, parse_queue_setting
+from labkit.schemas import UNDER_LOAD_SCHEMA
+from labkit.results import Run
+from labkit.testbed.lab import Testbed
+
+ONE_WAY_S = 0.025
+QUICK = ["--duration", "10s", "--load-start", "2s", "--load-for", "6s", "--ramp", "2s", "--probes",
+         "ping,echo-warm,tcp-echo"]
+
+
+# -- pure -------------------------------------------------------------------------------------------------------
+
+
+def test_a_probe_knows_its_phase_from_the_plan():
+    config = UnderLoadConfig(inventory="x", client="a", server="b", duration_s=10, load_start_s=2, load_s=6, ramp_s=2)
+    assert [config.phase(t) for t in (0, 1.9, 2.0, 3.9, 4.0, 7.9, 8.0, 9.9)] == [
+        "before", "before", "ramp", "ramp", "during", "during", "after", "after"]
+
+
+def test_queue_settings_read_as_the_emulator_takes_them():
+    assert parse_queue_setting("keep") is None
+    assert parse_queue_setting("10bdp") == {"queue": "10bdp", "aqm": "droptail"}
+    assert parse_queue_setting("codel:2bdp") == {"queue": "2bdp", "aqm": "codel"}
+    assert parse_queue_setting("1000") == {"queue": "1000", "aqm": "droptail"}
+
+
+def test_responsiveness_is_the_drafts_trimmed_mean_in_round_trips_per_minute():
+    # 100 round trips of 50 ms, and five stalls of 1 s above the 95th percentile: the trimmed mean leaves them out.
+    rtts = [50.0] * 95 + [1000.0] * 5
+    assert trimmed_mean_95(rtts) == 50.0
+    assert responsiveness_rpm(rtts) == 1200.0
+
+
+# -- bad input: one line, exit 2, before a run exists --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--queues", "10bdp"], "are not a labkit testbed"),
+    (["--load-start", "5s", "--load-for", "30s"], "ends after the cell's --duration"),
+    (["--queues", "fifo:10bdp"], "'fifo:10bdp' is not a queue"),
+    (["--loads", "udp-up"], "udp-up"),
+    (["--ramp", "20s"], "--ramp"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text('[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n')
+    proc = run_labkit("latency-under-load", str(inventory), "--client", "a", "--server", "b", *args,
+                      "--runs-dir", str(tmp_path / "runs"), "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+# -- the testbed --------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lab():
+    with own_testbed("ul-load", ONE_WAY_S, rate_bps=100e6, cc="cubic") as state:
+        yield state
+
+
+@pytest.fixture(scope="module")
+def inventory(lab, tmp_path_factory):
+    return deployed_inventory(lab, tmp_path_factory.mktemp("under-load"))
+
+
+def load_processes(lab) -> list[str]:
+    return leftover_processes(lab, ("iperf3", "echo serve", "series-agent", "labkit-go"))
+
+
+def link_overrides(lab) -> dict:
+    return Testbed(lab.name).load_state().topology.links
+
+
+@pytest.fixture(scope="module")
+def loaded_run(lab, inventory, tmp_path_factory):
+    runs = tmp_path_factory.mktemp("under-load-runs")
+    before = link_overrides(lab)
+    proc = run_labkit("latency-under-load", str(inventory), "--client", "a", "--server", "b", *QUICK,
+                      "--queues", "10bdp,codel:10bdp", "--loads", "tcp-up", "--name", "ul", "--runs-dir", str(runs),
+                      timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc, Run.open(next(runs.glob("*-ul"))), before
+
+
+def test_a_run_has_every_phase_of_every_probe_and_leaves_nothing_behind(lab, loaded_run):
+    proc, run, links_before = loaded_run
+    assert run.status == "complete" and run.processes() == [] and load_processes(lab) == []
+    # The testbed's link was changed for each cell and put back as it was.
+    assert link_overrides(lab) == links_before
+    samples = run.samples()
+    import pyarrow.parquet as pq
+
+    assert pq.read_schema(run.path / "samples.parquet").equals(UNDER_LOAD_SCHEMA, check_metadata=False)
+    assert set(samples["queue"]) == {"10bdp", "codel:10bdp"} and set(samples["load"]) == {"tcp-up"}
+    # 100 ticks a probe a cell; ping sends at every tick whatever the queue, each in the phase its tick's plan says.
+    ping = samples[samples["probe"] == "ping"]
+    assert ping.groupby("queue")["seq"].nunique().tolist() == [100, 100]
+    expected = ping["t_offset_s"].map(lambda t: "before" if t < 2 else "ramp" if t < 4 else "during" if t < 8 else "after")
+    assert (ping["phase"] == expected).all()
+    # The load ran when planned, and its iperf3 report is kept.
+    cells = [e for e in run.cell_events() if e["event"] == "complete"]
+    assert len(cells) == 2 and all(abs(e["load_started_s"] - 2) < 1 and e["load_sent_bps"] > 50e6 for e in cells)
+    assert sorted(p.name for p in run.raw_dir.glob("iperf3-*.json")) == [
+        "iperf3-10bdp-cubic-tcp-up-a1.json", "iperf3-codel-10bdp-cubic-tcp-up-a1.json"]
+    assert "what the load added" in proc.stdout and "the link's queue while the load ran" in proc.stdout
+
+
+def test_a_deep_queue_adds_its_delay_on_the_way_out_and_codel_keeps_it_short(loaded_run):
+    _, run, _ = loaded_run
+    added = run.summary().set_index(["queue", "probe", "measure"])
+    queues = queue_table(run.cell_events()).set_index(["queue", "direction"])
+    # The upload fills a -> b's queue: the emulator saw it, and the reverse direction carries only its ACKs.
+    deep = queues.loc[("10bdp", "a>b")]
+    assert deep["drain_ms"] == pytest.approx(500, rel=0.01)  # 10 x 100 Mbit/s x 50 ms, at 100 Mbit/s
+    assert deep["peak_ms"] > 50 and queues.loc[("10bdp", "b>a"), "peak_ms"] < 5
+    for probe in ("echo-warm", "tcp-echo"):
+        out, back = added.loc[("10bdp", probe, "out")], added.loc[("10bdp", probe, "back")]
+        # The probe's way out waited in that queue (at most its peak), its way back did not.
+        assert out["added_low_ms"] > 20 and out["added_ms"] <= deep["peak_ms"] + 5, out
+        assert abs(back["added_ms"]) < 5, back
+        assert out["p_holm"] < 0.01
+    ping = added.loc[("10bdp", "ping", "rtt")]
+    assert ping["added_low_ms"] > 20 and ping["rpm_during"] < ping["rpm_before"]
+    # CoDel (target 5 ms) keeps the same buffer's standing queue near its target.
+    for probe in ("ping", "echo-warm", "tcp-echo"):
+        assert added.loc[("codel:10bdp", probe, "rtt"), "added_ms"] < 15
+    assert queues.loc[("codel:10bdp", "a>b"), "drops"] > 0  # it dropped to do so
+
+
+def test_an_interrupted_run_stops_its_load_on_every_host_and_puts_the_link_back(lab, inventory, tmp_path):
+    links_before = link_overrides(lab)
+    proc = subprocess.Popen([LABKIT, "latency-under-load", str(inventory), "--client", "a", "--server", "b", *QUICK,
+                             "--queues", "codel:10bdp", "--name", "cut", "--runs-dir", str(tmp_path), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The load's client is registered in the run as it starts: the event to interrupt on.
+        def loading():
+            runs = list(tmp_path.glob("*-cut"))
+            if not runs or not (runs[0] / "processes.json").exists():
+                return None
+            processes = json.loads((runs[0] / "processes.json").read_text() or "[]")
+            return runs[0] if any(p["argv"][0] == "iperf3" and "-c" in p["argv"] for p in processes) else None
+
+        run_path = wait_for(loading, 120, "the load's iperf3 client")
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    run = Run.open(run_path)
+    assert run.status == "interrupted" and run.processes() == []
+    assert load_processes(lab) == []
+    assert link_overrides(lab) == links_before
