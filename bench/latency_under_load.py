@@ -1,0 +1,89 @@
+#!/usr/bin/env python
+"""Latency under load on the testbed, measured in one run (issue 25's second target).
+
+100 Mbit/s, 25 ms one way (a 50 ms RTT, a BDP of 625 kB), the hosts' TCP buffers at 64 MiB so that one cubic
+flow is limited by the link and its queue, not by a window. One `labkit latency-under-load` run with two cells:
+a droptail queue of 10 BDP (6.25 MB: 500 ms to drain at 100 Mbit/s) and CoDel (target 5 ms) over the same
+buffer, each with one iperf3 upload from a to b. Prints, for the warm gRPC probe (and the others), what the load
+added to its median round trip and to each direction, against the targets:
+
+- droptail of 10 BDP: the warm gRPC probe's median under load rises by the queue's drain time, within 15 %;
+- CoDel: by at most 15 ms;
+
+and what the emulator saw of the queue (its peak as time at the link's rate, its drops).
+
+Needs root. Run it alone. Usage: .venv/bin/python bench/latency_under_load.py [--load-for 30s]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+
+from labkit.analysis.under_load import queue_table
+from labkit.deploy import deploy
+from labkit.experiments import run_command
+from labkit.experiments.latency_under_load import UnderLoadConfig
+from labkit.hosts.inventory import load_inventory
+from labkit.results import Run
+from labkit.testbed.lab import LinkConfig, Testbed
+from labkit.units import parse_duration
+
+from testbed_fidelity import _buffers, _tune
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--load-for", default="30s")
+    parser.add_argument("--impl", default="go", choices=["go", "python"], help="the gRPC stack of the probes")
+    parser.add_argument("--name", default="bench-ull")
+    args = parser.parse_args()
+    load_s = parse_duration(args.load_for)
+
+    lab = Testbed(args.name, log=lambda message: print(message, file=sys.stderr))
+    state = lab.up(LinkConfig(one_way_delay_s=0.025, rate_bps=100e6, queue="bdp", cc="cubic"))
+    hosts = [host.netns for host in state.hosts.values()]
+    defaults = {netns: _buffers(netns) for netns in hosts}
+    try:
+        for netns in hosts:
+            _tune(netns)
+        inventory = load_inventory(state.inventory)
+        if any(result.status == "failed" for result in deploy(inventory, mode="offline")):
+            raise SystemExit("deploy to the testbed failed")
+        with tempfile.TemporaryDirectory() as runs_dir:
+            config = UnderLoadConfig(inventory=str(state.inventory), client="a", server="b",
+                                     duration_s=load_s + 15, load_start_s=5, load_s=load_s, ramp_s=5,
+                                     probes=["ping", "echo-warm", "tcp-echo"], queues=["10bdp", "codel:10bdp"],
+                                     loads=["tcp-up"], cc=["cubic"], client_impl=[args.impl], server_impl=[args.impl])
+            run = Run.of(run_command("latency-under-load", config=config, runs_dir=runs_dir, quiet=True))
+            added = run.summary()
+            queues = queue_table(run.cell_events())
+    finally:
+        for netns in hosts:
+            _tune(netns, defaults[netns])
+        lab.down(quiet=True)
+
+    print(f"100 Mbit/s, 25 ms one way, 64 MiB buffers; one cubic upload a -> b for {args.load_for}; probes every "
+          f"100 ms ({args.impl} gRPC)")
+    print(f"{'queue':<12} {'probe':<10} {'measure':<8} {'n before/during':>15} {'added (median) [95 %]':>30}")
+    for _, row in added.iterrows():
+        print(f"{row['queue']:<12} {row['probe']:<10} {row['measure']:<8} {row['n_before']:>7}/{row['n_during']:<7} "
+              f"{row['added_ms']:>+12.2f} [{row['added_low_ms']:+.2f}, {row['added_high_ms']:+.2f}]")
+    print()
+    for _, row in queues.iterrows():
+        print(f"queue {row['queue']:<12} {row['direction']}: drain time {row['drain_ms']:.0f} ms, peak {row['peak_ms']:.1f} ms, "
+              f"drops {row['drops']}, load {row['load_sent_mbps']:.1f} Mbit/s")
+    print()
+    indexed = added.set_index(["queue", "probe", "measure"])
+    drain = queues.set_index(["queue", "direction"]).loc[("10bdp", "a>b"), "drain_ms"]
+    deep = indexed.loc[("10bdp", "echo-warm", "rtt"), "added_ms"]
+    codel = indexed.loc[("codel:10bdp", "echo-warm", "rtt"), "added_ms"]
+    print(f"targets (warm gRPC probe): droptail 10 BDP added {deep:.1f} ms / drain time {drain:.0f} ms = "
+          f"{deep / drain:.3f} (0.85-1.15: {'met' if abs(deep / drain - 1) <= 0.15 else 'not met'}); "
+          f"CoDel added {codel:.1f} ms (<= 15: {'met' if codel <= 15 else 'not met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
