@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from labkit.analysis.explain import COMPONENTS, Context, attribute_packets, explain_call
+from labkit.analysis.explain import COMPONENTS, Context, QueueWait, attribute_packets, explain_call
 from labkit.errors import LabkitError
 from labkit.parsers.base import ParseError
 from labkit.parsers.pcap import parse_pcap
@@ -40,7 +40,7 @@ def run_calls(run) -> pd.DataFrame:
     experiment = run.manifest.get("experiment")
     if experiment == "idle-step":
         calls = samples.assign(probe="echo", port="grpc")
-    elif experiment == "series":
+    elif experiment in ("series", "latency-under-load"):
         calls = samples[samples["probe"].isin([p for p in PORT_OF if p.startswith(("echo", "tcp"))])]
         calls = calls.assign(t_start_utc_ns=calls["t_utc_ns"], rtt_ns=calls["rtt_ms"] * 1e6,
                              port=calls["probe"].map(PORT_OF))
@@ -48,7 +48,8 @@ def run_calls(run) -> pd.DataFrame:
         calls = samples.assign(probe=samples["transport"], port=samples["transport"].map(PORT_OF),
                                rtt_ns=samples["seconds"] * 1e9, payload_bytes=samples["file_bytes"], cold=False)
     else:
-        raise LabkitError(f"{run.run_id} is a {experiment!r} run; labkit explain reads sweep, series and upload runs")
+        raise LabkitError(f"{run.run_id} is a {experiment!r} run; labkit explain reads sweep, series, "
+                          "latency-under-load and upload runs")
     calls = _with_previous_call(calls)
     calls = calls[calls["ok"].astype(bool) & calls["rtt_ns"].notna() & calls["t_start_utc_ns"].notna()].copy()
     calls["ssai"] = [_ssai(run, row) for _, row in calls.iterrows()]
@@ -136,6 +137,68 @@ def run_packets(run) -> pd.DataFrame | None:
     return pd.read_parquet(path) if path.exists() else packets_table(run)
 
 
+def recorded_queue_waits(run) -> pd.DataFrame:
+    """What every packet of the run waited in the testbed link's queues, per direction and millisecond of arrival
+    (``direction``, ``t_ms``, ``wait_us``), as the run kept it (raw/queue-*.csv); empty when it kept none."""
+    frames = [pd.read_csv(path) for path in sorted(run.raw_dir.glob("queue-*.csv")) if path.stat().st_size]
+    frames = [frame for frame in frames if len(frame)]
+    if not frames:
+        return pd.DataFrame(columns=["direction", "t_ms", "wait_us"])
+    return pd.concat(frames, ignore_index=True).sort_values(["direction", "t_ms"], kind="stable")
+
+
+#: The longest a call's first packet is looked for after the stamp that precedes it (the sender's stack, the
+#: emulator's own reading of it under load): beyond it the call is taken to have met no queue on that way.
+ENTRY_MS = 50
+
+
+def queue_waits(run, calls: pd.DataFrame) -> list[QueueWait | None]:
+    """Each call's wait in the path's queues, each way, where the run can say: from the emulator's record of every
+    packet's wait (a testbed's run that kept it), read at the millisecond the request entered the client's side and
+    the one the reply entered the server's; else from the server's stamps, each way's delay beyond its least for the
+    same probe and hosts (the clocks' offset cancels); None for a call with neither."""
+    recorded = recorded_queue_waits(run)
+    by_direction = {key: (frame["t_ms"].to_numpy(), frame["wait_us"].to_numpy())
+                    for key, frame in recorded.groupby("direction")}
+    have_stamps = {"server_recv_utc_ns", "server_send_utc_ns"} <= set(calls.columns)
+    floors = {}
+    if have_stamps:
+        from labkit.analysis.oneway import raw_one_way
+
+        ways = raw_one_way(calls.assign(t_utc_ns=calls["t_start_utc_ns"], rtt_ms=calls["rtt_ns"] / 1e6))
+        floors = ways.groupby(["src", "dst", "probe"])[["out_raw_ms", "back_raw_ms"]].min().to_dict("index")
+    waits = []
+    for _, call in calls.iterrows():
+        out_key, back_key = f"{call['src']}>{call['dst']}", f"{call['dst']}>{call['src']}"
+        stamped = have_stamps and pd.notna(call["server_recv_utc_ns"]) and pd.notna(call["server_send_utc_ns"])
+        if out_key in by_direction and back_key in by_direction and stamped:
+            waits.append(QueueWait(_wait_at(by_direction[out_key], call["t_start_utc_ns"]),
+                                   _wait_at(by_direction[back_key], call["server_send_utc_ns"]), "emulator"))
+        elif stamped and (call["src"], call["dst"], call["probe"]) in floors:
+            floor = floors[(call["src"], call["dst"], call["probe"])]
+            send, rtt_ms = int(call["t_start_utc_ns"]), call["rtt_ns"] / 1e6
+            out = (int(call["server_recv_utc_ns"]) - send) / 1e6 - floor["out_raw_ms"]
+            back = (send - int(call["server_send_utc_ns"])) / 1e6 + rtt_ms - floor["back_raw_ms"]
+            waits.append(QueueWait(out, back, "one-way"))
+        else:
+            waits.append(None)
+    return waits
+
+
+def _wait_at(series: tuple, stamp_ns) -> float:
+    """What the first packets to enter a queue at or after ``stamp_ns`` waited (ms): the call's own, or, when
+    another flow's came first, theirs, which a FIFO queue makes the same to within the time between them; 0 when
+    none entered within :data:`ENTRY_MS`."""
+    t_ms, wait_us = series
+    # The emulator labels a millisecond of its own clock with the UTC millisecond it starts in: a packet's label is
+    # up to 1 ms before its arrival on the wall clock, so the search starts a millisecond before the stamp.
+    stamp_ms = int(stamp_ns) // 1_000_000
+    first = t_ms.searchsorted(stamp_ms - 1)
+    if first == len(t_ms) or t_ms[first] > stamp_ms + ENTRY_MS:
+        return 0.0
+    return float(wait_us[first]) / 1e3
+
+
 def explain_run(run, seq: int | None = None) -> pd.DataFrame:
     """One row per call (or per call numbered ``seq`` in each cell): ``cell_id``, ``seq``, ``probe``, ``rtt_ms``,
     ``base_rtt_ms``, ``rounds``, ``components`` ([{name, ms}]), ``cause``, ``evidence``, ``reason``."""
@@ -154,14 +217,15 @@ def explain_run(run, seq: int | None = None) -> pd.DataFrame:
             groups[(cell, probe, int(number))] = frame
     rows = []
     bases = {pair: base_rtt_ms(run, *pair) for pair in set(zip(calls["src"], calls["dst"]))}
-    for _, call in calls.iterrows():
+    for (_, call), queue in zip(calls.iterrows(), queue_waits(run, calls)):
         context = Context(bases[(call["src"], call["dst"])], call["ssai"], overhead)
         own = groups.get((call["cell_id"], call["probe"], int(call["seq"])))
-        result = explain_call(call.to_dict(), own.sort_values("t_ns") if own is not None else None, context)
+        result = explain_call(call.to_dict(), own.sort_values("t_ns") if own is not None else None, context, queue)
         rows.append({"cell_id": call["cell_id"], "seq": int(call["seq"]), "probe": call["probe"],
                      "payload_bytes": int(call["payload_bytes"]), **result})
     return pd.DataFrame(rows, columns=["cell_id", "seq", "probe", "payload_bytes", "rtt_ms", "base_rtt_ms", "rounds",
-                                       "components", "cause", "evidence", "reason"])
+                                       "components", "cause", "evidence", "reason", "queue_direction",
+                                       "queueing_out_ms", "queueing_back_ms"])
 
 
 def base_rtt_ms(run, src: str, dst: str) -> float:

@@ -49,7 +49,7 @@ def test_one_call_a_table_and_one_line_errors(tmp_path):
     assert table.returncode == 0 and "200 calls; base RTT 200.13 ms" in table.stdout
     assert "cwnd-restart-after-idle" in table.stdout
     for args, message in (([str(SAMPLES / "idle-step-cubic"), "--call", "999"], "has no call 999"),
-                          ([str(SAMPLES / "load-small")], "reads sweep, series and upload runs"),
+                          ([str(SAMPLES / "load-small")], "reads sweep, series, latency-under-load and upload runs"),
                           ([str(tmp_path / "nowhere")], "no run")):
         proc = run_labkit("explain", *args)
         assert proc.returncode == 2 and proc.stdout == ""

@@ -11,7 +11,9 @@ A call's latency is cut into:
   trailer, ``server_ns``);
 - ``retransmission``: what the rounds that resent data took beyond a base RTT;
 - ``queueing``: what the other rounds took beyond a base RTT (the path's
-  queues, the time to put the bytes on the wire);
+  queues, the time to put the bytes on the wire); where the call's wait in each
+  direction is known (below), that wait, and ``queue_direction`` says where
+  (``a->b``, the request's way; ``b->a``, the reply's; ``both``);
 - ``remainder``: what is left, the client's own time before the first packet
   and after the last (its gRPC stack), or a misprediction.
 
@@ -22,7 +24,12 @@ come from the kernel's rules applied to the TCP state recorded around the call
 (``cwnd``, idle time, RTO, MSS; :func:`labkit.analysis.idle.restart_window`)
 and from the protocols' rules for a cold call; with neither (an upload), from
 the latency alone. ``evidence`` says which: ``capture``, ``tcp-state`` or
-``latency``.
+``latency``. A warm call whose waits in the path's queues are known, each
+direction apart, has one request round and that wait as its ``queueing``:
+``emulator`` (the testbed's link emulator recorded every packet's wait in its
+queue, read at the call's own packets) or ``one-way`` (the server's stamps: each
+way's delay beyond its least in the run, which needs no common clock, since
+the clocks' offset is the same in both).
 
 Each call gets one ``cause`` for its time beyond one base RTT, from
 :data:`CAUSES`: the component that took the most of it, extra request rounds
@@ -126,12 +133,25 @@ class Context:
     overhead_bytes: float = 0.0  # gRPC and HTTP/2 framing per request (request_framing), for the no-capture path
 
 
-def explain_call(call: dict[str, Any], packets: pd.DataFrame | None, context: Context) -> dict[str, Any]:
+@dataclass(frozen=True)
+class QueueWait:
+    """What a call waited in the path's queues, each way (ms), and how that is known: ``emulator`` or ``one-way``."""
+
+    out_ms: float
+    back_ms: float
+    evidence: str
+
+
+def explain_call(call: dict[str, Any], packets: pd.DataFrame | None, context: Context,
+                 queue: QueueWait | None = None) -> dict[str, Any]:
     """One call's decomposition: ``rtt_ms``, ``base_rtt_ms``, ``rounds``, ``components`` ([{name, ms}]), ``cause``,
-    ``evidence`` (``capture`` or ``tcp-state``) and ``reason`` (why extra request rounds were needed).
+    ``evidence`` (``capture``, ``tcp-state``, ``emulator``, ``one-way`` or ``latency``), ``reason`` (why extra request
+    rounds were needed), and where it queued: ``queue_direction`` (``out``, ``back``, ``both`` or None),
+    ``queueing_out_ms`` and ``queueing_back_ms`` (None where unknown).
 
     ``call`` holds ``t_start_utc_ns``, ``rtt_ns``, ``cold``, ``payload_bytes``, ``server_ns`` and, for the
-    no-capture path, the TCP state columns; ``packets`` are the call's own (:func:`attribute_packets`), or None.
+    no-capture path, the TCP state columns; ``packets`` are the call's own (:func:`attribute_packets`), or None;
+    ``queue`` what it waited in the path's queues each way, where known.
     """
     base = context.base_rtt_ms
     rtt_ms = call["rtt_ns"] / 1e6
@@ -139,6 +159,9 @@ def explain_call(call: dict[str, Any], packets: pd.DataFrame | None, context: Co
     if packets is not None and len(packets) and (packets["direction"] == "c2s").any():
         parts, rounds, reason = _from_capture(call, packets, context, server_ms)
         evidence = "capture"
+    elif queue is not None and not call.get("cold"):
+        parts, rounds, reason = _from_queues(call, context, server_ms, queue)
+        evidence = queue.evidence
     elif call.get("cold") or pd.notna(call.get("cwnd_before")):
         parts, rounds, reason = _from_tcp_state(call, context, server_ms)
         evidence = "tcp-state"
@@ -147,10 +170,34 @@ def explain_call(call: dict[str, Any], packets: pd.DataFrame | None, context: Co
         evidence = "latency"
     parts["server"] = server_ms
     named = {k: v for k, v in parts.items() if k != "remainder"}
-    parts["remainder"] = rtt_ms - sum(named.values()) if evidence == "capture" else parts.get("remainder", 0.0)
+    parts["remainder"] = rtt_ms - sum(named.values()) if evidence in ("capture", "emulator", "one-way") \
+        else parts["remainder"]
     components = [{"name": name, "ms": round(float(parts.get(name, 0.0)), 3)} for name in COMPONENTS]
     return {"rtt_ms": rtt_ms, "base_rtt_ms": base, "rounds": rounds, "components": components,
-            "cause": _cause(parts, rounds, reason, base, rtt_ms), "evidence": evidence, "reason": reason}
+            "cause": _cause(parts, rounds, reason, base, rtt_ms), "evidence": evidence, "reason": reason,
+            "queue_direction": queue_direction(queue, base),
+            "queueing_out_ms": queue.out_ms if queue is not None else None,
+            "queueing_back_ms": queue.back_ms if queue is not None else None}
+
+
+def queue_direction(queue: QueueWait | None, base_rtt_ms: float) -> str | None:
+    """Where a call queued: ``out`` (the request's way) or ``back`` (the reply's) when that way waited more than
+    twice the other, ``both`` when neither did, None when it waited no more than :data:`NONE_FRACTION` of a base
+    RTT in all, or where unknown."""
+    if queue is None or queue.out_ms + queue.back_ms <= NONE_FRACTION * base_rtt_ms:
+        return None
+    if queue.out_ms > 2 * queue.back_ms:
+        return "out"
+    return "back" if queue.back_ms > 2 * queue.out_ms else "both"
+
+
+def _from_queues(call, context: Context, server_ms: float, queue: QueueWait) -> tuple[dict, int, str | None]:
+    """A warm call whose wait in the path's queues is known: one request round (a probe's request fits a window),
+    that wait, and what is left (the hosts' stacks, and what the evidence cannot see)."""
+    parts = dict.fromkeys(COMPONENTS, 0.0)
+    parts["request-rounds"] = context.base_rtt_ms
+    parts["queueing"] = max(0.0, queue.out_ms) + max(0.0, queue.back_ms)
+    return parts, 1, None
 
 
 def _number(value) -> float:

@@ -20,7 +20,7 @@ SHORT = {"handshake": "hs", "tls": "tls", "http2-setup": "h2", "request-rounds":
 def explain(run, seq, output, runs_dir):
     """Explain each call of RUN in round trips: what its latency was made of, and why it took more than one.
 
-    Every call (of a sweep, series or upload run) is cut into handshake, tls,
+    Every call (of a sweep, series, latency-under-load or upload run) is cut into handshake, tls,
     http2-setup, request-rounds (one base RTT per round trip the request
     needed), server (the server's own time), retransmission, queueing (time
     above the base RTT) and remainder (the client's own time), each in ms and
@@ -30,7 +30,11 @@ def explain(run, seq, output, runs_dir):
     tls, http2-setup, server, retransmission, queueing, or none. With a
     capture (--capture on the run) it reads the packets; without one, the
     TCP state recorded around each call and the kernel's rules, and says so
-    (evidence).
+    (evidence). Where the run knows what a warm probe waited in the path's
+    queues each way (a testbed's latency-under-load run keeps the link's
+    record of it; elsewhere the server's stamps give each way's delay), its
+    queueing is that wait, and the cause says in which direction: out (the
+    request's way) or back (the reply's).
 
     RUN is a run directory, a run id, or a unique part of one.
     """
@@ -55,8 +59,9 @@ def print_table(explained) -> None:
         table.add_column(column, justify="right" if column in ("seq", "ms", "RTTs", "rounds") else "left")
     for row in explained.itertuples():
         parts = " ".join(f"{SHORT[c['name']]} {c['ms']:.1f}" for c in row.components if abs(c["ms"]) >= 0.05)
+        cause = f"{row.cause} ({row.queue_direction})" if row.cause == "queueing" and row.queue_direction else row.cause
         table.add_row(_cell_label(row.cell_id, row.probe), str(row.seq), f"{row.rtt_ms:.1f}",
-                      f"{row.rtt_ms / row.base_rtt_ms:.2f}", str(row.rounds), row.cause, row.evidence, parts)
+                      f"{row.rtt_ms / row.base_rtt_ms:.2f}", str(row.rounds), cause, row.evidence, parts)
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # a pipe or a log file: never cut a value
@@ -67,6 +72,10 @@ def print_table(explained) -> None:
     console.print("hs: TCP handshake, h2: HTTP/2 preface and SETTINGS, rounds: one base RTT per round trip of the "
                   "request, srv: server, rtx: retransmission, queue: above the base RTT, rest: the client's own time",
                   highlight=False)
+    if explained["queue_direction"].notna().any():
+        console.print("queueing (out): the request waited in the path's queue; (back): the reply did; evidence "
+                      "emulator: the testbed link's record of every packet's wait; one-way: the server's stamps",
+                      highlight=False)
 
 
 def _cell_label(cell_id: str, probe: str) -> str:

@@ -188,7 +188,7 @@ class _UnderLoad(ExperimentRunner):
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "src": config.client, "dst": config.server,
                  "cell_id": cell.id, "attempt": attempt, **cell.columns()}
         load = _Load(self, cell, attempt)
-        rows, pings = 0, {}
+        rows, pings, t0_ns = 0, {}, time.time_ns()
 
         def append(new: list[dict[str, Any]]) -> None:
             nonlocal rows
@@ -206,7 +206,8 @@ class _UnderLoad(ExperimentRunner):
                 for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
                     kind = event.get("event")
                     if kind == "start":
-                        load.start_at(event["t0_utc_ns"] + int(config.load_start_s * 1e9))
+                        t0_ns = event["t0_utc_ns"]
+                        load.start_at(t0_ns + int(config.load_start_s * 1e9))
                     elif kind == "sample":
                         append([sample_row(event)])
                         self.progress.advance()
@@ -225,8 +226,17 @@ class _UnderLoad(ExperimentRunner):
         self.check_server(config.server, self.server, cell.label)
         if status != 0:
             raise LabkitError(f"the probe agent on {config.client} stopped during {cell.label}: {proc.last_words(status)}")
-        link = link_during(getattr(session.inventory, "testbed", None), load.window_ns, [
-            f"{config.client}>{config.server}", f"{config.server}>{config.client}"])
+        testbed = getattr(session.inventory, "testbed", None)
+        directions = [f"{config.client}>{config.server}", f"{config.server}>{config.client}"]
+        link = link_during(testbed, load.window_ns, directions)
+        if link:
+            # What every packet of the cell waited in the link's queue, each direction: the queue behind each call
+            # (labkit explain), kept with the run since the testbed's own record goes with the testbed.
+            end_ns = time.time_ns()
+            emulator.status_after(Path(testbed["state_dir"]), end_ns + 1_000_000_000)  # its last second written
+            waits = emulator.queue_waits(Path(testbed["link_stats"]), t0_ns, end_ns, directions)
+            run.write_raw(f"queue-{cell.label}-a{attempt}.csv",
+                          "direction,t_ms,wait_us\n" + "".join(f"{d},{t},{w}\n" for d, t, w in waits))
         run.complete_cell(cell.id, attempt, rows, **measured, **({"link": link} if link else {}))
 
 

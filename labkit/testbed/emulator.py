@@ -4,7 +4,8 @@ The emulator writes, in the testbed's state directory:
 
 - ``link-stats.jsonl``: a line for every second with activity, per direction (``a>b``): wire
   packets in and out, drops by cause (partition, loss, queue, aqm, write), duplicates,
-  reorders, the queue's peak and a histogram of how late packets left (µs buckets, 1 µs
+  reorders, the queue's peak, the queue's wait per millisecond of arrival (``sojourn``: the longest wait of the
+  packets that arrived in it), and a histogram of how late packets left (µs buckets, 1 µs
   wide below 100 µs), and the schedule's changes applied in that second;
 - ``link-status.json``: the parameters in effect, totals since start, lateness since start,
   and per host whether its tap stamps packets at their send (``send_stamps``: how many, and
@@ -89,6 +90,21 @@ def read_lines(stats_path: str | Path, start_ns: int, end_ns: int) -> list[dict]
     except OSError:
         return []
     return lines
+
+
+def queue_waits(stats_path: str | Path, start_ns: int, end_ns: int, directions: list[str]) -> list[tuple[str, int, float]]:
+    """``(direction, t_ms, wait_us)`` for every millisecond in [start_ns, end_ns] in which packets arrived at a
+    direction's queue: the longest any of them waited there before its transmission started (UTC ms since the
+    epoch; the emulator's per-second ``sojourn``). A FIFO queue makes every packet that arrives in the same
+    millisecond wait about as long: a call's own wait, in each direction, is read at its packets' arrival."""
+    waits = []
+    low, high = start_ns // 1_000_000, end_ns // 1_000_000
+    for line in read_lines(stats_path, start_ns, end_ns):
+        for key in directions:
+            sojourn = (line.get("d", {}).get(key) or {}).get("sojourn") or {}
+            waits += [(key, t, wait) for t, wait in zip(sojourn.get("t_ms", []), sojourn.get("wait_us", []))
+                      if low <= t <= high]
+    return sorted(waits, key=lambda row: (row[0], row[1]))
 
 
 def _empty_direction() -> dict:

@@ -95,6 +95,7 @@ type Direction[T any] struct {
 	C         Counters
 	peakBytes int64
 	peakSegs  int
+	sojourn   map[int64]int64 // per millisecond of arrival (model time): the longest wait in the queue
 }
 
 // NewDirection makes a direction running with p from now on; seed fixes its random streams.
@@ -153,6 +154,26 @@ func (d *Direction[T]) TakeQueuePeak() (int64, int) {
 	b, s := d.peakBytes, d.peakSegs
 	d.peakBytes, d.peakSegs = d.queuedBytes, d.queuedSegs
 	return b, s
+}
+
+// noteSojourn keeps, per millisecond of arrival, the longest an item that arrived then waited in the queue before
+// its transmission started: what a packet behind a standing queue waits, in the direction it waits.
+func (d *Direction[T]) noteSojourn(arrival, start int64) {
+	if d.sojourn == nil {
+		d.sojourn = map[int64]int64{}
+	}
+	ms := arrival / 1e6
+	if wait := start - arrival; wait >= d.sojourn[ms] {
+		d.sojourn[ms] = wait
+	}
+}
+
+// TakeSojourn returns the longest wait in the queue per millisecond of arrival (model time, ms -> ns) of the
+// items that left the queue since the last call, and forgets them.
+func (d *Direction[T]) TakeSojourn() map[int64]int64 {
+	s := d.sojourn
+	d.sojourn = nil
+	return s
 }
 
 // Enqueue hands the model an item arriving at now and says what became of it.

@@ -244,3 +244,28 @@ func TestValidateRejectsNonsense(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestSojournIsEachArrivalMillisecondsLongestWaitInTheQueue(t *testing.T) {
+	// 12 Mbit/s: a 1500-byte packet takes 1 ms. Four at once at 0: they start at 0, 1, 2 and 3 ms.
+	d := NewDirection[int](Params{DelayNs: 5 * ms, RateBps: 12e6}, 1, 0)
+	for i := 0; i < 4; i++ {
+		d.Enqueue(0, item(i, 1500))
+	}
+	// One at 10.5 ms finds the link idle; nothing waits for it.
+	d.Enqueue(msAt(10)+ms/2, item(9, 1500))
+	drain(d, msAt(100))
+	got := d.TakeSojourn()
+	if len(got) != 2 || got[0] != 3*ms || got[10] != 0 {
+		t.Fatalf("sojourn by arrival ms %v, want {0: 3 ms, 10: 0}", got)
+	}
+	if again := d.TakeSojourn(); len(again) != 0 {
+		t.Errorf("taken twice: %v", again)
+	}
+	// Without a rate nothing queues, and nothing is noted.
+	free := NewDirection[int](Params{DelayNs: 5 * ms}, 1, 0)
+	free.Enqueue(0, item(0, 1500))
+	drain(free, msAt(100))
+	if s := free.TakeSojourn(); len(s) != 0 {
+		t.Errorf("no queue, yet %v", s)
+	}
+}

@@ -24,6 +24,7 @@ func (d *Direction[T]) serve(now int64) {
 			if !ok {
 				continue
 			}
+			d.noteSojourn(q.arrival, t)
 			d.linkFree = t + int64(float64(q.item.Bytes*q.copies)*8e9/d.p.RateBps)
 			d.toLine(q.item, q.copies, d.linkFree)
 		}
@@ -56,6 +57,7 @@ func (d *Direction[T]) serveTrace(now int64) {
 				if !ok {
 					break
 				}
+				d.noteSojourn(q.arrival, t)
 				d.transit = &q
 			}
 			sent := min(credit, d.transit.left)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -49,6 +51,14 @@ type dirSecond struct {
 	QueuePeakBytes   int64            `json:"queue_peak_bytes"`
 	QueuePeakPackets int              `json:"queue_peak_packets"`
 	Late             lateSecond       `json:"late"`
+	Sojourn          *sojournSecond   `json:"sojourn,omitempty"`
+}
+
+// sojournSecond is the queue's wait in one direction, per millisecond of arrival (UTC ms since the epoch, in
+// order): the longest wait of the packets that arrived in it, in µs. labkit explain reads what a call waited.
+type sojournSecond struct {
+	TMs    []int64   `json:"t_ms"`
+	WaitUs []float64 `json:"wait_us"`
 }
 
 type lateSecond struct {
@@ -152,6 +162,7 @@ func (x *exporter) collect(d *direction) (*dirSecond, map[string]any, []eventRec
 	d.mu.Lock()
 	c := d.model.C
 	peakBytes, peakSegs := d.model.TakeQueuePeak()
+	sojourn := d.model.TakeSojourn()
 	backlogBytes, backlogSegs := d.model.Backlog()
 	inFlight := d.model.InFlight()
 	params := d.model.Params()
@@ -176,7 +187,7 @@ func (x *exporter) collect(d *direction) (*dirSecond, map[string]any, []eventRec
 		"lateness_us": map[string]any{"n": total.N, "p50": total.QuantileUs(0.5), "p99": total.QuantileUs(0.99),
 			"max": float64(total.MaxNs) / 1e3},
 	}
-	if c == p && hist.N == 0 && writeDrops == 0 {
+	if c == p && hist.N == 0 && writeDrops == 0 && len(sojourn) == 0 {
 		return nil, status, events
 	}
 	second := &dirSecond{
@@ -189,6 +200,14 @@ func (x *exporter) collect(d *direction) (*dirSecond, map[string]any, []eventRec
 	}
 	for k, v := range hist.Counts {
 		second.Late.Hist[strconv.FormatInt(k, 10)] = v
+	}
+	if len(sojourn) > 0 {
+		ms := slices.Sorted(maps.Keys(sojourn))
+		second.Sojourn = &sojournSecond{TMs: make([]int64, len(ms)), WaitUs: make([]float64, len(ms))}
+		for i, m := range ms {
+			second.Sojourn.TMs[i] = x.e.UTC(m*1e6) / 1e6
+			second.Sojourn.WaitUs[i] = float64(sojourn[m]) / 1e3
+		}
 	}
 	return second, status, events
 }
