@@ -139,8 +139,8 @@ def run_packets(run) -> pd.DataFrame | None:
 
 def recorded_queue_waits(run) -> pd.DataFrame:
     """What every packet of the run waited in the testbed link's queues, per direction and millisecond of arrival
-    (``direction``, ``t_ms``, ``wait_us``), as the run kept it (raw/queue-*.csv); empty when it kept none."""
-    frames = [pd.read_csv(path) for path in sorted(run.raw_dir.glob("queue-*.csv")) if path.stat().st_size]
+    (``direction``, ``t_ms``, ``wait_us``), as the run kept it (raw/queue-*.csv.gz); empty when it kept none."""
+    frames = [pd.read_csv(path) for path in sorted(run.raw_dir.glob("queue-*.csv.gz")) if path.stat().st_size]
     frames = [frame for frame in frames if len(frame)]
     if not frames:
         return pd.DataFrame(columns=["direction", "t_ms", "wait_us"])

@@ -632,6 +632,12 @@ RUN_IT_YOURSELF: dict[str, Yourself] = {
     "hop": Yourself("hop-small", {"one_way_delay": "0ms", "rate": None}, "hop", {
         "load_host": "a", "front": "a", "back": "b", "via": ["direct", "grpc", "http2", "nats"],
         "tool": ["wrk", "labkit-go", "vegeta"], "rate": [500, 2000], "threads": 2, "connections": 10, "duration_s": 10.0, "repeats": 5, "name": "hop"}),
+    # One bulk flow each way through a droptail queue of 5 BDP (250 ms at 100 Mbit/s, which the hosts' default TCP
+    # buffers can fill) and through CoDel over the same buffer.
+    "latency_under_load": Yourself("under-load", {"one_way_delay": "25ms"}, "latency_under_load", {
+        **_TWO_HOSTS, "duration_s": 30.0, "interval_s": 0.1, "load_start_s": 5.0, "load_s": 20.0, "ramp_s": 3.0,
+        "probes": ["ping", "echo-warm", "tcp-echo"], "queues": ["5bdp", "codel:5bdp"], "loads": ["tcp-up", "tcp-down"],
+        "cc": ["cubic"], "name": "under-load"}),
     # The 2016 logs were a ping and a Go echo client a second apart for an hour over a ~12 ms path; labkit records
     # the ping side the same way (a live ping vs echo comparison is `labkit series`, the series notebook's).
     "ping_vs_echo": Yourself("orca-2016", {"one_way_delay": "6ms", "rate": None}, "ping", {

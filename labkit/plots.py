@@ -546,6 +546,22 @@ def time_series(
     return Drawn(ax, artists)
 
 
+def load_timeline(df: pd.DataFrame, value: str = "rtt_ms", by: str = "probe", *, load: tuple[float, float],
+                  ramp_s: float = 0.0, time: str = "t_offset_s", window: int = 9, order=None, ax=None) -> Drawn:
+    """flent's RRUL view of one cell: each probe's ``value`` over the cell's timeline (a point per probe, the line a
+    centred rolling median of ``window``), the load's time shaded (its ramp lighter), so what the load did to each
+    probe shows against the same probe before and after it."""
+    ax = _ax(ax)
+    drawn = time_series(df, time=time, value=value, by=by, window=window, order=order, ax=ax, legend=False)
+    with theme():
+        start, end = load
+        drawn.artists["load"] = [ax.axvspan(start, start + ramp_s, color="0.93", zorder=0, lw=0),
+                                 ax.axvspan(start + ramp_s, end, color="0.85", zorder=0, lw=0)]
+        ax.set_xlabel("seconds from the cell's first tick (shaded: the load, its ramp lighter)")
+        ax.set_ylabel(value)
+    return drawn
+
+
 def cwnd_vs_size(
     df: pd.DataFrame,
     size: str = "payload_bytes",

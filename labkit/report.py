@@ -43,6 +43,7 @@ NOTEBOOKS: dict[str, tuple[str, ...]] = {
     "upload": ("upload",),
     "load": ("load",),
     "hop": ("hop",),
+    "latency-under-load": ("latency_under_load",),
 }
 # The tuning notebook (experiment 5's knobs) reads load runs too, beside whatever else is registered for them.
 NOTEBOOKS["load"] = tuple(dict.fromkeys([*NOTEBOOKS.get("load", ()), "tuning"]))

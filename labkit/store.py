@@ -216,6 +216,15 @@ class Run:
         atomic_write_text(path, text)
         return path
 
+    def write_raw_gzip(self, name: str, text: str) -> Path:
+        """Keep a large raw record under raw/ gzip-compressed (``name`` ends in .gz), atomically and byte for byte the
+        same for the same text (no time in the gzip header)."""
+        path = self.raw_dir / name
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(gzip.compress(text.encode(), compresslevel=6, mtime=0))
+        os.replace(tmp, path)
+        return path
+
     # -- the journal -----------------------------------------------------------------
     def append(self, rows: Iterable[dict[str, Any]]) -> int:
         """Append samples to the journal and flush them to the OS; return how many were written.

@@ -31,6 +31,7 @@ GALLERY = (
     ("upload", "upload-loopback"),
     ("load", "load-small"),
     ("hop", "hop-small"),
+    ("latency_under_load", "under-load"),
 )
 
 #: Gallery images are for a screen: 1000 pixels wide at most, in 96 colours (the exported PNGs are 300 dpi, for

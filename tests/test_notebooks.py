@@ -759,3 +759,54 @@ def test_tuning_notebook_on_a_load_run_with_fewer_knobs(tmp_path, monkeypatch):
     assert headline["keepalive.compared"] == 0 == headline["payload.compared"]
     assert not any(key.startswith(("aa_keepalive.", "keepalive.p", "payload.p")) for key in headline)
     assert "keepalive (not varied)" in headline["not_tested"] and "payload (not varied)" in headline["not_tested"]
+
+
+# --- latency under load (issue 25) -------------------------------------------------------------------------------
+
+UNDER_LOAD = REPO / "data" / "samples" / "under-load"
+
+
+def test_latency_under_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
+    """run_dir empty: one cubic flow up and one down through droptail of 5 BDP and through CoDel, 100 Mbit/s, 25 ms
+    one way. Every sentence the notebook says holds on the sample, with the numbers it says."""
+    import pandas as pd
+
+    from labkit.analysis import under_load
+    from labkit.report import execute_notebook
+    from labkit.results import Run
+
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    result = execute_notebook("latency_under_load", UNDER_LOAD, tmp_path, ["png"], parameters={"run_dir": ""},
+                              kernel_name=labkit_kernel)
+    data = json.loads(result.headline_path.read_text())
+    assert_figures_ready(data)
+    headline = data["headline"]
+    assert data["run_path"] == str(UNDER_LOAD)
+    assert all(headline[f"claim.{name}"] for name in ("deep_queue_way", "deep_queue_fill", "codel_target",
+                                                      "transport_little"))
+    # The claims, checked here on the sample's own numbers, not on the notebook's word.
+    added = pd.DataFrame(data["added"]).set_index(["queue", "load", "probe", "measure"])
+    queues = pd.DataFrame(data["queues"]).set_index(["queue", "load", "direction"])
+    for load, loaded, other, direction in (("tcp-up", "out", "back", "a>b"), ("tcp-down", "back", "out", "b>a")):
+        peak = queues.loc[("5bdp", load, direction), "peak_ms"]
+        assert queues.loc[("5bdp", load, direction), "drops"] > 0  # the deep queue filled
+        for probe in ("echo-warm", "tcp-echo"):
+            way = added.loc[("5bdp", load, probe, loaded)]
+            assert 0.5 * peak <= way["added_low_ms"] <= way["added_ms"] <= peak
+            assert abs(added.loc[("5bdp", load, probe, other), "added_ms"]) < 5
+        for probe in ("ping", "echo-warm", "tcp-echo"):
+            assert added.loc[("codel:5bdp", load, probe, "rtt"), "added_ms"] <= 15
+            assert added.loc[("codel:5bdp", load, probe, "rtt"), "rpm_during"] > 2 * added.loc[
+                ("5bdp", load, probe, "rtt"), "rpm_during"]
+    # Every probe under the deep queue is explained as queueing, in its load's direction, from the emulator.
+    run = Run.open(UNDER_LOAD)
+    from labkit.explain import explain_run
+
+    explained = under_load.explained_under_load(explain_run(run), run.samples())
+    deep = explained[explained["queue"] == "5bdp"]
+    expected = deep["load"].map({"tcp-up": "out", "tcp-down": "back"})
+    assert ((deep["cause"] == "queueing") & (deep["queued"] == expected)).mean() >= 0.9
+    assert (explained["evidence"] == "emulator").all()
+    assert sorted(data["figures"]) == ["latency_under_load_cdfs.png", "latency_under_load_directions.png",
+                                       "latency_under_load_explain_components.png", "latency_under_load_timeline.png"]
+    assert not (UNDER_LOAD / "figures").exists() and not (UNDER_LOAD / "report").exists()

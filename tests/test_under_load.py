@@ -206,7 +206,7 @@ def test_explain_names_the_queue_and_its_direction_behind_each_call(loaded_run, 
     # Without the emulator's record, each way's delay beyond its least in the run says the same.
     copy = tmp_path / run.path.name
     shutil.copytree(run.path, copy)
-    for queue_file in (copy / "raw").glob("queue-*.csv"):
+    for queue_file in (copy / "raw").glob("queue-*.csv.gz"):
         queue_file.unlink()
     stamped = component_table(explain_run(Run.open(copy)))
     deep = _deep_queue_calls(stamped, run)

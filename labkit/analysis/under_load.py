@@ -104,3 +104,88 @@ def queue_table(cell_events: list[dict]) -> pd.DataFrame:
                          "drops": sum((link.get("drops") or {}).values()),
                          "load_sent_mbps": (event.get("load_sent_bps") or 0) / 1e6 or None})
     return pd.DataFrame(rows)
+
+
+#: What "changes little" means for a probe's transport: the added latencies of the probes of one condition and
+#: direction differ by less than this share of the largest of them (and less than the base RTT's fifth).
+SAME_SHARE = 0.1
+
+
+def claims(added: pd.DataFrame, queues: pd.DataFrame) -> dict[str, bool]:
+    """The findings the notebook states, each a predicate on the run's own numbers (tested on the shipped sample):
+
+    - ``deep_queue_way``: under droptail, each load's queue showed on the way it loads (an upload on the way out,
+      a download on the way back), every stamped probe's interval above zero there and its other way within 5 ms;
+    - ``deep_queue_fill``: under droptail, what the probes' way met is at least half of what the emulator saw the
+      queue hold at its peak (the queue they waited in was the link's);
+    - ``codel_target``: under CoDel, no probe's round trip rose by more than 15 ms;
+    - ``transport_little``: under droptail, the probes' added round trips differ by less than
+      :data:`SAME_SHARE` of the largest, ping, gRPC and TCP alike."""
+    rtt = added[added["measure"] == "rtt"]
+    droptail = rtt[~rtt["queue"].str.startswith("codel")]
+    codel = rtt[rtt["queue"].str.startswith("codel")]
+    way_ok, fill_ok = [], []
+    for (queue, load), group in added[~added["queue"].str.startswith("codel")].groupby(["queue", "load"]):
+        loaded, other = ("out", "back") if load == "tcp-up" else ("back", "out")
+        ways = group.set_index(["probe", "measure"])
+        for probe in group.loc[group["measure"] == loaded, "probe"]:
+            way_ok.append(ways.loc[(probe, loaded), "added_low_ms"] > 0 and abs(ways.loc[(probe, other), "added_ms"]) < 5)
+        if load in ("tcp-up", "tcp-down") and not queues.empty:
+            direction = queues[(queues["queue"] == queue) & (queues["load"] == load)]
+            peak = direction["peak_ms"].max()
+            met = group.loc[group["measure"] == loaded, "added_ms"]
+            fill_ok.append(bool(len(met)) and peak == peak and met.min() >= 0.5 * peak)
+    spread = [g["added_ms"].max() - g["added_ms"].min() <= SAME_SHARE * g["added_ms"].abs().max()
+              for _, g in droptail.groupby(["queue", "load"]) if len(g) > 1]
+    return {"deep_queue_way": bool(way_ok) and all(way_ok), "deep_queue_fill": bool(fill_ok) and all(fill_ok),
+            "codel_target": bool(len(codel)) and bool((codel["added_ms"] <= 15).all()),
+            "transport_little": bool(spread) and all(spread)}
+
+
+def findings(added: pd.DataFrame, queues: pd.DataFrame) -> str:
+    """The sentences the notebook says of a run, each only where its predicate (:func:`claims`) holds on the run's
+    numbers, with those numbers, their n and intervals."""
+    held = claims(added, queues)
+    rtt = added[added["measure"] == "rtt"]
+    lines = []
+    if held["deep_queue_way"]:
+        parts = []
+        for (queue, load), group in added[~added["queue"].str.startswith("codel")].groupby(["queue", "load"]):
+            way = "out" if load == "tcp-up" else "back"
+            row = group[(group["measure"] == way)].sort_values("probe").iloc[0]
+            parts.append(f"{load} through droptail {queue}: {row['probe']}'s way {way} +{row['added_ms']:.0f} ms "
+                         f"[{row['added_low_ms']:.0f}, {row['added_high_ms']:.0f}] (n = {row['n_before']} before, "
+                         f"{row['n_during']} during)")
+        lines.append("- **The queue is in one direction, the load's.** " + "; ".join(parts) +
+                     "; the other way moved by less than 5 ms.")
+    if held["deep_queue_fill"]:
+        deep = queues[~queues["queue"].str.startswith("codel")]
+        peaks = deep.groupby(["queue", "load"])[["peak_ms", "drain_ms"]].max()
+        lines.append("- **What the probes waited is what the link's queue held**: at least half of its peak as the "
+                     "emulator recorded it (" + ", ".join(
+                         f"{q} {l}: peak {row.peak_ms:.0f} ms of the {row.drain_ms:.0f} ms a full queue takes to drain"
+                         for (q, l), row in peaks.iterrows()) + f"; drops {int(deep['drops'].sum())}): a standing "
+                     "queue adds most of its drain time to every packet behind it, never more.")
+    if held["codel_target"]:
+        worst = rtt[rtt["queue"].str.startswith("codel")].sort_values("added_ms").iloc[-1]
+        lines.append(f"- **CoDel keeps the same buffer short**: no probe's round trip rose by more than 15 ms (the "
+                     f"most: {worst['probe']} under {worst['load']}, +{worst['added_ms']:.1f} ms "
+                     f"[{worst['added_low_ms']:.1f}, {worst['added_high_ms']:.1f}], n = {worst['n_during']}).")
+    if held["transport_little"]:
+        lines.append(f"- **The probe's own transport changes little**: under droptail, ping, gRPC and the raw TCP "
+                     f"echo gained round trips within {SAME_SHARE:.0%} of each other: a shared queue delays every "
+                     "packet behind it alike.")
+    return "\n".join(lines) or "This run shows none of the classic findings: read the tables above."
+
+
+def explained_under_load(explained: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """The explained probes (:func:`labkit.explain.explain_run` rows) sent while the load ran (its ramp left out),
+    each with its ``condition`` (queue and load) and the direction it queued in (``queued``: out, back, both, or
+    none)."""
+    keys = ["cell_id", "probe", "seq"]
+    probes = samples.drop_duplicates(keys).set_index(keys)[["phase", "queue", "load"]]
+    joined = explained.join(probes, on=keys)
+    loaded = joined[joined["phase"] == "during"].copy()
+    loaded["condition"] = loaded["queue"] + ", " + loaded["load"]
+    loaded["queued"] = loaded["queue_direction"].fillna("none")
+    return loaded

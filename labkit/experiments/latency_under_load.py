@@ -235,8 +235,8 @@ class _UnderLoad(ExperimentRunner):
             end_ns = time.time_ns()
             emulator.status_after(Path(testbed["state_dir"]), end_ns + 1_000_000_000)  # its last second written
             waits = emulator.queue_waits(Path(testbed["link_stats"]), t0_ns, end_ns, directions)
-            run.write_raw(f"queue-{cell.label}-a{attempt}.csv",
-                          "direction,t_ms,wait_us\n" + "".join(f"{d},{t},{w}\n" for d, t, w in waits))
+            text = "direction,t_ms,wait_us\n" + "".join(f"{d},{t},{w}\n" for d, t, w in waits)
+            run.write_raw_gzip(f"queue-{cell.label}-a{attempt}.csv.gz", text)
         run.complete_cell(cell.id, attempt, rows, **measured, **({"link": link} if link else {}))
 
 
@@ -382,5 +382,5 @@ def _shared_clock(run) -> bool:
 
 SPEC = ExperimentSpec(
     command="latency-under-load", experiment=EXPERIMENT, config_type=UnderLoadConfig, plan=plan, runner=_UnderLoad,
-    schema="UNDER_LOAD_SCHEMA", summarize=summarize, notebook=None, preflight=preflight,
+    schema="UNDER_LOAD_SCHEMA", summarize=summarize, notebook="latency_under_load", preflight=preflight,
 )
