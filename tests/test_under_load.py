@@ -35,6 +35,17 @@ def test_a_probe_knows_its_phase_from_the_plan():
         "before", "before", "ramp", "ramp", "during", "during", "after", "after"]
 
 
+def test_grpc_uploads_run_once_per_queue_on_the_hosts_congestion_control():
+    from labkit.experiments.latency_under_load import plan_cells
+
+    config = UnderLoadConfig(inventory="x", client="a", server="b", queues=["10bdp", "codel:10bdp"],
+                             loads=["tcp-up", "grpc-up"], cc=["cubic", "reno"])
+    assert [cell.id.split("|", 1)[1] for cell in plan_cells(config)] == [
+        "queue=10bdp|cc=cubic|load=tcp-up", "queue=10bdp|cc=default|load=grpc-up", "queue=10bdp|cc=reno|load=tcp-up",
+        "queue=codel:10bdp|cc=cubic|load=tcp-up", "queue=codel:10bdp|cc=default|load=grpc-up",
+        "queue=codel:10bdp|cc=reno|load=tcp-up"]
+
+
 def test_queue_settings_read_as_the_emulator_takes_them():
     assert parse_queue_setting("keep") is None
     assert parse_queue_setting("10bdp") == {"queue": "10bdp", "aqm": "droptail"}
@@ -83,7 +94,7 @@ def inventory(lab, tmp_path_factory):
 
 
 def load_processes(lab) -> list[str]:
-    return leftover_processes(lab, ("iperf3", "echo serve", "series-agent", "labkit-go"))
+    return leftover_processes(lab, ("iperf3", "echo serve", "series-agent", "upload-agent", "labkit-go"))
 
 
 def link_overrides(lab) -> dict:
@@ -148,10 +159,11 @@ def test_a_deep_queue_adds_its_delay_on_the_way_out_and_codel_keeps_it_short(loa
 
 
 def test_an_interrupted_run_stops_its_load_on_every_host_and_puts_the_link_back(lab, inventory, tmp_path):
+    """The application's own load (gRPC uploads) this time: stopped on its host like iperf3's."""
     links_before = link_overrides(lab)
     proc = subprocess.Popen([LABKIT, "latency-under-load", str(inventory), "--client", "a", "--server", "b", *QUICK,
-                             "--queues", "codel:10bdp", "--name", "cut", "--runs-dir", str(tmp_path), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--queues", "codel:10bdp", "--loads", "grpc-up", "--name", "cut", "--runs-dir",
+                             str(tmp_path), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # The load's client is registered in the run as it starts: the event to interrupt on.
         def loading():
@@ -159,9 +171,9 @@ def test_an_interrupted_run_stops_its_load_on_every_host_and_puts_the_link_back(
             if not runs or not (runs[0] / "processes.json").exists():
                 return None
             processes = json.loads((runs[0] / "processes.json").read_text() or "[]")
-            return runs[0] if any(p["argv"][0] == "iperf3" and "-c" in p["argv"] for p in processes) else None
+            return runs[0] if any("upload-agent" in p["argv"] for p in processes) else None
 
-        run_path = wait_for(loading, 120, "the load's iperf3 client")
+        run_path = wait_for(loading, 120, "the load's upload agent")
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:

@@ -23,6 +23,8 @@ from labkit.analysis.inference import adjust, block_bootstrap_difference
 from labkit.analysis.oneway import clock_offset, one_way, raw_one_way
 
 CONDITION = ["queue", "cc", "load"]
+#: The way of the client-server path each load fills (tcp-both fills both).
+LOADED_WAY = {"tcp-up": "out", "grpc-up": "out", "tcp-down": "back"}
 #: Each measure of a probe: its round trip, and for a stamped probe its way out and way back.
 MEASURES = {"rtt": "rtt_ms", "out": "out_ms", "back": "back_ms"}
 
@@ -126,11 +128,14 @@ def claims(added: pd.DataFrame, queues: pd.DataFrame) -> dict[str, bool]:
     codel = rtt[rtt["queue"].str.startswith("codel")]
     way_ok, fill_ok = [], []
     for (queue, load), group in added[~added["queue"].str.startswith("codel")].groupby(["queue", "load"]):
-        loaded, other = ("out", "back") if load == "tcp-up" else ("back", "out")
+        if load not in LOADED_WAY:
+            continue  # both ways loaded: no one way to name
+        loaded = LOADED_WAY[load]
+        other = "back" if loaded == "out" else "out"
         ways = group.set_index(["probe", "measure"])
         for probe in group.loc[group["measure"] == loaded, "probe"]:
             way_ok.append(ways.loc[(probe, loaded), "added_low_ms"] > 0 and abs(ways.loc[(probe, other), "added_ms"]) < 5)
-        if load in ("tcp-up", "tcp-down") and not queues.empty:
+        if not queues.empty:
             direction = queues[(queues["queue"] == queue) & (queues["load"] == load)]
             peak = direction["peak_ms"].max()
             met = group.loc[group["measure"] == loaded, "added_ms"]
@@ -151,7 +156,9 @@ def findings(added: pd.DataFrame, queues: pd.DataFrame) -> str:
     if held["deep_queue_way"]:
         parts = []
         for (queue, load), group in added[~added["queue"].str.startswith("codel")].groupby(["queue", "load"]):
-            way = "out" if load == "tcp-up" else "back"
+            if load not in LOADED_WAY:
+                continue
+            way = LOADED_WAY[load]
             row = group[(group["measure"] == way)].sort_values("probe").iloc[0]
             parts.append(f"{load} through droptail {queue}: {row['probe']}'s way {way} +{row['added_ms']:.0f} ms "
                          f"[{row['added_low_ms']:.0f}, {row['added_high_ms']:.0f}] (n = {row['n_before']} before, "

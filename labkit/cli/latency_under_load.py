@@ -32,7 +32,9 @@ def _names(text: str) -> list[str]:
 @click.option("--ramp", type=DURATION,
               help="The load's first seconds, while the queue fills: neither before nor during. [default: 2s]")
 @click.option("--loads", type=choice_list(LOADS),
-              help="Comma-separated: tcp-up (iperf3 from client to server), tcp-down, tcp-both. [default: tcp-up]")
+              help="Comma-separated: tcp-up (iperf3 from client to server), tcp-down, tcp-both, grpc-up (the "
+                   "stack's gRPC uploads of a 16 MiB file, one after another, on the hosts' own congestion "
+                   "control). [default: tcp-up]")
 @click.option("--queues", callback=lambda ctx, param, value: _names(value) if value else None,
               help="The testbed link's queue per cell, comma-separated: keep (as it is), a droptail size (bdp, 10bdp, "
                    "1000 packets, 1.5mb), codel:SIZE (CoDel, target 5 ms, over that buffer). Anything but keep needs "
@@ -51,7 +53,8 @@ def latency_under_load(**flags):
     Each cell is one condition (the link's queue, the load's direction, its
     congestion control) and one timeline: the probes of `labkit series` (ping,
     a warm gRPC echo, a raw TCP echo, ...) every --interval for --duration,
-    and one iperf3 stream from --load-start for --load-for. The summary gives
+    and one iperf3 stream (or the application's own gRPC uploads) from
+    --load-start for --load-for. The summary gives
     what the load added to each probe's median, its round trip and, for probes
     the server stamps, each direction apart, with 95 % intervals (Holm over the
     table), and the responsiveness left (round trips per minute, as the IETF

@@ -5,7 +5,8 @@ traffic, in one direction (bufferbloat). Each **cell** is one condition (the lin
 and congestion control) and one timeline of ``duration``: the series agent's probes (:mod:`labkit.echo.series_agent`:
 ping, warm gRPC echo, raw TCP echo, ...) at every ``interval`` from the first tick to the last, and an iperf3 TCP
 load (one stream, no rate limit) from ``load_start`` for ``load``: ``tcp-up`` from the client host to the server
-host, ``tcp-down`` back, ``tcp-both`` at once. Each row is a series row with the condition and its **phase**: sent
+host, ``tcp-down`` back, ``tcp-both`` at once; or the application's own: ``grpc-up``, gRPC uploads of a generated
+16 MiB file on one channel, one after another, by the stack's upload agent. Each row is a series row with the condition and its **phase**: sent
 ``before`` the load, in its first ``ramp`` seconds (the queue filling), ``during`` it, or ``after``; by the cell's
 plan (tick ``k`` at ``k × interval``), so a row knows its phase as it is written.
 
@@ -29,19 +30,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit.echo.plans import PROBES, SeriesPlan, series_argv
+from labkit.echo.plans import SeriesPlan, UploadFilePlan, UploadPlan, series_argv, upload_argv, upload_file_argv
 from labkit.errors import LabkitError
-from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
+from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.series import SeriesConfig, ping_raw_text, ping_rows, sample_row, over_timeout
 from labkit.experiments.stacks import go_tools
-from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, check_within
+from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_REPEATS, check_within
 from labkit.parsers.iperf3 import LOAD_DIRECTIONS, iperf3_load_argv, parse_iperf3_json
 from labkit.testbed import emulator
 from labkit.testbed.lab import Testbed
 from labkit.testbed.linkspec import parse_queue
 
 EXPERIMENT = "latency-under-load"
-LOADS = tuple(LOAD_DIRECTIONS)
+#: The loads: iperf3's TCP flows, and the application's own, gRPC uploads from the client host (one stream after
+#: another on one channel, the stack's client) for as long as the load runs.
+LOADS = (*LOAD_DIRECTIONS, "grpc-up")
+#: A gRPC upload's file (generated on the client host) and chunks: large enough that one upload outlasts a round
+#: trip many times over, chunks as the upload experiment's middle size.
+UPLOAD_LOAD_BYTES = 16 * 2**20
+UPLOAD_LOAD_CHUNK = 64 * 2**10
 PHASES = ("before", "ramp", "during", "after")
 DEFAULT_UNDER_LOAD_PROBES = ("ping", "echo-warm", "tcp-echo")
 
@@ -129,8 +136,11 @@ class Cell:
 
 
 def plan_cells(config: UnderLoadConfig) -> list[Cell]:
-    return [Cell(config.client, config.server, queue, cc, load)
-            for queue in config.queues for cc in config.cc for load in config.loads]
+    """Every queue × congestion control × load; gRPC uploads run on the hosts' own congestion control (a channel
+    takes no -C), so once per queue, as ``default``."""
+    cells = [Cell(config.client, config.server, queue, "default" if load == "grpc-up" else cc, load)
+             for queue in config.queues for cc in config.cc for load in config.loads]
+    return list(dict.fromkeys(cells))
 
 
 class _UnderLoad(ExperimentRunner):
@@ -258,6 +268,8 @@ class _Load:
         self.thread.start()
 
     def _run(self, t_utc_ns: int) -> None:
+        if self.cell.load == "grpc-up":
+            return self._uploads(t_utc_ns)
         runner, cell = self.runner, self.cell
         session, config = runner.session, runner.config
         try:
@@ -285,6 +297,38 @@ class _Load:
             self.result = {"load_started_s": (started - t_utc_ns) / 1e9 + config.load_start_s,
                            "load_ended_s": (ended - t_utc_ns) / 1e9 + config.load_start_s, **_load_figures(output)}
         except BaseException as exc:  # the agent's thread reports it once the timeline is over
+            self.error = exc
+
+    def _uploads(self, t_utc_ns: int) -> None:
+        """The application's own load: the stack's upload agent sending a generated file over one gRPC channel, one
+        upload after another, from ``t_utc_ns`` until the load's time is up (then stopped, mid-upload)."""
+        runner, cell = self.runner, self.cell
+        session, config = runner.session, runner.config
+        try:
+            path = f"{session.home(config.client)}/under-load-{UPLOAD_LOAD_BYTES}.bin"
+            file = session.run_labkit(config.client, *upload_file_argv(UploadFilePlan(path, UPLOAD_LOAD_BYTES)))
+            plan = UploadPlan(transport="grpc", target=f"{url_host(runner.address)}:{runner.ready['port']}",
+                              file=file["path"], sha256=file["sha256"], chunk_size=UPLOAD_LOAD_CHUNK, repeats=MAX_REPEATS,
+                              warmup=0, timeout_s=config.load_s + 60)
+            if self.cancelled.wait(max(0.0, (t_utc_ns - time.time_ns()) / 1e9)):
+                return
+            started = time.time_ns()
+            self.window_ns = (started + int(config.ramp_s * 1e9), started + int(config.load_s * 1e9))
+            self.client = proc = session.start_labkit(config.client, *upload_argv(plan, config.stack().client_impl))
+            try:
+                self.cancelled.wait(config.load_s)
+            finally:
+                session.stop(config.client, proc)
+            ended = time.time_ns()
+            events = [json.loads(line) for line in proc.lines(timeout=10) if line.startswith("{")]
+            done = [e for e in events if e.get("event") == "upload" and e.get("ok")]
+            self.result = {"load_started_s": (started - t_utc_ns) / 1e9 + config.load_start_s,
+                           "load_ended_s": (ended - t_utc_ns) / 1e9 + config.load_start_s, "load_error": None,
+                           "load_uploads": len(done),
+                           "load_sent_bps": len(done) * file["bytes"] * 8e9 / max(1, ended - started)}
+            if not done and not self.cancelled.is_set():
+                self.result["load_error"] = f"no upload finished in {config.load_s:g} s: {proc.last_words()}"
+        except BaseException as exc:
             self.error = exc
 
     def cancel(self) -> None:
