@@ -32,10 +32,11 @@ from typing import Any
 
 from labkit.echo.plans import SeriesPlan, UploadFilePlan, UploadPlan, series_argv, upload_argv, upload_file_argv
 from labkit.errors import LabkitError
-from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines, url_host
-from labkit.experiments.series import SeriesConfig, ping_raw_text, ping_rows, sample_row, over_timeout
+from labkit.experiments.base import ExperimentSpec, Plan, json_lines, url_host
+from labkit.experiments.series import (ProbedServerRunner, SeriesConfig, over_timeout, ping_raw_text, ping_rows,
+                                      sample_row)
 from labkit.experiments.stacks import go_tools
-from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_REPEATS, check_within
+from labkit.limits import MAX_DURATION_S, MAX_REPEATS, check_within
 from labkit.parsers.iperf3 import LOAD_DIRECTIONS, iperf3_load_argv, parse_iperf3_json
 from labkit.testbed import emulator
 from labkit.testbed.lab import Testbed
@@ -143,7 +144,7 @@ def plan_cells(config: UnderLoadConfig) -> list[Cell]:
     return list(dict.fromkeys(cells))
 
 
-class _UnderLoad(ExperimentRunner):
+class _UnderLoad(ProbedServerRunner):
     """One echo server for the run; per cell the link's queue, one probe agent over the cell's timeline and one
     iperf3 load in its middle."""
 
@@ -172,20 +173,6 @@ class _UnderLoad(ExperimentRunner):
                 session.stop(config.server, self.server)
             if links_before is not None:
                 self.testbed.restore_links(links_before)
-
-    def start_server(self) -> None:
-        config, run = self.config, self.run
-        self.server, self.ready = self.session.start_echo_server(
-            config.server, config.stack(), clients=(config.client,), tcp_echo_port=0,
-            max_message_bytes=max(GRPC_DEFAULT_MESSAGE_BYTES, config.payload_bytes + 1024))
-        run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": self.address,
-                                                                   **self.ready}
-        run.save_manifest()
-
-    def restart_server(self) -> None:
-        server, self.server = self.server, None
-        self.session.stop(self.config.server, server)
-        self.start_server()
 
     def run_cell(self, cell: Cell) -> None:
         config, run, session = self.config, self.run, self.session

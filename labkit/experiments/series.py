@@ -298,7 +298,27 @@ class _CellState:
         return self.pings is None or set(self.pings) == ticks
 
 
-class _Series(ExperimentRunner):
+class ProbedServerRunner(ExperimentRunner):
+    """A runner whose probes (the series agent's) go to one echo server on ``config.server``, with its TCP echo, at
+    ``self.address``: started once, restarted once when it dies (``with_one_restart``); recorded in the manifest's
+    ``servers`` per attempt."""
+
+    def start_server(self) -> None:
+        config, run = self.config, self.run
+        self.server, self.ready = self.session.start_echo_server(
+            config.server, config.stack(), clients=(config.client,), tcp_echo_port=0,
+            max_message_bytes=max(GRPC_DEFAULT_MESSAGE_BYTES, config.payload_bytes + 1024))
+        run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": self.address,
+                                                                   **self.ready}
+        run.save_manifest()
+
+    def restart_server(self) -> None:
+        server, self.server = self.server, None
+        self.session.stop(self.config.server, server)
+        self.start_server()
+
+
+class _Series(ProbedServerRunner):
     """Runs the ticks of one series: one echo server, then one probe agent per contiguous range of cells."""
 
     def __init__(self, session, config: SeriesConfig):
@@ -321,20 +341,6 @@ class _Series(ExperimentRunner):
         finally:
             if self.server is not None:
                 session.stop(config.server, self.server)
-
-    def start_server(self) -> None:
-        config, run = self.config, self.run
-        self.server, self.ready = self.session.start_echo_server(
-            config.server, config.stack(), clients=(config.client,), tcp_echo_port=0,
-            max_message_bytes=max(GRPC_DEFAULT_MESSAGE_BYTES, config.payload_bytes + 1024))
-        run.manifest.setdefault("servers", {})[str(run.attempt)] = {"host": config.server, "address": self.address,
-                                                                   **self.ready}
-        run.save_manifest()
-
-    def restart_server(self) -> None:
-        server, self.server = self.server, None
-        self.session.stop(self.config.server, server)
-        self.start_server()
 
     def unfinished(self, cells: list[Cell]) -> list[Cell]:
         finished = self.run.finished_cells()
