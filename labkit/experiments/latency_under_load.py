@@ -146,7 +146,7 @@ def plan_cells(config: UnderLoadConfig) -> list[Cell]:
 
 class _UnderLoad(ProbedServerRunner):
     """One echo server for the run; per cell the link's queue, one probe agent over the cell's timeline and one
-    iperf3 load in its middle."""
+    load in its middle."""
 
     def run_cells(self, cells: list[Cell]) -> None:
         config, session = self.config, self.session
@@ -167,6 +167,8 @@ class _UnderLoad(ProbedServerRunner):
                     changed = self.testbed.change_links({f"{config.client}>{config.server}": queue,
                                                          f"{config.server}>{config.client}": queue})
                     links_before = changed if links_before is None else links_before
+                elif links_before is not None:  # keep: the link as the run found it, not as the last cell left it
+                    self.testbed.restore_links(links_before)
                 self.with_one_restart(cell.label, lambda: self.run_cell(cell), self.restart_server)
         finally:
             if self.server is not None:
