@@ -523,6 +523,35 @@ def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, 
     return explain_headline(explained)
 
 
+def under_load_explain_section(nb: Notebook, samples) -> dict[str, Any]:
+    """The latency_under_load notebook's ``labkit explain`` section: the probes sent while the load ran, per cause
+    and the direction they queued in, and their components stacked per condition. Returns headline numbers."""
+    import pandas as pd
+    from IPython.display import Markdown, display
+
+    from labkit import plots
+    from labkit.analysis.explain import COMPONENTS, explain_headline
+    from labkit.analysis.under_load import explained_under_load
+    from labkit.explain import component_table, explain_run
+
+    explained = explained_under_load(explain_run(nb.run), samples)
+    if explained.empty:
+        display(Markdown("No probe sent under the load has a time to explain."))
+        return explain_headline(explained)
+    loaded = component_table(explained)
+    evidence = ", ".join(f"{n} from {e}" for e, n in loaded["evidence"].value_counts().items())
+    display(Markdown(f"{len(loaded)} probes under load ({evidence}); base RTT {loaded['base_rtt_ms'].iat[0]:.2f} ms. "
+                     "Probes per cause and direction:"))
+    display(pd.crosstab(loaded["condition"], [loaded["cause"], loaded["queued"]]))
+    fig, ax = plots.figure(height=3.4)
+    plots.components_stacked(loaded, "condition", [c for c in COMPONENTS if loaded[c].abs().max() > 0], ax=ax,
+                             legend=False)
+    ax.set_title("each probe under load, cut into round trips (median per condition)", loc="left", fontsize="small")
+    plots.legend_right(ax)
+    nb.export(fig, "explain_components")
+    return explain_headline(explained)
+
+
 def compare_section(nb: Notebook, compare_with: str) -> None:
     """The section every experiment notebook ends with: this run (B, with its ``--runs`` group) against
     ``compare_with`` (A: a run, its id or a unique part of one, or runs joined with commas) by :func:`labkit.compare`:

@@ -562,6 +562,41 @@ def load_timeline(df: pd.DataFrame, value: str = "rtt_ms", by: str = "probe", *,
     return drawn
 
 
+def cell_timelines(frame: pd.DataFrame, value: str, by: str, *, load: tuple[float, float], ramp_s: float,
+                   window: int = 9, order=None, ylabel: str = "ms", what: str = "") -> plt.Figure:
+    """:func:`load_timeline` once per cell (``cell_id``, in the order they come), one panel above the other on a
+    shared time axis, each titled with its queue and load (``what`` before them) and its n; one legend below."""
+    cells = list(dict.fromkeys(frame["cell_id"]))
+    fig, axes = figure(len(cells), 1, height=1.9 * len(cells) + 0.8, sharex=True, squeeze=False)
+    for ax, cell in zip(axes[:, 0], cells):
+        rows = frame[frame["cell_id"] == cell]
+        load_timeline(rows, value, by=by, load=load, ramp_s=ramp_s, window=window, order=order, ax=ax)
+        ax.set(xlabel="", ylabel=ylabel)
+        n = int(rows["ok"].sum()) if "ok" in rows else len(rows)
+        ax.set_title(f"{what}{rows['queue'].iat[0]}, {rows['load'].iat[0]} (n = {n})", loc="left", fontsize="small")
+    axes[-1, 0].set_xlabel("seconds from the cell's first tick (shaded: the load, its ramp lighter)")
+    shared_legend(fig, axes, ncols=3)
+    return fig
+
+
+def cell_cdfs(frame: pd.DataFrame, value: str = "rtt_ms", by: str = "probe", *, order=None,
+              xlabel: str = "RTT (ms)") -> plt.Figure:
+    """:func:`ecdf` of ``value`` per ``by``, one panel per cell side by side, each titled with its queue, load and
+    n; one legend below."""
+    cells = list(dict.fromkeys(frame["cell_id"]))
+    fig, axes = figure(1, len(cells), height=3.2, sharey=True, squeeze=False)
+    for ax, cell in zip(axes[0], cells):
+        rows = frame[frame["cell_id"] == cell]
+        ecdf(rows, value, by=by, order=order, ax=ax)
+        ax.set_title(f"{rows['queue'].iat[0]}, {rows['load'].iat[0]}\n(n = {int(rows['ok'].sum())})", fontsize="small",
+                     loc="left")
+        ax.set_xlabel(xlabel)
+        if ax is not axes[0, 0]:
+            ax.set_ylabel("")
+    shared_legend(fig, axes, ncols=3)
+    return fig
+
+
 def cwnd_vs_size(
     df: pd.DataFrame,
     size: str = "payload_bytes",

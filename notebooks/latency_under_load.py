@@ -105,36 +105,14 @@ display(queues)
 # load shaded (its ramp lighter). Then the warm gRPC probe's two directions apart: the queue shows on one way only.
 
 # %%
-cells = list(dict.fromkeys(samples["cell_id"]))
 load = (config["load_start_s"], config["load_start_s"] + config["load_s"])
-fig, axes = plots.figure(len(cells), 1, height=1.9 * len(cells) + 0.8, sharex=True, squeeze=False)
-for ax, cell in zip(axes[:, 0], cells):
-    # A tick skipped while the probe's previous call was still in flight is no sample and no loss: left out.
-    rows = samples[(samples["cell_id"] == cell) & ~samples["error"].str.startswith("skipped")]
-    plots.load_timeline(rows, "rtt_ms", load=load, ramp_s=config["ramp_s"], window=window, order=config["probes"], ax=ax)
-    ax.set(xlabel="", ylabel="RTT (ms)")
-    ax.set_title(f"{rows['queue'].iat[0]}, {rows['load'].iat[0]} (n = {rows['ok'].sum()} answered probes)",
-                 loc="left", fontsize="small")
-axes[-1, 0].set_xlabel("seconds from the cell's first tick (shaded: the load, its ramp lighter)")
-plots.shared_legend(fig, axes, ncols=3)
-export(fig, "timeline")
+export(plots.cell_timelines(under_load.answered_or_lost(samples), "rtt_ms", "probe", load=load, ramp_s=config["ramp_s"],
+                            window=window, order=config["probes"], ylabel="RTT (ms)"), "timeline")
 
 # %%
-ways, _ = under_load.with_one_way(samples, shared)
-warm = ways[ways["probe"] == "echo-warm"].melt(id_vars=["cell_id", "t_offset_s", "ok", "queue", "load"],
-                                               value_vars=["out_ms", "back_ms"], var_name="way", value_name="ms")
-warm["way"] = warm["way"].map({"out_ms": f"{config['client']} → {config['server']}",
-                               "back_ms": f"{config['server']} → {config['client']}"})
-fig, axes = plots.figure(len(cells), 1, height=1.9 * len(cells) + 0.8, sharex=True, squeeze=False)
-for ax, cell in zip(axes[:, 0], cells):
-    rows = warm[warm["cell_id"] == cell]
-    plots.load_timeline(rows, "ms", by="way", load=load, ramp_s=config["ramp_s"], window=window, ax=ax)
-    ax.set(xlabel="", ylabel="one way (ms)")
-    ax.set_title(f"echo-warm, {rows['queue'].iat[0]}, {rows['load'].iat[0]} (n = {len(rows) // 2})", loc="left",
-                 fontsize="small")
-axes[-1, 0].set_xlabel("seconds from the cell's first tick (shaded: the load, its ramp lighter)")
-plots.shared_legend(fig, axes, ncols=2)
-export(fig, "directions")
+warm = under_load.ways_long(samples, shared, "echo-warm", config["client"], config["server"])
+export(plots.cell_timelines(warm, "ms", "way", load=load, ramp_s=config["ramp_s"], window=window,
+                            ylabel="one way (ms)", what="echo-warm, "), "directions")
 
 # %% [markdown]
 # ## Each probe's round trips under load, per condition
@@ -142,18 +120,7 @@ export(fig, "directions")
 # The empirical CDF of every probe's round trip while the load ran (its ramp left out), one panel per condition.
 
 # %%
-during = samples[samples["phase"] == "during"]
-fig, axes = plots.figure(1, len(cells), height=3.2, sharey=True, squeeze=False)
-for ax, cell in zip(axes[0], cells):
-    rows = during[during["cell_id"] == cell]
-    plots.ecdf(rows, "rtt_ms", by="probe", order=config["probes"], ax=ax)
-    ax.set_title(f"{rows['queue'].iat[0]}, {rows['load'].iat[0]}\n(n = {rows['ok'].sum()})", fontsize="small",
-                 loc="left")
-    ax.set_xlabel("RTT (ms)")
-    if ax is not axes[0, 0]:
-        ax.set_ylabel("")
-plots.shared_legend(fig, axes, ncols=3)
-export(fig, "cdfs")
+export(plots.cell_cdfs(samples[samples["phase"] == "during"], order=config["probes"]), "cdfs")
 
 # %% [markdown]
 # ## What this run says
@@ -175,24 +142,7 @@ display(Markdown(under_load.findings(added, queues)))
 # servers' stamps give each way's delay beyond its least (`one-way`).
 
 # %%
-import pandas as pd
-
-from labkit.analysis.explain import COMPONENTS, explain_headline
-from labkit.explain import component_table, explain_run
-
-explained = under_load.explained_under_load(explain_run(run), samples)
-loaded = component_table(explained)
-display(Markdown(f"{len(loaded)} probes under load ("
-                 + ", ".join(f"{n} from {e}" for e, n in loaded["evidence"].value_counts().items())
-                 + f"); base RTT {loaded['base_rtt_ms'].iat[0]:.2f} ms. Probes per cause and direction:"))
-display(pd.crosstab(loaded["condition"], [loaded["cause"], loaded["queued"]]))
-fig, ax = plots.figure(height=3.4)
-plots.components_stacked(loaded, "condition", [c for c in COMPONENTS if loaded[c].abs().max() > 0], ax=ax,
-                         legend=False)
-ax.set_title("each probe under load, cut into round trips (median per condition)", loc="left", fontsize="small")
-plots.legend_right(ax)
-export(fig, "explain_components")
-explain_numbers = explain_headline(explained)
+explain_numbers = notebooks.under_load_explain_section(nb, samples)
 
 # %% [markdown]
 # ## Headline numbers
@@ -200,13 +150,6 @@ explain_numbers = explain_headline(explained)
 # Written to a small JSON file (`latency_under_load.json`) that `labkit report` prints and the tests check.
 
 # %%
-rtt = added[added["measure"] == "rtt"]
-headline = {
-    **{f"added_ms.{r.queue}.{r.load}.{r.probe}": round(r.added_ms, 3) for r in rtt.itertuples()},
-    **{f"n_during.{r.queue}.{r.load}.{r.probe}": int(r.n_during) for r in rtt.itertuples()},
-    **{f"rpm_during.{r.queue}.{r.load}.{r.probe}": round(r.rpm_during, 1) for r in rtt.itertuples()},
-    **{f"claim.{name}": value for name, value in held.items()},
-    **explain_numbers,
-}
+headline = {**under_load.headline(added, held), **explain_numbers}
 nb.finish(headline, settings={"window": window}, added=added.to_dict(orient="records"),
           queues=queues.to_dict(orient="records"))

@@ -88,7 +88,7 @@ def test_python_entry_points_are_the_experiment_commands():
         assert {"inventory", "runs_dir", "resume", "quiet"} <= set(inspect.signature(entry).parameters)
 
 
-MAX_NOTEBOOK_CODE_LINES = 915  # 900, and the compare section of seven notebooks (two lines each)
+MAX_NOTEBOOK_CODE_LINES = 955  # 900, the compare section of seven notebooks (two lines each), latency_under_load's 40
 
 
 def notebook_code_lines(source: str) -> int:
@@ -108,7 +108,7 @@ def test_notebooks_show_and_explain_while_labkit_analysis_computes():
     """Rules belong in labkit.analysis, tested; notebooks that grow past this budget are computing again."""
     sources = sorted((PACKAGE.parent / "notebooks").glob("*.py"))
     lines = {path.name: notebook_code_lines(path.read_text()) for path in sources}
-    assert len(lines) == 8 and sum(lines.values()) <= MAX_NOTEBOOK_CODE_LINES, lines
+    assert len(lines) == 9 and sum(lines.values()) <= MAX_NOTEBOOK_CODE_LINES, lines
 
 
 def test_the_notebook_line_count_skips_markdown_and_comments():

@@ -34,11 +34,11 @@ def inventory(lab, tmp_path_factory):
 
 @pytest.fixture(scope="module", params=["python", "go"])
 def series_run(request, lab, inventory, tmp_path_factory):
-    """A short series of every stamped probe, one stack a run: 40 ticks of 0.25 s."""
+    """A short series of every stamped probe, one stack a run: 30 ticks of 0.2 s."""
     impl = request.param
     runs = tmp_path_factory.mktemp(f"oneway-{impl}")
-    proc = run_labkit("series", str(inventory), "--client", "a", "--server", "b", "--duration", "10s",
-                      "--interval", "250ms", "--cell", "10s", "--probes", ",".join(["ping", *STAMPED_PROBES]),
+    proc = run_labkit("series", str(inventory), "--client", "a", "--server", "b", "--duration", "6s",
+                      "--interval", "200ms", "--cell", "6s", "--probes", ",".join(["ping", *STAMPED_PROBES]),
                       "--client-impl", impl, "--server-impl", impl, "--name", f"ow-{impl}", "--runs-dir", str(runs),
                       "--quiet", timeout=180)
     assert proc.returncode == 0, proc.stderr
@@ -57,17 +57,17 @@ def test_each_probe_splits_into_the_links_two_directions(series_run):
     assert offset == ClockOffset(0.0, 0.0, "one clock", 0)
     table = one_way_summary(samples, offset).set_index("probe")
     assert set(table.index) == set(STAMPED_PROBES)
-    # 40 ticks; a busy machine may skip one or two. A cold call (3-4 round trips of 100 ms) outlasts the next tick.
-    assert (table.loc[["echo-warm", "tcp-echo"], "n"] >= 38).all() and table.loc["echo-cold", "n"] >= 10, table["n"]
-    # Each way is the link's, plus the hosts' own stacks: never less, and at the median within 2 ms (on this loaded
-    # 2-core machine, grpcio's hand-over of a request to its handler's thread adds ~1 ms on the way out); the
-    # difference within 1 ms of 40. How close each stack comes (the issue's 1 ms and 0.3 ms) is measured on an
-    # idle machine by bench/one_way_delays.py, not here. A cold call's way out holds its set-up (below).
+    # 30 ticks; a busy machine may skip one or two. A cold call (3-4 round trips of 100 ms) outlasts the next tick.
+    assert (table.loc[["echo-warm", "tcp-echo"], "n"] >= 28).all() and table.loc["echo-cold", "n"] >= 8, table["n"]
+    # Each way is the link's plus the hosts' own stacks: never less, and at the median within a few ms, each on its
+    # own way (a split that swapped the ways, or kept an offset, would be 40 ms off). How close each stack comes
+    # (the issue's 1 ms and 0.3 ms) is measured alone on the machine by bench/one_way_delays.py: here the suite's
+    # load lengthens the stacks' part (grpcio's hand-over of a request to its handler's thread took 2 ms once).
     for probe in ("echo-warm", "tcp-echo"):
         row, ways = table.loc[probe], raw_one_way(samples[samples["probe"] == probe])
         assert (ways["out_raw_ms"] >= OUT_MS).all() and (ways["back_raw_ms"] >= BACK_MS).all()
-        assert abs(row["out_ms"] - OUT_MS) < 2 and abs(row["back_ms"] - BACK_MS) < 2, row
-        assert abs(row["back_minus_out_ms"] - (BACK_MS - OUT_MS)) < 1, row
+        assert abs(row["out_ms"] - OUT_MS) < 5 and abs(row["back_ms"] - BACK_MS) < 5, row
+        assert abs(row["back_minus_out_ms"] - (BACK_MS - OUT_MS)) < 3, row
         assert row["out_low_ms"] <= row["out_ms"] <= row["out_high_ms"]
     # Out + the server's time + back is the call, to the ns of the stamps' arithmetic.
     raw = raw_one_way(samples)
@@ -87,7 +87,7 @@ def test_two_clocks_are_bounded_by_the_probes_themselves(series_run, theta_ms):
     skewed = samples.assign(server_recv_utc_ns=samples["server_recv_utc_ns"] + int(theta_ms * 1e6),
                             server_send_utc_ns=samples["server_send_utc_ns"] + int(theta_ms * 1e6))
     offset = clock_offset(raw_one_way(skewed), shared=False)
-    assert offset.method == "probe bounds" and offset.n >= 38
+    assert offset.method == "probe bounds" and offset.n >= 28
     assert offset.offset_ms - offset.bound_ms <= theta_ms <= offset.offset_ms + offset.bound_ms
     # The bound is half the path's floor, out and back: about half of 100 ms, never less.
     assert 50 <= offset.bound_ms < 52

@@ -196,3 +196,30 @@ def explained_under_load(explained: pd.DataFrame, samples: pd.DataFrame) -> pd.D
     loaded["condition"] = loaded["queue"] + ", " + loaded["load"]
     loaded["queued"] = loaded["queue_direction"].fillna("none")
     return loaded
+
+
+def answered_or_lost(samples: pd.DataFrame) -> pd.DataFrame:
+    """The rows a timeline draws: every probe sent, answered or lost; a tick skipped because the probe's previous
+    call was still in flight is neither a sample nor a loss."""
+    return samples[~samples["error"].fillna("").str.startswith("skipped")]
+
+
+def ways_long(samples: pd.DataFrame, shared_clock: bool, probe: str, client: str, server: str) -> pd.DataFrame:
+    """One probe's way out and way back as rows (``way``: ``client → server`` or back, ``ms``), for a timeline."""
+    ways, _ = with_one_way(samples, shared_clock)
+    long = ways[ways["probe"] == probe].melt(id_vars=["cell_id", "t_offset_s", "ok", "queue", "load"],
+                                             value_vars=["out_ms", "back_ms"], var_name="way", value_name="ms")
+    long["way"] = long["way"].map({"out_ms": f"{client} → {server}", "back_ms": f"{server} → {client}"})
+    return long
+
+
+def headline(added: pd.DataFrame, held: dict[str, bool]) -> dict[str, object]:
+    """The notebook's headline numbers: each condition's and probe's added round trip, its n under load and RPM,
+    and each claim."""
+    rtt = added[added["measure"] == "rtt"]
+    numbers: dict[str, object] = {}
+    for r in rtt.itertuples():
+        key = f"{r.queue}.{r.load}.{r.probe}"
+        numbers.update({f"added_ms.{key}": round(r.added_ms, 3), f"n_during.{key}": int(r.n_during),
+                        f"rpm_during.{key}": round(r.rpm_during, 1)})
+    return {**numbers, **{f"claim.{name}": value for name, value in held.items()}}
