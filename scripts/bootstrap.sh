@@ -32,6 +32,9 @@ if [[ $mode == all ]]; then
     [chromium]=chromium [chromedriver]=chromium-driver
     # The C compiler of labkit's compiled log reader (labkit/parsers/_lines.c, built below; the tests check it is).
     [cc]=gcc
+    # irtt, the series' probe of one-way delays beside ping (`labkit series --probes ...,irtt`): its own client and
+    # server, both on the hosts; the tests record and run it on the testbed.
+    [irtt]=irtt
   )
 fi
 missing=()

@@ -32,6 +32,7 @@ TCP_SYSCTLS = (
 #: How each tool labkit drives on a host says its version (which also tells whether it is there).
 TOOL_VERSION_ARGV = {
     "iperf3": ["iperf3", "--version"],
+    "irtt": ["irtt", "version"],  # its first line: "irtt version: 0.9.0"
     "ping": ["ping", "-V"],
     "ss": ["ss", "--version"],
 }
@@ -203,7 +204,7 @@ def process_start_ticks(host, pid: int) -> int | None:
 #: The programs labkit starts in the background on a host (Session.start): its own agents and servers, labkit-go,
 #: and the tools its experiments run. A process a run recorded under any other name was not started by labkit.
 LABKIT_PROGRAMS = frozenset({"labkit", "labkit-go", "iperf3", "tcpdump", "ping", "nats-server", "ghz", "h2load", "wrk",
-                             "vegeta"})
+                             "vegeta", "irtt"})
 
 
 def looks_like_labkits(argv: object) -> bool:
