@@ -51,6 +51,12 @@ MIN_CALL_TIMEOUT_S = 0.1
 MAX_CALL_TIMEOUT_S = 600
 #: The time between a series' ticks, and each of its probes' deadline: one hour (a probe spans one tick).
 MAX_SERIES_INTERVAL_S = 3600
+#: Round trips of one irtt client run (a series' range of ticks, with --probes irtt): irtt keeps every one in memory
+#: and writes them all as one JSON document when it ends, ~1.2 kB each, which labkit then reads whole: 100 000 (a
+#: day at 1 s) is some 120 MB.
+MAX_IRTT_ROUND_TRIPS = 100_000
+#: irtt's packet length (a series' --payload-bytes, with irtt): the largest UDP payload an IPv4 datagram carries.
+MAX_IRTT_LENGTH = 65_507
 #: Requests a load tool keeps in flight at once (load's --concurrency, hop's --connections: wrk's -c).
 MAX_CONCURRENCY = 10_000
 #: Connections ghz and h2load spread a load cell's requests over.

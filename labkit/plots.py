@@ -47,7 +47,7 @@ SMALLEST_TYPE_PT = 6.0
 NAMED_COLORS: dict[str, tuple] = {
     # the series probes (ping is the path every other probe is read against)
     "echo-cold": PALETTE[0], "echo-warm": PALETTE[1], "ping": PALETTE[2], "tcp-echo": PALETTE[3],
-    "tcp-connect": PALETTE[5],
+    "tcp-connect": PALETTE[5], "irtt": PALETTE[6],
     # transports of the hop experiment and an upload's conditions
     "direct": PALETTE[9], "grpc": PALETTE[0], "grpc+TLS": PALETTE[1], "http2": PALETTE[2], "http2+TLS": PALETTE[3],
     "nats": PALETTE[4],

@@ -40,8 +40,10 @@ SPLIT_COLUMNS = ["median_diff_ms", "ci_lo_ms", "ci_hi_ms", "in_rtts"]
 
 
 def probes_of(samples: pd.DataFrame) -> list[str]:
-    """The probes a run has, in the series agent's order (ping first)."""
-    return [p for p in PROBES if p in set(samples["probe"])]
+    """The probes a run has, in the series agent's order (ping first), then any other (irtt, which the controller
+    runs, not the agent) by name."""
+    found = set(samples["probe"])
+    return [p for p in PROBES if p in found] + sorted(found - set(PROBES))
 
 
 def probe_tally(samples: pd.DataFrame, probes: list[str]) -> pd.DataFrame:

@@ -71,7 +71,9 @@ def summarize_series(samples: pd.DataFrame) -> pd.DataFrame:
 
     ``vs_ping`` is each probe's median over ping's median (when ping ran).
     """
-    probes = [p for p in PROBES if p in set(samples["probe"])]
+    found = set(samples["probe"])
+    # The agent's probes in its order (ping first), then any other (irtt, which the controller runs) by name.
+    probes = [p for p in PROBES if p in found] + sorted(found - set(PROBES))
     table = []
     for probe in probes:
         rows = samples[(samples["probe"] == probe) & ~samples["duplicate"]]

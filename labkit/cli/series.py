@@ -6,8 +6,7 @@ import click
 
 from labkit.cli.options import CAPTURE, experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, choice_list
-from labkit.echo.plans import PROBES
-from labkit.experiments.series import one_way_delays
+from labkit.experiments.series import SERIES_PROBES, one_way_delays
 from labkit.limits import MAX_SERIES_PAYLOAD_BYTES
 
 # option (and experiment-file key) -> SeriesConfig field, where the names differ
@@ -16,14 +15,19 @@ RENAMED = {"duration": "duration_s", "interval": "interval_s", "cell": "cell_s",
 
 @click.command()
 @click.option("--client", help="Inventory host that sends the probes.")
-@click.option("--server", help="Inventory host that runs the echo server (probes go to its data address).")
+@click.option("--server", help="Inventory host that runs the echo server, and irtt's (probes go to its data address).")
 @click.option("--duration", type=DURATION, help="How long the series runs, e.g. 10s, 1h. [default: 60s]")
 @click.option("--interval", type=DURATION, help="Time between ticks; every probe sends once per tick. [default: 1s]")
-@click.option("--probes", type=choice_list(PROBES),
-              help=f"Comma-separated, from {','.join(PROBES)}. [default: ping,echo-warm,echo-cold,tcp-echo]")
-@click.option("--payload-bytes", type=click.IntRange(0, MAX_SERIES_PAYLOAD_BYTES), help="Payload of each echo request. [default: 50]")
+@click.option("--probes", type=choice_list(SERIES_PROBES),
+              help=f"Comma-separated, from {','.join(SERIES_PROBES)} (irtt: Debian's irtt on both hosts). "
+                   "[default: ping,echo-warm,echo-cold,tcp-echo]")
+@click.option("--payload-bytes", type=click.IntRange(0, MAX_SERIES_PAYLOAD_BYTES),
+              help="Payload of each echo request; irtt's packet length (its header included, so at least 60). "
+                   "[default: 50]")
 @click.option("--cell", type=DURATION, help="Length of a cell, the unit --resume redoes. [default: 60s]")
-@click.option("--timeout", type=DURATION, help="Deadline of each call, and how long a ping waits for its reply. [default: 5s]")
+@click.option("--timeout", type=DURATION,
+              help="Deadline of each call, and how long a ping waits for its reply (irtt for its last ones). "
+                   "[default: 5s]")
 @click.option("--spread/--together", default=None,
               help="Spread the probes evenly over each tick (default), or send them all at the tick itself.")
 @click.option("--name", help="Run name (the run directory is <UTC time>-<name>). [default: series]")
@@ -37,8 +41,11 @@ def series(**flags):
     probe agent on the client host, which at every tick sends an ICMP ping,
     a gRPC echo on a warm channel, one on a new channel (cold, what the 2016
     write-up measured), a raw TCP echo on a warm connection, and optionally a
-    TCP connect. Every sample, lost and failed ones included, is a row with
-    its UTC send time; raw ping output is kept. Example on the local testbed:
+    TCP connect. With irtt among the probes, irtt's own server runs on the
+    server host and its client on the client host, a UDP packet every tick,
+    each round trip split by direction by the server's stamps. Every sample,
+    lost and failed ones included, is a row with its UTC send time; raw ping
+    and irtt output is kept. Example on the local testbed:
 
     \b
       labkit series ~/.local/state/labkit/testbeds/labkit/inventory.toml \\

@@ -9,13 +9,27 @@ the server host's data address, for ``duration``:
   set-up included: what the 2016 Go client actually measured);
 - ``tcp-echo``: the raw length-prefixed TCP echo on one open connection, the
   floor for an application-level round trip;
-- ``tcp-connect`` (optional): the time to open a TCP connection.
+- ``tcp-connect`` (optional): the time to open a TCP connection;
+- ``irtt`` (optional): irtt's UDP round trips (Debian's ``irtt``), each split by
+  direction by its own server's stamps, so labkit's one-way delays can be
+  compared with irtt's on the same link.
 
 One agent process on the client host (``labkit echo series-agent``, see
-:mod:`labkit.echo.series_agent`) runs every probe and streams one JSON line per
-result back over a single SSH channel; the controller here appends each as a
-row of :data:`labkit.schemas.SERIES_SCHEMA` and parses each ping run's raw
-output (kept under ``raw/``) with :func:`labkit.parsers.ping.parse_ping`.
+:mod:`labkit.echo.series_agent`) runs every probe but irtt and streams one JSON
+line per result back over a single SSH channel; the controller here appends
+each as a row of :data:`labkit.schemas.SERIES_SCHEMA` and parses each ping
+run's raw output (kept under ``raw/``) with :func:`labkit.parsers.ping.parse_ping`.
+
+irtt is the controller's own (:data:`CONTROLLER_PROBES`): ``irtt server`` on the
+server host, bound to its data address and bounded to the series' interval,
+length and packet size, for the whole run; and for each range of cells the agent
+runs, one ``irtt client`` on the client host, started with the agent's ticks, a
+packet every interval, its JSON kept in ``raw/`` and parsed with
+:func:`labkit.parsers.irtt.parse_irtt`: the packet sent in the range's interval
+``k`` is the row of tick ``first + k`` (irtt's seqno, unless its timer skipped an
+interval: :func:`irtt_rows`). Both are registered like every process a run
+starts, so they stop with it. A host without irtt is refused before the run
+(:func:`preflight`).
 
 Rows: one per probe per tick, plus one per duplicate ping reply. ``seq`` is
 the tick (0-based, shared by every probe: rows with the same ``seq`` were sent
@@ -45,17 +59,28 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from concurrent.futures import ThreadPoolExecutor
+
 from labkit.echo.options import OPTIONS
 from labkit.echo.plans import DEFAULT_PROBES, PROBES, SeriesPlan, series_argv
 from labkit.errors import LabkitError
-from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_SERIES_INTERVAL_S, MAX_SERIES_PAYLOAD_BYTES,
-                           MAX_TICKS, check_within)
+from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_IRTT_LENGTH, MAX_IRTT_ROUND_TRIPS,
+                           MAX_SERIES_INTERVAL_S, MAX_SERIES_PAYLOAD_BYTES, MAX_TICKS, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
 from labkit.experiments.stacks import Stack, StackChoice, go_tools, knob_keys, option_values, plan_stacks
+from labkit.parsers.irtt import (irtt_client_argv, irtt_server_argv, irtt_version_argv, parse_irtt,
+                                 parse_irtt_listening)
 from labkit.parsers.ping import parse_ping
 
 EXPERIMENT = "series"
 MIN_INTERVAL_S = 0.01  # the shortest time between a series' ticks
+#: The probes the controller runs itself, each with a tool of its own on both hosts, never through the agent.
+CONTROLLER_PROBES = ("irtt",)
+#: Every probe a series may have: the agent's (labkit.echo.plans.PROBES) and the controller's.
+SERIES_PROBES = (*PROBES, *CONTROLLER_PROBES)
+#: The packet length irtt's server allows beyond the series' payload: irtt's header with both stamps on both clocks
+#: and the receive window is 60 bytes (0.9.0); room for an HMAC and fields of a later version.
+IRTT_HEADER_ROOM = 128
 
 
 @dataclass
@@ -85,9 +110,17 @@ class SeriesConfig(StackChoice):
             raise LabkitError(f"--duration ({self.duration_s:g} s) must be at least one --interval ({self.interval_s:g} s)")
         if self.ticks > MAX_TICKS:
             raise LabkitError(f"{self.ticks} ticks is more than {MAX_TICKS}; use a longer --interval")
-        if not self.probes or any(p not in PROBES for p in self.probes) or len(set(self.probes)) != len(self.probes):
-            raise LabkitError(f"--probes must be distinct names from {','.join(PROBES)}, not {','.join(self.probes) or 'none'}")
+        if (not self.probes or any(p not in SERIES_PROBES for p in self.probes)
+                or len(set(self.probes)) != len(self.probes)):
+            raise LabkitError(f"--probes must be distinct names from {','.join(SERIES_PROBES)}, "
+                              f"not {','.join(self.probes) or 'none'}")
         check_within("--payload-bytes", self.payload_bytes, 0, MAX_SERIES_PAYLOAD_BYTES)
+        if "irtt" in self.probes:
+            if self.ticks > MAX_IRTT_ROUND_TRIPS:
+                raise LabkitError(f"--probes irtt: {self.ticks} ticks is more than one irtt run keeps "
+                                  f"({MAX_IRTT_ROUND_TRIPS}: it writes every round trip when it ends); "
+                                  "use a longer --interval or a shorter --duration")
+            check_within("--payload-bytes (with irtt, its packet length)", self.payload_bytes, 0, MAX_IRTT_LENGTH)
         if self.cell_s < self.interval_s:
             raise LabkitError("--cell must be at least one --interval")
         check_within("--cell", self.cell_s, self.interval_s, MAX_DURATION_S, "s")
@@ -121,6 +154,11 @@ class SeriesConfig(StackChoice):
     @property
     def cell_ticks(self) -> int:
         return max(1, round(self.cell_s / self.interval_s))
+
+    @property
+    def agent_probes(self) -> list[str]:
+        """The probes the series agent runs: all but the controller's own (irtt)."""
+        return [probe for probe in self.probes if probe not in CONTROLLER_PROBES]
 
 
 @dataclass(frozen=True)
@@ -267,6 +305,56 @@ def over_timeout(row: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     return {**row, "ok": False, "error": f"slower than the timeout ({timeout_s * 1e3:g} ms): {row['rtt_ms']:.3f} ms"}
 
 
+#: The error of a tick irtt sent no packet in (its send loop skips an interval after a send more than half one late).
+IRTT_SKIPPED = "not sent: irtt skipped this interval (its previous send was late)"
+
+
+def irtt_rows(result, first_tick: int, ticks: int, interval_s: float,
+              source_file: str | None = None) -> list[dict[str, Any]]:
+    """The series columns of one irtt client run over ticks ``first_tick .. first_tick + ticks - 1`` (pure).
+
+    ``result`` is :func:`parse_irtt`'s. The packet irtt sent in the run's interval ``k`` (its ``slot``: its seqno,
+    unless irtt's send loop skipped an interval before it) is the row of tick ``first_tick + k``; a tick irtt sent
+    nothing in is a row too, ``ok=False`` with :data:`IRTT_SKIPPED` and the time it was due, so every tick of the
+    range has one. irtt aims no send past its duration: a last send late enough to round into the interval after it
+    still belongs to the last one.
+    """
+    import pandas as pd
+
+    rows: dict[int, dict[str, Any]] = {}
+    for r in result.rows.itertuples(index=False):
+        slot = int(r.slot)
+        if slot >= ticks and ticks - 1 not in rows:
+            slot = ticks - 1
+        if slot >= ticks:
+            raise LabkitError(f"irtt sent packet {r.seq} in interval {slot}, after the last of its {ticks}")
+
+        def stamp(value) -> int | None:
+            return None if pd.isna(value) else int(value)
+
+        rows[slot] = {
+            "probe": "irtt", "seq": first_tick + slot, "t_utc_ns": int(r.t_utc_ns),
+            "rtt_ms": None if math.isnan(r.rtt_ms) else float(r.rtt_ms), "server_ns": None,
+            "server_recv_utc_ns": stamp(r.server_recv_utc_ns), "server_send_utc_ns": stamp(r.server_send_utc_ns),
+            "ok": bool(r.ok), "error": str(r.error), "cold": False, "duplicate": False,
+            "payload_bytes": stamp(r.payload_bytes), "unit": None if pd.isna(r.unit) else str(r.unit),
+            "source_file": source_file, "line_number": None,
+        }
+    if not rows:
+        return []
+    # When a skipped interval was due: the first packet's send, a whole number of intervals on.
+    start_ns = min(row["t_utc_ns"] - (row["seq"] - first_tick) * round(interval_s * 1e9) for row in rows.values())
+    payload = next(iter(rows.values()))["payload_bytes"]
+    for slot in range(ticks):
+        rows.setdefault(slot, {
+            "probe": "irtt", "seq": first_tick + slot, "t_utc_ns": start_ns + slot * round(interval_s * 1e9),
+            "rtt_ms": None, "server_ns": None, "server_recv_utc_ns": None, "server_send_utc_ns": None, "ok": False,
+            "error": IRTT_SKIPPED, "cold": False, "duplicate": False, "payload_bytes": payload, "unit": None,
+            "source_file": source_file, "line_number": None,
+        })
+    return [rows[slot] for slot in sorted(rows)]
+
+
 def ping_raw_text(events: list[dict[str, Any]]) -> str:
     """The raw output of a cell's ping runs, in tick order, each after a '# tick' line saying how it ran."""
     lines = ["# labkit series: one ping run per tick; each run's stdout follows its '# tick' line, "
@@ -319,7 +407,8 @@ class ProbedServerRunner(ExperimentRunner):
 
 
 class _Series(ProbedServerRunner):
-    """Runs the ticks of one series: one echo server, then one probe agent per contiguous range of cells."""
+    """Runs the ticks of one series: one echo server (and irtt's, with irtt), then one probe agent (and irtt client)
+    per contiguous range of cells."""
 
     def __init__(self, session, config: SeriesConfig):
         super().__init__(session, config)
@@ -332,47 +421,88 @@ class _Series(ProbedServerRunner):
             return
         self.address = session.address(config.server)
         self.server, self.ready = None, {}
+        self.irtt_server, self.irtt_port = None, None
         try:
-            self.start_server()
+            if config.agent_probes:  # irtt alone needs no echo server
+                self.start_server()
+            if "irtt" in config.probes:
+                self.start_irtt_server()
             for group in contiguous_ranges(todo):
                 session.check_stopping()
                 label = f"ticks {group[0].first}–{group[-1].first + group[-1].count - 1}"
                 self.with_one_restart(label, lambda: self.run_range(self.unfinished(group)), self.restart_server)
         finally:
+            if self.irtt_server is not None:
+                session.stop(config.server, self.irtt_server)
             if self.server is not None:
                 session.stop(config.server, self.server)
+
+    def start_irtt_server(self) -> None:
+        """irtt's server on the server host for the whole run, on its data address alone (a port the kernel picks),
+        bounded to what the series asks of it: no test longer than the series, no interval shorter, no packet
+        longer than its payload (with irtt's header), and a client silent for longer than 8 intervals dropped."""
+        config, session = self.config, self.session
+        argv = irtt_server_argv(self.address, 0, max_duration_s=config.ticks * config.interval_s + 1,
+                                min_interval_s=config.interval_s,
+                                max_length=max(config.payload_bytes, IRTT_HEADER_ROOM),
+                                idle_timeout_s=max(60.0, 8 * config.interval_s))
+        self.irtt_server = session.start(config.server, argv)
+        line = self.irtt_server.wait_for_line(lambda text: parse_irtt_listening(text) is not None, timeout=30)
+        self.irtt_port = parse_irtt_listening(line)[1]
+        self.run.manifest.setdefault("irtt_servers", {})[str(self.run.attempt)] = {
+            "host": config.server, "address": self.address, "port": self.irtt_port, "argv": argv}
+        self.run.save_manifest()
 
     def unfinished(self, cells: list[Cell]) -> list[Cell]:
         finished = self.run.finished_cells()
         return [cell for cell in cells if cell.id not in finished]
 
     def run_range(self, cells: list[Cell]) -> None:
-        """One agent for a contiguous range of cells; each cell completes when every probe has every tick. A dead
-        echo server stops the agent at its first failed call: cells not complete by then are left for a redo."""
+        """One agent for a contiguous range of cells (and one irtt client beside it, with irtt); each cell completes
+        when every probe has every tick. A dead echo server stops the agent at its first failed call: cells not
+        complete by then are left for a redo."""
         if not cells:
             return
         config, address, ready = self.config, self.address, self.ready
-        agent = SeriesPlan(address=address, grpc_port=ready["port"], tcp_echo_port=ready["tcp_echo_port"],
-                           probes=config.probes, first_tick=cells[0].first, ticks=sum(cell.count for cell in cells),
-                           interval_s=config.interval_s, payload_bytes=config.payload_bytes,
-                           timeout_s=config.timeout_s, spread=config.spread)
-        recorder = _RangeRecorder(self.run, config, cells, server_alive=lambda: self.server.poll() is None,
+        alive = [server for server in (self.server, self.irtt_server) if server is not None]
+        recorder = _RangeRecorder(self.run, config, cells, server_alive=lambda: all(s.poll() is None for s in alive),
                                   check_link=self.session.check_link)
-        argv = series_argv(agent, config.stack().client_impl)
-        with self.session.agent(config.client, *argv) as proc, self.stops_with(self.server, proc):
-            # Silence longer than a call's deadline (twice: warm-up of two probes) plus a tick means the agent is stuck.
-            for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
-                self.handle(event, recorder)
-                if event.get("event") == "sample" and not event.get("ok"):
-                    self.check_server(config.server, self.server, f"tick {event['tick']}")
-            status = proc.wait()
+        irtt = _IrttClient(self, cells) if "irtt" in config.probes else None
+        status, proc = 0, None
+        try:
+            if config.agent_probes:
+                agent = SeriesPlan(address=address, grpc_port=ready["port"], tcp_echo_port=ready["tcp_echo_port"],
+                                   probes=config.agent_probes, first_tick=cells[0].first,
+                                   ticks=sum(cell.count for cell in cells), interval_s=config.interval_s,
+                                   payload_bytes=config.payload_bytes, timeout_s=config.timeout_s, spread=config.spread)
+                argv = series_argv(agent, config.stack().client_impl)
+                with self.session.agent(config.client, *argv) as proc, self.stops_with(self.server, proc):
+                    # Silence longer than a call's deadline (twice: warm-up of two probes) plus a tick: stuck.
+                    for event in json_lines(proc, timeout=3 * config.timeout_s + config.interval_s + 60):
+                        if irtt is not None and event.get("event") == "start":
+                            irtt.start()  # with the agent's first tick, so irtt's intervals are the agent's ticks
+                        self.handle(event, recorder)
+                        if event.get("event") == "sample" and not event.get("ok"):
+                            self.check_server(config.server, self.server, f"tick {event['tick']}")
+                    status = proc.wait()
+            if irtt is not None and status == 0:
+                irtt.start()  # at once when there is no agent (no-op once started)
+                irtt.finish(recorder)
+        finally:
+            if irtt is not None:
+                irtt.stop()
         missing = [cell for cell in cells if cell.id not in recorder.done]
         self.cells_done += len(cells) - len(missing)
-        if missing:
+        if missing and self.server is not None:
             self.check_server(config.server, self.server, f"cells {missing[0].label}–{missing[-1].label}")
+        if missing and self.irtt_server is not None and self.irtt_server.poll() is not None:
+            raise LabkitError(f"irtt's server on {config.server} exited ({self.irtt_server.last_words()}) during "
+                              f"cells {missing[0].label}–{missing[-1].label}: they are left incomplete; "
+                              f"`{self.resume_command()}` redoes them")
         if status != 0 or missing:
-            raise LabkitError(f"the series agent on {config.client} stopped with {len(missing)} of {len(cells)} cells "
-                              f"incomplete: {proc.last_words(status)}")
+            who = f"the series agent on {config.client}" if proc is not None else f"irtt's client on {config.client}"
+            why = proc.last_words(status) if proc is not None else "its round trips did not cover every tick"
+            raise LabkitError(f"{who} stopped with {len(missing)} of {len(cells)} cells incomplete: {why}")
 
     def handle(self, event: dict[str, Any], recorder: "_RangeRecorder") -> None:
         kind = event.get("event")
@@ -389,6 +519,51 @@ class _Series(ProbedServerRunner):
             recorder.ping(event)
             self.progress.advance()
             self.progress.describe(f"{self.config.client}→{self.config.server} tick {event['tick'] + 1}/{self.config.ticks}")
+
+
+class _IrttClient:
+    """irtt's client for one range of cells, on the client host: started with the range's first tick, a packet
+    every interval for as many intervals as the range has ticks; its JSON is kept in raw/ and becomes the range's
+    irtt rows (:func:`irtt_rows`) once it ends."""
+
+    def __init__(self, series: _Series, cells: list[Cell]):
+        self.series, self.session, self.config = series, series.session, series.config
+        self.first, self.ticks = cells[0].first, sum(cell.count for cell in cells)
+        self.label = f"ticks{cells[0].first:07d}-{cells[-1].first + cells[-1].count - 1:07d}"
+        self.proc = None
+        config = self.config
+        # Replies later than a call's deadline are no samples anyway (over_timeout): irtt waits that long for them.
+        self.argv = irtt_client_argv(series.address, series.irtt_port, config.interval_s,
+                                     self.ticks * config.interval_s, config.payload_bytes, wait_s=config.timeout_s)
+
+    def start(self) -> None:
+        if self.proc is None:
+            self.proc = self.session.start(self.config.client, self.argv)
+
+    def finish(self, recorder: "_RangeRecorder") -> None:
+        """Wait for irtt to end (its ticks and its wait for the last replies), keep its JSON in raw/ (named after the
+        range and its first cell's attempt) and record its rows. irtt writes nothing until it ends: silence past
+        that is a stuck irtt, one line."""
+        config, proc = self.config, self.proc
+        run_s = self.ticks * config.interval_s + config.timeout_s + 60
+        self.series.progress.describe(f"{config.client}→{config.server} irtt's last replies")
+        text = "\n".join(proc.lines(timeout=run_s)) + "\n"
+        status = proc.wait(timeout=30)
+        self.stop()
+        source = f"irtt-{self.label}-a{recorder.state_of(self.first).attempt}.json"
+        self.series.run.write_raw(source, text)
+        if status != 0:
+            raise LabkitError(f"irtt's client on {config.client} exited with status {status}: "
+                              f"{proc.last_words(status)}")
+        rows = irtt_rows(parse_irtt(text), self.first, self.ticks, config.interval_s, source)
+        recorder.irtt(rows)
+        self.series.progress.advance(len(rows))
+
+    def stop(self) -> None:
+        """Stop (and unregister) the client, if it was started and not stopped yet."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            self.session.stop(self.config.client, proc)
 
 
 class _RangeRecorder:
@@ -431,6 +606,17 @@ class _RangeRecorder:
         self.append(state, ping_rows(event, source))
         self.finish_if_complete(state)
 
+    def irtt(self, rows: list[dict[str, Any]]) -> None:
+        """An irtt client run's rows (one per tick of its range), cell by cell."""
+        by_cell: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_cell.setdefault(self.state_of(row["seq"]).cell.first, []).append(row)
+        for first, cell_rows in sorted(by_cell.items()):
+            state = self.states[first]
+            self.append(state, cell_rows)
+            state.seen["irtt"].update(row["seq"] for row in cell_rows)
+            self.finish_if_complete(state)
+
     def finish_if_complete(self, state: _CellState) -> None:
         """Once a cell has every tick of every probe, it is complete: unless the echo server is gone, when its
         calls may have gone to nothing."""
@@ -444,6 +630,28 @@ class _RangeRecorder:
 def plan(config: SeriesConfig, inventory) -> Plan:
     return Plan(plan_cells(config), [config.client, config.server], total=config.ticks * len(config.probes), unit="sample",
                 tools=go_tools([(config.client, config.server, config.stack())]))
+
+
+def preflight(config: SeriesConfig, inventory, plan: Plan, accept_new_host_keys: bool = False) -> None:
+    """With irtt among the probes: refuse the series before it exists, in one line, when the client or the server
+    host lacks irtt (its client runs on one, its server on the other; Debian's package, not a tool labkit sends)."""
+    if "irtt" not in config.probes:
+        return
+    hosts = [config.client, config.server]
+
+    def has_irtt(name: str) -> bool:
+        with inventory.open(name, accept_new_host_keys=accept_new_host_keys) as host:
+            try:
+                return host.run(irtt_version_argv(), timeout=30).ok
+            except LabkitError:  # not installed: the host could not start it
+                return False
+
+    with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+        missing = [name for name, found in zip(hosts, pool.map(has_irtt, hosts)) if not found]
+    if missing:
+        raise LabkitError(f"--probes irtt needs irtt on the client and the server host: it is not on "
+                          f"{' nor '.join(missing)}; install Debian's irtt there (`apt-get install irtt`) "
+                          "(nothing was run)")
 
 
 def summarize(run):
@@ -465,5 +673,5 @@ def one_way_delays(run):
 
 SPEC = ExperimentSpec(
     command="series", experiment=EXPERIMENT, config_type=SeriesConfig, plan=plan, runner=_Series,
-    schema="SERIES_SCHEMA", summarize=summarize, notebook="series",
+    schema="SERIES_SCHEMA", summarize=summarize, notebook="series", preflight=preflight,
 )
