@@ -28,9 +28,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from labkit.echo.plans import SeriesPlan, UploadFilePlan, UploadPlan, series_argv, upload_argv, upload_file_argv
+from labkit.echo.plans import PROBES, SeriesPlan, UploadFilePlan, UploadPlan, series_argv, upload_argv, upload_file_argv
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentSpec, Plan, json_lines, url_host
 from labkit.experiments.series import (ProbedServerRunner, SeriesConfig, over_timeout, ping_raw_text, ping_rows,
@@ -72,6 +72,8 @@ def parse_queue_setting(text: str) -> dict[str, str] | None:
 @dataclass
 class UnderLoadConfig(SeriesConfig):
     """A series' settings (its probes, interval, stack), each cell a timeline with a load in its middle."""
+
+    ALLOWED_PROBES: ClassVar[tuple[str, ...]] = PROBES  # the agent runs every probe here: not the series' irtt
 
     duration_s: float = 30.0
     interval_s: float = 0.1

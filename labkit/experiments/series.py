@@ -57,7 +57,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -87,6 +87,10 @@ IRTT_HEADER_ROOM = 128
 class SeriesConfig(StackChoice):
     """Everything that defines a series; stored in the manifest as the resolved config."""
 
+    #: The probes --probes may name: the agent's and the controller's own (irtt). An experiment that hands every
+    #: probe to the agent (latency-under-load) names the agent's alone.
+    ALLOWED_PROBES: ClassVar[tuple[str, ...]] = SERIES_PROBES
+
     inventory: str
     client: str | None = None
     server: str | None = None
@@ -110,9 +114,9 @@ class SeriesConfig(StackChoice):
             raise LabkitError(f"--duration ({self.duration_s:g} s) must be at least one --interval ({self.interval_s:g} s)")
         if self.ticks > MAX_TICKS:
             raise LabkitError(f"{self.ticks} ticks is more than {MAX_TICKS}; use a longer --interval")
-        if (not self.probes or any(p not in SERIES_PROBES for p in self.probes)
+        if (not self.probes or any(p not in self.ALLOWED_PROBES for p in self.probes)
                 or len(set(self.probes)) != len(self.probes)):
-            raise LabkitError(f"--probes must be distinct names from {','.join(SERIES_PROBES)}, "
+            raise LabkitError(f"--probes must be distinct names from {','.join(self.ALLOWED_PROBES)}, "
                               f"not {','.join(self.probes) or 'none'}")
         check_within("--payload-bytes", self.payload_bytes, 0, MAX_SERIES_PAYLOAD_BYTES)
         if "irtt" in self.probes:
