@@ -171,8 +171,13 @@ def test_an_interrupted_capturing_series_keeps_its_packets_and_explains_its_cold
         assert parts["handshake"] >= 0.9 * result.base_rtt_ms and parts["http2-setup"] > 0, parts
         assert 1.9 * result.base_rtt_ms <= setup <= 2.6 * result.base_rtt_ms, parts
         assert result.rounds == 1 and abs(parts["remainder"]) <= 0.05 * result.rtt_ms, parts
+    # A warm call opens nothing and its request is one round trip; what else it spent is the path's (a busy machine
+    # at the run's start delayed two warm calls by 25 ms each way once: queueing, not set-up).
     warm = explained[(explained["probe"] == "echo-warm") & (explained["evidence"] == "capture")]
-    assert len(warm) >= 2 and (warm["cause"] == "none").all()
+    assert len(warm) >= 2 and (warm["rounds"] == 1).all() and warm["cause"].isin(["none", "queueing"]).all(), warm
+    for result in warm.itertuples():
+        parts = {c["name"]: c["ms"] for c in result.components}
+        assert parts["handshake"] == parts["http2-setup"] == parts["tls"] == 0, parts
 
     # Issue 23, item 7: a capture file damaged after the run is named in explain's one line, exit 2.
     junk = run.raw_dir / captures[0]["file"]
