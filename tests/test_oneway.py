@@ -1,15 +1,20 @@
 """One-way delays per direction (issue 25, part 1), measured on a testbed of its own with an asymmetric link:
-30 ms a -> b, 70 ms b -> a. The testbed's hosts are namespaces of one kernel and read one clock, so each probe's
+30 ms a -> b, 70 ms b -> a, by labkit's probes and by irtt beside them (a `labkit series` probe the controller
+runs on both hosts). The testbed's hosts are namespaces of one kernel and read one clock, so each probe's
 split is exact and must match the link's; then the same rows with the server's clock moved, as two hosts' clocks
 would be, check the bound labkit gives when it cannot know the offset.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import numpy as np
 import pytest
 
-from conftest import deployed_inventory, labkit as run_labkit, own_testbed
+from conftest import deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed
+from labkit.parsers.irtt import parse_irtt
 from labkit.analysis.oneway import ClockOffset, clock_offset, one_way_summary, raw_one_way, share_a_clock
 from labkit.store import Run
 from labkit.testbed.topology import Topology
@@ -18,6 +23,7 @@ pytestmark = pytest.mark.testbed
 
 OUT_MS, BACK_MS = 30.0, 70.0
 STAMPED_PROBES = ["echo-warm", "echo-cold", "tcp-echo"]
+TICKS = 30  # of each series run: 6 s of 0.2 s
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +44,7 @@ def series_run(request, lab, inventory, tmp_path_factory):
     impl = request.param
     runs = tmp_path_factory.mktemp(f"oneway-{impl}")
     proc = run_labkit("series", str(inventory), "--client", "a", "--server", "b", "--duration", "6s",
-                      "--interval", "200ms", "--cell", "6s", "--probes", ",".join(["ping", *STAMPED_PROBES]),
+                      "--interval", "200ms", "--cell", "6s", "--probes", ",".join(["ping", *STAMPED_PROBES, "irtt"]),
                       "--client-impl", impl, "--server-impl", impl, "--name", f"ow-{impl}", "--runs-dir", str(runs),
                       "--quiet", timeout=180)
     assert proc.returncode == 0, proc.stderr
@@ -48,7 +54,7 @@ def series_run(request, lab, inventory, tmp_path_factory):
 def test_each_probe_splits_into_the_links_two_directions(series_run):
     samples = series_run.samples()
     # The servers stamp every gRPC and TCP echo; ping has no server of labkit's.
-    stamped = samples["probe"].isin(STAMPED_PROBES)
+    stamped = samples["probe"].isin([*STAMPED_PROBES, "irtt"])
     assert samples.loc[stamped & samples["ok"], "server_recv_utc_ns"].notna().all()
     assert samples.loc[~stamped, ["server_recv_utc_ns", "server_send_utc_ns"]].isna().all().all()
     # The namespaces share one kernel, and their facts say so: the offset is 0, exactly.
@@ -56,7 +62,7 @@ def test_each_probe_splits_into_the_links_two_directions(series_run):
     offset = clock_offset(raw_one_way(samples), shared=True)
     assert offset == ClockOffset(0.0, 0.0, "one clock", 0)
     table = one_way_summary(samples, offset).set_index("probe")
-    assert set(table.index) == set(STAMPED_PROBES)
+    assert set(table.index) == {*STAMPED_PROBES, "irtt"}
     # 30 ticks; a busy machine may skip one or two. A cold call (3-4 round trips of 100 ms) outlasts the next tick.
     assert (table.loc[["echo-warm", "tcp-echo"], "n"] >= 28).all() and table.loc["echo-cold", "n"] >= 8, table["n"]
     # Each way is the link's plus the hosts' own stacks: never less, and at the median within a few ms, each on its
@@ -102,3 +108,60 @@ def test_a_hosts_facts_say_how_its_clock_is_kept(series_run):
     assert clock["boot_id"] == open("/proc/sys/kernel/random/boot_id").read().strip()
     # The kernel's own word (adjtimex): synchronised or not, with its error bounds; this VM runs no time daemon.
     assert isinstance(clock["synchronized"], bool) and clock["maxerror_us"] >= 0 and isinstance(clock["daemons"], list)
+
+
+# -- irtt as a series probe ------------------------------------------------------------------------------
+
+
+def test_irtt_has_a_row_for_every_tick_split_into_the_links_two_ways(series_run):
+    samples = series_run.samples()
+    assert set(samples["probe"]) == {"ping", *STAMPED_PROBES, "irtt"}
+    irtt = samples[samples["probe"] == "irtt"].sort_values("seq")
+    assert list(irtt["seq"]) == list(range(TICKS))
+    ok = irtt[irtt["ok"]]
+    # No loss on the link; a tick irtt's send loop skipped (its send before came late) is a row that says so.
+    assert len(ok) >= TICKS - 5 and set(irtt.loc[~irtt["ok"], "error"]) <= {
+        "not sent: irtt skipped this interval (its previous send was late)"}
+    assert ok[["server_recv_utc_ns", "server_send_utc_ns", "rtt_ms"]].notna().all().all()
+    assert (ok["payload_bytes"] == 60).all() and (ok["unit"] == "ns").all() and not irtt["cold"].any()
+    out_ms = (ok["server_recv_utc_ns"] - ok["t_utc_ns"]).astype(float) / 1e6
+    back_ms = (ok["t_utc_ns"] - ok["server_send_utc_ns"]).astype(float) / 1e6 + ok["rtt_ms"]
+    # The hosts share one clock: each way at least its link's delay, at the median within 1 ms of it.
+    assert (out_ms >= OUT_MS).all() and (back_ms >= BACK_MS).all()
+    assert abs(out_ms.median() - OUT_MS) < 1 and abs(back_ms.median() - BACK_MS) < 1, (out_ms.median(),
+                                                                                        back_ms.median())
+    # irtt's ticks are the agent's: its first send within a tick of the first ping's.
+    first_ping = samples.loc[(samples["probe"] == "ping") & (samples["seq"] == 0), "t_utc_ns"].iat[0]
+    assert abs(int(irtt["t_utc_ns"].iat[0]) - int(first_ping)) < 1e9
+
+
+def test_the_raw_json_is_kept_and_its_own_delays_are_the_rows(series_run):
+    """irtt's JSON in raw/, named in each row; the rows' one-way delays are irtt's own send and receive delays."""
+    samples = series_run.samples()
+    irtt = samples[samples["probe"] == "irtt"]
+    [source] = set(irtt["source_file"])
+    raw_path = series_run.raw_dir / source
+    text = gzip.open(raw_path, "rt").read() if raw_path.suffix == ".gz" else raw_path.read_text()
+    data = json.loads(text)
+    delays = {trip["seqno"]: trip["delay"] for trip in data["round_trips"] if trip["lost"] in (False, "false")}
+    by_send = {trip["timestamps"]["client"]["send"]["wall"]: trip["seqno"] for trip in data["round_trips"]}
+    ok = irtt[irtt["ok"]]
+    seqnos = [by_send[t] for t in ok["t_utc_ns"]]
+    # To the µs: samples() reads the stamps' nullable columns as float64, whose 53 bits keep an epoch in ns to 256 ns
+    # (the parser's rows are exact: tests/test_irtt.py).
+    out_ms = (ok["server_recv_utc_ns"] - ok["t_utc_ns"]) / 1e6
+    assert np.allclose(out_ms, [delays[seq]["send"] / 1e6 for seq in seqnos], rtol=0, atol=1e-3)
+    back_ms = (ok["t_utc_ns"] - ok["server_send_utc_ns"]).astype(float) / 1e6 + ok["rtt_ms"]
+    assert np.allclose(back_ms, [delays[seq]["receive"] / 1e6 for seq in seqnos], rtol=0, atol=1e-3)
+    assert len(parse_irtt(text).rows) == len(data["round_trips"])
+
+
+def test_irtt_is_recorded_and_leaves_nothing_running(series_run, lab):
+    manifest = series_run.manifest
+    assert manifest["status"] == "complete"
+    [server] = manifest["irtt_servers"].values()
+    assert server["host"] == "b" and server["address"] == lab.hosts["b"].data_address and server["port"] > 0
+    assert all(manifest["hosts"][name]["tools"]["irtt"].startswith("irtt version") for name in ("a", "b"))
+    # The agent ran the other probes, irtt none of them.
+    assert all("irtt" not in agent["probes"] for agent in manifest["agents"])
+    assert leftover_processes(lab, ("irtt ",)) == []
