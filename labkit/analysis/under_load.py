@@ -179,9 +179,11 @@ def findings(added: pd.DataFrame, queues: pd.DataFrame) -> str:
                      f"most: {worst['probe']} under {worst['load']}, +{worst['added_ms']:.1f} ms "
                      f"[{worst['added_low_ms']:.1f}, {worst['added_high_ms']:.1f}], n = {worst['n_during']}).")
     if held["transport_little"]:
+        deep = rtt[~rtt["queue"].str.startswith("codel")]
+        counts = ", ".join(f"{probe} n = {n}" for probe, n in deep.groupby("probe")["n_during"].min().items())
         lines.append(f"- **The probe's own transport changes little**: under droptail, ping, gRPC and the raw TCP "
-                     f"echo gained round trips within {SAME_SHARE:.0%} of each other: a shared queue delays every "
-                     "packet behind it alike.")
+                     f"echo gained round trips within {SAME_SHARE:.0%} of each other ({counts} under load, the "
+                     "fewest of any condition): a shared queue delays every packet behind it alike.")
     return "\n".join(lines) or "This run shows none of the classic findings: read the tables above."
 
 
