@@ -30,13 +30,14 @@ SHARED_DEPLOY_ENV = "LABKIT_TEST_DEPLOY_DIR"
 os.environ.setdefault(SHARED_DEPLOY_ENV, f"/tmp/labkit-test-deploy-{os.getpid()}")
 
 
-# The modules that take longest (`pytest --durations`), collected first: xdist's loadfile hands modules to its
+# The modules that take longest (their tests' summed time in a run of make test, 2026-11-29), collected first: xdist's loadfile hands modules to its
 # workers in collection order (with --no-loadscope-reorder, as make test runs it; by default it orders them by their
 # number of tests), and a long module handed out last ran on alone while the other workers idled: the two
 # JupyterLab tests, two minutes, at the very end.
-LONGEST_FIRST = ("test_sweep.py", "test_faults.py", "test_jupyterlab.py", "test_notebooks.py", "test_run_hosts.py",
-                 "test_load.py", "test_hop.py", "test_explain.py", "test_series.py", "test_upload.py", "test_go_echo.py", "test_under_load.py", "test_oneway.py",
-                 "test_privilege.py")
+LONGEST_FIRST = ("test_notebooks.py", "test_sweep.py", "test_faults.py", "test_jupyterlab.py", "test_load.py",
+                 "test_compare.py", "test_hop.py", "test_run_hosts.py", "test_explain.py", "test_series.py",
+                 "test_analysis_tuning.py", "test_privilege.py", "test_upload.py", "test_under_load.py",
+                 "test_import.py", "test_oneway.py", "test_link_fidelity.py", "test_go_echo.py")
 
 
 def pytest_collection_modifyitems(config, items):
