@@ -1,6 +1,7 @@
 """`labkit latency-under-load` (issue 25, part 2) on a testbed of its own: 100 Mbit/s, 25 ms one way.
 
-One short run of two queues (droptail of 10 BDP, CoDel over the same buffer) under an upload: the probes' phases,
+One short run of two queues (droptail of 10 BDP, CoDel over the same buffer) under an upload, irtt beside the
+agent's probes: the probes' phases,
 what the load added in each direction, the queue the emulator saw, and the link put back; an interrupted run
 that leaves no load behind; and the bad input refused before a run exists.
 """
@@ -69,6 +70,7 @@ def test_responsiveness_is_the_drafts_trimmed_mean_in_round_trips_per_minute():
     (["--queues", "fifo:10bdp"], "'fifo:10bdp' is not a queue"),
     (["--loads", "udp-up"], "udp-up"),
     (["--ramp", "20s"], "--ramp"),
+    (["--probes", "irtt"], "give an agent probe beside irtt"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     inventory = tmp_path / "inventory.toml"
@@ -105,9 +107,9 @@ def link_overrides(lab) -> dict:
 def loaded_run(lab, inventory, tmp_path_factory):
     runs = tmp_path_factory.mktemp("under-load-runs")
     before = link_overrides(lab)
-    proc = run_labkit("latency-under-load", str(inventory), "--client", "a", "--server", "b", *QUICK,
-                      "--queues", "10bdp,codel:10bdp", "--loads", "tcp-up", "--name", "ul", "--runs-dir", str(runs),
-                      timeout=300)
+    proc = run_labkit("latency-under-load", str(inventory), "--client", "a", "--server", "b", *QUICK[:-1],
+                      f"{QUICK[-1]},irtt", "--queues", "10bdp,codel:10bdp", "--loads", "tcp-up", "--name", "ul",
+                      "--runs-dir", str(runs), timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc, Run.open(next(runs.glob("*-ul"))), before
 
@@ -122,11 +124,15 @@ def test_a_run_has_every_phase_of_every_probe_and_leaves_nothing_behind(lab, loa
 
     assert pq.read_schema(run.path / "samples.parquet").equals(UNDER_LOAD_SCHEMA, check_metadata=False)
     assert set(samples["queue"]) == {"10bdp", "codel:10bdp"} and set(samples["load"]) == {"tcp-up"}
-    # 100 ticks a probe a cell; ping sends at every tick whatever the queue, each in the phase its tick's plan says.
-    ping = samples[samples["probe"] == "ping"]
-    assert ping.groupby("queue")["seq"].nunique().tolist() == [100, 100]
-    expected = ping["t_offset_s"].map(lambda t: "before" if t < 2 else "ramp" if t < 4 else "during" if t < 8 else "after")
-    assert (ping["phase"] == expected).all()
+    # 100 ticks a probe a cell; ping and irtt send at every tick whatever the queue, each in the phase its tick's
+    # plan says.
+    for probe in ("ping", "irtt"):
+        rows = samples[samples["probe"] == probe]
+        assert rows.groupby("queue")["seq"].nunique().tolist() == [100, 100], probe
+        expected = rows["seq"].map(lambda k: "before" if k < 20 else "ramp" if k < 40 else "during" if k < 80 else "after")
+        assert (rows["phase"] == expected).all() and (rows["t_offset_s"] == rows["seq"] * 0.1).all(), probe
+    assert sorted(p.name for p in run.raw_dir.glob("irtt-*.json")) == [
+        "irtt-10bdp-cubic-tcp-up-a1.json", "irtt-codel-10bdp-cubic-tcp-up-a1.json"]
     # The load ran when planned, and its iperf3 report is kept.
     cells = [e for e in run.cell_events() if e["event"] == "complete"]
     assert len(cells) == 2 and all(abs(e["load_started_s"] - 2) < 1 and e["load_sent_bps"] > 50e6 for e in cells)
@@ -143,7 +149,7 @@ def test_a_deep_queue_adds_its_delay_on_the_way_out_and_codel_keeps_it_short(loa
     deep = queues.loc[("10bdp", "a>b")]
     assert deep["drain_ms"] == pytest.approx(500, rel=0.01)  # 10 x 100 Mbit/s x 50 ms, at 100 Mbit/s
     assert deep["peak_ms"] > 50 and queues.loc[("10bdp", "b>a"), "peak_ms"] < 5
-    for probe in ("echo-warm", "tcp-echo"):
+    for probe in ("echo-warm", "tcp-echo", "irtt"):
         out, back = added.loc[("10bdp", probe, "out")], added.loc[("10bdp", probe, "back")]
         # The probe's way out waited in that queue (at most its peak), its way back did not.
         assert out["added_low_ms"] > 20 and out["added_ms"] <= deep["peak_ms"] + 5, out
@@ -152,7 +158,7 @@ def test_a_deep_queue_adds_its_delay_on_the_way_out_and_codel_keeps_it_short(loa
     ping = added.loc[("10bdp", "ping", "rtt")]
     assert ping["added_low_ms"] > 20 and ping["rpm_during"] < ping["rpm_before"]
     # CoDel (target 5 ms) keeps the same buffer's standing queue near its target.
-    for probe in ("ping", "echo-warm", "tcp-echo"):
+    for probe in ("ping", "echo-warm", "tcp-echo", "irtt"):
         assert added.loc[("codel:10bdp", probe, "rtt"), "added_ms"] < 15
     # The same buffer, and the emulator saw it stand far below the droptail queue's.
     assert queues.loc[("codel:10bdp", "a>b"), "peak_ms"] < deep["peak_ms"] / 2

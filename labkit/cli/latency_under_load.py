@@ -7,8 +7,8 @@ import click
 
 from labkit.cli.options import experiment_options, print_run_footer, run_from_flags, stack_options
 from labkit.cli.params import DURATION, choice_list
-from labkit.echo.plans import PROBES
 from labkit.experiments.latency_under_load import LOADS
+from labkit.experiments.series import SERIES_PROBES
 from labkit.limits import MAX_SERIES_PAYLOAD_BYTES
 
 # option (and experiment-file key) -> UnderLoadConfig field, where the names differ
@@ -22,11 +22,12 @@ def _names(text: str) -> list[str]:
 
 @click.command("latency-under-load")
 @click.option("--client", help="Inventory host that sends the probes (and the load's client end).")
-@click.option("--server", help="Inventory host that answers them (echo server, and the load's server end).")
+@click.option("--server", help="Inventory host that answers them (echo server, irtt's with irtt, and the load's server end).")
 @click.option("--duration", type=DURATION, help="Each cell's timeline: probes from its start to its end. [default: 30s]")
 @click.option("--interval", type=DURATION, help="Time between ticks; every probe sends once per tick. [default: 100ms]")
-@click.option("--probes", type=choice_list(PROBES),
-              help=f"Comma-separated, from {','.join(PROBES)}. [default: ping,echo-warm,tcp-echo]")
+@click.option("--probes", type=choice_list(SERIES_PROBES),
+              help=f"Comma-separated, from {','.join(SERIES_PROBES)} (irtt: Debian's irtt on both hosts, beside at "
+                   "least one other). [default: ping,echo-warm,tcp-echo]")
 @click.option("--load-start", type=DURATION, help="When the load starts, from the cell's first tick. [default: 5s]")
 @click.option("--load-for", type=DURATION, help="How long the load runs (whole seconds). [default: 20s]")
 @click.option("--ramp", type=DURATION,
@@ -52,7 +53,7 @@ def latency_under_load(**flags):
 
     Each cell is one condition (the link's queue, the load's direction, its
     congestion control) and one timeline: the probes of `labkit series` (ping,
-    a warm gRPC echo, a raw TCP echo, ...) every --interval for --duration,
+    a warm gRPC echo, a raw TCP echo, irtt, ...) every --interval for --duration,
     and one iperf3 stream (or the application's own gRPC uploads) from
     --load-start for --load-for. The summary gives
     what the load added to each probe's median, its round trip and, for probes

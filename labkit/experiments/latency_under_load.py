@@ -3,7 +3,8 @@
 The commonest reason an RPC is slow in production is not on its own connection: a queue it shares with other
 traffic, in one direction (bufferbloat). Each **cell** is one condition (the link's queue, the load's direction
 and congestion control) and one timeline of ``duration``: the series agent's probes (:mod:`labkit.echo.series_agent`:
-ping, warm gRPC echo, raw TCP echo, ...) at every ``interval`` from the first tick to the last, and an iperf3 TCP
+ping, warm gRPC echo, raw TCP echo, ...; and irtt, its client started with the agent's first tick, as in a series)
+at every ``interval`` from the first tick to the last, and an iperf3 TCP
 load (one stream, no rate limit) from ``load_start`` for ``load``: ``tcp-up`` from the client host to the server
 host, ``tcp-down`` back, ``tcp-both`` at once; or the application's own: ``grpc-up``, gRPC uploads of a generated
 16 MiB file on one channel, one after another, by the stack's upload agent. Each row is a series row with the condition and its **phase**: sent
@@ -30,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from labkit.echo.plans import PROBES, SeriesPlan, UploadFilePlan, UploadPlan, series_argv, upload_argv, upload_file_argv
+from labkit.echo.plans import SeriesPlan, UploadFilePlan, UploadPlan, series_argv, upload_argv, upload_file_argv
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentSpec, Plan, json_lines, url_host
-from labkit.experiments.series import (ProbedServerRunner, SeriesConfig, over_timeout, ping_raw_text, ping_rows,
-                                      sample_row)
+from labkit.experiments.series import (SERIES_PROBES, IrttClient, ProbedServerRunner, SeriesConfig, over_timeout,
+                                      ping_raw_text, ping_rows, require_irtt, sample_row)
 from labkit.experiments.stacks import go_tools
 from labkit.limits import MAX_DURATION_S, MAX_REPEATS, check_within
 from labkit.parsers.iperf3 import LOAD_DIRECTIONS, iperf3_load_argv, parse_iperf3_json
@@ -73,7 +74,7 @@ def parse_queue_setting(text: str) -> dict[str, str] | None:
 class UnderLoadConfig(SeriesConfig):
     """A series' settings (its probes, interval, stack), each cell a timeline with a load in its middle."""
 
-    ALLOWED_PROBES: ClassVar[tuple[str, ...]] = PROBES  # the agent runs every probe here: not the series' irtt
+    ALLOWED_PROBES: ClassVar[tuple[str, ...]] = SERIES_PROBES  # the agent's, and irtt run beside it
 
     duration_s: float = 30.0
     interval_s: float = 0.1
@@ -89,6 +90,9 @@ class UnderLoadConfig(SeriesConfig):
     def validate(self) -> None:
         self.cell_s = self.duration_s  # a cell is one whole timeline
         super().validate()
+        if not self.agent_probes:
+            raise LabkitError(f"--probes {','.join(self.probes)}: give an agent probe beside irtt (ping, echo-warm, "
+                              "tcp-echo, ...): the agent's first tick starts each cell's timeline and its load")
         check_within("--load-start", self.load_start_s, 0, MAX_DURATION_S, "s")
         check_within("--load-for", self.load_s, None, MAX_DURATION_S, "s")
         if self.load_start_s + self.load_s > self.duration_s:
@@ -162,6 +166,8 @@ class _UnderLoad(ProbedServerRunner):
         links_before = None
         try:
             self.start_server()
+            if "irtt" in config.probes:
+                self.start_irtt_server()
             for cell in todo:
                 session.check_stopping()
                 queue = parse_queue_setting(cell.queue)
@@ -173,6 +179,8 @@ class _UnderLoad(ProbedServerRunner):
                     self.testbed.restore_links(links_before)
                 self.with_one_restart(cell.label, lambda: self.run_cell(cell), self.restart_server)
         finally:
+            if self.irtt_server is not None:
+                session.stop(config.server, self.irtt_server)
             if self.server is not None:
                 session.stop(config.server, self.server)
             if links_before is not None:
@@ -184,11 +192,12 @@ class _UnderLoad(ProbedServerRunner):
             return
         attempt = run.begin_cell(cell.id)
         agent = SeriesPlan(address=self.address, grpc_port=self.ready["port"], tcp_echo_port=self.ready["tcp_echo_port"],
-                           probes=config.probes, first_tick=0, ticks=config.ticks, interval_s=config.interval_s,
+                           probes=config.agent_probes, first_tick=0, ticks=config.ticks, interval_s=config.interval_s,
                            payload_bytes=config.payload_bytes, timeout_s=config.timeout_s, spread=config.spread)
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "src": config.client, "dst": config.server,
                  "cell_id": cell.id, "attempt": attempt, **cell.columns()}
         load = _Load(self, cell, attempt)
+        irtt = IrttClient(self, 0, config.ticks, cell.label) if "irtt" in config.probes else None
         rows, pings, t0_ns = 0, {}, time.time_ns()
 
         def append(new: list[dict[str, Any]]) -> None:
@@ -208,6 +217,8 @@ class _UnderLoad(ProbedServerRunner):
                     kind = event.get("event")
                     if kind == "start":
                         t0_ns = event["t0_utc_ns"]
+                        if irtt is not None:
+                            irtt.start()  # with the agent's first tick: irtt's intervals are the agent's ticks
                         load.start_at(t0_ns + int(config.load_start_s * 1e9))
                     elif kind == "sample":
                         append([sample_row(event)])
@@ -220,9 +231,14 @@ class _UnderLoad(ProbedServerRunner):
                         self.progress.advance()
                         self.progress.describe(f"{cell.label}: tick {event['tick'] + 1}/{config.ticks}")
                 status = proc.wait()
+                if irtt is not None and status == 0:
+                    append(irtt.finish(attempt))
             except BaseException:
                 load.cancel()  # Ctrl-C, a dead agent: the load stops with the cell, on both hosts
                 raise
+            finally:
+                if irtt is not None:
+                    irtt.stop()
         measured = load.finish()
         self.check_server(config.server, self.server, cell.label)
         if status != 0:
@@ -391,12 +407,14 @@ def plan(config: UnderLoadConfig, inventory) -> Plan:
 
 
 def preflight(config: UnderLoadConfig, inventory, plan: Plan, accept_new_host_keys: bool) -> None:
-    """Before the run: a queue other than ``keep`` needs a labkit testbed to set it on."""
+    """Before the run: a queue other than ``keep`` needs a labkit testbed to set it on; irtt needs irtt on both
+    hosts."""
     changing = [queue for queue in config.queues if queue != "keep"]
     if changing and not (getattr(inventory, "testbed", None) or {}).get("name"):
         raise LabkitError(f"--queues {changing[0]}: {config.client} and {config.server} are not a labkit testbed, whose "
                           "link emulator sets the queue; on other hosts give --queues keep (and set the bottleneck's "
                           "queue yourself)")
+    require_irtt(config, inventory, accept_new_host_keys)
 
 
 def summarize(run):

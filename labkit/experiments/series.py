@@ -393,7 +393,27 @@ class _CellState:
 class ProbedServerRunner(ExperimentRunner):
     """A runner whose probes (the series agent's) go to one echo server on ``config.server``, with its TCP echo, at
     ``self.address``: started once, restarted once when it dies (``with_one_restart``); recorded in the manifest's
-    ``servers`` per attempt."""
+    ``servers`` per attempt. With irtt among the probes, irtt's server beside it (``start_irtt_server``)."""
+
+    irtt_server = None
+    irtt_port: int | None = None
+
+    def start_irtt_server(self) -> None:
+        """irtt's server on the server host for the whole run, on its data address alone (a port the kernel picks),
+        bounded to what the run asks of it: no test longer than its ticks (a series' whole, a latency-under-load
+        cell's timeline), no interval shorter, no packet longer than its payload (with irtt's header), and a client
+        silent for longer than 8 intervals dropped."""
+        config, session = self.config, self.session
+        argv = irtt_server_argv(self.address, 0, max_duration_s=config.ticks * config.interval_s + 1,
+                                min_interval_s=config.interval_s,
+                                max_length=max(config.payload_bytes, IRTT_HEADER_ROOM),
+                                idle_timeout_s=max(60.0, 8 * config.interval_s))
+        self.irtt_server = session.start(config.server, argv)
+        line = self.irtt_server.wait_for_line(lambda text: parse_irtt_listening(text) is not None, timeout=30)
+        self.irtt_port = parse_irtt_listening(line)[1]
+        self.run.manifest.setdefault("irtt_servers", {})[str(self.run.attempt)] = {
+            "host": config.server, "address": self.address, "port": self.irtt_port, "argv": argv}
+        self.run.save_manifest()
 
     def start_server(self) -> None:
         config, run = self.config, self.run
@@ -441,22 +461,6 @@ class _Series(ProbedServerRunner):
             if self.server is not None:
                 session.stop(config.server, self.server)
 
-    def start_irtt_server(self) -> None:
-        """irtt's server on the server host for the whole run, on its data address alone (a port the kernel picks),
-        bounded to what the series asks of it: no test longer than the series, no interval shorter, no packet
-        longer than its payload (with irtt's header), and a client silent for longer than 8 intervals dropped."""
-        config, session = self.config, self.session
-        argv = irtt_server_argv(self.address, 0, max_duration_s=config.ticks * config.interval_s + 1,
-                                min_interval_s=config.interval_s,
-                                max_length=max(config.payload_bytes, IRTT_HEADER_ROOM),
-                                idle_timeout_s=max(60.0, 8 * config.interval_s))
-        self.irtt_server = session.start(config.server, argv)
-        line = self.irtt_server.wait_for_line(lambda text: parse_irtt_listening(text) is not None, timeout=30)
-        self.irtt_port = parse_irtt_listening(line)[1]
-        self.run.manifest.setdefault("irtt_servers", {})[str(self.run.attempt)] = {
-            "host": config.server, "address": self.address, "port": self.irtt_port, "argv": argv}
-        self.run.save_manifest()
-
     def unfinished(self, cells: list[Cell]) -> list[Cell]:
         finished = self.run.finished_cells()
         return [cell for cell in cells if cell.id not in finished]
@@ -471,7 +475,9 @@ class _Series(ProbedServerRunner):
         alive = [server for server in (self.server, self.irtt_server) if server is not None]
         recorder = _RangeRecorder(self.run, config, cells, server_alive=lambda: all(s.poll() is None for s in alive),
                                   check_link=self.session.check_link)
-        irtt = _IrttClient(self, cells) if "irtt" in config.probes else None
+        first, ticks = cells[0].first, sum(cell.count for cell in cells)
+        irtt = (IrttClient(self, first, ticks, f"ticks{first:07d}-{first + ticks - 1:07d}")
+                if "irtt" in config.probes else None)
         status, proc = 0, None
         try:
             if config.agent_probes:
@@ -491,7 +497,7 @@ class _Series(ProbedServerRunner):
                     status = proc.wait()
             if irtt is not None and status == 0:
                 irtt.start()  # at once when there is no agent (no-op once started)
-                irtt.finish(recorder)
+                recorder.irtt(irtt.finish(recorder.state_of(first).attempt))
         finally:
             if irtt is not None:
                 irtt.stop()
@@ -525,43 +531,43 @@ class _Series(ProbedServerRunner):
             self.progress.describe(f"{self.config.client}→{self.config.server} tick {event['tick'] + 1}/{self.config.ticks}")
 
 
-class _IrttClient:
-    """irtt's client for one range of cells, on the client host: started with the range's first tick, a packet
-    every interval for as many intervals as the range has ticks; its JSON is kept in raw/ and becomes the range's
-    irtt rows (:func:`irtt_rows`) once it ends."""
+class IrttClient:
+    """irtt's client for ``ticks`` ticks from ``first`` (a series' range of cells, a latency-under-load cell's
+    timeline), on the client host, against the runner's irtt server: started with the first tick, a packet every
+    interval; its JSON is kept in raw/ (``irtt-<label>-a<attempt>.json``) and becomes the ticks' irtt rows
+    (:func:`irtt_rows`) once it ends."""
 
-    def __init__(self, series: _Series, cells: list[Cell]):
-        self.series, self.session, self.config = series, series.session, series.config
-        self.first, self.ticks = cells[0].first, sum(cell.count for cell in cells)
-        self.label = f"ticks{cells[0].first:07d}-{cells[-1].first + cells[-1].count - 1:07d}"
+    def __init__(self, runner: ProbedServerRunner, first: int, ticks: int, label: str):
+        self.runner, self.session, self.config = runner, runner.session, runner.config
+        self.first, self.ticks, self.label = first, ticks, label
         self.proc = None
         config = self.config
         # Replies later than a call's deadline are no samples anyway (over_timeout): irtt waits that long for them.
-        self.argv = irtt_client_argv(series.address, series.irtt_port, config.interval_s,
+        self.argv = irtt_client_argv(runner.address, runner.irtt_port, config.interval_s,
                                      self.ticks * config.interval_s, config.payload_bytes, wait_s=config.timeout_s)
 
     def start(self) -> None:
         if self.proc is None:
             self.proc = self.session.start(self.config.client, self.argv)
 
-    def finish(self, recorder: "_RangeRecorder") -> None:
-        """Wait for irtt to end (its ticks and its wait for the last replies), keep its JSON in raw/ (named after the
-        range and its first cell's attempt) and record its rows. irtt writes nothing until it ends: silence past
-        that is a stuck irtt, one line."""
+    def finish(self, attempt: int) -> list[dict[str, Any]]:
+        """Wait for irtt to end (its ticks and its wait for the last replies), keep its JSON in raw/ (named after its
+        label and the ``attempt`` of the cell it starts in) and return its rows. irtt writes nothing until it ends:
+        silence past that is a stuck irtt, one line."""
         config, proc = self.config, self.proc
         run_s = self.ticks * config.interval_s + config.timeout_s + 60
-        self.series.progress.describe(f"{config.client}→{config.server} irtt's last replies")
+        self.runner.progress.describe(f"{config.client}→{config.server} irtt's last replies")
         text = "\n".join(proc.lines(timeout=run_s)) + "\n"
         status = proc.wait(timeout=30)
         self.stop()
-        source = f"irtt-{self.label}-a{recorder.state_of(self.first).attempt}.json"
-        self.series.run.write_raw(source, text)
+        source = f"irtt-{self.label}-a{attempt}.json"
+        self.runner.run.write_raw(source, text)
         if status != 0:
             raise LabkitError(f"irtt's client on {config.client} exited with status {status}: "
                               f"{proc.last_words(status)}")
         rows = irtt_rows(parse_irtt(text), self.first, self.ticks, config.interval_s, source)
-        recorder.irtt(rows)
-        self.series.progress.advance(len(rows))
+        self.runner.progress.advance(len(rows))
+        return rows
 
     def stop(self) -> None:
         """Stop (and unregister) the client, if it was started and not stopped yet."""
@@ -639,6 +645,11 @@ def plan(config: SeriesConfig, inventory) -> Plan:
 def preflight(config: SeriesConfig, inventory, plan: Plan, accept_new_host_keys: bool = False) -> None:
     """With irtt among the probes: refuse the series before it exists, in one line, when the client or the server
     host lacks irtt (its client runs on one, its server on the other; Debian's package, not a tool labkit sends)."""
+    require_irtt(config, inventory, accept_new_host_keys)
+
+
+def require_irtt(config: SeriesConfig, inventory, accept_new_host_keys: bool = False) -> None:
+    """With irtt among ``config``'s probes, refuse in one line when the client or the server host lacks it."""
     if "irtt" not in config.probes:
         return
     hosts = [config.client, config.server]
