@@ -212,19 +212,23 @@ def test_argv_run_the_real_irtt_within_the_servers_bounds():
     assert parse_irtt_listening("[ServerStart] starting IRTT server version 0.9.0") is None
 
 
-# -- labkit series --probes ...,irtt: refused before anything runs ------------------------------------------------
+# -- --probes ...,irtt (series, latency-under-load): refused before anything runs ------------------------------------------------
 
 LOCAL_PAIR = '[hosts.a]\nssh = "local"\n\n[hosts.b]\nssh = "local"\n'
 
 
-def test_a_series_with_irtt_on_hosts_without_it_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize("experiment, args", [
+    ("series", ["--duration", "2s"]),
+    ("latency-under-load", ["--duration", "4s", "--load-start", "1s", "--load-for", "2s", "--ramp", "1s"]),
+])
+def test_irtt_on_hosts_without_it_is_refused_in_one_line(tmp_path, experiment, args):
     """irtt is Debian's, not a tool labkit sends: a host without it (here: a PATH without /usr/bin) is named in one
     line, exit 2, before the run exists."""
     inventory = tmp_path / "inventory.toml"
     inventory.write_text(LOCAL_PAIR)
     runs = tmp_path / "runs"
     venv_bin = str(Path(LABKIT).parent)
-    proc = subprocess.run([LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "2s",
+    proc = subprocess.run([LABKIT, experiment, str(inventory), "--client", "a", "--server", "b", *args,
                            "--probes", "ping,irtt", "--runs-dir", str(runs)], capture_output=True, text=True,
                           timeout=60, env={"PATH": venv_bin, "HOME": str(tmp_path)})
     assert proc.returncode == 2, proc.stderr
