@@ -246,7 +246,6 @@ def timed_echo(stub, request, timeout_s: float | None) -> EchoOutcome:
 def server_stamps(call) -> ServerStamps:
     """What the server's trailers said of a call (ServerStamps of Nones when it sent none)."""
     return ServerStamps.from_metadata(call.trailing_metadata() if hasattr(call, "trailing_metadata") else None)
-    return None
 
 
 def call_schedule(sizes: Sequence[int], repeats: int, warmup: int = 0, *, shuffle: bool = False,
