@@ -10,7 +10,9 @@ added to its median round trip and to each direction, against the targets:
 - droptail of 10 BDP: the warm gRPC probe's median under load rises by the queue's drain time, within 15 %;
 - CoDel: by at most 15 ms;
 
-and what the emulator saw of the queue (its peak as time at the link's rate, its drops).
+and what the emulator saw of the queue: its peak as time at the link's rate, its drops, and the wait it gave the
+packets while the load ran (its record per millisecond of arrival), against which the probes' rise is read: a
+probe that says what its queue held rises by the queue's own wait, whatever that is against its limit.
 
 Needs root. Run it alone. Usage: .venv/bin/python bench/latency_under_load.py [--load-for 30s]
 """
@@ -20,6 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+
+import pandas as pd
 
 from labkit.analysis.under_load import queue_table
 from labkit.deploy import deploy
@@ -54,11 +58,12 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as runs_dir:
             config = UnderLoadConfig(inventory=str(state.inventory), client="a", server="b",
                                      duration_s=load_s + 15, load_start_s=5, load_s=load_s, ramp_s=5,
-                                     probes=["ping", "echo-warm", "tcp-echo"], queues=["10bdp", "codel:10bdp"],
+                                     probes=["ping", "echo-warm", "tcp-echo", "irtt"], queues=["10bdp", "codel:10bdp"],
                                      loads=["tcp-up"], cc=["cubic"], client_impl=[args.impl], server_impl=[args.impl])
             run = Run.of(run_command("latency-under-load", config=config, runs_dir=runs_dir, quiet=True))
             added = run.summary()
             queues = queue_table(run.cell_events())
+            waits = deep_queue_waits(run)
     finally:
         for netns in hosts:
             _tune(netns, defaults[netns])
@@ -79,10 +84,24 @@ def main() -> int:
     drain = queues.set_index(["queue", "direction"]).loc[("10bdp", "a>b"), "drain_ms"]
     deep = indexed.loc[("10bdp", "echo-warm", "rtt"), "added_ms"]
     codel = indexed.loc[("codel:10bdp", "echo-warm", "rtt"), "added_ms"]
+    print(f"the 10 BDP queue a -> b while the load ran ({len(waits)} ms of arrivals): packets waited {waits.median():.1f} ms "
+          f"at the median (mean {waits.mean():.1f}, 5th-95th percentile {waits.quantile(0.05):.1f}-"
+          f"{waits.quantile(0.95):.1f}) = {waits.median() / drain:.3f} of its drain time; the warm gRPC probe's rise "
+          f"/ that median wait = {deep / waits.median():.3f}")
     print(f"targets (warm gRPC probe): droptail 10 BDP added {deep:.1f} ms / drain time {drain:.0f} ms = "
           f"{deep / drain:.3f} (0.85-1.15: {'met' if abs(deep / drain - 1) <= 0.15 else 'not met'}); "
           f"CoDel added {codel:.1f} ms (<= 15: {'met' if codel <= 15 else 'not met'})")
     return 0
+
+
+def deep_queue_waits(run) -> pd.Series:
+    """The longest wait (ms) in the 10 BDP queue a -> b of each millisecond of arrivals during the load (its ramp
+    left out), from the emulator's record the run kept; the 'during' window is that of the cell's probes."""
+    samples = run.samples()
+    during = samples[(samples["queue"] == "10bdp") & (samples["phase"] == "during")]["t_utc_ns"]
+    waits = pd.read_csv(next(run.raw_dir.glob("queue-10bdp-*.csv.gz")))
+    inside = (waits["direction"] == "a>b") & waits["t_ms"].between(during.min() // 1_000_000, during.max() // 1_000_000)
+    return waits[inside]["wait_us"] / 1e3
 
 
 if __name__ == "__main__":
