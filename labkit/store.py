@@ -388,7 +388,14 @@ class Run:
         import pandas as pd
 
         path = self.path / "samples.parquet"
-        frame = pd.read_parquet(path) if path.exists() else pd.DataFrame(self.journal_rows())
+        if path.exists():
+            frame = _exact_stamps(pd.read_parquet(path), path)
+        else:
+            rows = self.journal_rows()
+            frame = pd.DataFrame(rows)
+            for name in EXACT_NS_COLUMNS:
+                if name in frame.columns and frame[name].dtype != "int64":
+                    frame[name] = pd.array([row.get(name) for row in rows], dtype="Int64")
         return _with_server_stamps(_with_call_columns(_with_stack_columns(frame, self.manifest), self.manifest))
 
     def __repr__(self) -> str:
@@ -530,6 +537,25 @@ _STACK_CLIENT = {"idle-step": "python", "series": "python", "upload": "python", 
 #: The columns labkit-go's gRPC load adds to a load cell (each message timed); older runs and ghz cells have none.
 LOAD_MESSAGE_COLUMNS = ("messages", "messages_ok", "message_mean_ms", "message_p50_ms", "message_p90_ms",
                         "message_p99_ms")
+
+
+#: Wall-clock stamps in ns that may be null (a server that sent none): pandas reads a nullable int64 column as
+#: float64, whose 53-bit mantissa keeps a 2026 UTC stamp to 256 ns only; these are read as nullable Int64 instead.
+EXACT_NS_COLUMNS = ("server_recv_utc_ns", "server_send_utc_ns")
+
+
+def _exact_stamps(frame, path):
+    """``frame`` (the Parquet file at ``path``) with its nullable ns stamps read again as exact Int64."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    inexact = [name for name in EXACT_NS_COLUMNS if name in frame.columns and frame[name].dtype != "int64"]
+    if inexact:
+        table = pq.read_table(path, columns=inexact)
+        for name in inexact:
+            frame[name] = table.column(name).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get).array
+    return frame
 
 
 def _with_server_stamps(frame):

@@ -227,3 +227,25 @@ def test_cleanup_refuses_manifest_fields_of_shapes_labkit_never_writes(tmp_path,
     assert proc.stderr.strip().splitlines() == [
         f"labkit: error: {run.run_id}: {message}; nothing of this run was changed"]
     assert Run.open(run.path).status == "running"
+
+
+def test_server_stamps_read_back_to_the_ns_with_nulls_kept(tmp_path):
+    """A 2026 UTC stamp in ns needs 61 bits: read as float64 (pandas' way with a nullable int64 column) it lands on a
+    multiple of 256 ns. The one-way delays subtract two such stamps, so they are read back exact, nulls kept, from
+    the journal of an unfinished run and from the Parquet file of a finished one."""
+    stamp = 1_795_916_449_375_670_149  # odd, and not a multiple of 256
+    schema = pa.schema([("cell_id", pa.string()), ("attempt", pa.int64()), ("seq", pa.int64()),
+                        ("server_recv_utc_ns", pa.int64()), ("server_send_utc_ns", pa.int64())])
+    run = Run.create(tmp_path, "stamps", "series", {})
+    attempt = run.begin_cell("A")
+    run.append([{"cell_id": "A", "attempt": attempt, "seq": 0, "server_recv_utc_ns": stamp, "server_send_utc_ns": stamp + 1},
+                {"cell_id": "A", "attempt": attempt, "seq": 1, "server_recv_utc_ns": None, "server_send_utc_ns": None}])
+    run.complete_cell("A", attempt, 2)
+    for source in ("journal", "parquet"):
+        if source == "parquet":
+            run.finalize(schema)
+        samples = run.samples().sort_values("seq")
+        # int(): a float compares equal to the int it rounds from, so == alone would pass a float64 column
+        first = samples.iloc[0]
+        assert (int(first["server_recv_utc_ns"]), int(first["server_send_utc_ns"])) == (stamp, stamp + 1), source
+        assert samples["server_recv_utc_ns"].isna().tolist() == [False, True], source

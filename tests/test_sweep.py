@@ -139,10 +139,10 @@ def test_the_idle_step_with_tcp_state_and_compare_names_the_sysctl_a_user_set_ou
     medians = compared.table[compared.table["measure"] == "median RTT"].set_index("payload_bytes")
     big, small = medians.loc[30000], medians.loc[1000]
     assert -1.3 < big["difference"] / rtt_ms < -0.7 and big["high"] < 0 and big["verdict"] == "lower"
-    # 1000 B fit in the window either way: no difference, or (a loaded machine shifting one run's calls by a few
-    # tenths of a millisecond) one within the 1 % compare calls noise, never a change.
-    assert small["verdict"] in ("unclear", "within noise")
-    assert small["low"] <= 0 <= small["high"] or small["verdict"] == "within noise"
+    # 1000 B fit in the window either way: no round trip gained or lost. compare may still call the difference a
+    # change: its noise is 1 % of the call, and the suite's start (other workers deploying and building) has slowed
+    # the first run's three small calls by more than that (verdict 'lower', twice in fresh clones).
+    assert abs(small["difference"]) < 0.3 * rtt_ms, small.to_dict()
 
 
 def _start_sweep(inventory, runs_dir, name: str, *extra: str, preexec_fn=None) -> subprocess.Popen:
