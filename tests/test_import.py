@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import DATA, REPO, labkit
+from conftest import DATA, REPO, labkit, wait_for
 
 from labkit.errors import LabkitError
 from labkit.importers import experiment_for, guess_kind, import_files, read_log
@@ -469,7 +469,6 @@ def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, sta
     import os
     import signal
     import subprocess
-    import time
 
     from conftest import LABKIT
 
@@ -489,8 +488,7 @@ def test_an_import_stopped_by_a_signal_leaves_nothing(tmp_path, stop_signal, sta
         proc = subprocess.Popen([LABKIT, "import", "ping", str(log), "--out", "stopped", "--runs-dir", str(runs)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "TMPDIR": str(spools)})
-        while not any(spools.iterdir()) and proc.poll() is None:
-            time.sleep(0.01)
+        wait_for(lambda: any(spools.iterdir()) or proc.poll() is not None, 120, "the import's spool file or its end")
         proc.send_signal(getattr(signal, stop_signal))
         _, err = proc.communicate(timeout=60)
         if proc.returncode != 0:

@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from labkit.echo.plans import PROBES
+from labkit.analysis.probes import probes_of
 
 #: The knobs of an idle-step condition, in the order a condition's label names them (the gRPC stack last).
 SWEEP_CONDITION = ["src", "dst", "cc", "slow_start_after_idle", "gap_s", "background_gap_s", "keepalive_ms",
@@ -71,11 +71,8 @@ def summarize_series(samples: pd.DataFrame) -> pd.DataFrame:
 
     ``vs_ping`` is each probe's median over ping's median (when ping ran).
     """
-    found = set(samples["probe"])
-    # The agent's probes in its order (ping first), then any other (irtt, which the controller runs) by name.
-    probes = [p for p in PROBES if p in found] + sorted(found - set(PROBES))
     table = []
-    for probe in probes:
+    for probe in probes_of(samples):
         rows = samples[(samples["probe"] == probe) & ~samples["duplicate"]]
         ok = rows[rows["ok"]]["rtt_ms"]
         table.append({

@@ -325,6 +325,9 @@ def irtt_rows(result, first_tick: int, ticks: int, interval_s: float,
     """
     import pandas as pd
 
+    def stamp(value) -> int | None:
+        return None if pd.isna(value) else int(value)
+
     rows: dict[int, dict[str, Any]] = {}
     for r in result.rows.itertuples(index=False):
         slot = int(r.slot)
@@ -332,10 +335,6 @@ def irtt_rows(result, first_tick: int, ticks: int, interval_s: float,
             slot = ticks - 1
         if slot >= ticks:
             raise LabkitError(f"irtt sent packet {r.seq} in interval {slot}, after the last of its {ticks}")
-
-        def stamp(value) -> int | None:
-            return None if pd.isna(value) else int(value)
-
         rows[slot] = {
             "probe": "irtt", "seq": first_tick + slot, "t_utc_ns": int(r.t_utc_ns),
             "rtt_ms": None if math.isnan(r.rtt_ms) else float(r.rtt_ms), "server_ns": None,
