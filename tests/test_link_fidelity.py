@@ -63,13 +63,14 @@ def _flow(state, src: str, dst: str, count: int, interval_s: float) -> probe.Flo
     return probe.Flow(s.netns, s.data_address, d.netns, d.data_address, count, interval_s)
 
 
-def _flows_on_time(state, keys: list[str], count: int, interval_s: float, attempts: int = 3):
+def _flows_on_time(state, keys: list[str], count: int, interval_s: float, attempts: int = 3,
+                   late_us: float | None = None):
     """Probe flows in every direction of ``keys`` at once, again if the emulator says it was late.
 
     A check of the link's shape judges the model only when the emulator kept its schedule. On a 2-core machine
     under the suite's load it sometimes does not, for a few hundred ms at a time, and then what the probes measure
     is the machine (a KS p of 1e-27 for a uniform, once). The emulator counts its own lateness every second; a
-    measurement over a window it reports late (p99 above :func:`emulator.late_threshold_us`) is taken again, and
+    measurement over a window it reports late (p99 above :func:`emulator.late_threshold_us`, or ``late_us``) is taken again, and
     after ``attempts`` late windows the test fails saying so. Returns the flows and the window's lateness."""
     delays_ns = {key: int(BASE_S * 1e9) for key in keys}
     seen = []
@@ -81,7 +82,9 @@ def _flows_on_time(state, keys: list[str], count: int, interval_s: float, attemp
         window = emulator.window_summary(state.dir / emulator.STATS_FILE, start_ns, end_ns, delays_ns)
         lateness = {key: window["directions"].get(key, {}).get("lateness_p99_us") for key in keys}
         seen.append(lateness)
-        if not set(window["late_directions"]) & set(keys):
+        late = ({key for key, p99 in lateness.items() if p99 is not None and p99 > late_us} if late_us is not None
+                else set(window["late_directions"]) & set(keys))
+        if not late:
             return flows, f"emulator lateness p99 (µs) by direction {lateness}"
     raise AssertionError(f"the emulator was late in each of {attempts} measurements (p99 µs by direction): {seen}")
 
@@ -119,7 +122,9 @@ def test_jitter_follows_each_configured_distribution_and_correlation(tmp_path):
     try:
         assert emulator.read_status(state.dir)["seed"] == 4  # the seed asked for is the one drawing
         keys = [*JITTER, "c>b"]
-        flows, lateness = _flows_on_time(state, keys, SAMPLES, INTERVAL_S)
+        # The shape's checks hold the emulator to 150 µs at p99 (40-80 alone), not the report's 250: two fresh clones
+        # failed them with it on time by that rule, at 230 and 240 µs.
+        flows, lateness = _flows_on_time(state, keys, SAMPLES, INTERVAL_S, attempts=4, late_us=150)
     finally:
         lab.down(quiet=True)
     measured = {key: np.array(flow.delays_s()) for key, flow in zip(keys, flows)}
