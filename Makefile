@@ -18,7 +18,7 @@ demo:
 ## order tests/conftest.py collects them (longest first), not xdist's default order by number of tests. Three
 ## workers on two cores: four were faster (9:02-9:25) but starved the link emulator's fidelity tests (docs/testing.md).
 test: bootstrap
-	$(BIN)/python -m pytest -q -ra -n 3 --dist loadfile --no-loadscope-reorder --durations=30
+	$(BIN)/python -m pytest -q -ra -n 3 --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 ## JupyterLab on notebooks/ with the labkit kernel; prints the URL with its token (LAB_ARGS go to jupyter lab).
 lab: bootstrap

@@ -16,8 +16,8 @@ One testbed (hosts a and b, cubic) is brought to each link in turn, live, and me
    the rates are iperf3's received payload over 20 s after slow start (``-O``, omitted: at 100-200 ms
    RTT it alone takes 1-2 s of the link), with the emulator's drops by cause over the stream, so
    that every retransmit is accounted for (the queue's own tail drops, or the emulator's);
-5. tests/test_link_fidelity.py (KS of jitter, loss, Gilbert-Elliott, a replayed ping
-   trace, a scheduled partition), its measured figures printed.
+5. bench/link_fidelity.py: the jitter's shapes and correlation, a replayed ping trace and a scheduled
+   partition by the wall clock, each beside its target and the emulator's lateness meanwhile.
 
 TCP buffers: for the veth path, the unlimited link and 1 Gbit/s, the hosts' tcp_rmem/tcp_wmem
 maxima are raised to 64 MiB inside the testbed's namespaces only (per-namespace sysctls), as a host
@@ -26,18 +26,14 @@ RTT near 0.3 Gbit/s, whatever the link; the receive buffer starts at 32 MiB (see
 link (115 Mbit/s, 0 retransmits between two stock VMs), measured with the hosts' own defaults: a
 64 MiB window would let cubic grow to twice the bandwidth-delay product and overflow the queue.
 
-Needs root. Usage: .venv/bin/python bench/testbed_fidelity.py [--name bench-fid] [--no-fidelity-tests]
+Needs root. Usage: .venv/bin/python bench/testbed_fidelity.py [--name bench-fid] [--no-link-fidelity]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -48,6 +44,8 @@ from labkit.parsers.ping import parse_ping
 from labkit.testbed import emulator
 from labkit.testbed import netns as ns
 from labkit.testbed.lab import LinkConfig, Testbed, netns_name
+
+import link_fidelity  # bench/, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 #: A host tuned for a long fat path: 64 MiB maxima; the receive buffer starts at 32 MiB. Started at 128 KiB, 5 of 14
@@ -167,16 +165,6 @@ def measure_links(lab: Testbed, args) -> dict:
     return figures
 
 
-def fidelity_tests() -> tuple[int, list[dict]]:
-    """tests/test_link_fidelity.py on its own testbeds, with what each check measured."""
-    with tempfile.NamedTemporaryFile(suffix=".jsonl") as record:
-        env = {**os.environ, "LABKIT_FIDELITY_RECORD": record.name, "LABKIT_REQUIRE_TESTBED": "1"}
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "tests/test_link_fidelity.py"], cwd=REPO, env=env, capture_output=True, text=True)
-        lines = [json.loads(line) for line in Path(record.name).read_text().splitlines() if line.strip()]
-    return proc.returncode, lines
-
-
 def _drops(figure: dict) -> str:
     drops = figure["lateness"]["drops"]
     return ", ".join(f"{cause} {n}" for cause, n in drops.items() if n) or "none"
@@ -216,15 +204,6 @@ def _rows(f: dict) -> list[tuple[str, str]]:
     ]
 
 
-def _fidelity_rows(lines: list[dict]) -> list[tuple[str, str]]:
-    rows = []
-    for line in lines:
-        check = line.pop("check")
-        label = f"{check} {line.pop('direction', '')} {line.pop('distribution', '')}".strip()
-        rows.append((label, ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in line.items())))
-    return rows
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="bench-fid", help="testbed name (its namespaces are labkit-NAME-*)")
@@ -233,7 +212,8 @@ def main() -> int:
     parser.add_argument("--unlimited-seconds", type=int, default=10)
     parser.add_argument("--rate-seconds", type=int, default=20)
     parser.add_argument("--omit-seconds", type=int, default=3, help="slow start, left out of the rate tests")
-    parser.add_argument("--no-fidelity-tests", dest="fidelity_tests", action="store_false")
+    parser.add_argument("--no-link-fidelity", dest="link_fidelity", action="store_false",
+                        help="leave out step 5 (bench/link_fidelity.py)")
     args = parser.parse_args()
     lab = Testbed(args.name, log=lambda message: print(message, file=sys.stderr))
     try:
@@ -244,16 +224,13 @@ def main() -> int:
     finally:
         lab.down(quiet=True)
     rows = _rows(figures)
-    status = 0
-    if args.fidelity_tests:
-        print("tests/test_link_fidelity.py ...", file=sys.stderr)
-        status, lines = fidelity_tests()
-        rows += [("tests/test_link_fidelity.py", "passed" if status == 0 else f"FAILED (pytest exit {status})")]
-        rows += _fidelity_rows(lines)
+    if args.link_fidelity:
+        print("bench/link_fidelity.py ...", file=sys.stderr)
+        rows += link_fidelity.rows(link_fidelity.measure(f"{args.name}-lf"))
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
         print(f"{label:<{width}}  {value}")
-    return status
+    return 0
 
 
 if __name__ == "__main__":

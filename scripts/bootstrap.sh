@@ -166,6 +166,8 @@ run_queue() {
 # vegeta, the open-loop HTTP load generator of `labkit hop --rate` (a fixed request rate whatever the answers do, so
 # queueing shows in the latencies), pinned and static like ghz: its CSV encoding is what labkit's parser is tested
 # on, and labkit copies it to the hosts that run it.
+# uv, which does the pip install (run_job pip): pinned, as the tools below are.
+UV_VERSION=0.13.9
 declare -A PINS=(
   [protoc-gen-go]=google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
   [protoc-gen-go-grpc]=google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
@@ -186,8 +188,15 @@ declare -A OPTIONAL=(
 run_job() {
   case $1 in
     pip)
-      .venv/bin/python -m pip install -q --upgrade pip
-      .venv/bin/python -m pip install -q -e ".[$extras]"
+      # uv, pinned, installs what pip would (the same pyproject.toml, the same PyPI) with its downloads in parallel
+      # and a cache shared by every checkout: a cold set-up's largest step (docs/setup.md has both times). Where
+      # uv has no wheel for the machine, pip does the same install.
+      if .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"; then
+        .venv/bin/uv pip install --quiet --python .venv/bin/python -e ".[$extras]"
+      else
+        echo "bootstrap: no uv $UV_VERSION for this machine; installing with pip"
+        .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extras]"
+      fi
       echo "$extras" >"$stamp" ;;
     labkit-go)
       # Static, so that labkit can copy it to hosts of any distribution.

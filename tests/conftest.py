@@ -37,7 +37,7 @@ os.environ.setdefault(SHARED_DEPLOY_ENV, f"/tmp/labkit-test-deploy-{os.getpid()}
 LONGEST_FIRST = ("test_notebooks.py", "test_sweep.py", "test_faults.py", "test_jupyterlab.py", "test_load.py",
                  "test_compare.py", "test_hop.py", "test_run_hosts.py", "test_explain.py", "test_series.py",
                  "test_analysis_tuning.py", "test_privilege.py", "test_upload.py", "test_under_load.py",
-                 "test_import.py", "test_oneway.py", "test_link_fidelity.py", "test_go_echo.py")
+                 "test_import.py", "test_oneway.py", "test_go_units.py", "test_link_fidelity.py", "test_go_echo.py")
 
 
 def pytest_collection_modifyitems(config, items):

