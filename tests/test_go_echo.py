@@ -23,6 +23,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from conftest import wait_for
 from test_echo import ServerProcess, _write_test_pki, call, labkit, start_echo_server, summary_counts  # noqa: F401
 
 from labkit.echo.http2 import Http2Client
@@ -317,15 +318,47 @@ def test_codec_vtproto_talks_to_grpcio_on_either_side(start_server, python_serve
     (["series-agent", "--address", "127.0.0.1", "--probes", "tcp-echo", "--tcp-echo-port", "1", "--ticks", "1",
       "--interval", "1s", "--payload-bytes", "-1"], "--payload-bytes -1 is out of range"),
     (["upload-file", "--path", "/nonexistent/labkit/file"], "cannot read /nonexistent/labkit/file"),
+    (["grpc-load", "--target", "x:y:z"], "is not HOST:PORT"),
 ], ids=["server-takes-no-pool", "unknown-option", "client-takes-no-streams-limit", "bad-size", "cold-with-background",
         "bind-no-port", "bind-not-local", "cert-without-key", "unknown-flag", "bind-no-host", "side-port-range",
         "buffer-beyond-int32", "target-port-zero", "keepalive-below-floor", "window-below-floor", "keepalive-zero",
-        "duration-overflow", "negative-payload", "missing-file"])
+        "duration-overflow", "negative-payload", "missing-file", "grpcload-target-not-host-port"])
 def test_bad_input_to_labkit_go_is_one_line_and_exit_2(args, message):
     result = subprocess.run([str(GO_BINARY), *args], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and result.stdout == ""
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_grpc_load_keeps_the_answers_of_streams_cut_short_by_sigterm(go_server, tmp_path):
+    from labkit.parsers.grpcload import parse_grpcload_csv
+
+    # Streams far longer than the test: SIGTERM comes while every call is still in flight.
+    out = tmp_path / "load.csv"
+    load = subprocess.Popen([str(GO_BINARY), "grpc-load", "-target", go_server.target, "-rpc", "stream",
+                             "-stream-messages", "100000", "-concurrency", "4", "-duration", "10m", "-timeout", "10m",
+                             "-out", str(out)], stderr=subprocess.PIPE, text=True)
+    try:
+        # Rows reach the file as answers arrive, past its 64 KiB write buffer.
+        wait_for(lambda: out.exists() and out.stat().st_size > 0, 60, "grpc-load's rows in its CSV")
+        load.send_signal(signal.SIGTERM)
+        _, stderr = load.communicate(timeout=30)
+    finally:
+        if load.poll() is None:
+            load.kill()
+            load.communicate()
+    assert load.returncode == 128 + signal.SIGTERM, stderr
+    result = parse_grpcload_csv(out.read_text())
+    rows = result.rows
+    assert result.counts["unrecognised"] == 0 and len(rows) > 0
+    summary = stderr.strip().splitlines()[-1]
+    assert summary.startswith("labkit-go grpc-load: interrupted by SIGTERM after ")
+    assert f" {len(rows)} messages, {len(rows)} ok," in summary, summary
+    # The calls SIGTERM cut short kept every answer they had, in order, without an end they never had.
+    cut_short = rows[rows["call_latency_ms"].isna()]
+    assert len(cut_short) > 0 and cut_short["ok"].all() and cut_short["code"].isna().all()
+    for _, call in cut_short.groupby(["worker", "call"]):
+        assert call["message"].tolist() == list(range(len(call)))
 
 
 def _go_toolchain() -> str | None:

@@ -106,7 +106,9 @@ def cell_messages(text: str, warmup_s: float, duration_s: float) -> pd.DataFrame
 
 def message_calls(messages: pd.DataFrame) -> pd.DataFrame:
     """The calls of labkit-go's per-message rows, one row each as ghz reports a call: its start (``t_utc``), its
-    latency, ``ok`` when every message was answered, its status and its first error ("" for none)."""
+    latency, ``ok`` when every message was answered, its status and its first error ("" for none). The latency and
+    status are on a call's last row (a stream's earlier rows are written before its end): ``first`` skips the
+    missing ones."""
     return messages.groupby(["worker", "call"], sort=False, as_index=False).agg(
         t_utc=("call_t_utc", "first"), latency_ms=("call_latency_ms", "first"), ok=("ok", "all"),
         code=("code", "first"), error=("error", lambda errors: next((e for e in errors if e), "")))

@@ -14,11 +14,16 @@ same number of messages in flight. The CSV has a header line (the columns of
 epoch), ``message`` the request's place in its call (0 for a unary call),
 ``latency_ns`` empty when the request got no answer, ``call_latency_ns`` the
 whole call's (a stream's: to the server's end of stream), ``code`` the call's
-status as grpcio names it, ``error`` empty unless this request failed.
+status as grpcio names it, ``error`` empty unless this request failed. Rows
+are written as their messages complete: a stream's answers before its last
+are written before the call's end is known, so ``call_latency_ns`` and
+``code`` are on a call's last row and empty before it (and on every row of a
+call a signal cut short).
 
 :func:`parse_grpcload_csv` gives one row per request: ``call_t_utc``,
 ``worker``, ``connection``, ``call``, ``message``, ``t_utc``, ``latency_ms``
-(NaN without an answer), ``call_latency_ms``, ``code``, ``error`` and ``ok``.
+(NaN without an answer), ``call_latency_ms`` (NaN before the call's end),
+``code`` (None before the call's end), ``error`` and ``ok``.
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ def _record(row: list[str]) -> tuple | None:
     try:
         integers = [int(row[i]) for i in range(6)]
         latency = int(row[6]) if row[6] else None
-        record = (*integers, latency, int(row[7]), row[8], row[9])
+        call_latency = int(row[7]) if row[7] else None
+        record = (*integers, latency, call_latency, row[8] or None, row[9])
     except ValueError:
         return None
     return None if (latency is None) == (row[9] == "") else record
@@ -63,7 +69,7 @@ def parse_grpcload_csv(text: str) -> ParseResult:
     records, tally = csv_records(text, HEADER, _record, "labkit-go grpc-load")
     frame = pd.DataFrame.from_records(records, columns=HEADER).astype(
         {"call_t_ns": "int64", "worker": "int64", "connection": "int64", "call": "int64", "message": "int64",
-         "t_ns": "int64", "latency_ns": "float64", "call_latency_ns": "int64"})
+         "t_ns": "int64", "latency_ns": "float64", "call_latency_ns": "float64"})
     frame.insert(0, "call_t_utc", pd.to_datetime(frame.pop("call_t_ns"), unit="ns", utc=True))
     frame.insert(5, "t_utc", pd.to_datetime(frame.pop("t_ns"), unit="ns", utc=True))
     frame["latency_ms"] = frame.pop("latency_ns") / 1e6

@@ -15,8 +15,8 @@ import (
 )
 
 // grpcLoadCommand is the gRPC load of `labkit load --grpc-tool labkit-go`: a closed loop of Echo or EchoStream
-// calls, a CSV row per request message (go/internal/grpcload), a summary on stderr. Exit status 1 when no
-// message was answered; on a signal, what was written is flushed and the status is the shell's for it.
+// calls, a CSV row per request message as it completes (go/internal/grpcload), a summary on stderr. Exit status 1
+// when no message was answered; on a signal, every answer so far is flushed and the status is the shell's for it.
 func grpcLoadCommand(flags *flag.FlagSet, args []string) error {
 	var c grpcload.Config
 	var grpcOptions repeated
@@ -71,7 +71,8 @@ func grpcLoadCommand(flags *flag.FlagSet, args []string) error {
 		err = closeErr
 	}
 	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(os.Stderr, "labkit-go grpc-load: interrupted after %s\n", summary)
+		fmt.Fprintf(os.Stderr, "labkit-go grpc-load: interrupted by %s after %s; every answer so far is in the CSV\n",
+			signalName(stoppedBy()), summary)
 		os.Exit(128 + int(stoppedBy().(syscall.Signal)))
 	}
 	if err != nil {

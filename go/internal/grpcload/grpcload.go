@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,12 +25,15 @@ import (
 	"labkit/go/internal/limits"
 )
 
-// Columns is the header of the CSV: one row per request message, written as its call ends. call_t_ns is when
-// the call began (ns since the epoch), worker the loop that made it, connection which of the Connections
-// carried it, call the worker's count of its calls, message the request's place in its call (0 for a unary
-// call), t_ns when that request was handed to grpc-go, latency_ns from then to its answer's arrival,
-// call_latency_ns from the call's start to its end (for a stream: the server's end of stream after the last
-// answer), code the call's gRPC status as grpcio names it, error empty unless this message failed.
+// Columns is the header of the CSV: one row per request message, written as that message completes, so that a
+// load stopped by a signal keeps every answer that came. call_t_ns is when the call began (ns since the epoch),
+// worker the loop that made it, connection which of the Connections carried it, call the worker's count of its
+// calls, message the request's place in its call (0 for a unary call), t_ns when that request was handed to
+// grpc-go, latency_ns from then to its answer's arrival, call_latency_ns from the call's start to its end (for a
+// stream: the server's end of stream after the last answer), code the call's gRPC status as grpcio names it,
+// error empty unless this message failed. A stream's answers are written as they arrive, before the call's end is
+// known: call_latency_ns and code are on the call's last row (the rows written at its end), empty before it, and
+// empty on every row of a call a signal cut short.
 var Columns = []string{"call_t_ns", "worker", "connection", "call", "message", "t_ns", "latency_ns",
 	"call_latency_ns", "code", "error"}
 
@@ -52,9 +56,10 @@ type Config struct {
 
 // Check refuses a config outside its bounds before anything connects.
 func (c Config) Check() error {
+	if err := checkTarget(c.Target); err != nil {
+		return err
+	}
 	switch {
-	case c.Target == "":
-		return errors.New("--target: give HOST:PORT")
 	case c.RPC != "unary" && c.RPC != "stream":
 		return fmt.Errorf("--rpc: %q is not unary or stream", c.RPC)
 	case c.Concurrency < 1 || c.Concurrency > limits.MaxConcurrency:
@@ -71,7 +76,24 @@ func (c Config) Check() error {
 	return nil
 }
 
-// Summary counts what a load sent and what came back.
+// checkTarget refuses a target that is not HOST:PORT with a port number: grpc-go would take "x:y:z" as a name
+// to resolve and fail every call of the load, each on its own.
+func checkTarget(target string) error {
+	if target == "" {
+		return errors.New("--target: give HOST:PORT")
+	}
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return fmt.Errorf("--target: %q is not HOST:PORT (%v)", target, err)
+	}
+	if number, err := strconv.ParseUint(port, 10, 16); host == "" || err != nil || number == 0 {
+		return fmt.Errorf("--target: %q is not HOST:PORT with a host and a port from 1 to 65535", target)
+	}
+	return nil
+}
+
+// Summary counts what a load sent and what came back: Calls that ended, Messages written (those of calls a signal
+// cut short included), OK of them answered.
 type Summary struct {
 	Calls, Messages, OK int
 	Elapsed             time.Duration
@@ -96,33 +118,70 @@ type message struct {
 	failure        string
 }
 
+// callRows is where one call's rows go: written tells the rows written as their answers came (messages before it).
+type callRows struct {
+	table                    *table
+	worker, connection, call int
+	start                    time.Duration
+	written                  int
+}
+
 func (t *table) epoch(offset time.Duration) string {
 	return strconv.FormatInt(t.base.UnixNano()+offset.Nanoseconds(), 10)
 }
 
-func (t *table) addCall(worker, connection, call int, start, end time.Duration, code string, messages []message) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.counts.Calls++
-	for i, m := range messages {
-		latency := ""
-		if m.failure == "" {
-			latency = strconv.FormatInt((m.answered - m.sent).Nanoseconds(), 10)
-			t.counts.OK++
-		}
-		t.counts.Messages++
-		record := []string{t.epoch(start), strconv.Itoa(worker), strconv.Itoa(connection), strconv.Itoa(call),
-			strconv.Itoa(i), t.epoch(m.sent), latency, strconv.FormatInt((end - start).Nanoseconds(), 10), code, m.failure}
-		if err := t.csv.Write(record); err != nil {
+// write is the row of message i; callLatency and code empty while the call has not ended.
+func (r *callRows) write(i int, m message, callLatency, code string) error {
+	t := r.table
+	latency := ""
+	if m.failure == "" {
+		latency = strconv.FormatInt((m.answered - m.sent).Nanoseconds(), 10)
+		t.counts.OK++
+	}
+	t.counts.Messages++
+	return t.csv.Write([]string{t.epoch(r.start), strconv.Itoa(r.worker), strconv.Itoa(r.connection),
+		strconv.Itoa(r.call), strconv.Itoa(i), t.epoch(m.sent), latency, callLatency, code, m.failure})
+}
+
+// answered writes the row of message i, answered while its call goes on.
+func (r *callRows) answered(i int, m message) error {
+	r.table.mu.Lock()
+	defer r.table.mu.Unlock()
+	r.written = i + 1
+	return r.write(i, m, "", "")
+}
+
+// ended writes the rows of the call's messages not yet written, with the call's latency and status.
+func (r *callRows) ended(end time.Duration, code string, messages []message) error {
+	r.table.mu.Lock()
+	defer r.table.mu.Unlock()
+	r.table.counts.Calls++
+	for i := r.written; i < len(messages); i++ {
+		if err := r.write(i, messages[i], strconv.FormatInt((end-r.start).Nanoseconds(), 10), code); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// interrupted writes the rows of the messages answered but not yet written when a signal cut the call short; its
+// unanswered ones are not a measurement, nor is its end.
+func (r *callRows) interrupted(messages []message) error {
+	r.table.mu.Lock()
+	defer r.table.mu.Unlock()
+	for i := r.written; i < len(messages); i++ {
+		if m := messages[i]; m.answered != 0 && m.failure == "" {
+			if err := r.write(i, m, "", ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Run makes the load and writes its CSV on out. Workers stop starting calls at Duration; a call in flight then
-// ends within its Timeout. When ctx is cancelled, calls in flight are abandoned (not rows) and ctx's error is
-// returned with what was written so far flushed.
+// ends within its Timeout. When ctx is cancelled, calls in flight are abandoned, the answers they had are kept as
+// rows, and ctx's error is returned with everything written flushed.
 func Run(ctx context.Context, c Config, out io.Writer) (Summary, error) {
 	if err := c.Check(); err != nil {
 		return Summary{}, err
@@ -154,11 +213,14 @@ func Run(ctx context.Context, c Config, out io.Writer) (Summary, error) {
 			defer wg.Done()
 			connection := worker % c.Connections
 			for call := 0; ctx.Err() == nil && time.Now().Before(end); call++ {
-				start, code, messages := c.call(ctx, stubs[connection], t.base)
-				if ctx.Err() != nil {
-					return // interrupted: this call's answers are not a measurement
+				rows := &callRows{table: t, worker: worker, connection: connection, call: call}
+				code, messages, err := c.call(ctx, stubs[connection], rows)
+				if err == nil && ctx.Err() != nil && code != "OK" {
+					err = rows.interrupted(messages) // its end is the signal's, not the server's
+				} else if err == nil {
+					err = rows.ended(time.Since(t.base), code, messages)
 				}
-				if err := t.addCall(worker, connection, call, start, time.Since(t.base), code, messages); err != nil {
+				if err != nil {
 					failed <- err
 					return
 				}
@@ -174,42 +236,46 @@ func Run(ctx context.Context, c Config, out io.Writer) (Summary, error) {
 	return t.counts, errors.Join(ctx.Err(), <-failed, t.csv.Error())
 }
 
-// call is one call (unary or stream): when it started, its status, and each request's times.
-func (c Config) call(parent context.Context, stub echopb.EchoServiceClient, base time.Time) (time.Duration, string, []message) {
+// call is one call (unary or stream): its status and each request's times, rows.start set to when it began. A
+// stream's answers but the last are written as they come; the error is only a row's that could not be written.
+func (c Config) call(parent context.Context, stub echopb.EchoServiceClient, rows *callRows) (string, []message, error) {
 	ctx, cancel := context.WithTimeout(parent, c.Timeout)
 	defer cancel()
-	start := time.Since(base)
+	base := rows.table.base
+	rows.start = time.Since(base)
 	if c.RPC == "unary" {
 		response, err := stub.Echo(ctx, &echopb.EchoRequest{Payload: c.Payload})
-		m := message{sent: start, answered: time.Since(base)}
+		m := message{sent: rows.start, answered: time.Since(base)}
 		code := "OK"
 		if err != nil {
 			code, m.failure = failure(err)
+			m.answered = 0
 		} else if response.GetPayloadLength() != int64(len(c.Payload)) {
 			m.failure = fmt.Sprintf("server reported payload_length %d, sent %d bytes", response.GetPayloadLength(), len(c.Payload))
 		}
-		return start, code, []message{m}
+		return code, []message{m}, nil
 	}
-	code, messages := c.stream(ctx, stub, base, start)
-	return start, code, messages
+	return c.stream(ctx, stub, rows)
 }
 
 // stream sends StreamMessages requests on one EchoStream, from a goroutine of their own so that a window full of
 // requests never stops the answers being read, and times each answer from its own request's send. The server
-// answers requests in order, so answer i is request i's.
-func (c Config) stream(ctx context.Context, stub echopb.EchoServiceClient, base time.Time, start time.Duration) (string, []message) {
+// answers requests in order, so answer i is request i's. Each answer but the last is written as it arrives; the
+// last waits for the call's end, whose latency and status its row carries.
+func (c Config) stream(ctx context.Context, stub echopb.EchoServiceClient, rows *callRows) (string, []message, error) {
+	base, start := rows.table.base, rows.start
 	messages := make([]message, c.StreamMessages)
 	// The sender stores each send time before handing the request over; the reader loads it only after that
 	// request's answer, which cannot come before the send.
 	sent := make([]atomic.Int64, len(messages))
-	fail := func(from int, err error) (string, []message) {
+	fail := func(from int, err error) (string, []message, error) {
 		code, text := failure(err)
 		for i := from; i < len(messages); i++ {
 			messages[i].failure = text
 			// A request never handed over is stamped with the call's start.
 			messages[i].sent = max(time.Duration(sent[i].Load()), start)
 		}
-		return code, messages
+		return code, messages, nil
 	}
 	stream, err := stub.EchoStream(ctx)
 	if err != nil {
@@ -242,6 +308,11 @@ func (c Config) stream(ctx context.Context, stub echopb.EchoServiceClient, base 
 			messages[i].failure = fmt.Sprintf("server reported payload_length %d, sent %d bytes",
 				response.GetPayloadLength(), len(c.Payload))
 		}
+		if i < len(messages)-1 {
+			if err := rows.answered(i, messages[i]); err != nil {
+				return "", messages, err
+			}
+		}
 	}
 	if err := <-sendDone; err != nil && err != io.EOF {
 		return fail(len(messages), err)
@@ -251,9 +322,9 @@ func (c Config) stream(ctx context.Context, stub echopb.EchoServiceClient, base 
 			err = errors.New("the server answered more requests than were sent")
 		}
 		code, _ := failure(err)
-		return code, messages
+		return code, messages, nil
 	}
-	return "OK", messages
+	return "OK", messages, nil
 }
 
 // failure is a failed call's status name and text.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,9 +89,31 @@ func TestAStreamTimesEachMessageFromItsOwnSend(t *testing.T) {
 	if summary.Calls == 0 || len(rows) != summary.Calls*messages || summary.OK != len(rows) {
 		t.Fatalf("summary %v for %d rows", summary, len(rows))
 	}
-	for start := 0; start < len(rows); start += messages {
-		call := rows[start : start+messages]
-		callStart, callLatency := number(t, call[0], "call_t_ns"), number(t, call[0], "call_latency_ns")
+	// The rows of calls in flight at once interleave: each call's rows by its worker and number.
+	calls := map[string][]map[string]string{}
+	var order []string
+	for _, row := range rows {
+		key := row["worker"] + "/" + row["call"]
+		if calls[key] == nil {
+			order = append(order, key)
+		}
+		calls[key] = append(calls[key], row)
+	}
+	for _, key := range order {
+		call := calls[key]
+		if len(call) != messages {
+			t.Fatalf("call %s has %d rows", key, len(call))
+		}
+		// Answers are written as they arrive; the call's latency and status come with its last row.
+		for _, row := range call[:messages-1] {
+			if row["call_latency_ns"] != "" || row["code"] != "" {
+				t.Fatalf("a row written before its call ended has the call's end: %v", row)
+			}
+		}
+		if call[messages-1]["code"] != "OK" {
+			t.Fatalf("last row %v", call[messages-1])
+		}
+		callStart, callLatency := number(t, call[0], "call_t_ns"), number(t, call[messages-1], "call_latency_ns")
 		previousSend := callStart
 		for i, row := range call {
 			if row["message"] != strconv.Itoa(i) || row["call"] != call[0]["call"] || row["worker"] != call[0]["worker"] {
@@ -143,6 +166,62 @@ func TestCancellingFlushesWhatWasWritten(t *testing.T) {
 	}
 }
 
+// notifyingBuffer is the CSV's destination, telling grown once it holds more than enough bytes.
+type notifyingBuffer struct {
+	mu     sync.Mutex
+	buffer bytes.Buffer
+	enough int
+	grown  chan struct{}
+}
+
+func (b *notifyingBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buffer.Write(p)
+	if b.buffer.Len() > b.enough && b.grown != nil {
+		close(b.grown)
+		b.grown = nil
+	}
+	return n, err
+}
+
+func TestAStreamCutShortKeepsTheAnswersThatCame(t *testing.T) {
+	server := echotest.Start(t)
+	// Streams far longer than the test: every row the CSV has before the cancel is of a call still in flight.
+	c := Config{Target: server.Target, RPC: "stream", Concurrency: 4, Connections: 2, StreamMessages: 100_000,
+		Duration: time.Hour, Timeout: time.Hour}
+	out := &notifyingBuffer{enough: 64 << 10, grown: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	grown := out.grown
+	go func() { <-grown; cancel() }()
+	summary, err := Run(ctx, c, out)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	records, parseErr := csv.NewReader(&out.buffer).ReadAll()
+	if parseErr != nil {
+		t.Fatal(parseErr)
+	}
+	rows := records[1:]
+	if summary.Calls != 0 || summary.Messages != len(rows) || summary.OK != len(rows) || len(rows) < 100 {
+		t.Fatalf("summary %v for %d rows", summary, len(rows))
+	}
+	next := map[string]int{}
+	for _, record := range rows {
+		row := map[string]string{}
+		for i, name := range Columns {
+			row[name] = record[i]
+		}
+		// Each kept row is an answer, in its call's order, without an end the call never had.
+		key := row["worker"] + "/" + row["call"]
+		if row["message"] != strconv.Itoa(next[key]) || number(t, row, "latency_ns") <= 0 || row["error"] != "" ||
+			row["call_latency_ns"] != "" || row["code"] != "" {
+			t.Fatalf("row %v (expected message %d)", row, next[key])
+		}
+		next[key]++
+	}
+}
+
 func TestCheckRefusesBeforeConnecting(t *testing.T) {
 	good := Config{Target: echotest.ClosedPort, RPC: "unary", Concurrency: 2, Connections: 2, StreamMessages: 1,
 		Duration: time.Second, Timeout: time.Second}
@@ -151,6 +230,12 @@ func TestCheckRefusesBeforeConnecting(t *testing.T) {
 		"no such rpc":                 func(c *Config) { c.RPC = "bidi" },
 		"no messages":                 func(c *Config) { c.StreamMessages = 0 },
 		"no duration":                 func(c *Config) { c.Duration = 0 },
+		"too many colons":             func(c *Config) { c.Target = "x:y:z" },
+		"no port":                     func(c *Config) { c.Target = "127.0.0.1" },
+		"a port by name":              func(c *Config) { c.Target = "127.0.0.1:http" },
+		"port 0":                      func(c *Config) { c.Target = "127.0.0.1:0" },
+		"port beyond 65535":           func(c *Config) { c.Target = "127.0.0.1:65536" },
+		"no host":                     func(c *Config) { c.Target = ":50051" },
 	} {
 		c := good
 		change(&c)
