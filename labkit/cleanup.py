@@ -25,7 +25,8 @@ from labkit.experiments.capture import check_leftover, collect_leftovers
 from labkit.hosts.claims import CLAIM_PATH, controller_alive, release_claim
 from labkit.hosts.facts import looks_like_labkits, not_the_process
 from labkit.hosts.inventory import load_inventory, open_host
-from labkit.hosts.kernel import ManifestRefused, check_originals, check_route_on_host, restore_from_manifest
+from labkit.hosts.kernel import (ManifestRefused, check_originals, check_route_on_host, conditions_from_manifest,
+                                 restore_from_manifest)
 
 #: A knob lock's directory as labkit.hosts.kernel.KnobLock names it: its prefix and the network namespace's inode.
 _KNOB_LOCK = re.compile(r"^/tmp/labkit-knobs-[0-9]{1,20}$")
@@ -99,9 +100,16 @@ def check_run(run, inventory, force: bool = False) -> None:
 
 
 def check_on_hosts(run, host_of: Callable) -> None:
-    """What only the hosts can tell: a recorded route's device and congestion control (ManifestRefused)."""
+    """What only the hosts can tell (ManifestRefused): a recorded route's device and congestion control, and that
+    each knob the run wrote is now either as it was before the run or as the run set it (anything else is someone
+    else's change, which cleanup leaves alone)."""
     for key, originals in unrestored(run).items():
-        check_route_on_host(host_of(originals["host"]), originals, f"kernel_originals[{key!r}].route_to_peer")
+        host = host_of(originals["host"])
+        check_route_on_host(host, originals, f"kernel_originals[{key!r}].route_to_peer")
+        try:
+            conditions_from_manifest(host, originals).restore_steps()
+        except ManifestRefused as exc:
+            raise ManifestRefused(f"kernel_originals[{key!r}].{exc.field}", exc.reason) from None
 
 
 def cleanup_run(run, host_of: Callable, say: Callable[[str], None]) -> None:

@@ -443,6 +443,11 @@ CRAFTED = {
                                   r"route_to_peer: 'nexthop' is not part of a route labkit records"),
     "unknown-congestion-control": (_to_peer("{peer} dev lkdata scope link src {src} congctl nosuchcc"),
                                    r"route_to_peer: congestion control 'nosuchcc' is not one b has"),
+    # Recorded as absent before the run, where the run replaced the route that was there: deleting today's would
+    # take away a route the run never added.
+    "route-recorded-absent": (_set("b", route_to_peer=""),
+                              r"route_to_peer: b's route to [0-9.]+/32 is now '[0-9.]+ dev lkdata .*congctl cubic', "
+                              r"neither the one recorded before the run \('absent'\) nor one it set; left as it is"),
     "sysctl-out-of-domain": (_set("b", slow_start_after_idle="2"), r"slow_start_after_idle: '2' is neither 0 nor 1"),
     "host-not-in-inventory": (_set("b", host="gateway"), r"\.host: 'gateway' is not a host of the run's inventory"),
     "peer-not-a-host": (_set("b", peer="198.18.99.99"), r"\.peer: '198.18.99.99' is not the data address of "),
@@ -494,3 +499,50 @@ def test_cleanup_of_a_run_made_on_another_machine_needs_force(lab, knob_run, tmp
     assert forced.stdout.count("restored kernel settings on") == 2 and "could not" not in forced.stdout, forced.stdout
     assert host_kernel(lab) == before
     assert Run.open(copy).status == "interrupted"
+
+
+def _ip(lab, host: str, *args: str) -> None:
+    subprocess.run(["ip", "-n", lab.hosts[host].netns, *args], check=True)
+
+
+def test_a_host_reaching_its_peer_through_a_subnet_keeps_its_routes_through_runs_and_cleanup(lab, inventory, tmp_path):
+    """Issue 45, item 1: where b reaches a through a subnet route (no /32 of its own, as on many VMs), a sweep that
+    sets only the sysctl leaves the routes alone and ends with everything restored; one that sets the congestion
+    control adds a /32 route and deletes exactly that one. After the /32 route is put back (`testbed repair`),
+    cleanup with no argument finds nothing to do, and a killed copy of the run that added the route is refused:
+    the route there now is neither the run's nor absent, as recorded."""
+    a_address, b_address = lab.hosts["a"].data_address, lab.hosts["b"].data_address
+    subnet = f"{a_address.rsplit('.', 1)[0]}.0/24"
+    _ip(lab, "b", "route", "add", subnet, "dev", "lkdata", "src", b_address)
+    _ip(lab, "b", "route", "del", f"{a_address}/32")
+    try:
+        before = host_kernel(lab)
+        assert route_to_peer(lab, "b", "a") == ""
+        runs = tmp_path / "runs"
+        for name, knob in (("subnet-ssai", ["--slow-start-after-idle", "0"]), ("subnet-cc", ["--cc", "reno"])):
+            proc = run_labkit("sweep", str(inventory), "--client", "a", "--server", "b", "--sizes", "100", "--gaps",
+                              "0s", "--repeats", "1", *knob, "--name", name, "--runs-dir", str(runs), "--quiet",
+                              *QUICK_BASELINES, timeout=300)
+            assert proc.returncode == 0, proc.stderr
+            run = Run.open(next(runs.glob(f"*-{name}")))
+            assert run.status == "complete"
+            assert all(entry["restored"] is True for entry in run.manifest["kernel_originals"].values()), run.manifest
+            assert host_kernel(lab) == before
+        added = side(Run.open(next(runs.glob("*-subnet-cc"))).manifest, "b")
+        assert added["route_to_peer"] == "" and added["written"]["route_to_peer"] == [
+            f"{a_address}/32 dev lkdata src {b_address} congctl reno"]
+    finally:  # what `testbed repair` puts back
+        _ip(lab, "b", "route", "replace", f"{a_address}/32", "dev", "lkdata", "src", b_address, "congctl", "cubic")
+        _ip(lab, "b", "route", "del", subnet)
+    repaired = host_kernel(lab)
+    proc = run_labkit("runs", "cleanup", "--runs-dir", str(runs), timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "nothing to clean up", proc.stdout + proc.stderr
+    assert host_kernel(lab) == repaired
+
+    killed = killed_copy(next(runs.glob("*-subnet-cc")), tmp_path / "killed")
+    proc = run_labkit("runs", "cleanup", "--runs-dir", str(tmp_path / "killed"), timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"labkit: error: {killed.name}: refused kernel_originals['b->{a_address}'].route_to_peer: "
+                           f"b's route to {a_address}/32 is now '{a_address} dev lkdata") and "neither" in line, line
+    assert host_kernel(lab) == repaired and Run.open(killed).status == "running"

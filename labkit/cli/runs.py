@@ -9,6 +9,7 @@ import click
 from labkit.catalog import query as run_query
 from labkit.cleanup import clean_up, needs_cleanup
 from labkit.experiments import spec_for_experiment
+from labkit.hosts.claims import controller_alive
 from labkit.hosts.kernel import ManifestRefused
 from labkit.store import find_run, list_runs, runs_root
 from labkit.testbed.emulator import late_messages
@@ -107,9 +108,13 @@ def cleanup(run, runs_dir, accept_new_host_keys, force):
 
     Only what labkit itself records is acted on: a run made on another machine needs --force, and a run whose
     manifest holds anything else (a host not in its inventory, a value outside its knob's domain, a route
-    labkit does not write, a process labkit does not start) is refused in one line, with nothing changed.
+    labkit does not write, a process labkit does not start) is refused in one line, with nothing changed; so is a
+    run whose knob is now neither as the run set it nor as it was before the run (someone else changed it since).
+    Without RUN, a run still being measured, or made on another machine (without --force), is left alone.
     """
     candidates = [find_run(run, runs_dir)] if run else [r for r in list_runs(runs_dir) if needs_cleanup(r)]
+    if not run:
+        candidates = [found for found in candidates if _ours_to_clean(found, force)]
     if not candidates:
         click.echo("nothing to clean up")
         return
@@ -125,6 +130,18 @@ def cleanup(run, runs_dir, accept_new_host_keys, force):
             click.echo(f"labkit: error: {found.run_id}: refused {exc.message}; nothing of this run was changed", err=True)
     if refused:
         sys.exit(2)
+
+
+def _ours_to_clean(run, force: bool) -> bool:
+    """Whether `runs cleanup` without a run names ``run``: one this machine made (or any, with --force) whose
+    controller is gone; the others are named, and left alone."""
+    if controller_alive(run.manifest):
+        click.echo(f"{run.run_id}: left alone: still being measured by pid {run.manifest['controller']['pid']}")
+        return False
+    if not force and not run.made_here():
+        click.echo(f"{run.run_id}: left alone: made on another machine (name it, with --force, to clean it up here)")
+        return False
+    return True
 
 
 @runs.command()

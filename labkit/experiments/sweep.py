@@ -178,6 +178,13 @@ def plan_cells(config: SweepConfig, pairs: list[tuple[str, str]], stacks: list[S
 # -- running ----------------------------------------------------------------------------
 
 
+class KernelNotRestored(LabkitError):
+    """A sweep measured its cells but could not put back a kernel setting it changed: it ends failed, with exit
+    status 1, and `labkit runs cleanup` finishes the restore."""
+
+    exit_code = 1
+
+
 class _Sweeper(ExperimentRunner):
     """Runs the cells of one sweep, pair by pair (several pairs at once with --mesh)."""
 
@@ -187,6 +194,7 @@ class _Sweeper(ExperimentRunner):
         self.kernel_conditions: dict[tuple[str, str], tuple] = {}
         self.knob_locks: dict[str, object] = {}  # host -> its KnobLock, while this run may change its kernel
         self.calls_measured = 0
+        self.restore_problems: list[str] = []  # what restore_pair could not put back: the run ends non-zero
 
     def run_cells(self, cells: list[Cell]) -> None:
         """Run every pair's cells: one pair in this thread, or disjoint pairs in parallel with --mesh."""
@@ -200,6 +208,10 @@ class _Sweeper(ExperimentRunner):
                 _run_mesh(self, by_pair)
         finally:
             self.unlock_knobs()
+        if self.restore_problems:
+            raise KernelNotRestored(f"{self.run.run_id}: its cells are measured, but not every kernel setting it changed "
+                                    f"is back: {'; '.join(self.restore_problems)}; `labkit runs cleanup "
+                                    f"{self.run.run_id}` puts them back once that is resolved")
 
     def capture_kernel_originals(self, pairs: list[tuple[str, str]]) -> None:
         """Record each host's original settings in the manifest before any cell changes them."""
@@ -213,11 +225,17 @@ class _Sweeper(ExperimentRunner):
             self.kernel_conditions[(src, dst)] = sides
             for name, side in zip((src, dst), sides):
                 key = f"{name}->{side.peer}"
+                # What the run writes is in the manifest before the host has it (cleanup's to put back after a kill).
+                side.record = self.run.save_manifest
                 if key in originals:
                     # Resuming: the values from before the first attempt are the originals,
-                    # whatever a crashed attempt left behind.
-                    side.original_ssai = originals[key]["slow_start_after_idle"]
-                    side.original_route = originals[key]["route_to_peer"]
+                    # whatever a crashed attempt left behind (cleanup put back what it wrote).
+                    entry = originals[key]
+                    entry.pop("restored", None)  # this attempt may change them again
+                    side.original_ssai = entry["slow_start_after_idle"]
+                    side.original_route = entry["route_to_peer"]
+                    written = entry.setdefault("written", {})
+                    side.written = {knob: written.setdefault(knob, []) for knob in side.written}
                 else:
                     originals[key] = {"host": name, **side.capture()}
         self.run.save_manifest()
@@ -282,6 +300,7 @@ class _Sweeper(ExperimentRunner):
             problems = side.restore()
             for problem in problems:
                 self.progress.log(f"[red]{problem}[/red]")
+            self.restore_problems += problems
             key = f"{name}->{side.peer}"
             if key in originals:
                 originals[key]["restored"] = not problems

@@ -8,11 +8,12 @@ Two knobs shape the idle-connection step:
   whole host, the sysctl may only select globally allowed algorithms, while a
   route may use any loaded one.
 
-:class:`KernelConditions` records each original value the first time it
-changes it and restores all of them on :meth:`restore`, which callers run in a
-``finally`` (so also on failure and Ctrl-C). The originals are also returned
-for the run manifest, so ``labkit runs cleanup`` can restore them after a
-SIGKILL.
+:class:`KernelConditions` records each knob's exact state before it changes
+any, and every value it writes before writing it; :meth:`restore` (which callers
+run in a ``finally``, so also on failure and Ctrl-C) puts back each knob it
+wrote, where the knob is still as it set it. Both are also in the run manifest,
+so ``labkit runs cleanup`` can restore them after a SIGKILL, and refuses where a
+knob is now neither as the run set it nor as it was before.
 
 Reading goes as the login user; every change (and every restore) goes
 through the host's ``run_privileged``: as is for root, ``sudo -n -- ARGV``
@@ -69,15 +70,25 @@ def _last_line(result) -> str:
 
 
 class KernelConditions:
-    """Set and restore slow-start-after-idle and per-route congestion control on one host."""
+    """Set and restore slow-start-after-idle and per-route congestion control on one host.
 
-    def __init__(self, host, peer_address: str):
+    What it records is what :meth:`restore` checks: each knob's exact state before the run (the sysctl's value; the
+    /32 route to the peer as `ip -o route show` prints it, "" where there was none) and every value the run wrote
+    (``written``, recorded through ``record`` before each write, so a SIGKILL between the two leaves nothing
+    unrecorded). Only a knob the run wrote is put back, and only while its state now is the one recorded before
+    (nothing to do) or one the run wrote; anything else was changed by someone else and is left as it is.
+    """
+
+    def __init__(self, host, peer_address: str, record=None):
         self.host = host
         self.peer = peer_address
         self.original_ssai: str | None = None
         # The /32 route to the peer as it was: its `ip -o route show` line, "" if
-        # there was none, None while we have not touched it.
+        # there was none, None while we have not read it.
         self.original_route: str | None = None
+        # Every value the run wrote, per knob: the sysctl's values, the routes' `ip route replace` words.
+        self.written: dict[str, list[str]] = {"slow_start_after_idle": [], "route_to_peer": []}
+        self.record = record or (lambda: None)  # saves originals() (the manifest) before a write
         self.current: dict[str, object] = {}
 
     def capture(self) -> dict[str, object]:
@@ -85,18 +96,26 @@ class KernelConditions:
         if self.original_ssai is None:
             self.original_ssai = self.host.read_sysctl(SSAI)
         if self.original_route is None:
-            existing = self.host.run(["ip", "-o", "route", "show", f"{self.peer}/32"])
-            # `ip -o` ends continuation lines with a backslash.
-            self.original_route = existing.stdout.split("\\")[0].strip() if existing.returncode == 0 else ""
+            self.original_route = self.route_now()
         return self.originals()
 
+    def route_now(self) -> str:
+        """The /32 route to the peer as `ip -o route show` prints it now, "" where there is none."""
+        existing = self.host.run(["ip", "-o", "route", "show", f"{self.peer}/32"])
+        if existing.returncode != 0:
+            raise ConditionRefused(f"{self.host.name} could not show its route to {self.peer}: {_last_line(existing)}")
+        # `ip -o` ends continuation lines with a backslash.
+        return " ".join(existing.stdout.split("\\")[0].split())
+
     def originals(self) -> dict[str, object]:
-        return {"slow_start_after_idle": self.original_ssai, "route_to_peer": self.original_route, "peer": self.peer}
+        return {"slow_start_after_idle": self.original_ssai, "route_to_peer": self.original_route, "peer": self.peer,
+                "written": self.written}
 
     def set_slow_start_after_idle(self, value: int) -> None:
         if self.current.get("ssai") == value:
             return
         self.capture()
+        self._write("slow_start_after_idle", str(value))
         result = self.host.run_privileged(ssai_argv(value))
         if result.returncode != 0:
             raise ConditionRefused(f"{self.host.name} refused {SSAI}={value}: {_last_line(result)}")
@@ -105,29 +124,72 @@ class KernelConditions:
     def set_congestion_control(self, algorithm: str) -> None:
         if self.current.get("cc") == algorithm:
             return
-        route = self.host.run(["ip", "-o", "route", "get", self.peer])
-        if route.returncode != 0:
-            raise ConditionRefused(f"{self.host.name} has no route to {self.peer}")
-        tokens = route.stdout.split()
         self.capture()
-        route = [word for key in ("via", "dev", "src") if key in tokens for word in (key, tokens[tokens.index(key) + 1])]
-        result = self.host.run_privileged(route_argv(self.peer, *route, "congctl", algorithm))
+        if self.original_route:
+            # The route that was there, changed in its congestion control alone.
+            try:
+                parts = parse_route(self.original_route, self.peer, "route_to_peer")
+            except ManifestRefused:
+                raise ConditionRefused(f"{self.host.name}'s route to {self.peer} ({self.original_route[:60]}) is not "
+                                       "of a form labkit changes") from None
+        else:
+            route = self.host.run(["ip", "-o", "route", "get", self.peer])
+            if route.returncode != 0:
+                raise ConditionRefused(f"{self.host.name} has no route to {self.peer}")
+            tokens = route.stdout.split()
+            parts = {key: tokens[tokens.index(key) + 1] for key in ("via", "dev", "src") if key in tokens[:-1]}
+        words = route_words(self.peer, {**parts, "congctl": algorithm})
+        self._write("route_to_peer", " ".join(words))
+        result = self.host.run_privileged(["ip", "route", "replace", *words])
         if result.returncode != 0:
             raise ConditionRefused(
                 f"{self.host.name} refused congestion control {algorithm} on the route to {self.peer}: {_last_line(result)}"
             )
         self.current["cc"] = algorithm
 
+    def _write(self, knob: str, value: str) -> None:
+        """Record that the run is about to write ``value`` to ``knob``, before it does."""
+        if value not in self.written[knob]:
+            self.written[knob].append(value)
+            self.record()
+
+    def restore_steps(self) -> list[tuple[list[str], str]]:
+        """The commands that put back each knob the run wrote, from the host's state now; ManifestRefused (its field
+        the knob's) where that state is neither the one recorded before the run nor one the run wrote. Reads only."""
+        steps = []
+        if self.written["slow_start_after_idle"] and self.original_ssai is not None:
+            now = self.host.read_sysctl(SSAI)
+            if now != str(self.original_ssai):
+                if now not in self.written["slow_start_after_idle"]:
+                    raise ManifestRefused("slow_start_after_idle", f"{self.host.name} has {SSAI}={now}, neither the "
+                                          f"{self.original_ssai} recorded before the run nor a value it set; left as it is")
+                steps.append((ssai_argv(self.original_ssai), f"{SSAI}={self.original_ssai}"))
+        if self.written["route_to_peer"] and self.original_route is not None:
+            now = self.route_now()
+            if not _same_route(now, self.original_route, self.peer):
+                if not any(_same_route(now, written, self.peer) for written in self.written["route_to_peer"]):
+                    raise ManifestRefused("route_to_peer", f"{self.host.name}'s route to {self.peer}/32 is now "
+                                          f"{now[:100] or 'absent'!r}, neither the one recorded before the run "
+                                          f"({self.original_route[:100] or 'absent'!r}) nor one it set; left as it is")
+                if self.original_route:
+                    argv = ["ip", "route", "replace", *route_words(self.peer, parse_route(self.original_route, self.peer,
+                                                                                          "route_to_peer"))]
+                else:  # the run added it: exactly that route goes, never another to the peer
+                    argv = ["ip", "route", "del", *route_words(self.peer, parse_route(now, self.peer, "route_to_peer"))]
+                steps.append((argv, f"the route to {self.peer}"))
+        return steps
+
     def restore(self) -> list[str]:
         """Put back every original value changed (through the same privilege path); return what could not be."""
         problems = []
-        steps = []
-        if self.original_ssai is not None:
-            steps.append((ssai_argv(self.original_ssai), f"{SSAI}={self.original_ssai}"))
-        if self.original_route is not None:
-            argv = (["ip", "route", "replace", *self.original_route.split()] if self.original_route
-                    else ["ip", "route", "del", f"{self.peer}/32"])
-            steps.append((argv, f"the route to {self.peer}"))
+        try:
+            steps = self.restore_steps()
+        except ManifestRefused as exc:
+            steps = []
+            problems.append(f"{self.host.name}: could not restore {exc.field}: {exc.reason}")
+        except LabkitError as exc:  # the host went away
+            steps = []
+            problems.append(f"{self.host.name}: could not restore its kernel settings: {exc.message}")
         for argv, what in steps:
             try:
                 result = self.host.run_privileged(argv)
@@ -140,13 +202,27 @@ class KernelConditions:
         return problems
 
 
+def _same_route(line: str, recorded: str, peer: str) -> bool:
+    """Whether the route ``line`` (as shown now, "" for none) is ``recorded`` (as shown, or as the words labkit wrote):
+    the same parts, the scope the kernel adds to a route written without one aside."""
+    if not line or not recorded:
+        return line == recorded
+    try:
+        now, then = parse_route(line, peer, "route_to_peer"), parse_route(recorded, peer, "route_to_peer")
+    except ManifestRefused:
+        return " ".join(line.split()) == " ".join(recorded.split())
+    if "scope" not in then:
+        now.pop("scope", None)
+    return now == then
+
+
 class ManifestRefused(LabkitError):
     """A value a run directory asks `labkit runs cleanup` to put on a host that labkit would never have recorded: the
     manifest was edited, or copied from somewhere else. ``field`` names where it is."""
 
     def __init__(self, field: str, reason: str):
         super().__init__(f"{field}: {reason}")
-        self.field = field
+        self.field, self.reason = field, reason
 
 
 #: The words of a route that `ip -o route show` prints and `ip route replace` takes back, each with a check of its
@@ -235,6 +311,17 @@ def check_originals(key: str, originals: dict, peers: dict[str, str]) -> None:
         raise ManifestRefused(f"{field}.route_to_peer", "is not a route")
     if route:
         parse_route(route, str(peer), f"{field}.route_to_peer")
+    written = originals.get("written", {})
+    if not isinstance(written, dict) or set(written) - {"slow_start_after_idle", "route_to_peer"} \
+            or not all(isinstance(values, list) and len(values) <= 64 for values in written.values()):
+        raise ManifestRefused(f"{field}.written", "is not the values of the knobs labkit sets")
+    for value in written.get("slow_start_after_idle", []):
+        if value not in ("0", "1"):
+            raise ManifestRefused(f"{field}.written.slow_start_after_idle", f"{str(value)[:20]!r} is neither 0 nor 1")
+    for value in written.get("route_to_peer", []):
+        if not isinstance(value, str):
+            raise ManifestRefused(f"{field}.written.route_to_peer", "is not a route")
+        parse_route(value, str(peer), f"{field}.written.route_to_peer")
 
 
 def check_route_on_host(host, originals: dict, field: str) -> None:
@@ -262,19 +349,36 @@ def check_route_on_host(host, originals: dict, field: str) -> None:
                                          f"({' '.join(allowed)})")
 
 
-def restore_from_manifest(host, originals: dict[str, object]) -> list[str]:
-    """Restore what a crashed run recorded as original (used by `labkit runs cleanup`, after
-    :func:`check_originals` and :func:`check_route_on_host`): the route rebuilt from its checked parts."""
+def conditions_from_manifest(host, originals: dict[str, object]) -> KernelConditions:
+    """The :class:`KernelConditions` a run recorded (``kernel_originals[KEY]``, passed :func:`check_originals`), to
+    be checked against the host (:meth:`KernelConditions.restore_steps`) and restored by `labkit runs cleanup`.
+
+    A run recorded before labkit kept what it wrote names no ``written``: its sysctl counts as written (either value
+    of its domain), and its route as written where only its congestion control differs from the one recorded."""
     peer = str(originals["peer"])
     conditions = KernelConditions(host, peer)
     ssai = originals.get("slow_start_after_idle")
     conditions.original_ssai = None if ssai is None else str(int(str(ssai)))
     route = originals.get("route_to_peer")
-    if route:
-        conditions.original_route = " ".join(route_words(peer, parse_route(str(route), peer, "route_to_peer")))
+    conditions.original_route = None if route is None else str(route)
+    if "written" in originals:
+        conditions.written = {knob: list(originals["written"].get(knob, [])) for knob in conditions.written}
     else:
-        conditions.original_route = route  # type: ignore[assignment]  # "" (none: delete it) or None (untouched)
-    return conditions.restore()
+        conditions.written["slow_start_after_idle"] = ["0", "1"]
+        if route:
+            try:
+                now = parse_route(conditions.route_now(), peer, "route_to_peer")
+            except ManifestRefused:
+                now = {}  # none now, or one labkit would not have written
+            if "congctl" in now:
+                parts = {**parse_route(str(route), peer, "route_to_peer"), "congctl": now["congctl"]}
+                conditions.written["route_to_peer"] = [" ".join(route_words(peer, parts))]
+    return conditions
+
+
+def restore_from_manifest(host, originals: dict[str, object]) -> list[str]:
+    """Restore what a crashed run recorded (:func:`conditions_from_manifest`); return what could not be."""
+    return conditions_from_manifest(host, originals).restore()
 
 
 class KnobsBusy(LabkitError):
