@@ -15,7 +15,7 @@ import tomllib
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from labkit.errors import LabkitError
 from labkit.limits import MAX_PEM_BYTES
@@ -93,19 +93,53 @@ def read_text_file(path: str | os.PathLike, what: str, *, max_bytes: int = MAX_T
 def _gunzip(data: bytes, what: str, path: Path, max_bytes: int) -> bytes:
     """gzip data gunzipped (members one after another are one text, as gzip(1) reads them), at most
     ``max_bytes`` of it: a small file may hold gigabytes of zeros."""
-    out = b""
+    out, size = [], 0
+    for piece in gunzip_blocks([data], f"{what} {path}", out_bytes=2**20):
+        out.append(piece)
+        size += len(piece)
+        if size > max_bytes:
+            raise LabkitError(f"{what} {path} holds more than {_size(max_bytes)} once gunzipped")
+    return b"".join(out)
+
+
+#: The first input a gzip member is given; each further piece of the same member is twice the one before.
+_FIRST_GZIP_PIECE = 256
+_MAX_GZIP_PIECE = 2**20
+
+
+def gunzip_blocks(blocks: Iterable[bytes], name: str, *, out_bytes: int) -> Iterator[bytes]:
+    """gzip data, given in ``blocks``, gunzipped at most ``out_bytes`` at a time; members one after another
+    (``cat a.gz b.gz``) are one text, as gzip(1) reads them. A damaged one is a :class:`LabkitError` naming ``name``.
+
+    zlib copies the input left over after a member's end (its ``unused_data``), so feeding it a whole block makes
+    a file of many small members quadratic: 5 MiB of empty members took 45 s. Each member is fed pieces
+    starting small and doubling while it goes on, so what is left over at its end is at most about its own size
+    and the work is linear in the file.
+    """
+    inflate, piece = None, _FIRST_GZIP_PIECE
     try:
-        while data:
-            inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out += inflate.decompress(data, max_bytes + 1 - len(out))
-            if len(out) > max_bytes:
-                raise LabkitError(f"{what} {path} holds more than {_size(max_bytes)} once gunzipped")
-            if not inflate.eof:
-                raise LabkitError(f"{what} {path}: damaged gzip file (it ends before its data does)")
-            data = inflate.unused_data
+        for block in blocks:
+            view, at = memoryview(block), 0
+            while at < len(view):
+                if inflate is None:
+                    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                data = view[at:at + piece]
+                at += len(data)
+                while True:
+                    if out := inflate.decompress(data, out_bytes):
+                        yield out
+                    if inflate.eof:  # the next member starts where this one's leftover does
+                        at -= len(inflate.unused_data)
+                        inflate, piece = None, _FIRST_GZIP_PIECE
+                        break
+                    data = inflate.unconsumed_tail
+                    if not data and len(out) < out_bytes:  # all taken, all given out: the member needs more
+                        piece = min(piece * 2, _MAX_GZIP_PIECE)
+                        break
     except zlib.error as exc:
-        raise LabkitError(f"{what} {path}: damaged gzip file ({exc})") from None
-    return out
+        raise LabkitError(f"{name}: damaged gzip file ({exc})") from None
+    if inflate is not None and not inflate.eof:
+        raise LabkitError(f"{name}: damaged gzip file (it ends before its data does)")
 
 
 def _too_large(what: str, path: Path, size: int, max_bytes: int) -> str:

@@ -51,8 +51,10 @@ def parse_rate(text: str) -> float | None:
 
     Units follow tc(8): ``bit`` suffixes are bits, ``bps`` suffixes are bytes.
     """
-    if str(text).strip().lower() in {"none", "unlimited", "0"}:
+    if str(text).strip().lower() in {"none", "unlimited"}:
         return None
+    if re.fullmatch(r"0+(?:\.0*)?", str(text).strip()):  # no limit is said as "none", never as 0
+        raise ValueError(f"rate {str(text).strip()!r} would let nothing through; give 'none' for no rate limit")
     match = _RATE_RE.match(str(text))
     if not match:
         raise ValueError(f"{text!r} is not a rate (examples: 100mbit, 1gbit, none)")

@@ -7,6 +7,7 @@ Each case here must end with one line on stderr naming the file or value, exit s
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 from pathlib import Path
@@ -71,6 +72,10 @@ UP_CASES = [
     (["--schedule", "at=10s,every=1s,until=10s,partition"], "until (10 s) must come after at (10 s)"),
     (["--delay-trace", "{backwards}"], "the times must increase (1 s comes after 2 s)"),
     (["--delay-trace", str(PING_LOG), "--delay-trace-step", "0s"], "--delay-trace-step: '0s' must be longer than 0"),
+    # Jitter is bounded as the delay is: 10000 hours of it lost every ping of a testbed that came up.
+    (["--jitter", "10000h"], "--jitter: '10000h' is more than 10 s"),
+    # 0 was read as no limit; no limit is 'none'.
+    (["--rate", "0"], "rate '0' would let nothing through; give 'none' for no rate limit"),
 ]
 
 
@@ -116,6 +121,21 @@ def test_an_identity_file_that_is_a_device_is_refused_before_ssh_reads_it(tmp_pa
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert any(line.startswith("gw: ") and "identity_file /dev/zero is not a regular file" in line
                for line in proc.stdout.splitlines()), proc.stdout
+
+
+def test_a_file_of_many_empty_gzip_members_is_read_in_time_linear_in_its_size(tmp_path):
+    # 10 MiB of empty gzip members (half a million of them) is read in about a second; read member by member with
+    # the rest of the file copied each time, 5 MiB of them took 45 s, and this file four times that: the timeout
+    # is what the quadratic reading exceeds, far from what the linear one needs on a loaded machine.
+    member = gzip.compress(b"", mtime=0)
+    path = tmp_path / "trace.gz"
+    path.write_bytes(member * (10 * 2**20 // len(member)))
+    proc = labkit("testbed", "up", "--name", own_testbed_name("t-gzip"), "--delay-trace", str(path), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--delay-trace {path}: neither TIME DELAY lines nor ping replies" in _one_line(proc)
+    proc = labkit("import", "ping", str(path), "--out", "gzip", "--runs-dir", str(tmp_path / "runs"), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{path}: the file is empty" in _one_line(proc)
 
 
 def test_import_refuses_a_fifo_before_waiting_on_it(fifo, tmp_path):

@@ -6,7 +6,9 @@ real ones (tests/data/emulator/, recorded with tests/data/tools/record_emulator.
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -184,6 +186,28 @@ def test_a_ping_log_becomes_a_delay_trace_of_half_its_rtts():
     # With -D, the timestamps say when.
     stamped = read_delay_trace(str(DATA / "ping" / "linux_lo_D.txt"))
     assert stamped["t_ns"][0] == 0 and 150_000_000 < stamped["t_ns"][1] < 250_000_000
+
+
+def test_a_trace_in_several_gzip_members_reads_as_the_one_text_they_make(tmp_path):
+    # As gzip(1) reads `cat a.gz b.gz`: the 2016 log cut into members at line ends, empty ones between them.
+    lines = gzip.decompress(ORCA_PING.read_bytes()).splitlines(keepends=True)
+    cuts = [0, 1, 1000, 1001, 2500, len(lines)]
+    members = [gzip.compress(b"".join(lines[a:b])) + gzip.compress(b"") for a, b in zip(cuts, cuts[1:])]
+    split = tmp_path / "ping.txt.gz"
+    split.write_bytes(b"".join(members))
+    assert read_delay_trace(str(split), "10ms") == read_delay_trace(str(ORCA_PING), "10ms")
+    split.write_bytes(b"".join(members)[:-5])
+    with pytest.raises(LabkitError, match="damaged gzip file"):
+        read_delay_trace(str(split))
+
+
+def test_jitter_and_rate_are_refused_where_no_packet_would_get_through():
+    spec = LinkSpec(one_way_delay_s=0.01)
+    for bad, message in ((replace(spec, jitter="10001ms"), "--jitter: '10001ms' is more than 10 s"),
+                         (replace(spec, rate_bps=0.0), "rate must be more than 0, not 0 bit/s; give 'none'")):
+        with pytest.raises(LabkitError, match=re.escape(message)):
+            emulator_params(bad, spec, 1460)
+    assert emulator_params(replace(spec, jitter="10s"), spec, 1460)["jitter_ns"] == 10_000_000_000
 
 
 def test_two_column_traces_rate_traces_and_jitter_tables(tmp_path):

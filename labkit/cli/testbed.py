@@ -38,11 +38,11 @@ def _link_options(function):
         click.option("--one-way-delay", "delay", type=DURATION_WITH_UNIT, default="100ms", show_default=True,
                      help="Delay added in each direction (RTT is twice this), with its unit: 100ms, 50ms."),
         click.option("--rate", type=RATE, default="100mbit", show_default=True,
-                     help="Link rate in each direction (tc units: 100mbit, 1gbit), or 'none'."),
+                     help="Link rate in each direction (tc units: 100mbit, 1gbit), or 'none' for no limit."),
         click.option("--jitter", default="0ms", show_default=True, metavar="'TIME [CORR%]'",
-                     help="Delay variation one way: the standard deviation (normal), the half-width (uniform, "
-                          "the default) or the scale (pareto, paretonormal, table) of --jitter-distribution, and "
-                          "optionally the correlation of successive delays, e.g. '5ms 25%'. Packets keep their "
+                     help="Delay variation one way, at most 10s: the standard deviation (normal), the half-width "
+                          "(uniform, the default) or the scale (pareto, paretonormal, table) of --jitter-distribution, "
+                          "and optionally the correlation of successive delays, e.g. '5ms 25%'. Packets keep their "
                           "order (a later one never overtakes) unless --reorder asks."),
         click.option("--jitter-distribution", default="uniform", show_default=True,
                      metavar="uniform|normal|pareto|paretonormal|FILE",

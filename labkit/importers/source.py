@@ -20,12 +20,11 @@ import shutil
 import stat
 import tempfile
 import threading
-import zlib
 from pathlib import Path
 from typing import Callable, Iterator
 
 from labkit.errors import LabkitError
-from labkit.files import open_regular, read_errors
+from labkit.files import gunzip_blocks, open_regular, read_errors
 from labkit.interrupts import interrupts_deferred
 from labkit.store import samples_writer
 
@@ -73,7 +72,7 @@ class LogSource:
         first = next(stored, b"")
         self.gzip = first[:2] == GZIP_MAGIC
         blocks = itertools.chain([first], stored)
-        yield from _inflate(blocks, self.path) if self.gzip else blocks
+        yield from gunzip_blocks(blocks, str(self.path), out_bytes=BLOCK_BYTES) if self.gzip else blocks
 
     def chunks(self) -> Iterator[str]:
         """The text, in chunks of whole lines (the last may lack its newline)."""
@@ -96,25 +95,6 @@ class LogSource:
 def _read(handle, path: Path) -> bytes:
     with read_errors(str(path), missing=f"no such file: {path}"):
         return handle.read(BLOCK_BYTES)
-
-
-def _inflate(blocks: Iterator[bytes], path: Path) -> Iterator[bytes]:
-    """gzip data gunzipped, at most a block of output at a time (a small file may hold gigabytes of zeros);
-    several members one after another (``cat a.gz b.gz``) are one text, as gzip(1) reads them."""
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        for data in blocks:
-            while data:
-                if out := inflate.decompress(data, BLOCK_BYTES):
-                    yield out
-                if not inflate.eof:
-                    data = inflate.unconsumed_tail
-                elif data := inflate.unused_data:
-                    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    except zlib.error as exc:
-        raise LabkitError(f"{path}: damaged gzip file ({exc})") from None
-    if not inflate.eof:
-        raise LabkitError(f"{path}: damaged gzip file (it ends before its data does)")
 
 
 def _whole_lines(blocks: Iterator[bytes]) -> Iterator[bytes]:

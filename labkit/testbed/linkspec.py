@@ -40,6 +40,9 @@ LOSS_MODELS = ("random", "gemodel")
 AQMS = ("droptail", "codel")
 #: Below this a queue could not hold one burst of the sender's segmentation offload.
 MIN_QUEUE_PACKETS = 16
+#: The longest one-way delay, and the longest jitter, a link takes: beyond it every packet waits so long that
+#: nothing above the link (ping, TCP) measures anything.
+MAX_DELAY_S = 10
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,8 @@ def parse_jitter(text: str) -> tuple[float, float]:
         jitter = parse_duration(words[0], "ms")
     except ValueError as exc:
         raise LabkitError(f"--jitter: {exc}") from None
+    if jitter > MAX_DELAY_S:
+        raise LabkitError(f"--jitter: {words[0]!r} is more than {MAX_DELAY_S} s, the longest delay a link takes")
     return jitter, _correlation(words[1:], "--jitter")
 
 
@@ -270,8 +275,10 @@ def _jitter_params(spec: LinkSpec) -> dict:
 
 def emulator_params(spec: LinkSpec, reverse: LinkSpec, mtu: int) -> dict:
     """One direction as go/internal/link.Params, every value checked (``reverse``: the other direction, for bdp)."""
-    if not 0 <= spec.one_way_delay_s <= 10:
-        raise LabkitError(f"one-way delay must be between 0 and 10 s, not {spec.one_way_delay_s:g} s")
+    if not 0 <= spec.one_way_delay_s <= MAX_DELAY_S:
+        raise LabkitError(f"one-way delay must be between 0 and {MAX_DELAY_S} s, not {spec.one_way_delay_s:g} s")
+    if spec.rate_bps is not None and not spec.rate_bps > 0:
+        raise LabkitError(f"rate must be more than 0, not {spec.rate_bps:g} bit/s; give 'none' for no rate limit")
     dup, dup_corr = parse_chance(spec.duplicate, "--duplicate")
     reorder, reorder_corr, gap = parse_reorder(spec.reorder)
     if reorder and not (spec.one_way_delay_s or spec.delay_trace):
