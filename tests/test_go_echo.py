@@ -319,10 +319,12 @@ def test_codec_vtproto_talks_to_grpcio_on_either_side(start_server, python_serve
       "--interval", "1s", "--payload-bytes", "-1"], "--payload-bytes -1 is out of range"),
     (["upload-file", "--path", "/nonexistent/labkit/file"], "cannot read /nonexistent/labkit/file"),
     (["grpc-load", "--target", "x:y:z"], "is not HOST:PORT"),
+    (["grpc-load", "--target", "127.0.0.1:1", "--payload-file", "/nonexistent/labkit/payload"],
+     "grpc-load: --payload-file: cannot read /nonexistent/labkit/payload"),
 ], ids=["server-takes-no-pool", "unknown-option", "client-takes-no-streams-limit", "bad-size", "cold-with-background",
         "bind-no-port", "bind-not-local", "cert-without-key", "unknown-flag", "bind-no-host", "side-port-range",
         "buffer-beyond-int32", "target-port-zero", "keepalive-below-floor", "window-below-floor", "keepalive-zero",
-        "duration-overflow", "negative-payload", "missing-file", "grpcload-target-not-host-port"])
+        "duration-overflow", "negative-payload", "missing-file", "grpcload-target-not-host-port", "grpcload-missing-payload"])
 def test_bad_input_to_labkit_go_is_one_line_and_exit_2(args, message):
     result = subprocess.run([str(GO_BINARY), *args], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and result.stdout == ""

@@ -48,7 +48,7 @@ func grpcLoadCommand(flags *flag.FlagSet, args []string) error {
 		return err
 	}
 	if payloadFile != "" {
-		if c.Payload, err = files.ReadRegular(payloadFile, "--payload-file", limits.MaxEchoPayloadBytes); err != nil {
+		if c.Payload, err = files.ReadRegular(payloadFile, "payload-file", limits.MaxEchoPayloadBytes); err != nil {
 			return err
 		}
 	}
