@@ -54,6 +54,13 @@ def _files(tmp_path: Path) -> dict[str, Path]:
     files["unitless"].write_text('[hosts.a]\n[hosts.b]\n\n[links.a-b]\none_way_delay = 5\n')
     files["until"].write_text('[[change]]\nat = "10s"\nevery = "1s"\nuntil = "5s"\nloss = "1%"\n')
     files["backwards"].write_text("0s 10ms\n2s 20ms\n1s 30ms\n")
+    # Numbers past the emulator's int64 nanoseconds: Go's JSON error text was all the user got.
+    files["far_delivery"] = tmp_path / "far.up"
+    files["far_delivery"].write_text("1\n99999999999999999999999\n")
+    files["far_step"] = tmp_path / "far_step.txt"
+    files["far_step"].write_text("0 40\n99999999999999999999999 40\n")
+    files["huge_delay"] = tmp_path / "huge_delay.txt"
+    files["huge_delay"].write_text("0 40\n1 99999999999999999999999\n")
     return files
 
 
@@ -72,6 +79,9 @@ UP_CASES = [
     (["--schedule", "at=10s,every=1s,until=10s,partition"], "until (10 s) must come after at (10 s)"),
     (["--delay-trace", "{backwards}"], "the times must increase (1 s comes after 2 s)"),
     (["--delay-trace", str(PING_LOG), "--delay-trace-step", "0s"], "--delay-trace-step: '0s' must be longer than 0"),
+    (["--rate-trace", "{far_delivery}"], "far.up:2: 99999999999999999999999 ms is later than a week"),
+    (["--delay-trace", "{far_step}"], "far_step.txt: it lasts 1e+23 s, more than a week"),
+    (["--delay-trace", "{huge_delay}"], "huge_delay.txt: a delay of 1e+20 s, more than 10 s"),
     # Jitter is bounded as the delay is: 10000 hours of it lost every ping of a testbed that came up.
     (["--jitter", "10000h"], "--jitter: '10000h' is more than 10 s"),
     # 0 was read as no limit; no limit is 'none'.

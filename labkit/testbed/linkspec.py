@@ -302,4 +302,8 @@ def emulator_params(spec: LinkSpec, reverse: LinkSpec, mtu: int) -> dict:
     }
     if spec.delay_trace_step and not spec.delay_trace:
         raise LabkitError("--delay-trace-step goes with --delay-trace")
+    if params["delay_trace"] and max(params["delay_trace"]["delay_ns"]) > MAX_DELAY_S * 1e9:
+        longest = max(params["delay_trace"]["delay_ns"]) / 1e9
+        raise LabkitError(f"--delay-trace {spec.delay_trace}: a delay of {longest:g} s, more than {MAX_DELAY_S} s, "
+                          f"the longest delay a link takes")
     return params

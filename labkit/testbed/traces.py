@@ -15,6 +15,8 @@ starts when the link takes it and loops. Either
 millisecond at which the link may deliver one 1504-byte packet. Lines may repeat (several
 deliveries in one millisecond); the trace loops with the period of its last line.
 
+Either trace lasts at most a week, and a delay trace's delays are at most 10 s, as ``--one-way-delay``'s.
+
 **Jitter table** (``--jitter-distribution FILE``): measured values (any unit; whitespace
 or commas between them), or a ping log (its RTTs), standardized to mean 0 and standard
 deviation 1 as iproute2's ``maketable`` does, so ``--jitter`` sets the spread and
@@ -30,9 +32,12 @@ from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.files import MAX_TRACE_BYTES, read_text_file
+from labkit.limits import MAX_DURATION_S
 from labkit.parsers.ping import parse_ping
 from labkit.units import parse_duration
 
+#: The latest millisecond of a rate trace: a week, the longest any duration labkit takes.
+MAX_TRACE_MS = MAX_DURATION_S * 1000
 #: A table longer than this is reduced to this many quantiles.
 MAX_TABLE = 4096
 NETEM_DIST_SCALE = 8192
@@ -100,6 +105,9 @@ def read_delay_trace(path: str, step: str | None = None) -> dict:
     if not rows:
         raise LabkitError(f"--delay-trace {path}: neither TIME DELAY lines nor ping replies")
     t0 = rows[0][0]
+    # The emulator counts in int64 nanoseconds: a time beyond any trace's length is refused here, by name.
+    if rows[-1][0] - t0 > MAX_DURATION_S:
+        raise LabkitError(f"--delay-trace {path}: it lasts {rows[-1][0] - t0:g} s, more than a week")
     times = [round((t - t0) * 1e9) for t, _ in rows]
     delays = [round(d * 1e9) for _, d in rows]
     if any(d < 0 for d in delays):
@@ -119,6 +127,10 @@ def read_rate_trace(path: str) -> dict:
             continue
         if not word.isdigit():
             raise LabkitError(f"--rate-trace {path}:{number}: {line.strip()!r} is not a whole number of milliseconds")
+        # The emulator counts in int64 nanoseconds: a time beyond any trace's length is refused here, by name
+        # (by its length first: int() refuses a number of thousands of digits with an error of its own).
+        if len(word) > len(str(MAX_TRACE_MS)) or int(word) > MAX_TRACE_MS:
+            raise LabkitError(f"--rate-trace {path}:{number}: {word} ms is later than a week, the longest a trace lasts")
         ms.append(int(word))
     if not ms or ms[-1] <= 0:
         raise LabkitError(f"--rate-trace {path}: no delivery opportunity after 0 ms")
