@@ -30,6 +30,9 @@ from labkit.hosts.kernel import (ManifestRefused, check_originals, check_route_o
 
 #: A knob lock's directory as labkit.hosts.kernel.KnobLock names it: its prefix and the network namespace's inode.
 _KNOB_LOCK = re.compile(r"^/tmp/labkit-knobs-[0-9]{1,20}$")
+#: `labkit load`'s work directory on its client host, as Host.make_temp_dir("labkit-load.") names it (in /tmp, or a
+#: local host's $TMPDIR): its tools' request bodies and outputs.
+_LOAD_WORKDIR = re.compile(r"^(/[A-Za-z0-9_.-]+)*/labkit-load\.[A-Za-z0-9_]{1,32}$")
 
 
 def unrestored(run) -> dict:
@@ -97,6 +100,17 @@ def check_run(run, inventory, force: bool = False) -> None:
                                                                  "claim as labkit writes it")
     for index, entry in enumerate(run.manifest.get("capture_dirs") or []):
         check_leftover(entry, index, hosts)
+    if (workdir := _left_workdir(run)) is not None:
+        client = (run.manifest.get("config") or {}).get("client")
+        if client not in hosts:
+            raise ManifestRefused("config.client", f"{str(client)[:40]!r} is not a host of the run's inventory")
+        if not isinstance(workdir, str) or not _LOAD_WORKDIR.match(workdir) or "/../" in f"{workdir}/":
+            raise ManifestRefused("client_workdir", f"{str(workdir)[:60]!r} is not a directory labkit load works in")
+
+
+def _left_workdir(run):
+    """The work directory a killed `labkit load` left on its client host (a run that ended removed its own), or None."""
+    return run.manifest.get("client_workdir") if run.status == "running" else None
 
 
 def check_on_hosts(run, host_of: Callable) -> None:
@@ -117,6 +131,10 @@ def cleanup_run(run, host_of: Callable, say: Callable[[str], None]) -> None:
     interrupted; ``run`` passed :func:`check_run` and :func:`check_on_hosts`."""
     _stop_processes(run, host_of, say)
     collect_leftovers(run, host_of, say)  # after its tcpdump stopped: the file is closed
+    if (workdir := _left_workdir(run)) is not None:  # after the tools that wrote into it stopped
+        client = run.manifest["config"]["client"]
+        host_of(client).remove(workdir)
+        say(f"{run.run_id}: removed {client}:{workdir}")
     _restore_kernel(run, host_of, say)
     for name, path in list((run.manifest.get("host_claims") or {}).items()):
         release_claim(host_of(name), path)

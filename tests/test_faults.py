@@ -245,3 +245,35 @@ def test_a_link_changed_mid_run_fails_the_cell_it_spoiled(lab, inventory, tmp_pa
     # trip shows the link alone).
     pings = samples[samples["probe"] == "ping"]["rtt_ms"]
     assert len(samples) == 12 and len(pings) == 6 and pings.max() < 20 * ONE_WAY_S * 1e3, samples
+
+
+#: The Go servers (and load's Go tool) of each experiment that runs them: `labkit echo serve --impl go` execs into
+#: labkit-go under the pid the run recorded.
+GO_RUNS = {"sweep": ["--client-impl", "go", "--server-impl", "go"],
+           "load": ["--grpc-tool", "labkit-go", "--server-impl", "go"]}
+
+
+@pytest.mark.parametrize("experiment", GO_RUNS)
+def test_a_sigkilled_run_of_go_servers_is_cleaned_up_and_resumed_as_a_python_one_is(lab, inventory, tmp_path,
+                                                                                     experiment):
+    """Issue 45, item 2: after a SIGKILL, the Go echo server (labkit-go, exec'd by the `labkit echo serve` the run
+    started) is still the run's: `runs cleanup` (load, whose work directory on a goes too) and `--resume` (sweep, which
+    cleans up first) stop it, and nothing of the run is left running."""
+    before = ssai(lab)
+    with running_labkit(*experiment_args(inventory, experiment, "gokill", tmp_path), *GO_RUNS[experiment]) as proc:
+        run_path = wait_for_cell_start(tmp_path, "gokill")
+        wait_for(lambda: netns_pids(lab, "b", "labkit-go serve"), 60, "the Go echo server")
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert netns_pids(lab, "b", "labkit-go serve")  # what the kill left
+    if experiment == "load":
+        workdir = Run.open(run_path).manifest["client_workdir"]
+        assert Path(workdir).is_dir()
+        cleanup = run_labkit("runs", "cleanup", run_path.name, "--runs-dir", str(tmp_path), timeout=120)
+        assert cleanup.returncode == 0 and "alone" not in cleanup.stdout, cleanup.stdout + cleanup.stderr
+        assert f"removed a:{workdir}" in cleanup.stdout
+        assert leftover_processes(lab, LABKIT_WORDS) == [] and not Path(workdir).exists()
+    resumed = run_labkit(experiment, "--resume", run_path.name, "--runs-dir", str(tmp_path), "--quiet", timeout=180)
+    assert resumed.returncode == 0 and "alone" not in resumed.stderr, resumed.stderr
+    assert_complete_once(Run.open(run_path), experiment)
+    assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 from contextlib import closing
 
@@ -19,7 +20,7 @@ from labkit.cli.params import BIND_ADDRESS, BOUNDED_DURATION, DURATION, TARGET_A
 from labkit.echo import upload_agent
 from labkit.echo.options import grpcio_arguments, merged, parse_grpc_options
 from labkit.echo.plans import (CALL_ORDERS, PROBES, UPLOAD_TRANSPORTS, CallPlan, SeriesPlan, ServePlan, UploadFilePlan,
-                               UploadPlan)
+                               UploadPlan, go_twin_args)
 from labkit.echo.tcpinfo import TcpInfoSampler
 from labkit.errors import LabkitError
 from labkit.files import read_pem_certificates, read_tls_pair
@@ -28,39 +29,19 @@ from labkit.limits import AT_MOST, MAX_FILE_BYTES, MAX_KEEPALIVE_MS, MAX_MESSAGE
 from labkit.units import format_duration
 
 
-#: The subcommands that have a Go twin in ``labkit-go`` (same flags, same output). ``upload-file`` needs
-#: none (making the file is not measured, and its seeded bytes are Python's), so it takes no ``--impl``.
-GO_TWINS = ("serve", "call", "upload-agent", "series-agent")
-
-
 class EchoGroup(click.Group):
     """``labkit echo``: with ``--impl go`` a subcommand is replaced by its twin in the ``labkit-go`` binary.
 
-    The process execs the binary with the same arguments, so its PID, stdout
-    and signals are the Go program's: whoever started ``labkit echo serve
-    --impl go`` holds the Go server itself.
+    The process execs the binary with the same arguments (:func:`~labkit.echo.plans.go_twin_args`), so its PID,
+    stdout and signals are the Go program's: whoever started ``labkit echo serve --impl go`` holds the Go server
+    itself.
     """
 
     def parse_args(self, ctx, args):
-        if args and args[0] in GO_TWINS and _wants_go(args[1:]) and not {"--help", "-h"} & set(args):
-            _exec_go(args[0], [arg for arg in _without_impl(args[1:])])
+        twin = go_twin_args(args)
+        if twin is not None:
+            _exec_go(twin[0], twin[1:])
         return super().parse_args(ctx, args)
-
-
-def _wants_go(args: list[str]) -> bool:
-    return any(arg == "--impl=go" or (arg == "--impl" and following == "go")
-               for arg, following in zip(args, [*args[1:], None]))
-
-
-def _without_impl(args: list[str]):
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg == "--impl":
-            skip = True
-        elif not arg.startswith("--impl="):
-            yield arg
 
 
 def _exec_go(subcommand: str, args: list[str]) -> None:

@@ -112,6 +112,34 @@ class ServePlan(_Plan):
         check_within("--grace", self.grace_s, 0, MAX_DURATION_S, "s")
 
 
+#: The ``labkit echo`` subcommands that have a Go twin in ``labkit-go`` (same flags, same output). ``upload-file``
+#: needs none (making the file is not measured, and its seeded bytes are Python's), so it takes no ``--impl``.
+GO_TWINS = ("serve", "call", "upload-agent", "series-agent")
+
+
+def go_twin_args(args: Sequence[str]) -> list[str] | None:
+    """The arguments `labkit echo ARGS` execs the ``labkit-go`` binary with, where ``ARGS`` asks for a Go twin with
+    ``--impl go`` (the subcommand, then every argument but ``--impl``); None where the subcommand runs in Python.
+    The pid a run records for `labkit echo serve --impl go` runs this command line once it has exec'd, which is how
+    `labkit runs cleanup` still knows it for labkit's."""
+    args = list(args)
+    if not args or args[0] not in GO_TWINS or {"--help", "-h"} & set(args):
+        return None
+    rest = args[1:]
+    if not any(arg == "--impl=go" or (arg == "--impl" and following == "go")
+               for arg, following in zip(rest, [*rest[1:], None])):
+        return None
+    kept, skip = [], False
+    for arg in rest:
+        if skip:
+            skip = False
+        elif arg == "--impl":
+            skip = True
+        elif not arg.startswith("--impl="):
+            kept.append(arg)
+    return [args[0], *kept]
+
+
 def serve_argv(plan: ServePlan, impl: str = PYTHON) -> list[str]:
     """``echo serve`` with the plan's flags."""
     plan.check()

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from labkit.echo.cputime import parse_start_ticks
+from labkit.echo.plans import go_twin_args
 from labkit.errors import LabkitError
 from labkit.parsers.iproute import parse_link_mtu, parse_qdisc, parse_route_get, parse_sysctl_output
 
@@ -240,7 +241,21 @@ def not_the_process(host, entry: dict[str, Any]) -> str | None:
         argv = host.read_bytes(f"/proc/{pid}/cmdline").decode(errors="replace").split("\0")[:-1]
     except LabkitError:  # the process ended in between
         return _not_labkits_group(host, pid)
-    return None if argv == list(entry["argv"]) else f"pid {pid} now runs {' '.join(argv)[:60]!r}"
+    if argv == list(entry["argv"]) or _execd_into_go(argv, list(entry["argv"])):
+        return None
+    if not argv and entry.get("start_ticks") is not None:
+        return None  # the recorded process itself (its start time), ended and not yet reaped: its group may be left
+    return f"pid {pid} now runs {' '.join(argv)[:60]!r}"
+
+
+def _execd_into_go(now: list[str], recorded: list[str]) -> bool:
+    """Whether ``now`` is the command line ``recorded`` (`labkit echo SUBCOMMAND ... --impl go`) has after it exec'd
+    into its Go twin: labkit-go, with the arguments `labkit echo` hands it (the start time was checked before)."""
+    for index, word in enumerate(recorded[:4]):
+        if word == "echo" and looks_like_labkits(recorded[:index]):
+            twin = go_twin_args(recorded[index + 1:])
+            return twin is not None and bool(now) and now[0].rsplit("/", 1)[-1] == "labkit-go" and now[1:] == twin
+    return False
 
 
 def _not_labkits_group(host, pgid: int) -> str | None:
