@@ -4,7 +4,8 @@ Per host, in ``labkit_dir`` (default ``~/.labkit/NAME``)::
 
     wheelhouse/               the labkit wheel, and with --offline the agent's wheels
     agent-requirements.txt    the agent set, pinned to the versions installed here
-    venv/                     python3 -m venv; labkit installed with --no-deps
+    venv/                     python3 -m venv (made again when the inventory's python is another interpreter);
+                              labkit installed with --no-deps
     build.json                marker: which build is installed (a host with the same build is skipped)
     bin/ghz, bin/labkit-go,   the static tools of this machine (hosts.layout.TOOLS): ghz (labkit load's
     bin/nats-server,          gRPC load generator), labkit-go (the grpc-go echo, and hop's back and
@@ -67,6 +68,8 @@ import json, platform, sys
 print(json.dumps({"version": list(sys.version_info[:2]), "implementation": sys.implementation.name,
                   "machine": platform.machine(), "libc": list(platform.libc_ver())}))
 """
+# Run by an interpreter: the real path of the interpreter it is (in a venv, of the one the venv was made with).
+_BASE_INTERPRETER_SCRIPT = "import os, sys; print(os.path.realpath(sys._base_executable))"
 # Run by the host's interpreter: name -> size of each file in a directory (empty if missing).
 _LIST_SCRIPT = """
 import json, os, sys
@@ -343,6 +346,11 @@ class _Deployer:
         if not host.exists(python):
             self._step(name, f"creating the venv with {entry.python}")
             self._make_venv(host, entry, base)
+        elif self._base_interpreter(host, python) != self._base_interpreter(host, entry.python):
+            # A venv runs the interpreter it was made with, whatever is installed into it: another `python =` in the
+            # inventory needs a new venv.
+            self._step(name, f"making the venv again with {entry.python}")
+            self._make_venv(host, entry, base, clear=True)
         self._step(name, f"installing ({mode})")
         pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"]
         index = ["--no-index", "--find-links", f"{base}/wheelhouse"] if mode == "offline" else []
@@ -423,8 +431,14 @@ class _Deployer:
         self.say(f"{entry.name}: cannot reach {INDEX_HOST[0]}; installing from an uploaded wheelhouse (--offline)")
         return "offline"
 
-    def _make_venv(self, host, entry: HostEntry, base: str) -> None:
-        result = host.run([entry.python, "-m", "venv", f"{base}/venv"], timeout=300)
+    def _base_interpreter(self, host, python: str) -> str | None:
+        """The real path of the interpreter ``python`` runs on the host (a venv's: the one it was made with); None
+        when it does not run."""
+        result = host.run([python, "-c", _BASE_INTERPRETER_SCRIPT], timeout=60)
+        return result.stdout.strip() if result.ok else None
+
+    def _make_venv(self, host, entry: HostEntry, base: str, clear: bool = False) -> None:
+        result = host.run([entry.python, "-m", "venv", *(["--clear"] if clear else []), f"{base}/venv"], timeout=300)
         if not result.ok:
             text = result.stderr + result.stdout
             if "ensurepip" in text or "No module named venv" in text:

@@ -124,6 +124,64 @@ def test_deploy_offline_then_skip(lab, inventory, wheel):
     assert not any((inventory.parent / "hosts" / name / "bin").exists() for name in ("a", "b"))
 
 
+def test_a_host_without_labkit_go_is_told_what_would_send_it(lab, inventory):
+    # As a Go sweep finds a host whose tools were not sent (deployed with --tools none, before any run sent them):
+    # `labkit deploy` sends no more than a run would, so the line names what does.
+    inv = load_inventory(inventory)
+    with open_host(inv, "b") as host:
+        result = host.run([*remote_labkit_argv(inv.host("b")), "echo", "serve", "--impl", "go",
+                           "--bind", f"{inv.peer_address('b')}:0"], timeout=60)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("labkit: error: labkit-go is not installed here: build it with scripts/bootstrap.sh")
+    assert "sends its copy to each host a run needs it on" in lines[0] and "labkit deploy" not in lines[0]
+
+
+#: Run by an interpreter on a host: its real path and its minor version.
+_WHICH_PYTHON = "import os, sys; print(os.path.realpath(sys._base_executable), *sys.version_info[:2])"
+
+
+def _another_python(host, python: str) -> tuple[str, str] | None:
+    """(path, real path) of an interpreter on this machine (which the testbed's hosts share) of the same minor
+    version as ``python`` on the host, but another program: the offline wheelhouse deploy sends is per minor
+    version, so a deploy with it needs no download."""
+    real, *version = host.run([python, "-c", _WHICH_PYTHON], check=True).stdout.split()
+    for candidate in sorted(Path("/root/.pyenv/versions").glob("3.*/bin/python3")) + [Path("/usr/bin/python3"),
+                                                                                      Path("/usr/local/bin/python3")]:
+        if candidate.exists():
+            other, *other_version = host.run([str(candidate), "-c", _WHICH_PYTHON], check=True).stdout.split()
+            if other_version == version and other != real:
+                return str(candidate), other
+    return None
+
+
+def test_deploy_force_with_another_python_makes_the_venv_again(lab, inventory, wheel, tmp_path):
+    """`python =` changed, then `deploy --force`: the venv is made again with the new interpreter (it said
+    "deployed" and wrote the new python into build.json while the venv kept running the old one)."""
+    data = tomllib.loads(inventory.read_text())
+    data["hosts"]["a"]["labkit_dir"] = str(tmp_path / "a")  # a deployment of this test's own, on host a
+    own = tmp_path / "inventory.toml"
+    own.write_text(tomli_w.dumps(data))
+    entry = load_inventory(own).host("a")
+    with open_host(load_inventory(own), "a") as host:
+        other = _another_python(host, entry.python)
+    if other is None:
+        pytest.skip(f"no second Python of the minor version of the hosts' {entry.python} on this machine "
+                    "(looked in /root/.pyenv/versions, /usr/bin, /usr/local/bin)")
+    first = labkit("deploy", "--wheel", str(wheel.path), "--tools", "none", str(own), "a", timeout=300)
+    assert first.returncode == 0 and re.search(r"^a: deployed: ", first.stderr, re.M), first.stderr
+
+    data["hosts"]["a"]["python"] = other[0]
+    own.write_text(tomli_w.dumps(data))
+    forced = labkit("deploy", "--force", "--wheel", str(wheel.path), "--tools", "none", str(own), "a", timeout=300)
+    assert forced.returncode == 0 and re.search(r"^a: deployed: ", forced.stderr, re.M), forced.stderr
+    assert json.loads((tmp_path / "a" / "build.json").read_text())["python"] == other[0]
+    with open_host(load_inventory(own), "a") as host:
+        venv_python = host.run([str(tmp_path / "a" / "venv" / "bin" / "python"), "-c", _WHICH_PYTHON], check=True)
+        assert venv_python.stdout.split()[0] == other[1]
+        assert check_remote_labkit(host, load_inventory(own).host("a")) == __version__
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

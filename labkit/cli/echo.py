@@ -47,8 +47,11 @@ class EchoGroup(click.Group):
 def _exec_go(subcommand: str, args: list[str]) -> None:
     binary = local_tool("labkit-go")
     if binary is None:
-        raise LabkitError("labkit-go is not installed here (scripts/bootstrap.sh builds it; `labkit deploy` copies it "
-                          "to hosts)")
+        # On a host it is missing when the machine labkit ran from had no copy for this machine type to send
+        # (its run said so as it opened the hosts); `labkit deploy` sends only what that machine has either.
+        raise LabkitError(f"labkit-go is not installed here: build it with scripts/bootstrap.sh, or run labkit from a "
+                          f"{platform.machine()} machine that has it, which sends its copy to each host a run needs "
+                          f"it on")
     sys.stdout.flush()
     os.execv(binary, [str(binary), subcommand, *args])
 
