@@ -333,6 +333,7 @@ def test_bad_input_to_labkit_go_is_one_line_and_exit_2(args, message):
 
 
 def test_grpc_load_keeps_the_answers_of_streams_cut_short_by_sigterm(go_server, tmp_path):
+    from labkit.experiments.load import grpcload_cell_stats
     from labkit.parsers.grpcload import parse_grpcload_csv
 
     # Streams far longer than the test: SIGTERM comes while every call is still in flight.
@@ -361,6 +362,11 @@ def test_grpc_load_keeps_the_answers_of_streams_cut_short_by_sigterm(go_server, 
     assert len(cut_short) > 0 and cut_short["ok"].all() and cut_short["code"].isna().all()
     for _, call in cut_short.groupby(["worker", "call"]):
         assert call["message"].tolist() == list(range(len(call)))
+    # A cell's numbers from it: its answers are messages, but a call without an end is no call's latency.
+    stats = grpcload_cell_stats(out.read_text(), 0.0, 600.0)
+    ended = rows.loc[rows["call_latency_ms"].notna()].groupby(["worker", "call"]).ngroups
+    assert stats["messages"] == stats["messages_ok"] == len(rows) and stats["requests"] == ended
+    assert stats["message_p50_ms"] > 0 and "None" not in stats["status_codes"]
 
 
 def _go_toolchain() -> str | None:

@@ -108,10 +108,12 @@ def message_calls(messages: pd.DataFrame) -> pd.DataFrame:
     """The calls of labkit-go's per-message rows, one row each as ghz reports a call: its start (``t_utc``), its
     latency, ``ok`` when every message was answered, its status and its first error ("" for none). The latency and
     status are on a call's last row (a stream's earlier rows are written before its end): ``first`` skips the
-    missing ones."""
-    return messages.groupby(["worker", "call"], sort=False, as_index=False).agg(
+    missing ones. A call a signal cut short has no end, so no latency: it is left out, as ghz leaves out the
+    calls it did not finish (its answered messages stay in ``messages``)."""
+    calls = messages.groupby(["worker", "call"], sort=False, as_index=False).agg(
         t_utc=("call_t_utc", "first"), latency_ms=("call_latency_ms", "first"), ok=("ok", "all"),
         code=("code", "first"), error=("error", lambda errors: next((e for e in errors if e), "")))
+    return calls[calls["latency_ms"].notna()].reset_index(drop=True)
 
 
 def latency_with_ci(cells: pd.DataFrame, requests: pd.DataFrame | None, *, confidence: float = 0.95,
