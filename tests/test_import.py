@@ -529,3 +529,84 @@ def test_a_reader_whose_caller_stopped_ends_though_its_queue_is_full():
     closing.start()
     closing.join(timeout=60)
     assert not closing.is_alive(), "the caller waited for a reader that waited for room in the queue"
+
+
+# --- what a number inside a log may make: bounded by the file -------------------------------------------------------
+
+#: The address space an import of a few lines gets (its libraries take about 500 MB of it with one BLAS thread): a
+#: gap of a billion seqs made as rows, or as an array over the gap, fails at once instead of eating the machine.
+IMPORT_ADDRESS_SPACE = 768 * 2**20
+
+
+def _limit_address_space() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (IMPORT_ADDRESS_SPACE, IMPORT_ADDRESS_SPACE))
+
+
+def _import_bounded(tmp_path: Path, kind: str, text: str, compiled: bool):
+    """``labkit import KIND`` of ``text`` in a process of bounded memory, with or without the compiled reader."""
+    import os
+
+    from labkit.parsers.compiled import DISABLE_ENV
+
+    path, runs = tmp_path / f"{kind}.txt", tmp_path / "runs"
+    path.write_text(text)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", DISABLE_ENV: "0" if compiled else "1"}
+    proc = labkit("import", kind, str(path), "--out", "bounded", "--runs-dir", str(runs), env=env,
+                  preexec_fn=_limit_address_space)
+    return path, runs, proc
+
+
+def _three_lines(kind: str, last_seq: int) -> str:
+    """Three lines of a 2016 log (ping: its header and first two replies; go-echo: its first three calls), the last
+    one's sequence number made ``last_seq``."""
+    if kind == "ping":
+        lines = gzip.decompress((ORCA / "ping.txt.gz").read_bytes()).decode().splitlines()[:3]
+        lines[2] = re.sub(r"icmp_seq=\d+", f"icmp_seq={last_seq}", lines[2])
+    else:
+        lines = gzip.decompress((ORCA / "echo.txt.gz").read_bytes()).decode().splitlines()[1:4]
+        lines[2] = re.sub(r" seq=\d+", f" seq={last_seq}", lines[2])
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "regex"])
+@pytest.mark.parametrize("kind", ["ping", "go-echo"])
+def test_a_gap_in_the_numbers_makes_rows_bounded_by_the_file(tmp_path, kind, compiled):
+    """A three-line log whose last seq is 100,002 imports every probe (call) it skips as a lost row; one whose
+    last seq is 999,999,999 (which once took 24 GB) is refused in one line naming it, in bounded memory, with or
+    without the compiled reader."""
+    _, runs, proc = _import_bounded(tmp_path, kind, _three_lines(kind, 100_002), compiled)
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = runs.iterdir()
+    (record,) = json.loads((run_dir / "manifest.json").read_text())["imports"]
+    # ping: seq 0 to 100,002 (BSD's ping numbers from 0), two replies; go-echo: seq 1 to 100,002, three calls.
+    first, rows, samples = {"ping": (0, 100_003, 2), "go-echo": (1, 100_002, 3)}[kind]
+    assert {k: record["tally"][k] for k in ("rows", "samples", "lost")} == {
+        "rows": rows, "samples": samples, "lost": rows - samples}
+    assert record["parser_counts"]["lost" if kind == "ping" else "missing"] == rows - samples
+    assert pq.read_metadata(run_dir / "samples.parquet").num_rows == rows
+
+    for seq in (999_999_999, 9_999_999_999):
+        where = tmp_path / str(seq)
+        where.mkdir()
+        path, runs, proc = _import_bounded(where, kind, _three_lines(kind, seq), compiled)
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(f"labkit: error: {path}: line 3"), proc.stderr
+        if kind == "go-echo" or seq < 10**9:  # ping's pattern takes nine digits: a tenth makes the line unreadable
+            assert f"seq {seq} leaves {seq - first - 2} " in proc.stderr and "not " in proc.stderr, proc.stderr
+        assert not runs.exists()
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "regex"])
+def test_a_ping_count_far_past_its_lines_is_refused_in_bounded_memory(tmp_path, compiled):
+    """ping's closing statistics, from the 2016 log, saying 50,000,000 probes were sent after three lines: the
+    probes without a line are rows only up to what a log of its size may infer, so this is one line, exit 2."""
+    lines = gzip.decompress((ORCA / "ping.txt.gz").read_bytes()).decode().splitlines()
+    footer = [re.sub(r"^\d+ packets transmitted", "50000000 packets transmitted", line) for line in lines[-3:]]
+    assert footer[1].startswith("50000000 packets transmitted")
+    path, runs, proc = _import_bounded(tmp_path, "ping", "\n".join(lines[:3] + footer) + "\n", compiled)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "ping statistics say 50000000 packets were transmitted, far more than the output shows" in proc.stderr
+    assert not runs.exists()
+

@@ -32,7 +32,7 @@ def streamed(parser, text: str, size: int):
     """Every row ``parser`` gives for ``text`` fed in chunks of about ``size`` characters, and its result."""
     import pyarrow as pa
 
-    batches = [batch for chunk in line_chunks(text, size) for batch in parser.feed(chunk)] + parser.finish()
+    batches = [batch for chunk in line_chunks(text, size) for batch in parser.feed(chunk)] + list(parser.finish())
     table = pa.concat_tables(batches) if batches else parser.schema.empty_table()
     return table, parser.result()
 
@@ -198,3 +198,4 @@ def test_the_compiled_reader_reads_the_echo_log_as_the_regex_does(monkeypatch, t
     variants += [re.sub(r"seq=(\d+)", r"seq=\1 ", line) for line in calls[:2]]
     for log in (text, "\n".join(lines[:1] + variants + calls[10:]) + "\n"):
         _same_result(*_both_ways(monkeypatch, lambda: parse_go_echo_log(log, tz=tz)))
+

@@ -21,12 +21,13 @@ Both are streaming parsers (:mod:`labkit.parsers.stream`): :class:`GoEchoParser`
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
 from labkit.parsers.compiled import ECHO_UNITS, echo_calls
 from labkit.parsers.godur import NS_PER_UNIT, go_duration_unit, parse_go_duration_ns
-from labkit.parsers.stream import (Lines, Prepared, SeqWindow, StreamParser, arrow_schema, digits, line_numbers,
-                                   lines_one_by_one, parse_whole, sort_by)
+from labkit.parsers.stream import (INFERRED_BATCH, Lines, Prepared, SeqWindow, StreamParser, arrow_schema, digits,
+                                   inferred_allowed, line_numbers, lines_one_by_one, parse_whole, sort_by, sorted_within)
 
 _GO_LOG_STAMP = r"(?P<stamp>\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)"
 # Numbers are bounded: they must fit the 64-bit columns they go to.
@@ -169,6 +170,7 @@ class GoEchoParser(StreamParser):
                                       schema=self.window.schema)
         rows = pa.concat_tables([plain, others])
         self.window.see(rows["seq"].to_numpy(), where=f"line {base + 1} on: ")
+        self._check_gaps(rows)
         self.window.add(rows)
         self.n["samples"] += rows.num_rows
         for unit, count in zip(*np.unique(rows["unit"].to_numpy(zero_copy_only=False).astype(str),
@@ -201,34 +203,65 @@ class GoEchoParser(StreamParser):
             self.tally.recognised()
         return records
 
-    def finish(self) -> list:
+    def _check_gaps(self, rows) -> None:
+        """Refuse, before any is made, more rows for missing seqs than a log of the lines read so far may infer."""
+        import numpy as np
+
+        if not rows.num_rows:
+            return
+        lines = self.tally.lines
+        missing = self.window.max_seen - self.window.min_seen + 1 - lines  # at least this many seqs are missing
+        if missing > inferred_allowed(lines):
+            highest = int(np.argmax(rows["seq"].to_numpy()))
+            raise ParseError(f"line {rows['line'][highest].as_py()}: seq {rows['seq'][highest].as_py()} leaves "
+                             f"{missing} seqs missing from {lines} lines, more than labkit infers from a log of this "
+                             f"size ({inferred_allowed(lines)}): not one client's log")
+
+    def finish(self) -> Iterator:
         return self._release(None)
 
-    def _release(self, below: int | None) -> list:
-        """Rows below ``below`` (all for None), and rows for the seqs missing among them, in seq order."""
+    def _release(self, below: int | None) -> Iterator:
+        """Rows below ``below`` (all for None), and rows for the seqs missing among them, in seq order.
+
+        The rows read are taken from the window and the missing seqs counted now; the rows are made as the
+        result is taken, :data:`INFERRED_BATCH` seqs at a time, so a long gap is never held whole."""
+        if self.next_missing is None:
+            if self.window.min_seen is None:
+                return iter(())
+            self.next_missing = self.window.min_seen
+        if below is not None and below <= self.next_missing:
+            return iter(())
+        rows = self.window.release(below)
+        start, end = self.next_missing, below if below is not None else (self.window.max_seen + 1)
+        seqs = rows["seq"].to_numpy()
+        self.n["missing"] += max(0, end - start) - sorted_within(seqs, start, end)[1]
+        self.next_missing = max(start, end)
+        return self._filled(rows, seqs, start, end)
+
+    def _filled(self, rows, seqs, start: int, end: int) -> Iterator:
+        """``rows`` (sorted by seq, every seq below ``end``) with a row for each seq from ``start`` to ``end`` that
+        they lack, a batch of seqs at a time."""
         import numpy as np
         import pyarrow as pa
 
-        if self.next_missing is None:
-            if self.window.min_seen is None:
-                return []
-            self.next_missing = self.window.min_seen
-        if below is not None and below <= self.next_missing:
-            return []
-        rows = self.window.release(below)
-        end = below if below is not None else (self.window.max_seen + 1)
-        seqs = rows["seq"].to_numpy()
-        present = np.zeros(max(0, end - self.next_missing), dtype=bool)
-        present[seqs[(seqs >= self.next_missing) & (seqs < end)] - self.next_missing] = True
-        missing = np.flatnonzero(~present) + self.next_missing
-        self.next_missing = max(self.next_missing, end)
-        self.n["missing"] += len(missing)
-        filled = sort_by(pa.concat_tables([rows, _gap_rows(missing, self.window.schema)]), ["seq", "order", "line"])
-        t_utc = _localised(filled["naive_ns"], self.tz)
-        table = pa.table({name: filled[name] for name in ("seq", "order", "rtt_ms", "unit", "bytes", "peer")})
-        table = table.append_column("ok", pa.array(filled["line"].to_numpy() > 0))
-        table = table.append_column("t_utc", t_utc)
-        return [table.cast(self.schema)] if table.num_rows else []
+        for low in range(start, max(start, end), INFERRED_BATCH):
+            high = min(end, low + INFERRED_BATCH)
+            first, last = np.searchsorted(seqs, [low, high])
+            first = 0 if low == start else first  # rows below start (none are expected) go with the first batch
+            last = len(seqs) if high == end else last
+            part = rows.slice(first, last - first)
+            present = np.zeros(high - low, dtype=bool)
+            inside = seqs[first:last]
+            present[inside[(inside >= low) & (inside < high)] - low] = True
+            missing = np.flatnonzero(~present) + low
+            filled = sort_by(pa.concat_tables([part, _gap_rows(missing, self.window.schema)]), ["seq", "order", "line"])
+            if not filled.num_rows:
+                continue
+            t_utc = _localised(filled["naive_ns"], self.tz)
+            table = pa.table({name: filled[name] for name in ("seq", "order", "rtt_ms", "unit", "bytes", "peer")})
+            table = table.append_column("ok", pa.array(filled["line"].to_numpy() > 0))
+            table = table.append_column("t_utc", t_utc)
+            yield table.cast(self.schema)
 
     def result(self) -> ParseResult:
         counts = self.tally.counts()

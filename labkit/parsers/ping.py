@@ -46,12 +46,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from labkit.parsers.base import KEPT_LINES, LineTally, ParseError, ParseResult
 from labkit.parsers.compiled import ping_replies
-from labkit.parsers.stream import (Lines, Prepared, SeqWindow, StreamParser, arrow_schema, digits, field,
-                                   lines_one_by_one, match_lines, numbers, parse_whole, sort_by)
+from labkit.parsers.stream import (INFERRED_BATCH, Lines, Prepared, SeqWindow, StreamParser, arrow_schema,
+                                   digits, field, inferred_allowed, lines_one_by_one, match_lines,
+                                   numbers, parse_whole, sort_by, sorted_within)
 
 if TYPE_CHECKING:  # pandas is imported where rows are built: the series agent on a host imports the argv builders only
     import pandas as pd  # noqa: F401
@@ -172,9 +173,6 @@ _EVENT_COUNTS = {"no_answer": "no_answer_lines", "timeout": "timeout_lines", "er
 #: Replies waiting in :class:`PingParser` (``line``: where each was, which orders the replies to one probe).
 _PENDING = {"seq": "int64", "line": "int64", "rtt_ms": "float64", "dup": "bool", "t_utc_ns": "Int64", "ttl": "Int64",
             "bytes": "Int64", "source": "string"}
-#: A ``transmitted`` this far past the last probe seen is not a run's own count: refused, not millions of rows.
-MAX_TAIL = 2**26
-_BATCH = 2**20  # rows inferred from the closing count, written this many at a time
 
 
 class PingParser(StreamParser):
@@ -269,6 +267,7 @@ class PingParser(StreamParser):
         seqs = np.empty_like(raw)
         seqs[order] = _unwrap(raw[order], self.unwrap_state)
         self.window.see(seqs)
+        self._check_gaps(seqs, raw, numbers)
         later = []
         for (number, event), seq in zip(events, seqs[replies.num_rows:].tolist()):
             if event[0] == "reply":
@@ -281,19 +280,33 @@ class PingParser(StreamParser):
         if later:
             self.window.add(pa.Table.from_pylist(later, schema=self.window.schema))
 
-    def finish(self) -> list:
+    def _check_gaps(self, seqs, raw, numbers) -> None:
+        """Refuse, before any is made, more rows for probes seen only as gaps than the lines read so far may infer."""
+        import numpy as np
+
+        if not len(seqs):
+            return
+        lines = self.tally.lines
+        first = self.first if self.first is not None else _first_seq(self.summary, [self.window.min_seen])
+        missing = self.window.max_seen - first + 1 - lines  # at least this many probes have no line
+        if missing > inferred_allowed(lines):
+            highest = int(np.argmax(seqs))
+            raise ParseError(f"line {numbers[highest]}: icmp_seq {raw[highest]} leaves {missing} probes missing from "
+                             f"{lines} lines, more than labkit infers from ping output of this size "
+                             f"({inferred_allowed(lines)}): not the output of one ping run")
+
+    def finish(self) -> Iterator:
         first, seen = self._first(), self.window.max_seen
         last = seen if seen is not None else first - 1
         if "transmitted" in self.summary:
             last = max(last, first + self.summary["transmitted"] - 1)
-        if seen is not None and last - seen > MAX_TAIL or seen is None and last - first > MAX_TAIL:
-            raise ParseError(f"ping statistics say {self.summary['transmitted']} packets were transmitted, far more "
-                             "than the output shows probes for: not the output of one ping run")
-        # Every reply, and the probes without one up to the last reply; then the probes only the count tells of.
-        batches = self._release(None, min(last, seen if seen is not None else first - 1) + 1)
-        while self.next_missing <= last:
-            batches += self._release(None, min(last + 1, self.next_missing + _BATCH))
-        return batches
+        lines = self.tally.lines
+        if last - first + 1 - lines > inferred_allowed(lines):
+            said = (f"ping statistics say {self.summary['transmitted']} packets were transmitted"
+                    if "transmitted" in self.summary else f"probes {first} to {last} were sent")
+            raise ParseError(f"{said}, far more than the output shows probes for: not the output of one ping run")
+        # Every reply, and the probes without one up to the last: those only the count tells of too.
+        return self._release(None, last + 1)
 
     def _first(self) -> int:
         """iputils numbers probes from 1, BSD ping from 0; without a header, the lowest seen (fixed once used)."""
@@ -302,33 +315,56 @@ class PingParser(StreamParser):
             self.first = self.next_missing = _first_seq(self.summary, [] if low is None else [low])
         return self.first
 
-    def _release(self, below: int | None, missing_to: int) -> list:
-        """As rows: the replies below ``below`` (all for None) and the probes without one below ``missing_to``."""
+    def _release(self, below: int | None, missing_to: int) -> Iterator:
+        """As rows: the replies below ``below`` (all for None) and the probes without one below ``missing_to``.
+
+        The replies are taken from the window, the losses from the lines that told of them, and every row
+        counted, now; the rows of the probes without a reply are made as the result is taken,
+        :data:`INFERRED_BATCH` probes at a time, so a long gap is never held whole."""
         import numpy as np
-        import pyarrow as pa
 
         self._first()
         if below is not None and below <= self.next_missing:
-            return []
+            return iter(())
         replies = self.window.release(below)
         seqs = replies["seq"].to_numpy()
-        missing_to = max(missing_to, self.next_missing)
-        answered = np.zeros(missing_to - self.next_missing, dtype=bool)
-        inside = seqs[(seqs >= self.next_missing) & (seqs < missing_to)] - self.next_missing
-        answered[inside] = True
-        missing = np.flatnonzero(~answered) + self.next_missing
-        tables = [table for table in (self._reply_rows(replies, seqs), self._missing_rows(missing)) if table.num_rows]
+        start, missing_to = self.next_missing, max(missing_to, self.next_missing)
+        # Every probe below missing_to is settled: what lines said of those without a reply goes with them.
+        reported, errors = (_take_below(losses, missing_to) for losses in (self.reported, self.errors))
+        reply_rows = self._reply_rows(replies, seqs, reported)
+        answered, distinct = sorted_within(seqs, start, missing_to)
+        # A probe without a reply is a gap unless a line told of it: "no answer yet", a timeout, an ICMP error.
+        told_of = np.array([seq for seq in {*reported, *errors}
+                            if start <= seq < missing_to and (seq in reported or errors[seq][0])], dtype=np.int64)
+        lost = (missing_to - start) - distinct
+        self._count(rows=lost, lost=lost, gaps=lost - int(np.count_nonzero(~np.isin(told_of, answered))))
         self.next_missing = missing_to
-        for losses in (self.reported, self.errors):  # every probe below this is settled
-            for seq in [seq for seq in losses if seq < missing_to]:
-                del losses[seq]
-        if not tables:
-            return []
-        # Probes in sequence order; a duplicate follows the reply it repeats (the sort is stable).
-        return [sort_by(pa.concat_tables(tables), ["seq", "duplicate"])]
+        return self._filled(reply_rows, seqs, start, missing_to, reported, errors)
 
-    def _reply_rows(self, replies, seqs):
-        """Rows of released replies (sorted by probe, then line): the first reply to a probe is its sample."""
+    def _filled(self, reply_rows, seqs, start: int, end: int, reported: dict, errors: dict) -> Iterator:
+        """``reply_rows`` (sorted by probe) with a row for each probe from ``start`` to ``end`` they do not answer, a
+        batch of probes at a time, in sequence order; ``reported`` and ``errors``: what lines said of those."""
+        import numpy as np
+        import pyarrow as pa
+
+        steps = range(start, end, INFERRED_BATCH) if end > start else [start]
+        for low in steps:
+            high = min(end, low + INFERRED_BATCH)
+            first, last = np.searchsorted(seqs, [low, high])
+            first = 0 if low == start else first  # rows below start (none are expected) go with the first batch
+            last = len(seqs) if high >= end else last
+            inside = seqs[first:last]
+            answered = np.zeros(max(0, high - low), dtype=bool)
+            answered[inside[(inside >= low) & (inside < high)] - low] = True
+            missing = np.flatnonzero(~answered) + low
+            tables = [table for table in (reply_rows.slice(first, last - first),
+                                          self._missing_rows(missing, reported, errors)) if table.num_rows]
+            if tables:  # probes in sequence order; a duplicate follows the reply it repeats (the sort is stable)
+                yield sort_by(pa.concat_tables(tables), ["seq", "duplicate"])
+
+    def _reply_rows(self, replies, seqs, reported: dict):
+        """Rows of released replies (sorted by probe, then line): the first reply to a probe is its sample; one to a
+        probe ping had ``reported`` missing is late."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -336,7 +372,7 @@ class PingParser(StreamParser):
         first = np.ones(len(seqs), dtype=bool)
         first[1:] = seqs[1:] != seqs[:-1]
         duplicate = replies["dup"].to_numpy(zero_copy_only=False) | ~first
-        late = ~duplicate & np.isin(seqs, np.fromiter(self.reported, dtype=np.int64, count=len(self.reported)))
+        late = ~duplicate & np.isin(seqs, np.fromiter(reported, dtype=np.int64, count=len(reported)))
         self._count(rows=len(seqs), replies=len(seqs), answered=int(first.sum()), duplicates=int(duplicate.sum()),
                     late=int(late.sum()))
         return pa.table({"seq": seqs, "rtt_ms": replies["rtt_ms"], "ok": ~duplicate, "duplicate": duplicate,
@@ -345,19 +381,17 @@ class PingParser(StreamParser):
                          "status": pc.if_else(pa.array(duplicate), "duplicate", "reply"),
                          "error": pa.repeat("", len(seqs)), "gap": np.zeros(len(seqs), dtype=bool)}, schema=self.schema)
 
-    def _missing_rows(self, missing):
-        """Rows of probes no reply was read for: an ICMP error, a loss ping reported, or a gap in the numbers."""
+    def _missing_rows(self, missing, reported: dict, errors: dict):
+        """Rows of probes no reply was read for: an ICMP error, a loss ping ``reported``, or a gap in the numbers."""
         import numpy as np
         import pyarrow as pa
 
         n = len(missing)
         messages, sources, stamps = [""] * n, [""] * n, [None] * n
-        for i in np.flatnonzero(np.isin(missing, np.fromiter(self.errors, np.int64, len(self.errors)))).tolist():
-            messages[i], sources[i], stamps[i] = self.errors[int(missing[i])]
+        for i in np.flatnonzero(np.isin(missing, np.fromiter(errors, np.int64, len(errors)))).tolist():
+            messages[i], sources[i], stamps[i] = errors[int(missing[i])]
         error = np.array([bool(message) for message in messages], dtype=bool)
-        reported = np.isin(missing, np.fromiter(self.reported, np.int64, len(self.reported)))
-        gap = ~error & ~reported
-        self._count(rows=n, lost=n, gaps=int(gap.sum()))
+        gap = ~error & ~np.isin(missing, np.fromiter(reported, np.int64, len(reported)))
         return pa.table({"seq": missing, "rtt_ms": np.full(n, np.nan), "ok": np.zeros(n, dtype=bool),
                          "duplicate": np.zeros(n, dtype=bool), "late": np.zeros(n, dtype=bool),
                          "t_utc_ns": pa.array(stamps, pa.int64()), "ttl": pa.nulls(n, pa.int64()),
@@ -384,6 +418,11 @@ class PingParser(StreamParser):
         )
         return ParseResult(rows=None, counts=counts, summary=self.summary, unrecognised_lines=self.tally.unrecognised,
                            unreadable_lines=self.unreadable, doubt=doubt)
+
+
+def _take_below(losses: dict, below: int) -> dict:
+    """The entries of ``losses`` whose seq is below ``below``, taken out of it."""
+    return {seq: losses.pop(seq) for seq in [seq for seq in losses if seq < below]}
 
 
 def _plain_replies(lines, at):

@@ -6,6 +6,11 @@ time (:meth:`~StreamParser.feed`), and returns the rows it is sure of as Arrow t
 summary and lines it could not read. ``parse_*`` functions over a whole text run the same code
 (:func:`parse_whole`), so what the importer streams is what the tests check on recorded output.
 
+Rows a parser infers from numbers (a probe seen only as a gap in the sequence, or counted by closing statistics)
+are counted as ranges and made :data:`INFERRED_BATCH` at a time, as the returned iterables are taken, and there are at
+most :func:`inferred_allowed` of them: an import's memory and rows grow with its file, never with a number written in
+it (a three-line log whose last seq is 999999999 is refused, not a billion rows).
+
 A line ends at ``\\n`` (a ``\\r`` before it is dropped). Common lines are read by a vectorised pass over the
 chunk (:func:`match_lines`, RE2 through Arrow); every other line goes through the parser's line-by-line code.
 """
@@ -13,7 +18,7 @@ chunk (:func:`match_lines`, RE2 through Arrow); every other line goes through th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from labkit.parsers.base import ParseError, ParseResult
 
@@ -49,15 +54,15 @@ class StreamParser:
         """What can be read of a chunk without the parser's state (by default: nothing, the text itself)."""
         return text
 
-    def feed_prepared(self, chunk) -> list["pa.Table"]:
+    def feed_prepared(self, chunk) -> Iterable["pa.Table"]:
         """Read a prepared chunk; the rows that no later line can change."""
         raise NotImplementedError
 
-    def feed(self, text: str) -> list["pa.Table"]:
+    def feed(self, text: str) -> Iterable["pa.Table"]:
         """Read ``text`` (whole lines); the rows that no later line can change."""
         return self.feed_prepared(self.prepare(text))
 
-    def finish(self) -> list["pa.Table"]:
+    def finish(self) -> Iterable["pa.Table"]:
         """The end of the output: every row not yet returned."""
         raise NotImplementedError
 
@@ -66,11 +71,34 @@ class StreamParser:
         raise NotImplementedError
 
 
+#: Rows a parser may infer from numbers in its input (gaps in a sequence, a closing count), plus
+#: :data:`INFERRED_PER_LINE` for each line read: more is not the output of one run (see :func:`inferred_allowed`).
+INFERRED_ROWS = 2**22
+INFERRED_PER_LINE = 64
+#: Rows inferred from a gap are made this many at a time (tens of MB), however long the gap.
+INFERRED_BATCH = 2**17
+
+
+def inferred_allowed(lines: int) -> int:
+    """How many rows a parser may infer from numbers after reading ``lines`` lines: a few million, and more for
+    a longer log, so that what an import makes is bounded by its file's size."""
+    return INFERRED_ROWS + INFERRED_PER_LINE * lines
+
+
+def sorted_within(values, low: int, high: int):
+    """The values of a sorted array from ``low`` up to (not including) ``high``, and how many distinct ones."""
+    import numpy as np
+
+    first, last = np.searchsorted(values, [low, high])
+    inside = values[first:last]
+    return inside, (1 + int(np.count_nonzero(np.diff(inside)))) if len(inside) else 0
+
+
 def parse_whole(parser: StreamParser, text: str) -> ParseResult:
     """Run ``parser`` over one whole text: a :class:`ParseResult` whose rows are every row, as a DataFrame."""
     import pyarrow as pa
 
-    batches = [batch for chunk in line_chunks(text) for batch in parser.feed(chunk)] + parser.finish()
+    batches = [batch for chunk in line_chunks(text) for batch in parser.feed(chunk)] + list(parser.finish())
     table = pa.concat_tables(batches) if batches else parser.schema.empty_table()
     result = parser.result()
     result.rows = to_frame(table, parser.dtypes)
