@@ -27,6 +27,7 @@ from labkit.hosts.facts import looks_like_labkits, not_the_process
 from labkit.hosts.inventory import load_inventory, open_host
 from labkit.hosts.kernel import (ManifestRefused, check_originals, check_route_on_host, conditions_from_manifest,
                                  restore_from_manifest)
+from labkit.testbed.lab import LinksChanged, Testbed
 
 #: A knob lock's directory as labkit.hosts.kernel.KnobLock names it: its prefix and the network namespace's inode.
 _KNOB_LOCK = re.compile(r"^/tmp/labkit-knobs-[0-9]{1,20}$")
@@ -47,8 +48,20 @@ def unrestored(run) -> dict:
     return {key: value for key, value in originals.items() if isinstance(value, dict) and value.get("restored") is False}
 
 
+def unrestored_links(run) -> dict | None:
+    """The testbed links a run changed and did not put back (``testbed_links``: the testbed, its per-link overrides
+    before the run and each the run set): any a killed run changed, or those a run's end could not restore."""
+    links = run.manifest.get("testbed_links")
+    if links is None:
+        return None
+    if not isinstance(links, dict):
+        return {"": links}  # not what labkit writes: check_run refuses it
+    restored = links.get("restored")
+    return links if restored is False or (run.status == "running" and restored is not True) else None
+
+
 def needs_cleanup(run) -> bool:
-    return (run.status == "running" or bool(run.processes()) or bool(unrestored(run))
+    return (run.status == "running" or bool(run.processes()) or bool(unrestored(run)) or bool(unrestored_links(run))
             or bool(run.manifest.get("knob_locks")) or bool(run.manifest.get("capture_dirs"))
             or bool(run.manifest.get("host_claims")))
 
@@ -100,12 +113,31 @@ def check_run(run, inventory, force: bool = False) -> None:
                                                                  "claim as labkit writes it")
     for index, entry in enumerate(run.manifest.get("capture_dirs") or []):
         check_leftover(entry, index, hosts)
+    if (links := unrestored_links(run)) is not None:
+        _check_links(links, inventory)
     if (workdir := _left_workdir(run)) is not None:
         client = (run.manifest.get("config") or {}).get("client")
         if client not in hosts:
             raise ManifestRefused("config.client", f"{str(client)[:40]!r} is not a host of the run's inventory")
         if not isinstance(workdir, str) or not _LOAD_WORKDIR.match(workdir) or "/../" in f"{workdir}/":
             raise ManifestRefused("client_workdir", f"{str(workdir)[:60]!r} is not a directory labkit load works in")
+
+
+def _check_links(links: dict, inventory) -> None:
+    """Refuse ``testbed_links`` a run would not have recorded: another testbed than the run's inventory names, or
+    overrides that are not per-link tables of its hosts' links (the emulator checks each value as it reloads)."""
+    testbed = (getattr(inventory, "testbed", None) or {}).get("name")
+    if not testbed or links.get("testbed") != testbed:
+        raise ManifestRefused("testbed_links.testbed", f"{str(links.get('testbed'))[:40]!r} is not the testbed of the "
+                                                       "run's inventory")
+    keys = {f"{a}{sep}{b}" for a in inventory.hosts for b in inventory.hosts if a != b for sep in (">", "-")}
+    written = links.get("written")
+    if not isinstance(written, list) or not 0 < len(written) <= 64:
+        raise ManifestRefused("testbed_links.written", "is not the settings of a run's cells")
+    for field, overrides in (("before", links.get("before")), *((f"written[{i}]", w) for i, w in enumerate(written))):
+        if not isinstance(overrides, dict) or not all(key in keys and isinstance(value, dict)
+                                                      for key, value in overrides.items()):
+            raise ManifestRefused(f"testbed_links.{field}", "is not per-link overrides of the run's hosts")
 
 
 def _left_workdir(run):
@@ -117,6 +149,11 @@ def check_on_hosts(run, host_of: Callable) -> None:
     """What only the hosts can tell (ManifestRefused): a recorded route's device and congestion control, and that
     each knob the run wrote is now either as it was before the run or as the run set it (anything else is someone
     else's change, which cleanup leaves alone)."""
+    if (links := unrestored_links(run)) is not None:
+        try:
+            Testbed(links["testbed"]).restore_links(links["before"], own=links["written"], check_only=True)
+        except LinksChanged as exc:
+            raise ManifestRefused("testbed_links", exc.message) from None
     for key, originals in unrestored(run).items():
         host = host_of(originals["host"])
         check_route_on_host(host, originals, f"kernel_originals[{key!r}].route_to_peer")
@@ -136,6 +173,11 @@ def cleanup_run(run, host_of: Callable, say: Callable[[str], None]) -> None:
         host_of(client).remove(workdir)
         say(f"{run.run_id}: removed {client}:{workdir}")
     _restore_kernel(run, host_of, say)
+    if (links := unrestored_links(run)) is not None:
+        Testbed(links["testbed"], log=lambda message: None).restore_links(links["before"], own=links["written"])
+        links["restored"] = True
+        run.save_manifest()
+        say(f"{run.run_id}: restored testbed {links['testbed']}'s links")
     for name, path in list((run.manifest.get("host_claims") or {}).items()):
         release_claim(host_of(name), path)
         run.manifest["host_claims"].pop(name)

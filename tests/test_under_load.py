@@ -234,3 +234,47 @@ def test_explain_names_the_queue_and_its_direction_behind_each_call(loaded_run, 
     deep = _deep_queue_calls(stamped, run)
     assert (deep["evidence"] == "one-way").all()
     assert ((deep["cause"] == "queueing") & (deep["queue_direction"] == "out")).mean() >= 0.9
+
+
+def test_a_killed_run_leaves_its_queue_to_cleanup_which_puts_back_the_link_it_found(lab, inventory, tmp_path):
+    """Issue 45, item 3: SIGKILL leaves the link at the run's deep queue. Cleanup refuses (one line, exit 2, the
+    link untouched) while someone else's setting is there, puts the link back as the run found it once the run's
+    own setting is, and `--resume` then starts from that link, not from what the killed attempt left."""
+    links_before = link_overrides(lab)
+    testbed = Testbed(lab.name, log=lambda message: None)
+    proc = subprocess.Popen([LABKIT, "latency-under-load", str(inventory), "--client", "a", "--server", "b", *QUICK,
+                             "--queues", "10bdp", "--loads", "tcp-up", "--name", "killed", "--runs-dir", str(tmp_path),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_path = wait_for(lambda: next((path.parent for path in tmp_path.glob("*-killed/cells.jsonl")
+                                          if '"start"' in path.read_text()), None), 120, "the cell's start")
+        proc.kill()
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    deep = link_overrides(lab)
+    assert deep["a>b"]["queue"] == "10bdp" and deep != links_before  # what the kill left
+
+    testbed.change_links({"a>b": {"queue": "2bdp"}})  # someone else's setting since
+    elsewhere = link_overrides(lab)
+    refused = run_labkit("runs", "cleanup", run_path.name, "--runs-dir", str(tmp_path), timeout=120)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith(f"labkit: error: {run_path.name}: refused testbed_links: testbed {lab.name}'s links are "
+                           "now ") and "neither" in line and line.endswith("nothing of this run was changed"), line
+    assert link_overrides(lab) == elsewhere and Run.open(run_path).status == "running"
+
+    testbed.change_links({"a>b": {"queue": "10bdp"}})  # the run's own setting again
+    cleaned = run_labkit("runs", "cleanup", run_path.name, "--runs-dir", str(tmp_path), timeout=120)
+    assert cleaned.returncode == 0 and f"restored testbed {lab.name}'s links" in cleaned.stdout, cleaned.stderr
+    assert link_overrides(lab) == links_before and load_processes(lab) == []
+    assert Run.open(run_path).status == "interrupted"
+
+    resumed = run_labkit("latency-under-load", "--resume", run_path.name, "--runs-dir", str(tmp_path), "--quiet",
+                         timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    run = Run.open(run_path)
+    assert run.status == "complete" and set(run.samples()["queue"]) == {"10bdp"}
+    assert link_overrides(lab) == links_before and load_processes(lab) == []

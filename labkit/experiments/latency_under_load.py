@@ -163,7 +163,19 @@ class _UnderLoad(ProbedServerRunner):
         self.server, self.ready = None, {}
         testbed = (getattr(session.inventory, "testbed", None) or {}).get("name")
         self.testbed = Testbed(testbed, log=self.progress.log) if testbed else None
-        links_before = None
+        # The testbed's links as the run found them and every setting it gave them, in the manifest before the
+        # emulator has each (`labkit runs cleanup` puts them back after a SIGKILL). Resuming: as the first attempt
+        # found them, whatever a killed attempt left.
+        recorded = self.run.manifest.get("testbed_links")
+        links_before = recorded["before"] if recorded else None
+
+        def remember(before: dict, after: dict) -> None:
+            entry = self.run.manifest.setdefault("testbed_links", {"testbed": testbed, "before": before, "written": []})
+            entry.pop("restored", None)
+            if after not in entry["written"]:
+                entry["written"].append(after)
+            self.run.save_manifest()
+
         try:
             self.start_server()
             if "irtt" in config.probes:
@@ -173,10 +185,10 @@ class _UnderLoad(ProbedServerRunner):
                 queue = parse_queue_setting(cell.queue)
                 if queue is not None:
                     changed = self.testbed.change_links({f"{config.client}>{config.server}": queue,
-                                                         f"{config.server}>{config.client}": queue})
+                                                         f"{config.server}>{config.client}": queue}, record=remember)
                     links_before = changed if links_before is None else links_before
                 elif links_before is not None:  # keep: the link as the run found it, not as the last cell left it
-                    self.testbed.restore_links(links_before)
+                    self.put_links_back()
                 self.with_one_restart(cell.label, lambda: self.run_cell(cell), self.restart_server)
         finally:
             if self.irtt_server is not None:
@@ -184,7 +196,20 @@ class _UnderLoad(ProbedServerRunner):
             if self.server is not None:
                 session.stop(config.server, self.server)
             if links_before is not None:
-                self.testbed.restore_links(links_before)
+                self.put_links_back()
+
+    def put_links_back(self) -> None:
+        """The testbed's links as the run found them, from a setting the run gave them (someone else's change is
+        left as it is, and the run fails saying so); marked restored in the manifest."""
+        entry = self.run.manifest["testbed_links"]
+        try:
+            self.testbed.restore_links(entry["before"], own=entry["written"])
+        except LabkitError:
+            entry["restored"] = False
+            self.run.save_manifest()
+            raise
+        entry["restored"] = True
+        self.run.save_manifest()
 
     def run_cell(self, cell: Cell) -> None:
         config, run, session = self.config, self.run, self.session

@@ -313,10 +313,12 @@ class Testbed:
                 self.down(quiet=True)
             return self._create(link, login, topology, changes)
 
-    def change_links(self, links: dict[str, dict]) -> dict[str, dict]:
+    def change_links(self, links: dict[str, dict], record=None) -> dict[str, dict]:
         """Set some directions' link parameters (``{"a>b": {"queue": "10bdp", "aqm": "droptail"}}``) on the running
         testbed, in place: its hosts and their processes live on, the emulator reloads. Returns the topology's
-        per-link overrides as they were, to put back with :meth:`restore_links`."""
+        per-link overrides as they were, to put back with :meth:`restore_links`. ``record(before, after)`` is
+        called with the overrides as they were and as they will be before the emulator takes the change (a run
+        keeps both in its manifest, for `labkit runs cleanup` after a SIGKILL)."""
         with open(testbeds_dir() / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = self.load_state()
@@ -326,16 +328,31 @@ class Testbed:
             merged = {key: dict(value) for key, value in before.items()}
             for key, values in links.items():
                 merged[key] = {**merged.get(key, {}), **values}
+            if record is not None:
+                record(before, merged)
             topology = dataclasses.replace(state.topology, links=merged)
             self._change_link(state, state.link, topology, sched.from_records(state.schedule))
         return before
 
-    def restore_links(self, links: dict[str, dict]) -> None:
-        """Put the per-link overrides :meth:`change_links` returned back in place."""
+    def restore_links(self, links: dict[str, dict], own: list[dict] | None = None, check_only: bool = False) -> None:
+        """Put the per-link overrides :meth:`change_links` returned back in place. With ``own`` (the overrides a run
+        set), only from one of them: overrides now neither ``links`` nor one of ``own`` are someone else's change,
+        left as they are (:class:`LinksChanged`); ``check_only`` checks that alone."""
         with open(testbeds_dir() / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = self.load_state()
-            if state is not None and state.topology.links != links:
+            if state is None:
+                if own is not None:
+                    raise LinksChanged(f"testbed {self.name} is not up")
+                return
+            now = state.topology.links
+            if now == links:
+                return
+            if own is not None and now not in own:
+                raise LinksChanged(f"testbed {self.name}'s links are now {json.dumps(now, sort_keys=True)[:120]}, "
+                                   f"neither the {json.dumps(links, sort_keys=True)[:120]} recorded before the run nor "
+                                   "what it set; left as they are")
+            if not check_only:
                 topology = dataclasses.replace(state.topology, links=links)
                 self._change_link(state, state.link, topology, sched.from_records(state.schedule))
 
@@ -742,6 +759,10 @@ def all_testbed_names() -> list[str]:
         if match := _NETNS_RE.fullmatch(netns):
             names.add(match.group(1))
     return sorted(names)
+
+
+class LinksChanged(LabkitError):
+    """A testbed's per-link overrides are not what a run recorded before it changed them, nor what it set."""
 
 
 def link_settings(name: str) -> str | None:
