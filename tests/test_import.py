@@ -610,3 +610,23 @@ def test_a_ping_count_far_past_its_lines_is_refused_in_bounded_memory(tmp_path, 
     assert "ping statistics say 50000000 packets were transmitted, far more than the output shows" in proc.stderr
     assert not runs.exists()
 
+
+# --- times the tables cannot hold ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "regex"])
+@pytest.mark.parametrize("kind,stamp", [("go-echo", "9999/12/31 23:59:59"), ("ping", "[99999999999.5]")])
+def test_a_time_the_tables_cannot_hold_is_one_line_and_exit_2_both_ways(tmp_path, kind, stamp, compiled):
+    """A real log with line 4 dated past 2262 (which the compiled reader once stored as 1816, and a ping stamp both
+    ways as another time): one line naming line 4, exit 2, nothing written, with or without the compiled reader."""
+    if kind == "go-echo":
+        lines = gzip.decompress((ORCA / "echo.txt.gz").read_bytes()).decode().splitlines()[:8]
+        lines[3] = stamp + lines[3][len(stamp):]
+    else:
+        lines = (PING / "linux_lo_D.txt").read_text().splitlines()
+        lines[3] = re.sub(r"^\[[\d.]+\]", lambda _: stamp, lines[3])
+    path, runs, proc = _import_bounded(tmp_path, kind, "\n".join(lines) + "\n", compiled)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"labkit: error: {path}: line 4: ") and stamp in proc.stderr
+    assert "is outside the times labkit can store (1677-09-21 00:12:43.145224193 to 2262-04-11" in proc.stderr
+    assert not runs.exists()

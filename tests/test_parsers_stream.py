@@ -158,7 +158,7 @@ _VARIANTS = [
     lambda line: line.replace(" bytes", "  bytes"),
 ]
 _STAMPS = ["", "[1795336072.051477] ", "[1795336072] ", "[1795336072.0514771234] ", "[1795.051477123456] ",
-           "[9999999999.5] ", "[1795336072.] ", "[17953360720000.1] "]
+           "[8999999999.5] ", "[9223372036.854775807] ", "[1795336072.] ", "[17953360720000.1] "]
 
 
 def test_the_compiled_reader_reads_ping_as_the_regex_does(monkeypatch):
@@ -199,3 +199,85 @@ def test_the_compiled_reader_reads_the_echo_log_as_the_regex_does(monkeypatch, t
     for log in (text, "\n".join(lines[:1] + variants + calls[10:]) + "\n"):
         _same_result(*_both_ways(monkeypatch, lambda: parse_go_echo_log(log, tz=tz)))
 
+
+# --- times the tables cannot hold: refused, naming the line, the same both ways --------------------------------------
+
+#: What a timestamp in nanoseconds (datetime64[ns], the tables' time columns) holds.
+STORABLE = "1677-09-21 00:12:43.145224193 to 2262-04-11 23:47:16.854775807 UTC"
+
+
+def _error_both_ways(monkeypatch, parse) -> str:
+    """The error ``parse()`` raises with the compiled reader, which must be the one it raises without it."""
+    errors = []
+
+    def refused():
+        with pytest.raises(ParseError) as caught:
+            parse()
+        errors.append(str(caught.value))
+
+    _both_ways(monkeypatch, refused)
+    assert errors[0] == errors[1], "the two ways refuse differently"
+    return errors[0]
+
+
+def _echo_with_stamps(stamps: dict[int, str]) -> str:
+    """The 2016 echo log's first lines (line 1 is its command line), with the stamps of ``stamps``' lines replaced."""
+    lines = _orca_lines("echo.txt.gz")[:8]
+    for number, stamp in stamps.items():
+        lines[number - 1] = stamp + lines[number - 1][len("2016/11/02 08:24:56"):]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("stamp,ns", [
+    ("2262/04/11 23:47:16", 9223372036 * 10**9),  # the last whole second the tables hold
+    ("2262/04/11 23:47:16.854775807", 2**63 - 1),  # the last instant
+    ("1677/09/21 00:12:44", -9223372036 * 10**9),  # the first whole second
+    ("1677/09/21 00:12:43.145224193", -(2**63) + 1),  # the first instant
+])
+def test_an_echo_time_at_the_edge_of_the_tables_is_read_both_ways(monkeypatch, stamp, ns):
+    """Recorded lines with the stamp of line 4 at an end of what the tables' times hold: read, the same with the
+    compiled reader as without, and at exactly that time."""
+    with_it, without = _both_ways(monkeypatch, lambda: parse_go_echo_log(_echo_with_stamps({4: stamp})))
+    _same_result(with_it, without)
+    assert with_it.rows["t_utc"].astype("int64").tolist()[2] == ns  # line 4 is the third call
+
+
+@pytest.mark.parametrize("stamp", ["2262/04/11 23:47:17", "2262/04/12 00:00:00", "2263/01/01 00:00:00",
+                                   "9999/12/31 23:59:59", "1677/09/21 00:12:43", "0001/01/01 00:00:00",
+                                   "2262/04/11 23:47:16.854775808", "1677/09/21 00:12:43.145224192",
+                                   "2262/04/11 23:47:16.854776"])  # microseconds: read another way
+def test_an_echo_time_past_the_tables_is_refused_naming_its_line_both_ways(monkeypatch, stamp):
+    """A recorded line dated just past either end of what the tables hold, or far past (years 1 and 9999): one
+    error naming line 4, the same with the compiled reader as without (which once stored 9999/12/31 as
+    1816-03-29)."""
+    error = _error_both_ways(monkeypatch, lambda: parse_go_echo_log(_echo_with_stamps({4: stamp})))
+    assert error == f"line 4: '{stamp}' is outside the times labkit can store ({STORABLE})"
+
+
+def test_the_first_echo_line_past_the_tables_is_the_one_named_both_ways(monkeypatch):
+    """Two lines past the tables' times, line 3 with a fraction of a second (which only the line-by-line code
+    reads) and line 6 in the plain shape (which the compiled reader reads): both ways name line 3, the first."""
+    log = _echo_with_stamps({3: "9999/12/31 23:59:59.5", 6: "9999/12/31 23:59:59"})
+    error = _error_both_ways(monkeypatch, lambda: parse_go_echo_log(log))
+    assert error.startswith("line 3: '9999/12/31 23:59:59.5' is outside the times labkit can store")
+
+
+def _ping_with_stamp(stamp: str, number: int = 4) -> str:
+    """linux_lo_D.txt (iputils -D), its line ``number`` stamped ``stamp``."""
+    lines = (DATA / "ping" / "linux_lo_D.txt").read_text().splitlines()
+    lines[number - 1] = re.sub(r"^\[[\d.]+\]", stamp, lines[number - 1])
+    return "\n".join(lines) + "\n"
+
+
+def test_a_ping_stamp_at_the_end_of_the_tables_is_read_both_ways(monkeypatch):
+    with_it, without = _both_ways(monkeypatch, lambda: parse_ping(_ping_with_stamp("[9223372036.854775807]")))
+    _same_result(with_it, without)
+    assert with_it.rows["t_utc_ns"].tolist()[2] == 2**63 - 1  # line 4 is the third reply
+
+
+@pytest.mark.parametrize("stamp", ["[9223372036.854775808]", "[9999999999.5]", "[99999999999.5]"])
+def test_a_ping_stamp_past_the_tables_is_refused_naming_its_line_both_ways(monkeypatch, stamp):
+    """A -D stamp past the last time the tables hold: one error naming its line, the same both ways (both once
+    stored [99999999999.5] wrapped round to another time)."""
+    error = _error_both_ways(monkeypatch, lambda: parse_ping(_ping_with_stamp(stamp)))
+    assert error == f"line 4: the stamp {stamp} is outside the times labkit can store ({STORABLE})"

@@ -9,13 +9,17 @@
  * k-th plain line at index k of its outputs, that line's index at line[k], and returns how many it read.
  * Strings (the address) go into one buffer with 64-bit offsets, as an Arrow large_string array holds them.
  *
- * Built by scripts/bootstrap.sh: cc -O2 -shared -fPIC -o labkit/parsers/_lines.so labkit/parsers/_lines.c
+ * A time is written as int64 nanoseconds since the epoch (numpy's datetime64[ns]): a line whose time that cannot
+ * hold (before 1677-09-21 00:12:43.145224193 or after 2262-04-11 23:47:16.854775807 UTC) is left to the Python code,
+ * which refuses it naming the line, never wrapped round to another date.
+ *
+ * Built by scripts/bootstrap.sh: cc -O2 -Wall -shared -fPIC -o labkit/parsers/_lines.so labkit/parsers/_lines.c
  */
 #include <stdint.h>
 #include <string.h>
 
 /* Raised whenever a function's arguments or meaning change: Python loads a library of its own version only. */
-int32_t labkit_lines_version(void) { return 1; }
+int32_t labkit_lines_version(void) { return 2; }
 
 typedef struct {
     const uint8_t *p, *end;
@@ -109,7 +113,7 @@ int64_t ping_plain(const uint8_t *buf, const int64_t *starts, const int64_t *end
         if (has_stamp) {
             c.p++;
             if (!decimal(&c, 12, 12, &all, &decimals, &whole) || !literal(&c, "] ", 2)) continue;
-            if (whole >= 9000000000LL) continue; /* nanoseconds past 64 bits: left to the regex */
+            if (whole >= 9000000000LL) continue; /* near the end of 64-bit nanoseconds (2255): left to Python */
         }
         const uint8_t *source;
         if (!digits(&c, 9, &size[k]) || !literal(&c, " bytes from ", 12)) continue;
@@ -193,10 +197,14 @@ int64_t echo_plain(const uint8_t *buf, const int64_t *starts, const int64_t *end
                  c.p[2] == 's') u = 2;
         else if (c.end - c.p == 2 && c.p[0] == 'n' && c.p[1] == 's') u = 3;
         else continue;
+        /* Whole seconds of years 1 to 9999 fit 64 bits; as nanoseconds only those from 1677-09-21 00:12:44 to
+         * 2262-04-11 23:47:16 do. */
+        int64_t seconds = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60 + s;
+        if (seconds < -(INT64_MAX / 1000000000LL) || seconds > INT64_MAX / 1000000000LL) continue;
         int64_t frac = all - whole * IPOW10[decimals];
         nanos[k] = whole * SCALE[u] + frac * SCALE[u] / IPOW10[decimals];
         unit[k] = (uint8_t)u;
-        naive_ns[k] = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60 * 1000000000LL + s * 1000000000LL;
+        naive_ns[k] = seconds * 1000000000LL;
         memcpy(peer_data + peer_offsets[k], peer, (size_t)peer_length);
         peer_offsets[k + 1] = peer_offsets[k] + peer_length;
         line[k++] = i;

@@ -3,8 +3,10 @@
 ``labkit import`` of a 200 MB ping or Go echo log spends most of its time on lines of one shape. Read by
 regular expressions and numpy, those lines went at 55-70 MB/s; read by ``_lines.c`` (one pass over each
 line, the GIL released), the import runs at disk speed (bench/import_throughput.py). What that code does not
-read exactly as the plain shape it leaves to the parser's regex and line-by-line code, which read every shape;
-so the rows are the same with or without it (tests/test_parsers_stream.py holds both ways to the same rows).
+read exactly as the plain shape, or cannot hold as nanoseconds (a time before 1677-09-21 or after 2262-04-11), it
+leaves to the parser's regex and line-by-line code, which read every shape and refuse such a time naming its line;
+so the rows, and the errors, are the same with or without it (tests/test_parsers_stream.py holds both ways to the
+same rows and errors).
 
 scripts/bootstrap.sh builds ``_lines.so`` with the system's C compiler; without it (labkit installed from a
 wheel, no compiler), :func:`library` is None and the parsers read every line the other way.
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 SOURCE = Path(__file__).with_name("_lines.c")
 LIBRARY = Path(__file__).with_name("_lines.so")
 #: What ``labkit_lines_version()`` must return: a library built from an older ``_lines.c`` is not used.
-VERSION = 1
+VERSION = 2
 #: Set to 1 to read every line with the regex and line-by-line code (the tests compare the two ways).
 DISABLE_ENV = "LABKIT_NO_COMPILED_PARSER"
 

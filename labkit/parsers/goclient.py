@@ -21,13 +21,15 @@ Both are streaming parsers (:mod:`labkit.parsers.stream`): :class:`GoEchoParser`
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Iterator
 
 from labkit.parsers.base import LineTally, ParseError, ParseResult
 from labkit.parsers.compiled import ECHO_UNITS, echo_calls
 from labkit.parsers.godur import NS_PER_UNIT, go_duration_unit, parse_go_duration_ns
-from labkit.parsers.stream import (INFERRED_BATCH, Lines, Prepared, SeqWindow, StreamParser, arrow_schema, digits,
-                                   inferred_allowed, line_numbers, lines_one_by_one, parse_whole, sort_by, sorted_within)
+from labkit.parsers.stream import (INFERRED_BATCH, STORABLE_TIMES, Lines, Prepared, SeqWindow, StreamParser,
+                                   arrow_schema, digits, inferred_allowed, line_numbers, lines_one_by_one, parse_whole,
+                                   sort_by, sorted_within)
 
 _GO_LOG_STAMP = r"(?P<stamp>\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)"
 # Numbers are bounded: they must fit the 64-bit columns they go to.
@@ -59,9 +61,33 @@ def _to_utc(stamps, tz: str | None, lines=None):
 def _naive(stamps, lines=None):
     """Go log stamps as wall-clock times (Arrow timestamps without a zone; null where a stamp is null).
 
-    ``lines``, the line of each stamp, names a stamp that is no time in errors (one line, not a traceback).
-    Whole seconds (what Go's log writes by default) are read by Arrow; stamps with a fraction by pandas.
+    ``lines``, the line of each stamp, names a stamp that is no time, or a time outside what a timestamp in
+    nanoseconds holds, in errors (one line, not a traceback).
     """
+    import pyarrow.compute as pc
+
+    stamps, naive = _naive_or_null(stamps)
+    bad = pc.index(pc.and_(stamps.is_valid(), naive.is_null()), True).as_py()
+    if bad >= 0:
+        where = f"line {lines[bad]}: " if lines is not None else ""
+        raise ParseError(f"{where}{_not_a_time(stamps[bad].as_py())}")
+    return naive
+
+
+def _not_a_time(stamp: str) -> str:
+    """Why ``stamp`` (a Go log stamp that is no timestamp in nanoseconds) is refused."""
+    whole, _, fraction = stamp.partition(".")
+    try:  # Python's datetime holds every date of the years 1 to 9999, and microseconds
+        datetime.strptime(f"{whole}.{fraction[:6] or 0}", "%Y/%m/%d %H:%M:%S.%f")
+    except ValueError:
+        return f"{stamp!r} is not a date and time"
+    return f"{stamp!r} is outside the times labkit can store ({STORABLE_TIMES})"
+
+
+def _naive_or_null(stamps):
+    """``stamps`` as an Arrow string array, and as wall-clock times: null where a stamp is null or no time that a
+    timestamp in nanoseconds holds. Whole seconds (what Go's log writes by default) are read by Arrow; stamps with
+    a fraction by pandas."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -81,14 +107,13 @@ def _naive(stamps, lines=None):
         chosen = fraction.to_numpy(zero_copy_only=False)
         parsed = pd.to_datetime(pd.Series(stamps.filter(fraction).to_pylist(), dtype="object"),
                                 format="%Y/%m/%d %H:%M:%S.%f", errors="coerce")
+        # Fractions of up to six digits are read in microseconds, which hold the years 1 to 9999: a time there that
+        # nanoseconds do not hold is no time here, not one wrapped round to another by the conversion.
+        parsed = parsed.where((parsed >= pd.Timestamp.min) & (parsed <= pd.Timestamp.max)).astype("datetime64[ns]")
         values = naive.to_numpy(zero_copy_only=False).astype("datetime64[ns]")
         values[chosen] = parsed.to_numpy(dtype="datetime64[ns]")
         naive = pa.array(values, pa.timestamp("ns"), mask=np.isnat(values))
-    bad = np.flatnonzero(pc.and_(stamps.is_valid(), naive.is_null()).to_numpy(zero_copy_only=False))
-    if len(bad):
-        where = f"line {lines[bad[0]]}: " if lines is not None else ""
-        raise ParseError(f"{where}{stamps[int(bad[0])].as_py()!r} is not a date and time")
-    return naive
+    return stamps, naive
 
 
 def _localised(naive, tz: str | None):
@@ -148,6 +173,10 @@ class GoEchoParser(StreamParser):
         if calls is None:  # no compiled reader here: the plain lines found by a regex and cut out by numpy
             plain = lines.matching(_PLAIN_ECHO)
             rows = _plain_echoes(lines, plain)
+            # A stamp that is no time goes to the line-by-line code, which names the first such line as the
+            # compiled reader leaves it there: an error reads the same, and names the same line, both ways.
+            timed = rows["naive_ns"].is_valid()
+            plain, rows = plain[timed.to_numpy(zero_copy_only=False)], rows.filter(timed)
         else:
             plain, rows = calls["line"], _compiled_echoes(calls)
         left = np.ones(len(lines), dtype=bool)
@@ -311,7 +340,7 @@ def _plain_echoes(lines, at):
         "seq": digits(raw, space[8] + 5, space[9]), "order": digits(raw, space[7] + 7, space[8]),
         "line": pa.array(at + 1, pa.int64()), "rtt_ms": pa.array(nanos / 1e6),
         "unit": pa.array(unit_names, pa.string()),
-        "naive_ns": pc.cast(_naive(lines.cut(starts, space[1]), at + 1), pa.int64()),
+        "naive_ns": pc.cast(_naive_or_null(lines.cut(starts, space[1]))[1], pa.int64()),
         "bytes": digits(raw, space[2] + 1, space[3]),
         "peer": pc.cast(lines.cut(space[6] + 2, space[7] - 1), pa.string()),
     }, schema=arrow_schema(_ECHO_PENDING))

@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from labkit.parsers.base import KEPT_LINES, LineTally, ParseError, ParseResult
 from labkit.parsers.compiled import ping_replies
-from labkit.parsers.stream import (INFERRED_BATCH, Lines, Prepared, SeqWindow, StreamParser, arrow_schema,
-                                   digits, field, inferred_allowed, lines_one_by_one, match_lines,
+from labkit.parsers.stream import (INFERRED_BATCH, LAST_NS, STORABLE_TIMES, Lines, Prepared, SeqWindow, StreamParser,
+                                   arrow_schema, digits, field, inferred_allowed, lines_one_by_one, match_lines,
                                    numbers, parse_whole, sort_by, sorted_within)
 
 if TYPE_CHECKING:  # pandas is imported where rows are built: the series agent on a host imports the argv builders only
@@ -83,14 +83,18 @@ _REPLY_TEMPLATE = (
     r"(?: time=(?P<time>\d{{1,12}}(?:\.\d{{1,12}})?) ms)?(?P<dup> \(DUP!\))?{rest}"
 )
 _REPLY = re.compile("^" + _REPLY_TEMPLATE.format(src=r"\S+?", addr=r"[^)]*", rest=r"(?P<rest>.*)") + "$")
+# A -D stamp the vectorised pass reads: whole seconds below 9000000000 (2255), whose nanoseconds surely fit 64 bits,
+# as the compiled reader's; a later stamp goes to the line-by-line code, which refuses one past what 64 bits hold.
+_EARLY_SECONDS = r"(?:[0-8]\d{9}|\d{1,9})"
 # The same reply, with or without its -D stamp, as the vectorised pass reads it (RE2): plain names and
 # addresses, nothing after it; any other line is read by the code that reads every line.
-_FAST_REPLY = (r"^(?:\[(?P<whole>\d{1,12})(?:\.(?P<frac>\d{1,12}))?\]\s*)?"
+_FAST_REPLY = (rf"^(?:\[(?P<whole>{_EARLY_SECONDS})(?:\.(?P<frac>\d{{1,12}}))?\]\s*)?"
                + _REPLY_TEMPLATE.format(src=r"[A-Za-z0-9._-]+", addr=r"[0-9.]*", rest="") + r"\r?\n?$")
 # The commonest reply exactly (one space after a -D stamp, an address, ttl and time, nothing after): read by
 # compiled code (labkit.parsers.compiled) or, without it, cut out of many lines at once by their spaces
 # (:func:`_plain_replies`).
-_PLAIN_REPLY = (r"^(?:\[\d{1,12}(?:\.\d{1,12})?\] )?\d{1,9} bytes from [A-Za-z0-9._-]{1,64}: (?:icmp_)?seq=\d{1,9} "
+_PLAIN_REPLY = (rf"^(?:\[{_EARLY_SECONDS}(?:\.\d{{1,12}})?\] )?"
+                r"\d{1,9} bytes from [A-Za-z0-9._-]{1,64}: (?:icmp_)?seq=\d{1,9} "
                 r"ttl=\d{1,9} time=\d{1,12}(?:\.\d{1,12})? ms(?: \(DUP!\))?\n?$")
 _NO_ANSWER = re.compile(r"^no answer yet for icmp_seq=(\d{1,9})$")
 _BSD_TIMEOUT = re.compile(r"^Request timeout for icmp_seq (\d{1,9})$")
@@ -242,6 +246,9 @@ class PingParser(StreamParser):
                 stamp_ns = _timestamp_ns(stamp.group(1), stamp.group(2))
                 line = line[stamp.end():]
             event = _event(line, stamp_ns)
+            if event is not None and stamp_ns is not None and stamp_ns > LAST_NS:
+                raise ParseError(f"line {number}: the stamp {stamp.group(0).strip()} is outside the times labkit can "
+                                 f"store ({STORABLE_TIMES})")
             if event is None and not _read_summary_line(line, self.summary):
                 self.tally.unknown(number, raw)
                 if not _NOT_A_REPLY.match(line):  # it may be a reply in a format not known here

@@ -114,6 +114,11 @@ def to_frame(table: "pa.Table", dtypes: dict[str, str]) -> "pd.DataFrame":
     return frame.astype({column: dtype for column, dtype in dtypes.items() if column in frame})
 
 
+#: The times a timestamp in integer nanoseconds since the epoch (numpy's datetime64[ns], the tables' columns) holds.
+STORABLE_TIMES = "1677-09-21 00:12:43.145224193 to 2262-04-11 23:47:16.854775807 UTC"
+#: The last of them, in nanoseconds since the epoch.
+LAST_NS = 2**63 - 1
+
 #: Text is fed to a parser in pieces of about this many characters, cut at line ends.
 CHUNK_CHARS = 4 * 2**20
 
