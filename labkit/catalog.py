@@ -12,7 +12,13 @@ Three views, joined on ``run_id``:
 - ``samples``: every finished run's ``samples.parquet``, their columns united by name (a column a run's experiment
   does not have is NULL in its rows). A run still running has no Parquet file yet and no rows here.
 
-The Parquet files are read by DuckDB where they lie, never loaded whole into Python.
+The Parquet files are read by DuckDB where they lie, never loaded whole into Python. A run directory whose files
+are not what labkit writes is left out, and named on stderr (:func:`labkit.store.list_runs`).
+
+A query only reads: it is one SELECT statement; DuckDB reads no file outside the runs directory (nor loads
+extensions, nor spills to disk), holds at most :data:`QUERY_MEMORY_GIB` GiB, stops after a timeout
+(:data:`QUERY_TIMEOUT_S` unless given) and answers at most :data:`MAX_RESULT_ROWS` rows; the connection's settings
+are locked before the query runs.
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ from labkit.store import list_runs, runs_root
 
 #: Config fields that name or locate a run rather than set what it measures.
 NOT_SETTINGS = {"name", "inventory"}
+#: The limits of a query: DuckDB's memory (a query that needs more fails, naming the limit), its time, and the rows
+#: it answers with (a DataFrame, outside DuckDB's memory: ten million rows of samples would be gigabytes).
+QUERY_MEMORY_GIB = 1
+QUERY_TIMEOUT_S = 60.0
+MAX_RESULT_ROWS = 1_000_000
 
 
 def _text(value: Any) -> str:
@@ -106,8 +117,13 @@ def _run_row(run) -> dict[str, Any]:
     }
 
 
-def connect(runs_dir: str | os.PathLike | None = None):
-    """A DuckDB connection (in memory) with the ``runs``, ``facts`` and ``samples`` views over ``runs_dir``."""
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def connect(runs_dir: str | os.PathLike | None = None, timeout_s: float = QUERY_TIMEOUT_S):
+    """A DuckDB connection (in memory) with the ``runs``, ``facts`` and ``samples`` views over ``runs_dir``, reading
+    no file outside it, within :data:`QUERY_MEMORY_GIB` GiB and ``timeout_s`` a query, its settings locked."""
     import duckdb
     import pandas as pd
 
@@ -119,28 +135,59 @@ def connect(runs_dir: str | os.PathLike | None = None):
         runs[column] = pd.to_datetime(runs[column], utc=True, errors="coerce", format="ISO8601")
     facts = pd.DataFrame([{"run_id": run.run_id, "what": what, "value": value}
                           for run in found for what, value in run_facts(run.manifest).items()])
-    connection = duckdb.connect()
+    connection = duckdb.connect(config={"memory_limit": f"{QUERY_MEMORY_GIB}GiB",
+                                        "max_execution_time": max(1, round(timeout_s * 1000)),
+                                        "autoinstall_known_extensions": False, "autoload_known_extensions": False})
     connection.register("runs_frame", runs)
     connection.register("facts_frame", facts)
     connection.execute("CREATE VIEW runs AS SELECT * FROM runs_frame")
     connection.execute("CREATE VIEW facts AS SELECT * FROM facts_frame")
-    files = [str(run.path / "samples.parquet") for run in found if (run.path / "samples.parquet").exists()]
-    if files:
-        connection.read_parquet(files, union_by_name=True).create_view("samples")
-    else:
-        connection.execute("CREATE VIEW samples AS SELECT NULL::VARCHAR AS run_id WHERE false")
+    # The files by absolute path, under the one directory DuckDB may read below (a path's ".." is refused there).
+    root = os.path.join(os.path.abspath(runs_root(runs_dir)), "")
+    files = [os.path.join(root, run.path.name, "samples.parquet") for run in found
+             if (run.path / "samples.parquet").exists()]
+    try:
+        if files:
+            connection.read_parquet(files, union_by_name=True).create_view("samples")
+        else:
+            connection.execute("CREATE VIEW samples AS SELECT NULL::VARCHAR AS run_id WHERE false")
+    except duckdb.Error as exc:
+        connection.close()
+        raise LabkitError(f"cannot read the runs' samples: {str(exc).splitlines()[0]}") from None
+    connection.execute(f"SET allowed_directories = [{_sql_text(root)}]")
+    connection.execute("SET temp_directory = ''")  # nothing spilled to disk: a query beyond the memory limit fails
+    connection.execute("SET enable_external_access = false")
+    connection.execute("SET lock_configuration = true")
     return connection
 
 
-def query(sql: str, runs_dir: str | os.PathLike | None = None):
-    """``sql`` (DuckDB's SQL) over the ``runs``, ``facts`` and ``samples`` views of every run in ``runs_dir``; its
-    result as a DataFrame. A query DuckDB refuses is a :class:`LabkitError` with DuckDB's one-line reason."""
+def query(sql: str, runs_dir: str | os.PathLike | None = None, timeout_s: float = QUERY_TIMEOUT_S):
+    """``sql`` (DuckDB's SQL, one SELECT statement) over the ``runs``, ``facts`` and ``samples`` views of every run
+    in ``runs_dir``; its result as a DataFrame. A query DuckDB refuses, another statement than a SELECT, a query
+    past the limits (``timeout_s`` seconds, :data:`QUERY_MEMORY_GIB` GiB, :data:`MAX_RESULT_ROWS` rows) is a
+    :class:`LabkitError` in one line."""
     import duckdb
 
-    connection = connect(runs_dir)
     try:
-        return connection.execute(sql).df()
+        statements = duckdb.connect().extract_statements(sql)  # parsed only: nothing runs on this connection
+    except duckdb.Error as exc:
+        raise LabkitError(f"query failed: {str(exc).splitlines()[0]}") from None
+    if not statements:
+        raise LabkitError("no query given: one SELECT statement over the runs, facts and samples views")
+    if len(statements) > 1 or statements[0].type != duckdb.StatementType.SELECT:
+        kinds = ", ".join(statement.type.name for statement in statements)
+        raise LabkitError(f"a query only reads, in one SELECT statement (this is {kinds})")
+    connection = connect(runs_dir, timeout_s)
+    try:
+        result = connection.sql(sql).limit(MAX_RESULT_ROWS + 1).df()
+    except duckdb.InterruptException:
+        raise LabkitError(f"query stopped after {timeout_s:g} s, its time limit") from None
+    except duckdb.OutOfMemoryException:
+        raise LabkitError(f"query needs more than DuckDB's {QUERY_MEMORY_GIB} GiB of memory") from None
     except duckdb.Error as exc:
         raise LabkitError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
         connection.close()
+    if len(result) > MAX_RESULT_ROWS:
+        raise LabkitError(f"the query's answer has more than {MAX_RESULT_ROWS:,} rows: aggregate, or add a LIMIT")
+    return result

@@ -29,18 +29,32 @@ import json
 import os
 import re
 import shutil
+import stat
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Iterable
 
 from labkit.errors import LabkitError
-from labkit.files import read_errors
+from labkit.files import read_errors, read_file
 from labkit.provenance import labkit_provenance, this_machine, utc_now, utc_stamp
 
 #: Format 2 (2026-11): baselines are always nested per host pair (format 1 load runs kept them flat).
 FORMAT_VERSION = 2
 STATUSES = ("running", "complete", "interrupted", "failed")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: The most of a manifest labkit reads, and how deep its JSON may nest: labkit writes tens of KiB, 8 levels deep; a
+#: larger or deeper one was not written by labkit, and reading it would cost memory or Python's recursion limit.
+MAX_MANIFEST_BYTES = 16 * 2**20
+MAX_MANIFEST_DEPTH = 32
+#: The files labkit writes in a run directory besides its manifest: each a regular file when there (a FIFO would block
+#: whoever reads it, a device never end).
+RUN_FILES = ("samples.jsonl", "cells.jsonl", "processes.json", "samples.parquet")
+#: The manifest's fields every reader relies on, and the JSON type labkit writes each as (None: absent or null).
+_MANIFEST_TYPES = {"run_id": str, "status": str, "experiment": (str, type(None)), "started_utc": (str, type(None)),
+                   "config": (dict, type(None)), "provenance": (dict, type(None)), "hosts": (dict, type(None)),
+                   "emulator": (dict, type(None)), "replicate": (dict, type(None)), "baselines": (dict, type(None)),
+                   "servers": (dict, list, type(None)), "resumed_utc": (list, type(None))}
 
 
 def runs_root(runs_dir: str | os.PathLike | None = None) -> Path:
@@ -111,16 +125,26 @@ class Run:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Run":
-        """Open an existing run; refuse, with a clear message, one this labkit cannot read."""
+        """Open an existing run; refuse, with a clear message, one this labkit cannot read: a manifest that is not
+        labkit's (too large, too deep, not a JSON object of labkit's fields), or a file of the run directory that is
+        not a regular file or, for samples.parquet, not Parquet. Only bounded reads: nothing here can block or fill
+        memory, whatever the directory holds."""
         path = Path(path)
         manifest_path = path / "manifest.json"
+        if not os.path.lexists(manifest_path):
+            raise LabkitError(f"{path} is not a labkit run (no manifest.json)")
+        data = read_file(manifest_path, "run manifest", max_bytes=MAX_MANIFEST_BYTES)
         try:
-            with read_errors(f"run {path}", missing=f"{path} is not a labkit run (no manifest.json)"):
-                manifest = json.loads(manifest_path.read_text())
+            manifest = json.loads(data)
+        except RecursionError:
+            raise LabkitError(f"{manifest_path} nests deeper than a labkit manifest ({MAX_MANIFEST_DEPTH} levels)") \
+                from None
         except ValueError as exc:  # not JSON, or not text at all
             raise LabkitError(f"{manifest_path} is not valid JSON: {exc}") from None
         if not isinstance(manifest, dict):
             raise LabkitError(f"{manifest_path} is not a labkit manifest (a JSON object)")
+        if _nesting_depth(manifest) > MAX_MANIFEST_DEPTH:
+            raise LabkitError(f"{manifest_path} nests deeper than a labkit manifest ({MAX_MANIFEST_DEPTH} levels)")
         version = manifest.get("format_version")
         if not isinstance(version, int):
             raise LabkitError(f"{path}: manifest has no format_version; it was not written by labkit")
@@ -130,6 +154,10 @@ class Run:
             )
         if version < FORMAT_VERSION:
             manifest = upgrade_manifest(manifest, path)
+        for field, types in _MANIFEST_TYPES.items():
+            if not isinstance(manifest.get(field), types):
+                raise LabkitError(f"{manifest_path}: its {field} is not what labkit writes there")
+        _check_run_files(path)
         return cls(path, manifest)
 
     # -- manifest ------------------------------------------------------------------
@@ -252,7 +280,7 @@ class Run:
             for line in journal:
                 try:
                     rows.append(json.loads(line))
-                except ValueError:
+                except (ValueError, RecursionError):  # torn, or not a row labkit writes
                     continue
         return rows
 
@@ -275,7 +303,7 @@ class Run:
         for line in path.read_text().splitlines():
             try:
                 events.append(json.loads(line))
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
         return events
 
@@ -437,6 +465,41 @@ def samples_writer(path, schema, run_id: str):
                                              if pa.types.is_integer(field.type)})
 
 
+def _nesting_depth(value: Any) -> int:
+    """How deep ``value`` (parsed JSON) nests: a scalar 0, ``[]`` 1, ``{"a": [1]}`` 2; counted without recursion."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            pending.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+def _check_run_files(path: Path) -> None:
+    """Refuse a run directory whose files (:data:`RUN_FILES`) are not what labkit writes: each must be a regular file
+    (checked through a link, before anything opens it), and samples.parquet a Parquet file (its footer read)."""
+    for name in RUN_FILES:
+        try:
+            mode = os.stat(path / name).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise LabkitError(f"{path / name}: cannot read: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(mode):
+            raise LabkitError(f"{path / name} is not a regular file (a directory, device, FIFO or socket); "
+                              "labkit writes none")
+    parquet = path / "samples.parquet"
+    if parquet.exists():
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            pq.read_metadata(parquet)
+        except (pa.ArrowException, OSError):
+            raise LabkitError(f"{parquet} is not a Parquet file (labkit writes one when a run completes)") from None
+
+
 def _new_run_dir(root: Path, name: str, stamp: str | None = None) -> Path:
     """A fresh ``<root>/<UTC time>-<name>/raw``; a runs directory labkit cannot write to is one line."""
     try:
@@ -487,15 +550,28 @@ def upgrade_manifest(manifest: dict[str, Any], path: Path) -> dict[str, Any]:
     return manifest
 
 
-def list_runs(runs_dir=None) -> list[Run]:
-    """Every readable run under the runs directory, oldest first (unreadable ones are skipped)."""
+_named_skipped: set[str] = set()
+
+
+def say_skipped(path: Path, reason: str) -> None:
+    """Name a run directory :func:`list_runs` skips, one line on stderr, once a process (a command may list the runs
+    more than once: `labkit compare`, a side each)."""
+    if str(path) not in _named_skipped:
+        _named_skipped.add(str(path))
+        print(f"labkit: warning: skipped {path}: {reason}", file=sys.stderr)
+
+
+def list_runs(runs_dir=None, skipped=say_skipped) -> list[Run]:
+    """Every readable run under the runs directory, oldest first. One that cannot be read (see :meth:`Run.open`)
+    is skipped, and ``skipped(path, reason)`` told (by default, one line on stderr; None: nothing)."""
     root = runs_root(runs_dir)
     runs = []
     for manifest in sorted(root.glob("*/manifest.json")):
         try:
             runs.append(Run.open(manifest.parent))
-        except LabkitError:
-            continue
+        except LabkitError as exc:
+            if skipped is not None:
+                skipped(manifest.parent, exc.message)
     return runs
 
 

@@ -217,3 +217,117 @@ def test_report_refuses_a_compare_with_it_cannot_use_before_any_notebook_runs(ot
     proc = run_labkit("report", str(run), "--compare-with", other, "--runs-dir", str(SAMPLES))
     assert proc.returncode == 2 and expected in proc.stderr and proc.stderr.count("\n") == 1
     assert not (run / "report").exists()
+
+
+# --- a bad run directory is skipped, and a query only reads, within limits -------------------------------------
+
+
+def _address_space_at_most_4_gib():
+    """A child's address space capped (DuckDB's 1 GiB limit fits well within): a regression that reads /dev/zero
+    whole is then a MemoryError, not the shared machine's memory."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+
+def _deep_manifest(run: Path) -> None:
+    (run / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+
+
+def _parquet_of(content: bytes):
+    def spoil(run: Path) -> None:
+        (run / "samples.parquet").write_bytes(content)
+    return spoil
+
+
+def _parquet_fifo(run: Path) -> None:
+    (run / "samples.parquet").unlink()
+    os.mkfifo(run / "samples.parquet")
+
+
+def _manifest_to_dev_zero(run: Path) -> None:
+    (run / "manifest.json").unlink()
+    (run / "manifest.json").symlink_to("/dev/zero")
+
+
+BAD_RUNS = {"deep-manifest": _deep_manifest, "random-parquet": _parquet_of(bytes(range(256)) * 64),
+            "text-parquet": _parquet_of(b"run_id,rtt_ms\nx,1.0\n"), "empty-parquet": _parquet_of(b""),
+            "fifo-parquet": _parquet_fifo, "dev-zero-manifest": _manifest_to_dev_zero}
+
+
+def _runs_with_bad_ones(runs: Path, bad_ones) -> set[str]:
+    """Three good runs (two of a --runs group) in ``runs``, beside a spoiled copy of a fourth per name in ``bad_ones``
+    (:data:`BAD_RUNS`); the good runs' ids."""
+    for name in ("upload-small", "upload-small-2", "upload-wan"):
+        shutil.copytree(SAMPLES / name, runs / name)
+    for bad in bad_ones:
+        shutil.copytree(SAMPLES / "upload-small-3", runs / bad)
+        BAD_RUNS[bad](runs / bad)
+    return {Run.open(runs / name).run_id for name in ("upload-small", "upload-small-2", "upload-wan")}
+
+
+def _skipped(proc, runs: Path) -> list[str]:
+    """The run directories a command's stderr names as skipped, one line each (a line of anything else: itself)."""
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return sorted(line.removeprefix("labkit: warning: skipped ").split(": ")[0] for line in proc.stderr.splitlines())
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_RUNS))
+def test_runs_list_skips_a_run_directory_labkit_did_not_write_naming_it(tmp_path, bad):
+    """It ends (the subprocess's timeout: a FIFO once blocked it, /dev/zero filled memory), exit 0, with the good runs
+    and one line naming the bad one, where it was a traceback."""
+    runs = tmp_path / "runs"
+    good = _runs_with_bad_ones(runs, [bad])
+    proc = run_labkit("runs", "list", "--runs-dir", str(runs), timeout=60, preexec_fn=_address_space_at_most_4_gib,
+                      env={**os.environ, "COLUMNS": "200"})
+    assert _skipped(proc, runs) == [str(runs / bad)]
+    assert all(run_id in proc.stdout for run_id in good)
+
+
+@pytest.mark.parametrize("command", ["query", "compare"])
+def test_runs_query_and_compare_skip_the_run_directories_labkit_did_not_write_naming_each(tmp_path, command):
+    """The same for a query over every run and a comparison of two others (each side's --runs group: every run read):
+    each bad directory named once."""
+    runs = tmp_path / "runs"
+    good = _runs_with_bad_ones(runs, BAD_RUNS)
+    args = {"query": ("runs", "query", "--csv", "select run_id, count(*) n from samples group by 1 order by 1"),
+            "compare": ("compare", "upload-small", "upload-wan", "--force")}[command]
+    proc = run_labkit(*args, "--runs-dir", str(runs), timeout=60, preexec_fn=_address_space_at_most_4_gib)
+    assert _skipped(proc, runs) == sorted(str(runs / bad) for bad in BAD_RUNS)
+    if command == "query":
+        assert {line.split(",")[0] for line in proc.stdout.splitlines()[1:]} == good
+    else:
+        assert "only in B" in proc.stdout
+
+
+@pytest.mark.parametrize("sql, refused", [
+    ("", "no query given"),
+    ("copy (select * from runs) to '{runs}/copied.csv'", "only reads, in one SELECT statement (this is COPY)"),
+    ("attach '{runs}/attached.duckdb' as written", "only reads, in one SELECT statement (this is ATTACH)"),
+    ("select 1; copy (select 1) to '{runs}/copied.csv'", "(this is SELECT, COPY)"),
+    ("select * from read_csv('{secret}', header = false)", "Permission Error: Cannot access file"),
+    ("select * from read_text('{runs}/../secret.key')", "Permission Error: Cannot access file"),
+    ("select * from range(100000000)", "more than 1,000,000 rows: aggregate, or add a LIMIT"),
+    ("select length(string_agg(repeat('x', 1000), '')) from range(2000000)", "more than DuckDB's 1 GiB of memory"),
+], ids=["empty", "copy-to", "attach", "two-statements", "read-csv-outside", "read-text-dotdot", "huge-range", "memory"])
+def test_runs_query_only_reads_the_runs_directory_within_limits(tmp_path, sql, refused):
+    """One line and exit 2, nothing written, nothing of a file outside the runs directory shown; a query once ran
+    any SQL, and range(100000000) 245 s into a MemoryError (the subprocess's timeout makes that a failure)."""
+    runs = tmp_path / "runs"
+    shutil.copytree(SAMPLES / "upload-small", runs / "upload-small")
+    secret = tmp_path / "secret.key"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    files = sorted(tmp_path.rglob("*"))
+    proc = run_labkit("runs", "query", "--runs-dir", str(runs), sql.format(runs=runs, secret=secret), timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and refused in proc.stderr, proc.stderr
+    assert "PRIVATE KEY" not in proc.stdout + proc.stderr and sorted(tmp_path.rglob("*")) == files
+
+
+def test_runs_query_stops_at_its_timeout(tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(SAMPLES / "upload-small", runs / "upload-small")
+    proc = run_labkit("runs", "query", "--runs-dir", str(runs), "--timeout", "1s",
+                      "select count(*) from range(10000000000000)", timeout=60)
+    assert proc.returncode == 2 and proc.stderr == "labkit: error: query stopped after 1 s, its time limit\n"
+    zero = run_labkit("runs", "query", "--runs-dir", str(runs), "--timeout", "0s", "select 1")
+    assert zero.returncode == 2 and "--timeout" in zero.stderr and zero.stderr.count("\n") == 1

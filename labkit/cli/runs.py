@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from labkit.catalog import query as run_query
+from labkit.catalog import MAX_RESULT_ROWS, QUERY_MEMORY_GIB, QUERY_TIMEOUT_S, query as run_query
 from labkit.cleanup import clean_up, needs_cleanup
+from labkit.cli.params import duration_at_most
 from labkit.experiments import spec_for_experiment
 from labkit.hosts.claims import controller_alive
 from labkit.hosts.kernel import ManifestRefused
@@ -144,11 +145,17 @@ def _ours_to_clean(run, force: bool) -> bool:
     return True
 
 
+#: The longest --timeout of a query.
+MAX_QUERY_TIMEOUT_S = 3600.0
+
+
 @runs.command()
 @click.argument("sql")
 @RUNS_DIR
 @click.option("--csv", "as_csv", is_flag=True, help="Print the result as CSV (for a pipe or a file), not a table.")
-def query(sql, runs_dir, as_csv):
+@click.option("--timeout", "timeout_s", type=duration_at_most(MAX_QUERY_TIMEOUT_S), default=f"{QUERY_TIMEOUT_S:g}s",
+              show_default=True, help="Stop the query after this long (at most 1h).")
+def query(sql, runs_dir, as_csv, timeout_s):
     """Answer SQL over every run in the runs directory, through DuckDB.
 
     Three views, joined on run_id: `runs` (one row per run: run_id, name, experiment, status, started_utc,
@@ -159,12 +166,18 @@ def query(sql, runs_dir, as_csv):
 
       labkit runs query "select r.labkit_version, count(*) n, median(s.rtt_ms) from samples s join runs r
       using (run_id) where s.probe = 'echo-warm' and r.started_utc > now() - interval 30 day group by 1"
+
+    The query only reads, within limits: one SELECT statement (no COPY, ATTACH, SET...); DuckDB reads no file
+    outside the runs directory, uses at most {memory} GiB of memory, stops at --timeout, and answers at most {rows:,}
+    rows. A run directory whose files are not what labkit writes is left out, named on stderr.
     """
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    result = run_query(sql, runs_dir)
+    if timeout_s <= 0:
+        raise click.BadParameter("must be longer than 0", param_hint="--timeout")
+    result = run_query(sql, runs_dir, timeout_s)
     if as_csv:
         click.echo(result.to_csv(index=False), nl=False)
         return
@@ -175,6 +188,10 @@ def query(sql, runs_dir, as_csv):
         table.add_row(*(escape(_cell_text(value)) for value in row))
     Console().print(table)
     click.echo(f"{len(result)} row{'s' if len(result) != 1 else ''}")
+
+
+query.help = query.help.format(  # the limits as catalog.py sets them
+    memory=QUERY_MEMORY_GIB, rows=MAX_RESULT_ROWS)
 
 
 def _cell_text(value) -> str:
