@@ -254,6 +254,16 @@ def test_an_echo_time_past_the_tables_is_refused_naming_its_line_both_ways(monke
     assert error == f"line 4: '{stamp}' is outside the times labkit can store ({STORABLE})"
 
 
+@pytest.mark.parametrize("stamp,tz", [("2262/04/11 23:47:16", "America/New_York"),
+                                     ("1677/09/21 00:12:44", "Asia/Tokyo")])
+def test_an_echo_time_its_zone_moves_past_the_tables_is_refused_naming_its_line_both_ways(monkeypatch, stamp, tz):
+    """A time the tables hold as written, which the log's zone (``--tz``) moves past their end once read as UTC:
+    one error naming line 4, the same both ways."""
+    error = _error_both_ways(monkeypatch, lambda: parse_go_echo_log(_echo_with_stamps({4: stamp}), tz=tz))
+    written = stamp.replace("/", "-")
+    assert error == f"line 4: '{written}' in zone {tz} is outside the times labkit can store ({STORABLE})"
+
+
 def test_the_first_echo_line_past_the_tables_is_the_one_named_both_ways(monkeypatch):
     """Two lines past the tables' times, line 3 with a fraction of a second (which only the line-by-line code
     reads) and line 6 in the plain shape (which the compiled reader reads): both ways name line 3, the first."""

@@ -55,7 +55,7 @@ REACH = 2**15
 def _to_utc(stamps, tz: str | None, lines=None):
     """Go's log writes local time without a zone: localise it in ``tz`` (UTC if unknown); an Arrow array of
     UTC timestamps (null where a stamp is null). ``lines`` as for :func:`_naive`."""
-    return _localised(_naive(stamps, lines), tz)
+    return _localised(_naive(stamps, lines), tz, lines)
 
 
 def _naive(stamps, lines=None):
@@ -116,8 +116,9 @@ def _naive_or_null(stamps):
     return stamps, naive
 
 
-def _localised(naive, tz: str | None):
-    """Wall-clock times (timestamps without a zone, or integer nanoseconds) read in ``tz`` (UTC if None), as UTC."""
+def _localised(naive, tz: str | None, lines=None):
+    """Wall-clock times (timestamps without a zone, or integer nanoseconds) read in ``tz`` (UTC if None), as UTC.
+    ``lines``, the line of each time, names one that the zone puts outside the tables' times."""
     import pandas as pd
     import pyarrow as pa
 
@@ -126,10 +127,27 @@ def _localised(naive, tz: str | None):
         return naive.cast(pa.timestamp("ns", tz="UTC"))  # the wall-clock times are UTC's
     try:
         local = pd.Series(naive.to_pandas(), dtype="datetime64[ns]").dt.tz_localize(tz)
+    except pd.errors.OutOfBoundsDatetime:  # a time within a day of either end, moved past it by the zone
+        raise ParseError(_outside_in_zone(naive, tz, lines)) from None
     except (ValueError, TypeError) as exc:  # a time the zone skips or has twice (daylight saving)
         raise ParseError(f"a time of the log cannot be read in zone {tz}: {str(exc).splitlines()[0]}; "
                          "give --tz UTC if the log was written in UTC") from None
     return pa.array(local.dt.tz_convert("UTC"), pa.timestamp("ns", tz="UTC"))
+
+
+def _outside_in_zone(naive, tz: str, lines=None) -> str:
+    """Why the zone ``tz`` cannot place ``naive``: the first time it moves past the tables' times, and its line."""
+    import pandas as pd
+
+    values = pd.Series(naive.to_pandas(), dtype="datetime64[ns]")
+    day = pd.Timedelta(days=1)  # no zone is a day from UTC
+    for index, value in values[(values > pd.Timestamp.max - day) | (values < pd.Timestamp.min + day)].items():
+        try:
+            pd.Series([value], dtype="datetime64[ns]").dt.tz_localize(tz)
+        except pd.errors.OutOfBoundsDatetime:
+            where = f"line {lines[index]}: " if lines is not None else ""
+            return f"{where}'{value}' in zone {tz} is outside the times labkit can store ({STORABLE_TIMES})"
+    return f"a time of the log in zone {tz} is outside the times labkit can store ({STORABLE_TIMES})"
 
 
 def _unit_name(unit: str) -> str:
@@ -286,7 +304,7 @@ class GoEchoParser(StreamParser):
             filled = sort_by(pa.concat_tables([part, _gap_rows(missing, self.window.schema)]), ["seq", "order", "line"])
             if not filled.num_rows:
                 continue
-            t_utc = _localised(filled["naive_ns"], self.tz)
+            t_utc = _localised(filled["naive_ns"], self.tz, filled["line"].to_numpy())
             table = pa.table({name: filled[name] for name in ("seq", "order", "rtt_ms", "unit", "bytes", "peer")})
             table = table.append_column("ok", pa.array(filled["line"].to_numpy() > 0))
             table = table.append_column("t_utc", t_utc)
