@@ -51,7 +51,7 @@ MAX_MANIFEST_DEPTH = 32
 #: whoever reads it, a device never end).
 RUN_FILES = ("samples.jsonl", "cells.jsonl", "processes.json", "samples.parquet")
 #: The manifest's fields every reader relies on, and the JSON type labkit writes each as (None: absent or null).
-_MANIFEST_TYPES = {"run_id": str, "status": str, "experiment": (str, type(None)), "started_utc": (str, type(None)),
+_MANIFEST_TYPES = {"run_id": str, "status": str, "experiment": str, "started_utc": str,
                    "config": (dict, type(None)), "provenance": (dict, type(None)), "hosts": (dict, type(None)),
                    "emulator": (dict, type(None)), "replicate": (dict, type(None)), "baselines": (dict, type(None)),
                    "servers": (dict, list, type(None)), "resumed_utc": (list, type(None))}

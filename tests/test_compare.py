@@ -6,6 +6,7 @@ The A/A pairs are real: runs of the same settings, recorded one after another (`
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 from pathlib import Path
@@ -250,8 +251,16 @@ def _manifest_to_dev_zero(run: Path) -> None:
     (run / "manifest.json").symlink_to("/dev/zero")
 
 
-BAD_RUNS = {"deep-manifest": _deep_manifest, "random-parquet": _parquet_of(bytes(range(256)) * 64),
-            "text-parquet": _parquet_of(b"run_id,rtt_ms\nx,1.0\n"), "empty-parquet": _parquet_of(b""),
+def _foreign_manifest(run: Path) -> None:
+    """JSON of a manifest's fields, but not of the types labkit writes them as (a time as a number, a list for an
+    object)."""
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "started_utc": 20261124, "provenance": ["labkit"]}))
+
+
+BAD_RUNS = {"deep-manifest": _deep_manifest, "foreign-manifest": _foreign_manifest,
+            "random-parquet": _parquet_of(bytes(range(256)) * 64), "text-parquet": _parquet_of(b"run_id,rtt_ms\nx,1.0\n"),
+            "empty-parquet": _parquet_of(b""),
             "fifo-parquet": _parquet_fifo, "dev-zero-manifest": _manifest_to_dev_zero}
 
 
