@@ -546,3 +546,37 @@ def test_a_host_reaching_its_peer_through_a_subnet_keeps_its_routes_through_runs
     assert line.startswith(f"labkit: error: {killed.name}: refused kernel_originals['b->{a_address}'].route_to_peer: "
                            f"b's route to {a_address}/32 is now '{a_address} dev lkdata") and "neither" in line, line
     assert host_kernel(lab) == repaired and Run.open(killed).status == "running"
+
+
+def test_a_sweep_that_cannot_put_back_a_route_changed_under_it_says_so_and_cleanup_finishes(lab, inventory, tmp_path):
+    """Issue 45, item 1: a route someone changed while the sweep measured is neither the one recorded before the run
+    nor one the run set: the sweep leaves it, says so in one line and exits 1 (the run failed, its cells measured);
+    cleanup refuses it too, and finishes once the route is back as it was."""
+    a_address, b_address = lab.hosts["a"].data_address, lab.hosts["b"].data_address
+    before = host_kernel(lab)
+    sweep = _start_sweep(inventory, tmp_path, "moved", "--cc", "reno", "--repeats", "30")
+    run_path = _wait_for_journal_rows(tmp_path, "moved", 1)
+    try:
+        _ip(lab, "b", "route", "replace", f"{a_address}/32", "dev", "lkdata", "src", b_address, "congctl", "cubic",
+            "mtu", "1400")
+        _, stderr = sweep.communicate(timeout=300)
+        errors = [line for line in stderr.splitlines() if line.startswith("labkit: error: ")]
+        assert sweep.returncode == 1 and len(errors) == 1, stderr
+        assert "its cells are measured, but not every kernel setting it changed is back: b: could not restore " \
+               f"route_to_peer: b's route to {a_address}/32 is now '{a_address} dev lkdata" in errors[0], errors[0]
+        assert f"`labkit runs cleanup {run_path.name}`" in errors[0]
+        run = Run.open(run_path)
+        assert run.status == "failed" and len(run.journal_rows()) == 30
+        assert "mtu 1400" in route_to_peer(lab, "b", "a") and "congctl reno" not in route_to_peer(lab, "a", "b")
+        refused = run_labkit("runs", "cleanup", "--runs-dir", str(tmp_path), timeout=120)
+        assert refused.returncode == 2 and "neither the one recorded before the run" in refused.stderr, refused.stderr
+        assert "mtu 1400" in route_to_peer(lab, "b", "a")
+    finally:  # the route as it was, as its owner would put it back
+        _ip(lab, "b", "route", "replace", f"{a_address}/32", "dev", "lkdata", "src", b_address, "congctl", "cubic")
+    cleaned = run_labkit("runs", "cleanup", "--runs-dir", str(tmp_path), timeout=120)
+    assert cleaned.returncode == 0 and f"restored kernel settings on b->{a_address}" in cleaned.stdout, cleaned.stderr
+    assert host_kernel(lab) == before
+    resumed = run_labkit("sweep", "--resume", run_path.name, "--runs-dir", str(tmp_path), "--quiet", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_every_cell_once(run_path, cells=1, calls=30)
+    assert host_kernel(lab) == before
