@@ -289,7 +289,7 @@ def test_a_killed_echo_server_is_restarted_and_its_unfinished_cell_redone(lab, i
 
 def test_sigint_then_resume_redoes_only_the_missing_cells(lab, inventory, tmp_path):
     series = subprocess.Popen(
-        [LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "4s",
+        [LABKIT, "series", str(inventory), "--client", "a", "--server", "b", "--duration", "6s",
          "--cell", "2s", "--probes", "ping,echo-warm", "--name", "resumed", "--runs-dir", str(tmp_path), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -307,7 +307,9 @@ def test_sigint_then_resume_redoes_only_the_missing_cells(lab, inventory, tmp_pa
     run = Run.open(run_path)
     assert run.status == "interrupted" and run.processes() == []
     first_cells = {e["cell"] for e in run.cell_events() if e["event"] == "complete"}
-    assert first_cells == {"a->b|ticks=0-1"}
+    # The first cell ended before the third tick; a loaded machine may deliver the signal after the second cell
+    # ended too (a run behind its schedule catches up at once), never after the third, which was still to come.
+    assert "a->b|ticks=0-1" in first_cells and "a->b|ticks=4-5" not in first_cells, first_cells
 
     resumed_at = time.time_ns()
     resumed = run_labkit("series", "--resume", run.run_id, "--runs-dir", str(tmp_path), "--quiet", timeout=120)
@@ -315,7 +317,7 @@ def test_sigint_then_resume_redoes_only_the_missing_cells(lab, inventory, tmp_pa
     run = Run.open(run_path)
     samples = _samples(run)
     assert run.status == "complete"
-    assert (samples.groupby("probe")["seq"].agg(["size", "nunique"]) == 4).all().all()
+    assert (samples.groupby("probe")["seq"].agg(["size", "nunique"]) == 6).all().all()
     # Cells completed before the interruption were kept, not run again.
     kept = samples[samples["cell_id"].isin(first_cells)]
     assert len(kept) == 4 * len(first_cells) and (kept["t_utc_ns"] < resumed_at).all() and (kept["attempt"] == 1).all()
