@@ -147,9 +147,11 @@ def test_a_sweep_over_a_flapped_link_fails_its_cell_at_the_first_deadline_and_re
         run = Run.open(run_path)
         assert run.status == "failed" and run.finished_cells() == {}  # left for --resume to redo
         assert leftover_processes(lab, LABKIT_WORDS) == [] and ssai(lab) == before and run.processes() == []
-        # The sweep puts each host's route to its peer back as it found it (its kernel originals): the lost route too.
+        # The sweep put back the sysctl it set, and only that: the route the flap took from b was none of its
+        # doing, and is left to `testbed repair` (after this block).
+        assert all(entry["restored"] for entry in run.manifest["kernel_originals"].values())
         status = run_labkit("testbed", "status", "--name", lab.name, "--no-ping")
-        assert status.returncode == 0 and "fault:" not in status.stdout, status.stdout
+        assert f"fault: b: no route to a's data address {lab.hosts['a'].data_address}" in status.stdout, status.stdout
     resumed = run_labkit("sweep", "--resume", run_path.name, "--runs-dir", str(tmp_path), "--quiet", timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     samples = Run.open(run_path).samples()
