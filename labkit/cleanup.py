@@ -174,10 +174,12 @@ def cleanup_run(run, host_of: Callable, say: Callable[[str], None]) -> None:
         say(f"{run.run_id}: removed {client}:{workdir}")
     _restore_kernel(run, host_of, say)
     if (links := unrestored_links(run)) is not None:
-        Testbed(links["testbed"], log=lambda message: None).restore_links(links["before"], own=links["written"])
+        testbed = Testbed(links["testbed"], log=lambda message: None)
+        testbed.restore_links(links["before"], own=links["written"])
         links["restored"] = True
         run.save_manifest()
-        say(f"{run.run_id}: restored testbed {links['testbed']}'s links")
+        say(f"{run.run_id}: " + (f"restored testbed {links['testbed']}'s links" if testbed.load_state() is not None
+                                 else f"testbed {links['testbed']} is down: its links need no restoring"))
     for name, path in list((run.manifest.get("host_claims") or {}).items()):
         release_claim(host_of(name), path)
         run.manifest["host_claims"].pop(name)
