@@ -419,8 +419,22 @@ class KnobLock:
                 raise KnobsBusy(f"{self.host.name}: its kernel knobs are held by run {holder.get('run_id')} (pid "
                                 f"{holder.get('pid')} on {holder.get('controller')}) since {holder.get('since')}; "
                                 "wait for it, or `labkit runs cleanup` if it was killed")
-            self.host.remove(path)  # stale: its run is gone
+            self._remove_stale(path)
         raise KnobsBusy(f"{self.host.name}: could not take its kernel knobs' lock {path}")
+
+    def _remove_stale(self, path: str) -> None:
+        """Remove a lock whose run is gone. A namespace's number is reused once it is deleted, so a lock another user
+        left (root's, from a run on a namespace long gone) can name this one; /tmp's sticky bit keeps the login user
+        from removing it, and the host's privilege path (as is for root, ``sudo -n``) removes it instead."""
+        try:
+            self.host.remove(path)
+            return
+        except LabkitError as exc:
+            refused = exc.message
+        result = self.host.run_privileged(["rm", "-rf", "--", path])
+        if not result.ok:
+            raise KnobsBusy(f"{self.host.name}: a stale lock of its kernel knobs, {path}, cannot be removed ({refused}); "
+                            "remove it as root")
 
     def _holder(self, path: str) -> dict | None:
         try:
