@@ -4,8 +4,8 @@ JupyterLab is started the way `make lab` starts it (scripts/lab.sh), on loopback
 prints, and the Jupyter directories of the test session, where the README's set-up registered the kernel named labkit
 (the ``jupyter_dirs`` fixture runs scripts/bootstrap.sh, which also installs chromium and chromium-driver). Selenium drives
 Debian's chromium through Debian's chromedriver: it opens a copy of notebooks/quickstart.ipynb (its parameters set
-to this test's testbed name and runs directory, as papermill sets them), clicks Run All Cells, waits for the kernel
-to go idle, and reads the page and the saved notebook. A screenshot of the step goes into the test's output.
+to this test's testbed name and runs directory, as papermill sets them), clicks Run All Cells, interrupts the kernel
+in the sweep, runs again from the sweep's cell to the last, and reads the page and the saved notebook. A screenshot of the step goes into the test's output.
 """
 
 from __future__ import annotations
@@ -172,13 +172,11 @@ class Notebook:
 
         wait_for(done, timeout, "the cells to finish")
 
-    def run_cell(self, code: str, timeout: float) -> None:
-        """Select the cell whose code contains ``code`` (a click on its prompt) and run it from the Run menu."""
+    def run_from(self, code: str) -> None:
+        """Select the cell whose code contains ``code`` (a click on its prompt) and run it and every cell below it from
+        the Run menu."""
         self.cell_with(code).find_element("css selector", ".jp-InputPrompt").click()
-        self.menu("Run", "Run Selected Cell and Do not Advance")
-        wait_for(lambda: self.status() == "idle" and any(
-            ch.isdigit() for ch in self.text(self.cell_with(code).find_element("css selector", ".jp-InputPrompt"))), timeout,
-            f"the cell with {code!r} to run")
+        self.menu("Run", "Run Selected Cell and All Below")
 
     def saved(self) -> nbformat.NotebookNode:
         """Save from the File menu and read the file: what the cells produced, as JupyterLab recorded it."""
@@ -302,30 +300,15 @@ def assert_the_step_is_shown(page: Notebook, run_path: Path, executed: nbformat.
     assert at_16000[1] >= 1.6 and at_16000[0] <= 1.3, at_16000  # two round trips after idle, one without the reset
 
 
-def test_quickstart_runs_top_to_bottom_in_jupyterlab(browser, jupyterlab, quick_testbed, tmp_path):
-    page = open_quickstart(browser, jupyterlab, "quickstart", tmp_path / "runs")
-    page.menu("Run", "Run All Cells")
-    page.wait_until_done(timeout=240)
-    executed = page.saved()
-    assert errors(executed) == [] and not any("Traceback" in page.text(o) for o in page.within(".jp-OutputArea-output"))
-    (run_path,) = (tmp_path / "runs").iterdir()
-    assert_the_step_is_shown(page, run_path, executed)
-    report = page.text(page.cell_with("run.report("))
-    assert "labkit report" in report and "notebook idle_step" in report and "step.window_bytes" in report
-    assert namespaces(quick_testbed) == []  # the last cell took the testbed down
-    table = next(t for t in page.within(".jp-OutputArea-output table") if "median RTT" in page.text(t))
-    shot = page.screenshot(table.find_element("xpath", "./ancestor::div[contains(@class, 'jp-CodeCell')]"),
-                           tmp_path / "quickstart.png")
-    assert shot.read_bytes().startswith(b"\x89PNG")
-    print(f"screenshot: {shot}")
-
-
-def test_interrupting_the_sweep_cell_stops_everything_and_running_it_again_resumes(browser, jupyterlab, quick_testbed,
-                                                                                   tmp_path):
+def test_quickstart_interrupted_in_its_sweep_stops_everything_and_run_again_from_there_shows_the_step(
+        browser, jupyterlab, quick_testbed, tmp_path):
+    """A person's whole session with the quickstart: Run All Cells, Interrupt Kernel in the middle of the sweep, then
+    Run Selected Cell and All Below from the sweep's cell, which resumes the run and goes on to the last cell. One
+    session for both paths: each of them brought up the testbed, deployed and swept, the suite's longest minutes."""
     from labkit.store import Run
 
     runs = tmp_path / "runs"
-    page = open_quickstart(browser, jupyterlab, "quickstart-interrupted", runs)
+    page = open_quickstart(browser, jupyterlab, "quickstart", runs)
     page.menu("Run", "Run All Cells")
     # Interrupt in the middle of the first cell of the sweep, whose sysctl (0) is not the host's own (1).
     run_path = wait_for(lambda: next(iter(runs.glob("*-quickstart")), None), 120, "the sweep's run directory")
@@ -345,17 +328,28 @@ def test_interrupting_the_sweep_cell_stops_everything_and_running_it_again_resum
     assert "RunInterrupted" in sweep_cell and "resume='auto'" in sweep_cell
     assert namespaces(quick_testbed) != []  # the cells below the sweep did not run
 
-    # Run the sweep cell again: the same run is finished, nothing measured twice; then the last cell takes the testbed down.
-    page.run_cell("labkit.sweep(", timeout=180)
+    # From the sweep's cell to the end: the same run is finished, nothing measured twice, the step shown, the report
+    # written, and the last cell takes the testbed down.
+    page.run_from("labkit.sweep(")
+    page.wait_until_done(timeout=240)
     assert "resuming " in page.text(page.cell_with("labkit.sweep("))
-    page.run_cell("lab.down()", timeout=60)
-    assert errors(page.saved()) == []  # the interrupted cell's output is gone with its rerun
+    executed = page.saved()
+    # The interrupted cell's output is gone with its rerun.
+    assert errors(executed) == [] and not any("Traceback" in page.text(o) for o in page.within(".jp-OutputArea-output"))
     run = Run.open(run_path)
     assert [p.name for p in runs.iterdir()] == [run_path.name] and run.status == "complete"
     assert len(run.manifest["resumed_utc"]) == 1 and len(run.journal_rows()) >= kept
     samples = run.samples()
     assert len(samples) == 8 and (samples.groupby("cell_id").size() == 4).all()
+    assert_the_step_is_shown(page, run_path, executed)
+    report = page.text(page.cell_with("run.report("))
+    assert "labkit report" in report and "notebook idle_step" in report and "step.window_bytes" in report
     assert leftover_processes_anywhere(quick_testbed) == [] and namespaces(quick_testbed) == []
+    table = next(t for t in page.within(".jp-OutputArea-output table") if "median RTT" in page.text(t))
+    shot = page.screenshot(table.find_element("xpath", "./ancestor::div[contains(@class, 'jp-CodeCell')]"),
+                           tmp_path / "quickstart.png")
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    print(f"screenshot: {shot}")
 
 
 def leftover_processes_anywhere(name: str) -> list[str]:
