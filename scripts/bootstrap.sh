@@ -195,11 +195,15 @@ run_job() {
       # PYTHONDONTWRITEBYTECODE=1 (some shells and CI runners set it) never writes them, so every process compiled
       # pandas, matplotlib and scipy from source again: 4.3 s of CPU to import them where 2.1 s do it compiled, in each
       # labkit command, notebook kernel and test worker of the suite. pip compiles on install by itself.
+      # scripts/excluded-packages.txt says what is left out, and why.
       if .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"; then
-        .venv/bin/uv pip install --quiet --compile-bytecode --python .venv/bin/python -e ".[$extras]"
+        .venv/bin/uv pip install --quiet --compile-bytecode --python .venv/bin/python \
+          --excludes scripts/excluded-packages.txt -e ".[$extras]"
       else
         echo "bootstrap: no uv $UV_VERSION for this machine; installing with pip"
         .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extras]"
+        # pip has no --excludes: what it installed of them goes again.
+        grep -v '^#' scripts/excluded-packages.txt | xargs .venv/bin/python -m pip uninstall -q -y
       fi
       echo "$extras" >"$stamp" ;;
     labkit-go)
@@ -245,7 +249,7 @@ wanted=notebooks
 [[ $mode == demo ]] || wanted+=,dev
 [[ -n $GO ]] || wanted+=,build
 extras=$(printf '%s\n' ${installed//,/ } ${wanted//,/ } | sort -u | paste -sd,)
-if [[ ! -f $stamp || pyproject.toml -nt $stamp || $extras != "$installed" ]]; then
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || scripts/excluded-packages.txt -nt $stamp || $extras != "$installed" ]]; then
   queue packages "installing labkit and its dependencies into .venv (extras: $extras)"
 fi
 if [[ -z $GO ]]; then
