@@ -104,8 +104,12 @@ def test_the_agent_reports_every_tick_of_every_probe_on_loopback():
     samples = [e for e in events if e["event"] == "sample"]
     assert sorted((e["probe"], e["tick"]) for e in samples) == sorted(
         (probe, tick) for probe in PROBES if probe != "ping" for tick in (20, 21, 22))
-    assert all(e["ok"] and e["rtt_ns"] > 0 and e["error"] == "" for e in samples)
-    for e in samples:  # each probe sends at its offset after its tick, within its tick's interval
+    # A call that outlasts its probe's 100 ms interval on a busy machine turns the probe's next tick into a skipped
+    # row (the test below is about those): only a first tick is sure to be a call.
+    answered = [e for e in samples if e["error"] != SKIPPED]
+    assert {e["probe"] for e in answered if e["tick"] == 20} == set(PROBES) - {"ping"}
+    assert all(e["ok"] and e["rtt_ns"] > 0 and e["error"] == "" for e in answered), answered
+    for e in answered:  # each probe sends at its offset after its tick, within its tick's interval
         due = start["t0_utc_ns"] + (e["tick"] - 20) * 100_000_000 + round(start["offsets_s"][e["probe"]] * 1e9)
         # Both stamps are clock_pair midpoints, each within half its bracket of the true instant (tens of µs on a
         # busy machine): 1 ms covers them. Late is bounded by the interval only: a busy machine may wake the agent
@@ -114,7 +118,7 @@ def test_the_agent_reports_every_tick_of_every_probe_on_loopback():
     pings = [e for e in events if e["event"] == "ping"]
     assert [e["tick"] for e in sorted(pings, key=lambda e: e["tick"])] == [20, 21, 22]
     assert all(ping_rows(e)[0]["ok"] for e in pings)
-    assert tcp.requests == 3 + 1  # one unrecorded warm-up call, then one per tick
+    assert tcp.requests == 1 + sum(e["probe"] == "tcp-echo" for e in answered)  # an unrecorded warm-up, then each call
 
 
 def test_a_call_still_in_flight_turns_the_ticks_it_covers_into_skipped_rows():
