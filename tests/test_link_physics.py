@@ -7,7 +7,6 @@ reset after idle costs one extra round trip); they are not speed targets.
 from __future__ import annotations
 
 import json
-import statistics
 
 import pytest
 
@@ -49,7 +48,7 @@ def test_an_oversize_message_across_the_link_gets_resource_exhausted(hosts):
     ]
 
 
-def _median_rtt_ratio(client, server, address, *, size: int, value: int, rtt_ms: float) -> float:
+def _rtt_ratios(client, server, address, *, size: int, value: int, rtt_ms: float) -> list[float]:
     sides = [KernelConditions(client, address), KernelConditions(server, address)]
     try:
         for side in sides:
@@ -59,15 +58,17 @@ def _median_rtt_ratio(client, server, address, *, size: int, value: int, rtt_ms:
         for side in sides:
             side.restore()
     assert len(rows) == 6 and all(row["ok"] for row in rows)
-    return statistics.median(row["rtt_ns"] / 1e6 for row in rows) / rtt_ms
+    return [row["rtt_ns"] / 1e6 / rtt_ms for row in rows]
 
 
 def test_idle_connection_step_appears_and_the_sysctl_removes_it(hosts, wan_testbed):
     client, server, address = hosts
     before = client.read_sysctl(SSAI)
     rtt_ms = _rtt_ms(wan_testbed)
-    with_reset = _median_rtt_ratio(client, server, address, size=30000, value=1, rtt_ms=rtt_ms)
-    without_reset = _median_rtt_ratio(client, server, address, size=30000, value=0, rtt_ms=rtt_ms)
-    assert with_reset > 1.6, f"30000 B after 1 s idle took {with_reset:.2f} RTT with the sysctl at 1"
-    assert without_reset < 1.3, f"30000 B after 1 s idle took {without_reset:.2f} RTT with the sysctl at 0"
+    # A loaded machine only adds time to a call, never takes a round trip away: with the reset every call needs two
+    # (so the fastest does), without it one call in one round trip shows that none is needed.
+    with_reset = min(_rtt_ratios(client, server, address, size=30000, value=1, rtt_ms=rtt_ms))
+    without_reset = min(_rtt_ratios(client, server, address, size=30000, value=0, rtt_ms=rtt_ms))
+    assert with_reset > 1.6, f"30000 B after 1 s idle took {with_reset:.2f} RTT at fastest with the sysctl at 1"
+    assert without_reset < 1.3, f"30000 B after 1 s idle took {without_reset:.2f} RTT at fastest with the sysctl at 0"
     assert client.read_sysctl(SSAI) == before, "the sysctl was not restored"
