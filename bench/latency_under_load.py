@@ -32,6 +32,7 @@ from labkit.analysis.under_load import queue_table
 from labkit.deploy import deploy
 from labkit.experiments import run_command
 from labkit.experiments.latency_under_load import UnderLoadConfig
+from labkit.explain import recorded_queue_waits
 from labkit.hosts.inventory import load_inventory
 from labkit.results import Run
 from labkit.testbed.lab import LinkConfig, Testbed
@@ -128,7 +129,7 @@ def deep_queue_waits(run) -> pd.Series:
     left out), from the emulator's record the run kept; the 'during' window is that of the cell's probes."""
     samples = run.samples()
     during = samples[(samples["queue"] == "10bdp") & (samples["phase"] == "during")]["t_utc_ns"]
-    waits = pd.read_csv(next(run.raw_dir.glob("queue-10bdp-*.csv.gz")))
+    waits = recorded_queue_waits(run, "10bdp")
     inside = (waits["direction"] == "a>b") & waits["t_ms"].between(during.min() // 1_000_000, during.max() // 1_000_000)
     return waits[inside]["wait_us"] / 1e3
 

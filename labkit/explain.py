@@ -137,10 +137,12 @@ def run_packets(run) -> pd.DataFrame | None:
     return pd.read_parquet(path) if path.exists() else packets_table(run)
 
 
-def recorded_queue_waits(run) -> pd.DataFrame:
+def recorded_queue_waits(run, queue: str | None = None) -> pd.DataFrame:
     """What every packet of the run waited in the testbed link's queues, per direction and millisecond of arrival
-    (``direction``, ``t_ms``, ``wait_us``), as the run kept it (raw/queue-*.csv.gz); empty when it kept none."""
-    frames = [pd.read_csv(path) for path in sorted(run.raw_dir.glob("queue-*.csv.gz")) if path.stat().st_size]
+    (``direction``, ``t_ms``, ``wait_us``), as the run kept it (raw/queue-*.csv.gz), or only the cells of one
+    ``queue`` setting (e.g. ``"10bdp"``); empty when it kept none."""
+    pattern = f"queue-{queue}-*.csv.gz" if queue else "queue-*.csv.gz"
+    frames = [pd.read_csv(path) for path in sorted(run.raw_dir.glob(pattern)) if path.stat().st_size]
     frames = [frame for frame in frames if len(frame)]
     if not frames:
         return pd.DataFrame(columns=["direction", "t_ms", "wait_us"])

