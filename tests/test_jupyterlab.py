@@ -299,8 +299,8 @@ def assert_the_step_is_shown(page: Notebook, run_path: Path, executed: nbformat.
     steps = Run.open(run_path).summary()
     at_16000 = steps[steps["payload_bytes"] == 16000].set_index("slow_start_after_idle")["rtt_multiple"]
     # Two round trips after idle with the reset: a loaded machine cannot take one away. That the sysctl's 0 gives one
-    # round trip is tests/test_link_physics.py's to show: beside two CPU hogs this session's 16000 B calls took two
-    # with it too (a window of 32 segments), which says nothing of what the page shows.
+    # round trip is tests/test_link_physics.py's to show: in one run beside two CPU hogs both 16000 B calls at 0 took
+    # two as well (with a window of 32 segments), which says nothing of what the page shows.
     assert at_16000[1] >= 1.6, at_16000
 
 

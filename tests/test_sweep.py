@@ -138,8 +138,8 @@ def test_the_idle_step_with_tcp_state_and_compare_names_the_sysctl_a_user_set_ou
                 and not what.endswith("slow_start_after_idle")}
     # What compare says of each size is the runs' own calls (below ten a side: Welch's t on their means), and it
     # calls a change only where its interval leaves out zero. The round trips themselves are judged above, on the
-    # fastest calls: beside other work one 1000 B call of the second run took two round trips (its link's emulator
-    # late by up to 42 ms), which moved the means by a third of an RTT and is no fault of compare's.
+    # fastest calls: beside two CPU hogs one 1000 B call of the second run took two round trips (the emulator, late,
+    # held a packet 92 ms on the 50 ms link), which moved the means by a third of an RTT and is no fault of compare's.
     medians = compared.table[compared.table["measure"] == "median RTT"].set_index("payload_bytes")
     for size, cell in medians.iterrows():
         means = [run[~run["cold"] & (run["payload_bytes"] == size)]["rtt_ms"].mean() for run in (warm, other)]
