@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import deployed_inventory, labkit as run_labkit, leftover_processes, own_testbed, running_labkit, \
-    wait_for, wait_for_cell_start
+    wait_for, wait_for_cell_start, wait_for_rows
 from labkit.store import Run
 
 pytestmark = pytest.mark.testbed
@@ -27,7 +27,7 @@ QUICK = ["--ping-count", "1", "--quiet"]
 EXPERIMENTS = {
     "sweep": (["--sizes", "1000", "--gaps", "0.2s", "--repeats", "6", "--slow-start-after-idle", "1,0", "--cc", "cubic",
                "--iperf-seconds", "1", *QUICK], 2, 12),
-    "series": (["--duration", "4s", "--cell", "2s", "--probes", "ping,echo-warm,tcp-echo", "--quiet"], 2, 12),
+    "series": (["--duration", "6s", "--cell", "3s", "--probes", "ping,echo-warm,tcp-echo", "--quiet"], 2, 18),
     "upload": (["--file-size", "256KiB", "--chunk-sizes", "16KiB,64KiB", "--transports", "grpc", "--tls", "off",
                 "--repeats", "4", *QUICK], 2, 8),
     "load": (["--transports", "grpc", "--concurrency", "2", "--payload-bytes", "64", "--keepalive-ms", "none,1000",
@@ -173,7 +173,12 @@ def test_a_signal_keeps_the_rows_leaves_nothing_and_resume_completes_each_cell_o
     before = ssai(lab)
     with running_labkit(*experiment_args(inventory, experiment, "sig", tmp_path)) as proc:
         run_path = wait_for_cell_start(tmp_path, "sig")
-        time.sleep(0.4)
+        if experiment == "series":
+            # At its first row, with most of its 6 s still to run: a 4 s series once ended, on a busy machine,
+            # before a signal sent 0.4 s after its first cell started reached it.
+            wait_for_rows(run_path, 1)
+        else:
+            time.sleep(0.4)
         proc.send_signal(signum)
         proc.communicate(timeout=120)
     assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -9}[signum]
