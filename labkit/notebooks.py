@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -169,6 +170,20 @@ class Notebook:
         self.export = FigureWriter(figures_dir, name, formats)
         self.headline_file = headline_path
         self.comparison: dict[str, Any] | None = None  # what compare_section found, for the headline JSON
+        self.sentences: list[dict[str, str]] = []  # what say() printed, for the headline JSON's ``sentences``
+
+    def say(self, sentences: str | Iterable[str], *, section: str) -> None:
+        """Show findings generated from this run (by a function of :mod:`labkit.analysis`) as a list, and keep them
+        for the headline JSON: a notebook's markdown states the question and the method, and what the run shows is
+        only ever said here, so it is true of the run the notebook opened."""
+        from IPython.display import Markdown, display
+
+        # A string is one sentence, or a markdown list of them (one "- " line each).
+        lines = re.split(r"\n(?=- )", sentences) if isinstance(sentences, str) else list(sentences)
+        lines = [line.strip() for line in lines if line and line.strip()]
+        self.sentences.extend({"section": section, "text": line} for line in lines)
+        display(Markdown("\n".join(line if line.startswith("- ") else f"- {line}" for line in lines)
+                         if lines else "*This run shows none of the findings this section looks for.*"))
 
     def finish(self, headline: dict[str, Any], *, settings: dict[str, Any] | None = None, **detail: Any):
         """Write the headline JSON (run identity, ``settings``, ``headline``, ``detail``, figures); show where it went."""
@@ -182,6 +197,7 @@ class Notebook:
         data.update(headline=headline, **detail)
         if self.comparison is not None:
             data["compare"] = self.comparison
+        data["sentences"] = self.sentences
         data.update(figures=self.export.files, figure_problems=self.export.problems)
         write_headline(self.headline_file, data)
         display(Markdown(f"Figures in `{self.figures_dir}`; headline numbers in `{self.headline_file}`."))

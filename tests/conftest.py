@@ -7,6 +7,7 @@ by CI), where a missing testbed is a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -229,3 +230,33 @@ def wait_for_cell_start(runs_dir: Path, name: str, timeout: float = 90) -> Path:
                 return cells.parent
         time.sleep(0.05)
     raise AssertionError(f"no cell started within {timeout} s")
+
+
+def assert_says_what_the_document_says(notebook: str, headline_json: dict) -> None:
+    """The notebook, executed on its shipped sample with labkit.reproductions.SAMPLES' parameters, said of it exactly
+    what its page docs/reproductions/<notebook>.md says it does (else: run scripts/reproductions.py), and said
+    something."""
+    from labkit import reproductions
+
+    said = reproductions.said(headline_json)
+    assert said, f"{notebook} said nothing of its sample"
+    assert said == reproductions.generated_sentences(notebook), (
+        f"docs/reproductions/{notebook}.md no longer says what {notebook} says of its sample: run "
+        f"`.venv/bin/python scripts/reproductions.py {notebook}`")
+
+
+def assert_speaks_of_its_own_run(notebook: str, headline_json: dict, executed: Path | None = None) -> list[str]:
+    """The notebook, executed on a run that is not its shipped sample, said something of that run and none of what
+    it says of the sample (its page's block in docs/reproductions/), in its sentences or anywhere in the executed notebook;
+    returns what it said, for the caller to check against the run's own numbers."""
+    from labkit import reproductions
+
+    said = reproductions.said(headline_json)
+    assert said, f"{notebook} said nothing of the run it opened"
+    of_the_sample = set(reproductions.generated_sentences(notebook))
+    assert not of_the_sample & set(said), f"{notebook} said of this run what it says of its sample"
+    if executed is not None:
+        text = executed.read_text()
+        shown = [s for s in of_the_sample if json.dumps(s)[1:-1] in text or s in text]
+        assert not shown, f"the executed {notebook} notebook shows sentences about its sample: {shown}"
+    return said
