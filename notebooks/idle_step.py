@@ -14,37 +14,41 @@
 # ---
 
 # %% [markdown]
-# # The idle-connection step: why a 15 KB call after one idle second takes two round trips
+# # The idle-connection step: does a request after an idle second take an extra round trip?
 #
 # Two grpc-go reports (issues #5599 and #8436; research brief, experiment 1)
 # saw, between two cloud VMs 205 ms apart, that with 1 s between calls a
-# 14000 B request takes one round trip, 16000 B take two, and about 100 KB
-# take three; with calls 0.1 s apart, or a 1-byte call on the same channel every
-# 0.25 s, everything stays at one round trip. The cause is TCP's congestion
-# window restart after idle: when a connection has sent nothing for longer than
-# one retransmission timeout (RTO ≈ RTT + 200 ms), Linux with
+# 14000 B request takes one round trip, 15000 B a mix of one and two, 16000 B
+# two, and about 100 KB three; with calls a tenth of a second apart, or a
+# 1-byte call on the same channel every quarter second, a request stays at one
+# round trip; BBR does not show the step. The explanation tested here is TCP's
+# congestion window restart after idle: when a connection has sent nothing for
+# longer than one retransmission timeout (RTO ≈ RTT + 200 ms), Linux with
 # `net.ipv4.tcp_slow_start_after_idle=1` (the default) and a congestion control
 # such as CUBIC shrinks the congestion window (cwnd) back towards the initial
-# window of 10 segments, 10 × 1408 B = 14080 B at this link's MSS.
+# window of 10 segments, 10 × 1408 B = 14080 B at an MSS of 1408 B.
 #
 # This notebook reads a `labkit sweep` run, with the other runs made with it
-# (`--runs N`), by default the shipped sample `data/samples/idle-step-cubic/`
-# and its two companions `-2` and `-3` (three runs recorded on the local
-# testbed: 100 ms each way, MTU 1460, CUBIC, `tcp_slow_start_after_idle` at 1
-# and at 0, 10 calls per size in each run, in shuffled order), and
+# (`--runs N`); by default it reads the shipped sample `data/samples/idle-step-cubic/`
+# and its companions `-2` and `-3` (recorded on the local testbed: 100 ms each
+# way, MTU 1460, CUBIC, `tcp_slow_start_after_idle` at 1 and at 0, calls in
+# shuffled order). It
 #
 # 1. shows latency against request size for every condition of the run, in
 #    milliseconds and as multiples of the ping RTT measured before the sweep;
 # 2. fits the slow-start step model to the calls that step, and locates the
 #    step without a model (change point);
-# 3. plots the cwnd that `ss -tin` recorded before and after each call and
-#    explains why the reset hardly shows in it;
+# 3. plots the cwnd that `ss -tin` recorded before and after each call, and
+#    the window the kernel's restart rule gives at the call's first send;
 # 4. predicts each call's number of round trips from its recorded TCP state;
 # 5. compares the conditions, with intervals and verdicts corrected for the
-#    whole family of comparisons.
+#    whole family of comparisons;
+# 6. says, from the run's own numbers, which of the published observations it
+#    reproduces (`docs/reproductions/idle_step.md` holds what it says of the
+#    shipped sample).
 #
-# It runs on any idle-step run; with `data/samples/idle-step-knobs/` it shows
-# the other fixes (BBR, short gaps, a background sender, keepalive pings).
+# It runs on any idle-step run, such as `data/samples/idle-step-knobs/`, which
+# adds the other fixes (BBR, short gaps, a background sender, keepalive pings).
 
 # %% tags=["parameters"]
 run_dir = ""  # a run (path, id or unique part of one); empty: the shipped sample data/samples/idle-step-cubic
@@ -65,11 +69,10 @@ run_it_yourself = False  # True: first make a run of your own on the local testb
 # this cell first makes a run of your own the same way (it brings up a testbed
 # with the sample's link, deploys labkit to its hosts, runs the experiment with
 # the sample's settings and takes the testbed down again), and the notebook
-# reads that run instead. It needs root, and takes about as long as the
-# sample's recording (`data/samples/README.md` gives each one's time; the
-# sample is three runs, the cell makes one: about 4½ minutes). The cell
-# shows the code it runs. Interrupting it keeps what was measured, and running
-# it again finishes that run.
+# reads that run instead. It needs root, and takes as long as one recording
+# (`data/samples/README.md` gives each recording's time; the cell makes one
+# run). The cell shows the code it runs. Interrupting it keeps what was
+# measured, and running it again finishes that run.
 
 # %%
 from labkit import notebooks
@@ -144,12 +147,7 @@ if len(failed):
 # %%
 framing = idle.request_framing(calls)
 overhead, mss = framing.overhead_bytes, idle.recorded_mss(calls)
-display(Markdown(
-    f"Request framing: **{overhead} B** (the smallest of bytes on the wire − payload over {framing.calls} calls; "
-    f"most common {framing.most_common_bytes if framing.calls else 'n/a'} B). MSS recorded by `ss`: **{mss} B**."
-    + (f" {iw} segments × {mss} B = **{iw * mss} B** of request, so the largest payload that fits the initial window "
-       f"is {iw * mss - overhead} B." if mss and iw else "")
-))
+nb.say(idle.framing_findings(framing, mss, iw), section="framing")
 
 # %% [markdown]
 # ## Latency against request size
@@ -181,21 +179,19 @@ display(medians.style.format("{:.2f}×"))
 #
 # Why only up to `fit_max_bytes`: the model assumes the window restarts at
 # iw. Linux restarts it lazily and only *halves* cwnd once per RTO of idle time,
-# down to iw at the lowest (next sections). Calls up to about 30 KB leave a
-# pre-idle cwnd small enough that two halvings reach iw; after large calls
-# cwnd has grown (to 94 segments in the default sample), and one idle second
-# halves it only two or three times, often not down to 10 (up to 40 segments
-# at the first send: the table of round trips by window, below). Beyond
-# the first step the round trips therefore depend on the calls before: in the
-# default sample (calls in shuffled order), 100000 B took four round trips,
-# as the pure model predicts, when the window at the first send was back at
-# 10 segments (19 of 30 calls), and three in 11 (the brief's "3 RTT at around
-# 100 KB"): eight of them with more than 10 segments (up to 21) left by
-# earlier calls, three at 10 segments, which the restart rule below does not
-# predict.
+# down to iw at the lowest (next sections). Small calls leave a pre-idle cwnd
+# that a few halvings bring back to iw; after large calls cwnd has grown, and
+# one idle second (two or three RTOs) may halve it too few times to reach iw.
+# Beyond the first step the round trips therefore depend on the calls before
+# (the sections on `ss` and on each call's round trips below say, for this
+# run, which windows the calls started with).
 #
 # The change point needs no model: it is the split between two adjacent tested
-# sizes that best separates two latency levels, with a bootstrap interval.
+# sizes that best separates two latency levels, with a seeded bootstrap
+# bracket (200 resamples, 95 %). Below the table, the findings: where this run
+# steps, whether iw × MSS is where the latency puts the window, and whether the
+# published step (14000 B one round trip, 15000 B a mix, 16000 B two) is
+# reproduced.
 
 # %%
 by_condition = {c: calls[calls["condition"] == c] for c in conditions}
@@ -206,22 +202,8 @@ step_fits = {c: f for c, f in fits.items() if f.steps}
 fit_table = idle.step_table(fits, overhead)
 display(fit_table)
 
-reference = next(iter(step_fits), None)
-if reference is None:
-    display(Markdown("**No condition of this run steps**: every size took about the same number of round trips."))
-else:
-    f = step_fits[reference]
-    lo, hi = f.free.intervals["threshold_bytes"]
-    display(Markdown(
-        f"Reference condition **{reference}**. From latency alone the window lies between "
-        f"{lo + overhead:.0f} and {hi + overhead:.0f} B on the wire (requests of {lo:.0f} B took one round trip, "
-        f"{hi:.0f} B two); iw × MSS = {f.iw} × {f.mss} = **{f.iw * f.mss} B** is inside that bracket, "
-        f"and with the recorded MSS the fitted initial window is **{f.by_iw.params['iw']:.0f} segments**. "
-        f"The change point puts the step between {f.change_point.params['last_before']:.0f} and "
-        f"{f.change_point.params['first_after']:.0f} B, a jump of "
-        f"{f.change_point.params['jump_ms']:.0f} ms (one RTT). The base RTT of the model, "
-        f"{f.model.params['base_rtt_ms']:.1f} ms, is the ping RTT plus the echo's own time."
-    ))
+reference = next(iter(step_fits), None)  # the first condition that steps is the reference of what follows
+nb.say(idle.step_findings(calls, knobs, fits, reference, fit_max_bytes), section="step")
 
 # %%
 reference_ping = float(calls["ping_ms"].median())
@@ -249,11 +231,10 @@ export(fig, "latency")
 # ## What `ss -tin` shows: a reset applied lazily
 #
 # The client sampled its socket with `ss -tin` just before and just after every
-# call. With the sysctl at 0, cwnd only grows. With the sysctl at 1 one might
-# expect to see cwnd = 10 before every call after an idle second, but the
-# sample *before* a call often shows the cwnd the connection had before it went
-# idle (up to 94 segments in the default sample), while that call still took
-# two or three round trips.
+# call. With the sysctl at 1 one might expect to see cwnd = 10 before every
+# call after an idle second, but the reading *before* a call can show the cwnd
+# the connection had before it went idle, while that call still took two or
+# three round trips.
 #
 # The reason is in the kernel: the restart is not done by a timer while the
 # connection is idle. It is done when the next segment is sent
@@ -265,8 +246,10 @@ export(fig, "latency")
 # `cwnd_before`. The middle panel applies that rule to each call's recorded
 # `cwnd_before`, `lastsnd_ms_before` and `rto_ms_before`: the window the
 # request actually started with. Congestion controls that set the window
-# themselves (BBR has its own `cong_control`) skip the restart, which is why
-# the sysctl has no effect under BBR.
+# themselves (BBR has its own `cong_control`) skip the restart, so the sysctl
+# is expected to have no effect under BBR. The findings below the table say,
+# per condition, how many calls restarted and how many of those restarts `ss`
+# did not show.
 
 # %%
 initial_window = iw or (int(step_fits[reference].by_iw.params["iw"]) if reference else 10)
@@ -288,6 +271,7 @@ display(Markdown("Per condition: cwnd (segments) `ss` showed before and after th
                  "send (idle longer than one RTO), and those whose restart `ss` did not show (a larger cwnd before the call "
                  "than the window it started with):"))
 display(idle.restart_summary(tcp, in_tcp))
+nb.say(idle.restart_findings(tcp, in_tcp, initial_window), section="restart")
 
 # %% [markdown]
 # ## Every call's round trips, predicted from its TCP state
@@ -304,11 +288,7 @@ agreement = tcp.groupby("in_flight")["agrees"].agg(calls="size", predicted="sum"
 agreement.index = agreement.index.map({False: "nothing in flight", True: "sent shortly before"})
 display(agreement)
 misses = tcp[~tcp["agrees"]]
-display(Markdown(
-    f"The rule predicts **{int(tcp['agrees'].sum())} of {len(tcp)}** calls' round trips "
-    f"({int(tcp[~tcp['in_flight']]['agrees'].sum())} of {int((~tcp['in_flight']).sum())} with nothing in flight); "
-    f"{int(misses['in_flight'].sum())} of the {len(misses)} it misses had a send less than one RTT before the call. The misses:"
-))
+display(Markdown("The calls the rule misses:"))
 display(misses[["condition", "payload_bytes", "replicate", "seq", "rtt_ms", "rtt_multiple", "cwnd_before", "lastsnd_ms_before",
                 "srtt_ms_before", "window_at_send", "predicted_rounds"]])
 
@@ -316,44 +296,52 @@ display(misses[["condition", "payload_bytes", "replicate", "seq", "rtt_ms", "rtt
 # How many calls of each size took each number of round trips, and the window
 # at their first send behind each count (segments: lowest, highest, and how
 # many were back at the initial window); `latest_seq` is the latest such call
-# in its cell's order.
+# in its cell's order. Below it, the findings: how many calls the rule
+# predicts, what the window at the first send did where one size took
+# different numbers of round trips, and whether the published three round
+# trips at around 100 KB are reproduced.
 
 # %%
 display(idle.rounds_by_window(tcp, in_tcp, initial_window))
+nb.say(idle.rounds_findings(tcp, knobs, reference, initial_window, overhead), section="round trips")
 
 # %% [markdown]
-# The calls the rule misses had a send **shortly before the call**: the
-# client sends small HTTP/2 frames on its own between calls. A packet capture on the testbed, taken while this sample was prepared
-# (not part of the run), showed HTTP/2 PING frames sent by the grpc client at
-# intervals that grow over time, so they drift across the idle gap; this looks
-# like grpc core's bandwidth-delay-product probe (channel argument
-# `grpc.http2.bdp_probe`). Two effects follow, both visible above:
+# Why a call can miss the rule: the client sends small HTTP/2 frames on its own
+# between calls. grpc core's bandwidth-delay-product probe (channel argument
+# `grpc.http2.bdp_probe`) sends HTTP/2 PING frames at intervals that grow over
+# time, so they drift across the idle gap. Two effects follow:
 #
 # - such a PING sent after more than one RTO of idle time triggers the restart
 #   itself, so `ss` shows cwnd = 10 before the call although `lastsnd_ms_before`
 #   is small;
 # - a PING sent less than one RTT before the call is still in flight when the
-#   request goes out, and takes one slot of the 10-segment window: a 14000 B
-#   request (exactly 10 segments) then needs a second round trip, and a call's
-#   last segment can leave when the PING's acknowledgement arrives, which gives
-#   latencies between one and two RTT (the "263–375 ms" outliers of the
-#   testbed notes).
+#   request goes out, and takes one slot of the 10-segment window: a request of
+#   exactly 10 segments then needs a second round trip, and a call's last
+#   segment can leave when the PING's acknowledgement arrives, which gives
+#   latencies between one and two RTT.
+#
+# A packet capture of the idle gap (`labkit sweep --capture`, then
+# `labkit explain`) shows what the client really sent.
 
 # %% [markdown]
 # ## The conditions compared
 #
 # Each condition against the reference condition, size by size: reference −
 # condition, what the reference costs more, by labkit's small-sample rule
-# (`labkit.analysis.inference.method_for`): from ten calls a side (the default
-# sample's three runs give 30) the difference of the medians with a seeded
-# 95 % percentile bootstrap interval; below ten (the knobs sample's 3) the
-# difference of the means with Welch's interval, as a bootstrap over three
-# values is no wider than their range. Every condition and size is **one
-# family**, corrected with Holm's method: a difference is called higher or
-# lower only where it survives it. An unclear one shows its MDE, the smallest
-# difference the family could have called with 80 % probability: an MDE well
-# below a round trip says a whole round trip's difference would have been
-# seen, an MDE above it that these calls cannot tell.
+# (`labkit.analysis.inference.method_for`): from ten calls a side the
+# difference of the medians with a seeded 95 % percentile bootstrap interval;
+# below ten the difference of the means with Welch's interval, as a bootstrap
+# over three values is no wider than their range. Every condition and size is
+# **one family**, corrected with Holm's method: a difference is called higher
+# or lower only where it survives it. The 95 % intervals in the table are
+# uncorrected, so an interval clear of zero can stand beside a difference the
+# correction leaves unclear; the findings name both. An unclear one shows its
+# MDE, the smallest difference the family could have called with 80 %
+# probability: an MDE well below a round trip says a whole round trip's
+# difference would have been seen, an MDE above it that these calls cannot
+# tell. The findings then say, for each condition that changes one knob of the
+# reference, what the comparison called, and whether the published fixes (the
+# sysctl at 0, shorter gaps, a background call, BBR) are reproduced.
 
 # %%
 summary = summarize_with_location(calls, "rtt_ms", by=["condition", "payload_bytes"])
@@ -371,6 +359,7 @@ if len(comparisons):
                      f"{statistics}s in ms [95 % interval] and its verdict after Holm's correction over all "
                      f"{len(comparisons)} comparisons, by request size:"))
     display(idle.comparison_table(comparisons).reindex([c for c in conditions if c != reference_condition]))
+nb.say(idle.condition_findings(calls, knobs, fits, comparisons, reference, fit_max_bytes), section="conditions")
 
 # %%
 with plots.theme():
@@ -397,85 +386,30 @@ export(fig, "largest")
 # RTTs is given per run and pooled, and the runs' mean with a 95 % Student-t
 # interval, the runs as units (resampling three runs would give about their
 # range, a 75 % interval). It narrows only with more runs, not with more calls
-# per run.
+# per run. The findings say in how many runs each median gives the same whole
+# number of round trips, and where the reference's step lies in each run alone.
 
 # %%
 runs_table = notebooks.runs_section("sweep", replicates, calls, "rtt_multiple", ["condition", "payload_bytes"],
                                     "Median latency in ping RTTs", order=conditions)
+nb.say(idle.runs_findings(runs_table, calls, reference, largest, robust), section="between runs")
 
 # %% [markdown]
-# ## What this reproduces, and what it adds
+# ## Other links: where the step would be
 #
-# On the two shipped samples (`idle-step-cubic`, the default, and
-# `idle-step-knobs`: `labkit report data/samples/idle-step-knobs`):
-#
-# - **The step at ~14 KB.** After an idle second the request goes out with a
-#   window of 10 segments of 1408 B: 14080 B on the wire. With 61 B of gRPC and
-#   HTTP/2 framing a 14000 B payload fits (one RTT) and 15000 B does not (two
-#   RTT). The fit finds the window from latency alone, within the bracket of
-#   the tested sizes, and with the recorded MSS an initial window of exactly
-#   10 segments.
-# - **Two to four round trips at 64–100 KB, by the calls before.** One idle
-#   second is two to three RTOs, so the restart halves cwnd two or three
-#   times: back to 10 segments after small calls, to as many as 40 after
-#   large ones.
-#   In the default sample (cubic, sysctl 1, 1 s gap; 3 runs × 10 calls per
-#   size, cells and calls in shuffled order; the table of round trips by
-#   window above) 64000 B took three round trips
-#   in 27 of 30 calls and two in 3; 100000 B took four in 19 of 30 (window
-#   at the first send: 10 segments) and three in 11 (eight with more than
-#   10 segments, up to 21, left by earlier calls; three with 10, which the
-#   restart rule does not predict). 64000 B took two only with 20–23 segments. The medians,
-#   3 RTT at 64000 B and 4 at 100000 B, are the
-#   same in each of the three runs (*Between runs*). In the knobs sample
-#   (sequential order, every 100 KB call after another one, 3 calls per
-#   size) the median is three.
-# - **The sysctl at 0 removes the step**: every size's median stays at about
-#   one RTT, while cwnd keeps the size the previous calls gave it. The few
-#   calls that took two in the default sample (5 of 300, of 16000–64000 B,
-#   each among the first eleven calls of its cell: the same table) came before the calls had
-#   grown the window to their size: `labkit explain` calls them
-#   `cwnd-limited`, not a restart.
-# - **Traffic more often than one RTO.** With calls 0.1 s apart, or a 1-byte
-#   background call every 0.25 s, the connection is never idle for an RTO
-#   (`lastsnd_ms_before` stays below `rto_ms_before`), nothing restarts, and
-#   14–32 KB take one RTT. Larger requests can still take two while cwnd has
-#   not yet grown to their size (the first 100 KB calls of a cell).
-# - **Keepalive pings every 250 ms did not help** in the knobs sample (3
-#   calls per size and condition), and 14000 B requests took two RTT with
-#   them: against none, at 16 and 32 KB the difference is unclear with an MDE
-#   far below one round trip, so a round trip saved would have been called,
-#   and at 14000 B one more round trip is called (Welch's t, Holm's correction;
-#   the tuning notebook's idle section). What the data show: `lastsnd_ms_before` is a few ms before every
-#   call and `cwnd_before` is 10, so nothing was sent in the idle second
-#   until just before each call, and that first send restarted the window.
-#   Why the pings did not flow is not settled here. labkit's client asks for
-#   pings every 250 ms with no call in flight and lifts grpc core's own
-#   spacing of pings without data (`grpc.http2.min_time_between_pings_ms`
-#   and `max_pings_without_data` are set with the interval: see
-#   `labkit.echo.client.keepalive_options`), so the client's defaults are not
-#   the cause; the server's ping policy or the channel's state while idle may
-#   be. A capture of the idle gap (`labkit sweep --capture`, then
-#   `labkit explain`) shows what a keepalive setting really sends.
-# - **BBR does not restart** (no step at any size, with the sysctl at 1), but
-#   it paces a burst at its bandwidth estimate, which an application-limited
-#   connection keeps low: latency grows gradually with size, to 1.25 RTT at
-#   14 KB and 1.4–1.6 RTT at 32–100 KB in the knobs sample, instead of in
-#   whole round trips.
-# - **Raising `initcwnd`** on the route (`ip route change … initcwnd 32`) raises
-#   the window the restart falls back to, and so moves the step to iw × MSS:
-#   the model predicts it at the window computed below. The sweep has no
-#   initcwnd knob yet.
-# - **Why the in-process reproduction over loopback needed megabytes.**
-#   Loopback's MTU is 65536, so its segments carry up to 65483 B (`ss` showed
-#   47616 B on a fresh loopback connection on this machine: Linux sends
-#   smaller segments while the peer's window is small). Ten segments are then
-#   0.5–0.65 MB, and the second step, three times that, 1.4–2 MB: where the
-#   1.5–2 MB payloads of the report lie.
+# The first step lies at iw × MSS bytes on the wire, the second at three times
+# that (slow start doubles the window each round trip). Raising `initcwnd` on
+# the route (`ip route change … initcwnd 32`) raises the window the restart
+# falls back to, and so moves the step; loopback's MTU of 65536 gives an MSS of
+# up to 65483 B (MTU − 40 B of IPv4/TCP headers − 12 B of timestamps), so ten
+# segments there are more than half a megabyte, which is why an in-process
+# reproduction over loopback needs payloads of megabytes. The table applies the
+# model's arithmetic to this run's MSS and window and to those two cases (the
+# sweep has no initcwnd knob yet).
 
 # %%
 # Loopback: MTU 65536, advertised MSS 65483 (MTU − 40 B of IPv4/TCP headers − 12 B of timestamps, as ss prints it);
-# Linux may send smaller segments while the peer's window is small (47616 B on a fresh loopback connection here).
+# Linux may send smaller segments while the peer's window is small (47616 B seen on a fresh loopback connection).
 what_if = pd.DataFrame({
     "link": [f"this run (MSS {mss})", f"initcwnd 32 (MSS {mss})", "loopback (MSS 47616)", "loopback (MSS 65483)"],
     "iw": [initial_window, 32, initial_window, initial_window],
@@ -504,19 +438,18 @@ explain_numbers = notebooks.explain_section(nb, by=("cell", "size"))
 #
 # For each condition and size: the warm calls this run has, how wide the
 # interval of their median is now (in ping RTTs, resampled in blocks in call
-# order), how many calls would put it within ±0.25 RTT (enough to tell one
-# round trip from two), and whether there are the 299 a p99 needs. Sizes
-# near the step need the most: their calls take one or two round trips.
+# order), how many calls would put it within a quarter of an RTT either side
+# (enough to tell one round trip from two), and whether there are the 299 a
+# p99 needs. Sizes near a step can need the most, as their calls may take one
+# round trip or two.
 
 # %%
 from labkit.analysis import data_needs, data_needs_in_short
 
 needs = data_needs(calls.sort_values("t_start_utc_ns"), "rtt_multiple", ["condition", "payload_bytes"], halfwidth=0.25)
 short = data_needs_in_short(needs, halfwidth=0.25)
-display(Markdown(f"{short['short']} of {short['groups']} condition × size cells have fewer calls than ±0.25 RTT "
-                 f"needs (the most wanted: {short['most_wanted']}); {short['percentile_allowed']} have enough for "
-                 "a p99."))
 display(needs)
+nb.say(idle.data_needs_findings(short, halfwidth=0.25), section="data needs")
 
 # %% [markdown]
 # ## Before and after (`labkit compare`)
@@ -542,7 +475,11 @@ notebooks.compare_section(nb, compare_with)
 # condition's at that size (of the medians, or of the means below ten calls a
 # side), with its interval and verdict (and its MDE where unclear), for the
 # conditions that change one knob of the reference (every comparison is in
-# the JSON's `comparisons`).
+# the JSON's `comparisons`): its 95 % interval is uncorrected, its verdict
+# taken after Holm's correction from `p_holm` over `cost_vs.family`
+# comparisons. `claim.*` are the findings' predicates on this run (a claim
+# the run has no condition for is left out); the sentences the notebook said
+# are in the JSON's `sentences`.
 
 # %%
 headline: dict = {
@@ -562,6 +499,9 @@ for condition in conditions:
     headline[f"rtt_multiple_at_largest.{condition}"] = round(float(value), 3)
 headline.update(idle.runs_headline(runs_table, largest))
 headline.update(idle.cost_headline(comparisons, knobs, reference_condition, largest))
+claims = {**idle.step_claims(calls, knobs, fits, reference), **idle.rounds_claims(tcp, knobs, initial_window, overhead),
+          **idle.condition_claims(calls, knobs, fits), **idle.runs_claims(runs_table)}
+headline.update({f"claim.{name}": held for name, held in claims.items()})
 
 conditions_detail = [{
     "condition": c, "cell_id": k["cell"], "pair": k["pair"], "cc": k["cc"], "slow_start_after_idle": int(k["ssai"]),
