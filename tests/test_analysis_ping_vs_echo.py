@@ -190,11 +190,122 @@ def test_answered_samples_come_in_the_order_they_were_taken(reread):
     assert ordered["t_utc_ns"].dropna().is_monotonic_increasing  # samples without a time come last
 
 
-def test_the_gap_in_words():
-    from labkit.analysis import block_bootstrap_difference
+# --- the sentences: each where its predicate holds, with this run's numbers --------------------------------------
 
-    comparison = block_bootstrap_difference([10.0, 11.0, 12.0, 13.0], [30.0, 31.0, 32.0, 33.0])
-    said = ping_vs_echo.describe_gap(comparison, "echo-cold")
-    assert said.startswith("Median echo-cold − median ping: **20.00 ms**") and said.endswith("n = 4 ping, 4 echo-cold).")
-    assert ping_vs_echo.gap_in_round_trips(comparison, ping_median=10.0).startswith(
-        "The median gap, 20.0 ms, is 2.00 times ping's median round trip (10.0 ms)")
+
+def test_the_lost_probes_are_said_with_their_counts(orca):
+    samples, *_ = orca
+    tally = ping_vs_echo.sample_tally(samples, ["ping", "echo-cold"])
+    (said,) = ping_vs_echo.lost_findings(tally, ["ping", "echo-cold"])
+    assert "ping 7 of its 3600 rows" in said and "echo-cold" not in said
+    answered = samples[samples["ok"]]
+    assert ping_vs_echo.lost_findings(ping_vs_echo.sample_tally(answered, ["ping", "echo-cold"]), ["ping", "echo-cold"]) == []
+
+
+def test_the_strict_reading_is_said_to_lose_what_it_loses(orca):
+    samples, imports, texts = orca
+    original = ping_vs_echo.original_samples(imports, texts)
+    dropped = ping_vs_echo.lost_by_2016(samples, original, texts)
+    lost, slowest = ping_vs_echo.strict_reading_findings(samples, original, dropped, len(texts))
+    assert lost.startswith(f"The strict 2016 reading finds {len(original)} of the {int(samples['ok'].sum())} samples")
+    assert "loses 3 without a count" in lost and "seq 2786, 3021; 1868.984 ms, 2079.864 ms" in lost
+    assert "line does not match the strict pattern: seq 17; 28.978 ms" in lost
+    assert slowest.startswith("The 2 echo-cold samples it loses for their unit are that probe's 2 slowest of 3600")
+    # A slower call written in ms: the ones lost for their unit are no longer the slowest, and nothing says they are.
+    slower = samples.copy()
+    slower.loc[(slower["probe"] == "echo-cold") & (slower["seq"] == 100), "rtt_ms"] = 5000.0
+    assert len(ping_vs_echo.strict_reading_findings(slower, original, dropped, len(texts))) == 1
+    # Nothing lost: said so, with the count; no log the patterns apply to: nothing said.
+    kept = samples.drop(index=dropped.index)
+    (none,) = ping_vs_echo.strict_reading_findings(kept, original, dropped.iloc[:0], len(texts))
+    assert f"finds all {len(original)} samples" in none
+    assert ping_vs_echo.strict_reading_findings(samples, original.iloc[:0], dropped.iloc[:0], 0) == []
+
+
+def test_the_published_table_is_reproduced_cell_by_cell(reread):
+    _, probes, _, variants = reread
+    cells = ping_vs_echo.against_published(variants["original"]["table"], "echo-cold")
+    assert len(cells) == 16 and cells["reproduced"].all()
+    # The published figures are cut to three decimals: 28.989888 is 28.989, std 1.877744 is 1.877.
+    median = cells[(cells["probe"] == "echo-cold") & (cells["statistic"] == "50%")].iloc[0]
+    assert (median["published"], round(median["this_run"], 6)) == (28.989, 28.989888)
+    (said,) = ping_vs_echo.published_findings(variants, probes, "echo-cold", threshold=3, passes=2)
+    assert "reproduces 16 of its 16 cells" in said and "ping n = 3567, median 12.7470 ms" in said
+    assert "differs" not in said and "write-up's trim" not in said
+    assert ping_vs_echo.claims(variants, "echo-cold", dropped=pd.DataFrame())["published_table"]
+
+
+def test_a_table_that_differs_is_said_to_differ_where_it_does(reread):
+    samples, probes, original, _ = reread
+    # Without the strict reading's first 40 echo samples the echo column moves (count and more); ping's does not.
+    fewer = original.drop(index=original[original["probe"] == "echo-cold"].index[:40])
+    variants = ping_vs_echo.trim_variants(fewer, samples, probes, scope="per-group", threshold=3, passes=2)
+    cells = ping_vs_echo.against_published(variants["original"]["table"], "echo-cold")
+    (said,) = ping_vs_echo.published_findings(variants, probes, "echo-cold", threshold=3, passes=2)
+    assert f"reproduces {int(cells['reproduced'].sum())} of its 16 cells" in said
+    assert cells.loc[cells["column"] == "ping", "reproduced"].all() and not cells["reproduced"].all()
+    count = int(variants["original"]["table"].at["count", "echo-cold"])
+    assert f"it differs in echo-cold count {count} against 3538" in said
+    assert not ping_vs_echo.claims(variants, "echo-cold", dropped=pd.DataFrame())["published_table"]
+    # Another trim than the write-up's is named beside it; a run without an echo has no echo column to set against.
+    (other,) = ping_vs_echo.published_findings(variants, probes, "echo-cold", threshold=2.5, passes=3)
+    assert "trimmed pooled at |z| < 2.5 in 3 passes (the write-up's trim: |z| < 3, 2 passes)" in other
+    (ping_only,) = ping_vs_echo.published_findings(variants, ["ping"], None, threshold=3, passes=2)
+    assert "reproduces 8 of its 16 cells" in ping_only and "no probe for its echo column" in ping_only
+    # Trimmed alone, ping is scored against its own spread: not the published trim, and its table shows it.
+    alone = ping_vs_echo.trim_variants(original[original["probe"] == "ping"], samples[samples["probe"] == "ping"], ["ping"],
+                                       scope="per-group", threshold=3, passes=2)
+    (ping_alone,) = ping_vs_echo.published_findings(alone, ["ping"], None, threshold=3, passes=2)
+    assert "reproduces 1 of its 16 cells" in ping_alone and "ping count 3551 against 3567" in ping_alone
+
+
+def test_the_pooled_trim_is_said_to_move_with_the_samples_the_original_lost(reread):
+    samples, probes, original, variants = reread
+    moves, fast = ping_vs_echo.pooled_trim_findings(variants, probes, threshold=3, passes=2)
+    pooled, first = variants["corrected_pooled"]["table"], variants["corrected_pooled"]["trim"].cutoffs.iloc[0]
+    assert f"echo-cold n 3538 → {int(pooled.at['count', 'echo-cold'])}, max 49.040 → {pooled.at['max', 'echo-cold']:.3f} ms" in moves
+    assert f"high cut-off goes from 127.95 to {first['high']:.2f} ms" in moves
+    assert fast.startswith("No pass of the pooled trim can remove a fast sample") and "(10.616 ms)" in fast
+    # The strict reading's samples as the run's own: nothing lost, so the table keeps its counts and max.
+    same = ping_vs_echo.trim_variants(original, original, probes, scope="per-group", threshold=3, passes=2)
+    kept, _ = ping_vs_echo.pooled_trim_findings(same, probes, threshold=3, passes=2)
+    assert kept.endswith("keeps the count and the max of every probe: ping n = 3567, echo-cold n = 3538.")
+    # One probe: nothing pooled over two distributions.
+    alone = ping_vs_echo.trim_variants(original.iloc[:0], samples[samples["probe"] == "ping"], ["ping"], scope="per-group",
+                                       threshold=3, passes=2)
+    assert not any("No pass" in s for s in ping_vs_echo.pooled_trim_findings(alone, ["ping"], threshold=3, passes=2))
+
+
+def test_the_trim_within_each_probe_and_whether_it_converges(reread):
+    samples, probes, _, variants = reread
+    by_passes = ping_vs_echo.kept_by_passes(samples, probes, scope="per-group", threshold=3.0)
+    own, converges = ping_vs_echo.own_trim_findings(variants, probes, threshold=3, passes=2, by_passes=by_passes)
+    table = variants["corrected_per_group"]["table"]
+    assert f"ping keeps {int(table.at['count', 'ping'])} of its 3593 samples, max {table.at['max', 'ping']:.3f} ms (pooled:" in own
+    assert converges.startswith("The per-group trim (|z| < 3) does not converge") and "echo-cold 3554, 3511, 3476, 3471" in converges
+    # Lost probes are no samples: ping's count after 2 passes is the table's.
+    assert by_passes.at[2, "ping"] == table.at["count", "ping"]
+    settled = pd.DataFrame({"ping": [3580, 3575, 3575], "echo-cold": [3554, 3511, 3511]}, index=[2, 5, 10])
+    (_, said) = ping_vs_echo.own_trim_findings(variants, probes, threshold=3, passes=2, by_passes=settled)
+    assert said.startswith("The per-group trim (|z| < 3) converges: it keeps ping 3580, 3575, 3575")
+
+
+def test_the_gap_against_the_published_one_and_a_round_trip(reread):
+    from labkit.analysis.inference import Difference
+
+    samples = reread[0]
+    gap = ping_vs_echo.median_gap(samples, "echo-cold", n_resamples=300)
+    ping = float(samples.loc[samples["ok"] & (samples["probe"] == "ping"), "rtt_ms"].median())
+    inside, cold = ping_vs_echo.gap_findings(gap, "echo-cold", ping, cold=True)
+    assert f"{gap.difference:.2f} ms (95 % block-bootstrap interval [{gap.low:.2f}, {gap.high:.2f}] ms; n = 3593 ping, " \
+           "3600 echo-cold)" in inside
+    assert (gap.low <= 16.242 <= gap.high) and inside.endswith("= 16.242 ms (after the pooled trim), lies inside it.")
+    assert f"the gap is {gap.difference / ping:.2f} times ping's median round trip ({ping:.2f} ms)" in cold
+    assert ping_vs_echo.claims(reread[3], "echo-cold", dropped=pd.DataFrame(), comparison=gap, ping_median=ping) == {
+        "published_table": True, "strict_reading_loses": False, "published_gap_inside": True, "gap_over_a_round_trip": True}
+    # A gap whose interval misses the published one, and reaches below a round trip; an echo on an open connection.
+    made = Difference(5.0, 4.0, 6.0, 0.0, 100, 100)
+    outside, short = ping_vs_echo.gap_findings(made, "echo-cold", 12.0, cold=True)
+    assert outside.endswith("lies outside it.") and "yet the gap's interval reaches below one of ping's median" in short
+    assert "[4.00, 6.00] ms" in outside and "(4.00 against 12.00 ms; 0.42 round trips)" in short
+    assert len(ping_vs_echo.gap_findings(made, "echo-warm", 12.0, cold=False)) == 1
