@@ -151,9 +151,16 @@ def test_report_on_the_sample_run(sample_report):
 
 
 def test_the_original_variant_reproduces_the_published_table(sample_report):
+    from conftest import assert_says_what_the_document_says
+
     run, _ = sample_report
     data = json.loads((run / "report" / "ping_vs_echo.json").read_text())
     assert_figures_ready(data)
+    # `labkit report` runs the notebook with its defaults, which are SAMPLES' parameters for it (none).
+    from labkit.reproductions import SAMPLES
+
+    assert SAMPLES["ping_vs_echo"] == ("orca-2016", {})
+    assert_says_what_the_document_says("ping_vs_echo", data)
     table = data["variants"]["original"]["table"]
     # Published (ms): ping count 3567, mean 13.037, std 1.877, min 10.616, 25% 12.169, 50% 12.747, 75% 13.422, max 42.806;
     # echo count 3538, mean 29.431, std 2.908, min 23.806, 25% 27.366, 50% 28.989, 75% 31.016, max 49.039.
@@ -168,6 +175,8 @@ def test_the_original_variant_reproduces_the_published_table(sample_report):
     headline = data["headline"]
     assert (headline["original.ping.count"], headline["original.echo-cold.count"]) == (3567, 3538)
     assert headline["parsed_by_original.echo-cold"] == 3597 and headline["parsed_by_original.ping"] == 3593
+    assert all(cell["reproduced"] for cell in data["published"]) and headline["claim.published_table"]
+    assert headline["claim.published_gap_inside"] and headline["claim.gap_over_a_round_trip"]
 
 
 def test_the_corrected_variants_keep_every_sample(sample_report):
@@ -203,12 +212,19 @@ def test_notebook_defaults_to_the_shipped_sample(tmp_path, monkeypatch, labkit_k
     assert_figures_ready(data)
     assert data["run_path"] == str(SAMPLE) and data["settings"]["scope"] == "pooled"
     assert list(data["variants"]) == ["original", "corrected_pooled"]
+    # Without a per-probe variant nothing is said of one, and the passes are counted for the pooled trim.
+    said = [s["text"] for s in data["sentences"]]
+    assert not any(s.startswith("Trimmed within each probe") for s in said)
+    assert [s for s in said if s.startswith("The pooled trim (|z| < 3) ")] and not any("per-group trim" in s for s in said)
+    assert data["headline"]["claim.trim_converges"] == any(s.startswith("The pooled trim (|z| < 3) converges") for s in said)
     assert sorted(p.name for p in (out / "figures").iterdir()) == [
         "ping_vs_echo_box.svg", "ping_vs_echo_ecdf.svg", "ping_vs_echo_violin.svg"]
     assert not (SAMPLE / "figures").exists() and not (SAMPLE / "report").exists()
 
 
 def test_report_on_a_ping_only_import(tmp_path):
+    from conftest import assert_speaks_of_its_own_run
+
     # Relative paths on purpose: papermill changes the working directory while it executes.
     labkit("import", "ping", str(DATA / "ping" / "linux_loss_plain.txt"), "--out", "lan", "--runs-dir", ".", cwd=tmp_path,
            check=True)
@@ -221,6 +237,17 @@ def test_report_on_a_ping_only_import(tmp_path):
     assert data["headline"]["samples.ping"] == 19 and data["headline"]["lost.ping"] == 6
     assert "median_diff_ms" not in data["headline"] and data["comparison"] is None
     assert sorted(p.suffix for p in (run / "report" / "figures").iterdir()) == [".png"] * 3
+    # What it says is of this import: its own losses and its own strict reading against the published table.
+    said = assert_speaks_of_its_own_run("ping_vs_echo", data, run / "report" / "ping_vs_echo.ipynb")
+    headline = data["headline"]
+    rows = headline["samples.ping"] + headline["lost.ping"]
+    assert f"ping {headline['lost.ping']} of its {rows} rows." in said[0]
+    (table,) = [s for s in said if s.startswith("The published 2016 table")]
+    import re
+
+    median = re.search(rf"ping n = {headline['original.ping.count']}, median ([\d.]+) ms", table)
+    assert median and float(median[1]) == pytest.approx(headline["original.ping.median_ms"], abs=6e-4)
+    assert "no probe for its echo column" in table and not headline["claim.published_table"]
 
 
 def test_report_refuses_a_run_no_notebook_applies_to(tmp_path):
