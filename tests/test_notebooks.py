@@ -495,7 +495,9 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("load", LOAD_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 200},
+    sample, parameters = SAMPLES["load"]
+    assert REPO / "data" / "samples" / sample == LOAD_SMALL
+    result = execute_notebook("load", LOAD_SMALL, tmp_path, ["png"], parameters={"run_dir": "", **parameters},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
@@ -526,6 +528,9 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
 def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: wrk, labkit-go and vegeta, closed loops of 10 connections, and vegeta at 500 and 2000 req/s,
     10 s, 5 repeats of direct, grpc, http2 and nats on the testbed."""
+    from conftest import assert_says_what_the_document_says
+
+    from labkit.reproductions import SAMPLES
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
@@ -533,6 +538,7 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
+    assert_says_what_the_document_says("load", data)
     headline = data["headline"]
     assert data["run_path"] == str(HOP_SMALL) and headline["cells"] == 100 and headline["errors"] == 0
     assert headline["bytes_per_request"] == pytest.approx(366, abs=1)  # wrk's, the published runs' bytes per response
@@ -553,6 +559,14 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel
     for rate in (500, 2000):
         for via in ("grpc", "http2", "nats"):
             assert 0 < headline[f"light_cost_ms.{rate}.{via}_lo"] <= headline[f"light_cost_ms.{rate}.{via}"]
+    # What it says of the sample is computed from these numbers: HTTP/2 against gRPC request by request, each
+    # comparison with the verdict the headline keeps.
+    said = " ".join(entry["text"] for entry in data["sentences"])
+    for c in (1, 10, 50):
+        key = f"p50_diff_ms.HTTP_2_vs_gRPC.http2 n=1.c={c}"
+        assert headline[f"{key}.verdict"] in ("higher", "lower", "unclear")
+        assert f"http2 n=1 − grpc n=1 at c={c}: {headline[key]:+.2f} ms".replace("-", "−") in said
+    assert f"1000 / {headline['ping_rtt_ms']:.2f} ms" in said
     assert headline["little.vegeta.outside"] == 20 and headline["little.vegeta.highest"] < 0.95
     assert {f["later"] for f in data["findings"]} == {"grpc", "http2", "nats"}
     assert [row["via"] for row in data["layout"]] == ["direct", "grpc", "http2", "nats"]
