@@ -492,6 +492,9 @@ def test_upload_notebook_on_the_shipped_loopback_sample(tmp_path, monkeypatch, l
 
 def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: grpc, grpc-conns and http2 at concurrency 1, 10 and 50, 64 B, 3 s cells, 5 ms each way."""
+    from conftest import assert_says_what_the_document_says
+
+    from labkit.reproductions import SAMPLES
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
@@ -501,6 +504,7 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
+    assert_says_what_the_document_says("load", data)
     headline = data["headline"]
     assert data["run_path"] == str(LOAD_SMALL) and headline["cells"] == 10 and headline["errors"] == 0
     # The per-request raw outputs give back exactly the recorded cells.
@@ -521,6 +525,14 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
     assert headline["http2_over_grpc.rps.wrk"] == pytest.approx(4436 / 7562, abs=1e-3)
     at10 = {c["series"]: c for c in data["cells"] if c["concurrency"] == 10}
     assert headline["http2_over_grpc.rps.this_run"] == pytest.approx(at10["http2 n=1"]["rps"] / at10["grpc n=1"]["rps"], abs=1e-3)
+    # What it says of the sample is computed from these numbers: HTTP/2 against gRPC request by request, each
+    # comparison with the verdict the headline keeps.
+    said = " ".join(entry["text"] for entry in data["sentences"])
+    for c in (1, 10, 50):
+        key = f"p50_diff_ms.HTTP_2_vs_gRPC.http2 n=1.c={c}"
+        assert headline[f"{key}.verdict"] in ("higher", "lower", "unclear")
+        assert f"http2 n=1 − grpc n=1 at c={c}: {headline[key]:+.2f} ms".replace("-", "−") in said
+    assert f"1000 / {headline['ping_rtt_ms']:.2f} ms" in said
     assert sorted(data["figures"]) == ["load_latency.png", "load_throughput.png"]
     assert not (LOAD_SMALL / "figures").exists() and not (LOAD_SMALL / "report").exists()
 
@@ -528,9 +540,6 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
 def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: wrk, labkit-go and vegeta, closed loops of 10 connections, and vegeta at 500 and 2000 req/s,
     10 s, 5 repeats of direct, grpc, http2 and nats on the testbed."""
-    from conftest import assert_says_what_the_document_says
-
-    from labkit.reproductions import SAMPLES
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
@@ -538,7 +547,6 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
-    assert_says_what_the_document_says("load", data)
     headline = data["headline"]
     assert data["run_path"] == str(HOP_SMALL) and headline["cells"] == 100 and headline["errors"] == 0
     assert headline["bytes_per_request"] == pytest.approx(366, abs=1)  # wrk's, the published runs' bytes per response
@@ -559,14 +567,6 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel
     for rate in (500, 2000):
         for via in ("grpc", "http2", "nats"):
             assert 0 < headline[f"light_cost_ms.{rate}.{via}_lo"] <= headline[f"light_cost_ms.{rate}.{via}"]
-    # What it says of the sample is computed from these numbers: HTTP/2 against gRPC request by request, each
-    # comparison with the verdict the headline keeps.
-    said = " ".join(entry["text"] for entry in data["sentences"])
-    for c in (1, 10, 50):
-        key = f"p50_diff_ms.HTTP_2_vs_gRPC.http2 n=1.c={c}"
-        assert headline[f"{key}.verdict"] in ("higher", "lower", "unclear")
-        assert f"http2 n=1 − grpc n=1 at c={c}: {headline[key]:+.2f} ms".replace("-", "−") in said
-    assert f"1000 / {headline['ping_rtt_ms']:.2f} ms" in said
     assert headline["little.vegeta.outside"] == 20 and headline["little.vegeta.highest"] < 0.95
     assert {f["later"] for f in data["findings"]} == {"grpc", "http2", "nats"}
     assert [row["via"] for row in data["layout"]] == ["direct", "grpc", "http2", "nats"]
