@@ -34,7 +34,14 @@
 # 2. p50 and p99 latency against concurrency, with bootstrap intervals from
 #    every request the tools logged;
 # 3. the echo server's CPU per request;
-# 4. the same comparison as the wrk figures of the brief, as ratios.
+# 4. HTTP/2 against gRPC, and a pool of connections against one, request by
+#    request, each difference with its interval and a verdict corrected for
+#    the number of comparisons.
+#
+# What the run shows is printed under *What this run shows*, computed from
+# its cells (`labkit.analysis.load.findings`); the published experiment and
+# what labkit's shipped sample gives beside it are in
+# `docs/reproductions/load.md`.
 
 # %% tags=["parameters"]
 run_dir = ""  # a run (path, id or unique part of one); empty: the shipped sample data/samples/load-small
@@ -107,10 +114,9 @@ littles_law = load.littles_law_gap(cells)
 display(Markdown(
     f"Ping RTT before the load: **{ping_ms:.2f} ms**. Requests: {int(cells['requests'].sum())} in the measured windows "
     f"of {littles_law['cells']} cells, **{int(cells['errors'].sum())} failed**. Measured req/s over Little's law's "
-    f"(in flight ÷ mean latency): from {littles_law['low']:+.1%} to {littles_law['high']:+.1%} per cell"
-    + (", the same sign in every cell: a systematic gap, not noise, which this run does not explain."
-       if littles_law["systematic"] else ".")
+    f"(in flight ÷ mean latency): from {littles_law['low']:+.1%} to {littles_law['high']:+.1%} per cell."
 ))
+display(Markdown(load.cell_order([(manifest, run.samples())])))
 
 # %% [markdown]
 # ## Every request: percentiles with bootstrap intervals
@@ -152,10 +158,10 @@ display(Markdown(
 # %% [markdown]
 # ## Throughput and latency against concurrency
 #
-# With a 10 ms round trip, a single call in flight is limited by the link:
-# req/s at concurrency 1 is about 1000 / RTT. More calls in flight add
-# throughput as long as the server keeps up; when it does not, the extra calls
-# queue and p50 and p99 grow instead.
+# One call in flight waits at least a round trip, so at concurrency 1 a
+# closed loop carries at most 1000 / RTT (ms) calls a second. More calls in
+# flight add throughput as long as the server and the client keep up; when
+# they do not, the extra calls queue and p50 and p99 grow instead.
 
 # %%
 with plots.theme():
@@ -188,11 +194,12 @@ export(fig, "latency")
 #
 # At concurrency 1 a call's latency is the round trip plus what client and
 # server spend on it; p50 − ping RTT is that cost. The server's CPU per
-# request is the other half of the cost of a call: the echo server is Python
-# (grpcio's server for gRPC, labkit's `h2` endpoint for HTTP/2). Whether it
-# is what limits req/s shows in its CPU utilisation at the highest
-# concurrency (1.0: one core busy); below that, something else (the round
-# trip, the client) sets the rate. Its CPU time is read from `/proc` before and after
+# request is the other half of the cost of a call (the Python echo server:
+# grpcio's server for gRPC, labkit's `h2` endpoint for HTTP/2; the grpc-go
+# one with `--server-impl go`). Whether it is what limits req/s shows in its
+# CPU utilisation (1.0: one core busy; a cell at 90 % of a core or more is
+# called server-bound); below that, something else (the round trip, the
+# client) sets the rate. Its CPU time is read from `/proc` before and after
 # each cell, so the warm-up's requests are counted at the measured rate (see
 # the formula above) and per-request numbers at concurrency 1, where the
 # server is mostly idle, carry its idle wake-ups too.
@@ -216,9 +223,14 @@ display(pd.DataFrame({
 # are not the brief's quantity and are not set beside them; `labkit hop` and
 # its notebook (`notebooks/hop.py`) rerun the relay. The brief's table is
 # shown for reference only. Here HTTP/2 ÷ gRPC at concurrency 10 (or the
-# middle one): req/s, latency and the server's CPU per request (on this
-# testbed the round trip sets most of the rate, so req/s ratios stay near 1;
-# the CPU per request is the cost the two servers differ in).
+# middle one): req/s, latency and the server's CPU per request, one cell
+# each; and, request by request, the p50 of HTTP/2 against gRPC and of a pool
+# of connections against one at every concurrency both have: B − A with a
+# 95 % interval from a block bootstrap of each cell's requests (in the order
+# the tool logged them: requests under load are not independent), and a
+# verdict only where it survives Holm's correction over every comparison of
+# the table. One cell a side measures one connection at one moment: the
+# intervals do not hold how far a second run would land.
 
 # %%
 display(load.WRK_PUBLISHED)
@@ -227,17 +239,26 @@ ratios = load.http2_over_grpc(cells, order, c_ref)  # short name -> (label, wrk'
 if ratios:
     display(Markdown(f"HTTP/2 ÷ gRPC in this run (one connection each, concurrency {c_ref}, one cell each):"))
     display(pd.DataFrame({label: {"this run": b} for label, _, b in ratios.values()}).T)
-    cpu_ratio = ratios["server_cpu_per_request"][2]
-    display(Markdown(
-        f"With the same echo behind both, HTTP/2 got {ratios['rps'][2]:.2f}× gRPC's req/s, and the echo server spent "
-        f"{cpu_ratio:.2f}× as much CPU on an HTTP/2 request as on a gRPC call. That compares two server "
-        "implementations (grpcio's server, labkit's h2 endpoint) in one Python process, from one cell each: "
-        "`--runs 3` would show whether another run gives the same order."
-    ))
+compared = load.compare_series(requests, order, confidence=confidence, n_resamples=n_resamples)
+display(compared[["comparison", "A", "B", "concurrency", "n_a", "n_b", "a_ms", "b_ms", "cell"]]
+        .set_index(["comparison", "B", "concurrency"]))
 
 # %% [markdown]
-# Not in `labkit load` yet: the raw TCP echo and gRPC streaming of the brief's
-# transport list (the raw TCP echo floor is in `labkit series` runs).
+# The raw TCP echo of the brief's transport list is not in `labkit load` (its
+# floor is in `labkit series` runs); gRPC streams are (`--rpc stream`), and the
+# `tuning` notebook compares them with unary calls.
+#
+# ## What this run shows
+#
+# Each sentence is printed only where its predicate holds on this run's
+# cells, with their numbers and n: whether req/s rose with every step of
+# concurrency, whether at concurrency 1 the calls reached at least 80 % of
+# 1000 / RTT (the round trip set the rate), the cost of one call, whether the
+# echo server's CPU was the limit, whether req/s fell on one side of Little's
+# law in every cell, and the comparisons above.
+
+# %%
+nb.say(load.findings(cells, latency, compared, order, run.ping_baseline()), section="findings")
 
 # %% [markdown]
 # ## How much data does this need?
@@ -245,8 +266,8 @@ if ratios:
 # Per series and concurrency: the successful requests of the measured
 # window, the half-width of their median's interval now (resampled in blocks
 # in the order the tool logged them: requests under load are not
-# independent), the requests that would put the median within ±0.5 ms, and
-# whether there are the 299 a p99 needs.
+# independent), the requests that would put the median within half a
+# millisecond, and whether there are the 299 a p99 needs.
 
 # %%
 from labkit.analysis import data_needs
@@ -275,7 +296,9 @@ notebooks.compare_section(nb, compare_with)
 # concurrency, `server_cpu_us_per_request.<series>` at the highest
 # concurrency, `call_cost_ms.<series>` (p50 − ping at concurrency 1) and
 # `http2_over_grpc.<what>.this_run` (and `.wrk`, the brief's relay ratio,
-# kept for reference, not comparable). The JSON's `cells` hold every cell.
+# kept for reference, not comparable), and each request-by-request comparison
+# (`p50_diff_ms.<comparison>.<B>.c=<N>` with its `.verdict`). The JSON's
+# `cells` hold every cell, its `sentences` what the run shows.
 
 # %%
 headline: dict = {
@@ -288,6 +311,7 @@ headline: dict = {
     "raw_count_mismatches": count_mismatch,
     "raw_vs_recorded_p50_max_gap_ms": round(p50_gap, 4),
     **load.series_headline(cells, latency, order, ping_ms),
+    **load.compare_headline(compared),
 }
 for name, (_, published, here) in ratios.items():
     headline[f"http2_over_grpc.{name}.this_run"] = round(float(here), 3)

@@ -184,3 +184,243 @@ def series_headline(cells: pd.DataFrame, latency: pd.DataFrame, order: list[str]
         if 1 in frame.index:
             headline[f"call_cost_ms.{series}"] = round(float(frame.at[1, "latency_p50_ms"] - ping_ms), 3)
     return headline
+
+
+def cell_order(runs: list[tuple[dict, pd.DataFrame]]) -> str:
+    """How the cells of a run, or of the runs of a ``--runs`` group, were ordered, as their manifests and the cells'
+    start times record it: ``runs`` is each run's (manifest, cells). A config with ``order: shuffled`` (a sweep's) was
+    shuffled from its seed; ``labkit load`` records no order, and runs its cells one after another as it plans
+    them. Whether the runs took them in one order is read from the cells' start times (``t_start_utc_ns``)."""
+    configs = [manifest.get("config", {}) for manifest, _ in runs]
+    orders = [tuple(cells.sort_values("t_start_utc_ns")["cell_id"].drop_duplicates()) if "t_start_utc_ns" in cells
+              else tuple(cells["cell_id"].drop_duplicates()) for _, cells in runs]
+    count = len(orders[0])
+    recorded = {config.get("order") for config in configs}
+    if recorded == {"shuffled"}:
+        seeds = ", ".join(str(config.get("seed")) for config in configs)
+        how = f"in an order shuffled from the run's seed ({seeds})" if len(runs) > 1 else \
+              f"in an order shuffled from its seed {seeds}"
+    elif recorded <= {None}:
+        how = "one after another in the order `labkit load` plans them (its manifest records no shuffled order)"
+    else:
+        how = "in the order its manifest records (" + ", ".join(sorted(str(v) for v in recorded)) + ")"
+    text = f"The {count} cells of this run ran {how}"
+    if len(runs) > 1:
+        distinct = len(set(orders))
+        text += (f"; the {len(runs)} runs of its group ran them in the same order, by the cells' start times, so "
+                 "whatever drifts during a run falls on the same cells in every run" if distinct == 1 else
+                 f"; the {len(runs)} runs of its group ran them in {distinct} different orders, by the cells' start "
+                 "times")
+    return text + "."
+
+
+#: Every series is compared with the one a knob away, p50 per request: HTTP/2 against gRPC on one connection each,
+#: and a pool of N connections against one (``grpc-conns n=N`` against ``grpc n=1``, ``http2 n=N`` against
+#: ``http2 n=1``).
+BASE_OF = {"http2": "grpc", "grpc-conns": "grpc"}
+
+
+def series_pairs(order: list[str]) -> list[tuple[str, str, str]]:
+    """(what is compared, series A, series B) for every pair of series one knob apart (:data:`BASE_OF`), the rest of
+    their labels (keepalive, payload, stack...) alike."""
+    parsed = {}
+    for series in order:
+        transport, _, rest = series.partition(" n=")
+        connections, _, qualifiers = rest.partition(" ")
+        parsed[series] = (transport, int(connections), qualifiers)
+    by_key = {key: series for series, key in parsed.items()}
+    pairs = []
+    for series, (transport, connections, qualifiers) in parsed.items():
+        if transport == "http2" and connections == 1 and ("grpc", 1, qualifiers) in by_key:
+            pairs.append(("HTTP/2 vs gRPC", by_key[("grpc", 1, qualifiers)], series))
+        if connections > 1:
+            base = ("http2" if transport == "http2" else "grpc", 1, qualifiers)
+            if base in by_key:
+                pairs.append((f"{connections} connections vs 1", by_key[base], series))
+    return pairs
+
+
+def compare_series(requests: pd.DataFrame | None, order: list[str], *, confidence: float = 0.95,
+                   n_resamples: int = 1000) -> pd.DataFrame:
+    """B − A of the p50 per request for every pair of :func:`series_pairs` at each concurrency both have, from every
+    request in the measured windows (``requests``: ``series``, ``concurrency``, ``latency_ms``, ``ok``, in the order
+    the tool logged them), with a block-bootstrap interval (requests under load are not independent:
+    :func:`labkit.analysis.inference.two_sample_difference`, time-ordered) and the verdict after Holm's correction
+    over every row of the table. Columns: ``comparison``, ``A``, ``B``, ``concurrency``, ``n_a``, ``n_b``, ``a_ms``,
+    ``b_ms`` (the medians), ``difference``, ``lo``, ``hi``, ``p``, then ``p_holm``, ``verdict``, ``mde``, ``cell``.
+    Empty without the requests (no raw output kept) or without resamples (``n_resamples`` 0: no intervals)."""
+    from labkit.analysis.inference import call_table, two_sample_difference
+
+    rows, results = [], []
+    ok = requests[requests["ok"]] if requests is not None and n_resamples else None
+    for comparison, a_series, b_series in series_pairs(order) if ok is not None else []:
+        for concurrency in sorted(set(ok.loc[ok["series"] == a_series, "concurrency"])
+                                  & set(ok.loc[ok["series"] == b_series, "concurrency"])):
+            a, b = (ok.loc[(ok["series"] == s) & (ok["concurrency"] == concurrency), "latency_ms"].to_numpy(float)
+                    for s in (a_series, b_series))
+            result = two_sample_difference(a, b, np.median, time_ordered=True, confidence=confidence,
+                                           n_resamples=n_resamples)
+            results.append(result)
+            rows.append({"comparison": comparison, "A": a_series, "B": b_series, "concurrency": int(concurrency),
+                         "n_a": result.n_a, "n_b": result.n_b, "a_ms": float(np.median(a)), "b_ms": float(np.median(b)),
+                         "difference": result.difference, "lo": result.low, "hi": result.high, "p": result.pvalue})
+    columns = ["comparison", "A", "B", "concurrency", "n_a", "n_b", "a_ms", "b_ms", "difference", "lo", "hi", "p"]
+    if not rows:
+        return pd.DataFrame(columns=[*columns, "p_holm", "verdict", "mde", "cell"])
+    return call_table(pd.DataFrame(rows, columns=columns), results, "ms", method="holm")
+
+
+#: A cell whose echo server used at least this share of one core is called server-bound: the Python echo server
+#: (grpcio's, labkit's h2 endpoint) runs its handlers on one core.
+SERVER_BOUND_UTIL = 0.9
+#: At concurrency 1 a closed loop carries at most 1000 / RTT calls a second; at least this share of it is called
+#: held by the round trip.
+RTT_BOUND_SHARE = 0.8
+
+
+def claims(cells: pd.DataFrame, ping_ms: float) -> dict[str, bool]:
+    """The findings the load notebook states, each a predicate on the run's own cells:
+
+    - ``rps_grows``: every series with several concurrencies carried more req/s at each higher one;
+    - ``rtt_bound``: at concurrency 1, every series carried at least :data:`RTT_BOUND_SHARE` of 1000 / ping RTT;
+    - ``server_bound``: some cell's echo server used at least :data:`SERVER_BOUND_UTIL` of a core;
+    - ``littles_law_systematic``: measured req/s was on one side of Little's law's in every cell (of several)."""
+    grows = [bool((frame.sort_values("concurrency")["rps"].diff().dropna() > 0).all())
+             for _, frame in cells.groupby("series") if frame["concurrency"].nunique() > 1]
+    at_one = cells[cells["concurrency"] == 1]
+    bound = 1000 / ping_ms if ping_ms and np.isfinite(ping_ms) else np.nan
+    return {"rps_grows": bool(grows) and all(grows),
+            "rtt_bound": bool(len(at_one)) and bool(np.isfinite(bound)) and bool((at_one["rps"] >= RTT_BOUND_SHARE * bound).all()),
+            "server_bound": bool((cells["server_cpu_util"] >= SERVER_BOUND_UTIL).any()),
+            "littles_law_systematic": littles_law_gap(cells)["systematic"]}
+
+
+def _signed(value: float, digits: int = 2) -> str:
+    return f"{value:+.{digits}f}".replace("-", "−")
+
+
+def findings(cells: pd.DataFrame, latency: pd.DataFrame, compared: pd.DataFrame, order: list[str],
+             ping: dict) -> list[str]:
+    """The sentences the load notebook says of a run, each where its predicate (:func:`claims`) holds, with the
+    run's numbers and their n: how req/s follows concurrency, what holds a single call in flight, the cost of one
+    call, what the echo server's CPU says, Little's law, and every series against the one a knob away
+    (:func:`compare_series`, its verdicts after Holm's correction over its rows)."""
+    ping_ms = float(ping.get("rtt_avg_ms", np.nan))
+    held = claims(cells, ping_ms)
+    lines = []
+    by_series = {s: cells[cells["series"] == s].sort_values("concurrency") for s in order}
+    several = {s: f for s, f in by_series.items() if f["concurrency"].nunique() > 1}
+
+    def rates(frame):
+        return ", ".join(f"{r.rps:.0f} at c={int(r.concurrency)}" for r in frame.itertuples())
+
+    if several:
+        if held["rps_grows"]:
+            lines.append("**req/s rose with every step of concurrency** in every series (one cell each, req/s over "
+                         "its measured window): " + "; ".join(f"{s}: {rates(f)}" for s, f in several.items()) + ".")
+        else:
+            flat = [s for s, f in several.items() if not (f["rps"].diff().dropna() > 0).all()]
+            lines.append(f"**req/s stopped rising with concurrency** in {len(flat)} of {len(several)} series (one cell "
+                         "each): " + "; ".join(f"{s}: {rates(several[s])}" for s in flat) + ".")
+    at_one = cells[cells["concurrency"] == 1].set_index("series").reindex([s for s in order if s in
+                                                                           set(cells.loc[cells["concurrency"] == 1, "series"])])
+    if len(at_one) and np.isfinite(ping_ms):
+        bound = 1000 / ping_ms
+        shares = ", ".join(f"{s} {row['rps']:.1f} req/s ({100 * row['rps'] / bound:.0f} %)" for s, row in at_one.iterrows())
+        pings = f"mean of {ping.get('received')} pings" if ping.get("received") else "ping"
+        if held["rtt_bound"]:
+            lines.append(f"**At concurrency 1 the round trip set the rate**: one call in flight allows at most 1000 / "
+                         f"{ping_ms:.2f} ms = {bound:.1f} req/s (ping RTT, {pings}), and every series carried at "
+                         f"least {100 * RTT_BOUND_SHARE:.0f} % of it: {shares}.")
+        else:
+            lines.append(f"**At concurrency 1 something beside the round trip held the rate**: of the {bound:.1f} "
+                         f"req/s one call in flight allows over a {ping_ms:.2f} ms ping RTT ({pings}), {shares}.")
+        costs = []
+        for series in at_one.index:
+            if (series, 1) not in latency.index:
+                continue
+            row = latency.loc[(series, 1)]
+            interval = (f" [{row['50%_lo'] - ping_ms:.2f}, {row['50%_hi'] - ping_ms:.2f}]"
+                        if np.isfinite(row.get("50%_lo", np.nan)) else "")
+            costs.append(f"{series} {row['50%'] - ping_ms:.2f} ms{interval} (n = {int(row['count'])})")
+        if costs:
+            lines.append("**The cost of one call** at concurrency 1, p50 − ping RTT with the p50's 95 % bootstrap "
+                         "interval over the cell's requests: " + "; ".join(costs) + ".")
+    top = int(cells["concurrency"].max())
+    busiest = cells.sort_values("server_cpu_util").iloc[-1]
+    if held["server_bound"]:
+        bound_cells = cells[cells["server_cpu_util"] >= SERVER_BOUND_UTIL]
+        lines.append(f"**The echo server's CPU was the limit** in {len(bound_cells)} of {len(cells)} cells (at least "
+                     f"{100 * SERVER_BOUND_UTIL:.0f} % of a core: " + ", ".join(
+                         f"{r.series} c={int(r.concurrency)} {r.server_cpu_util:.2f}" for r in bound_cells.itertuples())
+                     + ").")
+    else:
+        lines.append(f"**The echo server's CPU was not the limit**: it stayed below {100 * SERVER_BOUND_UTIL:.0f} % of a core "
+                     f"in all {len(cells)} cells (the most: {busiest['server_cpu_util']:.2f} in {busiest['series']} at "
+                     f"c={int(busiest['concurrency'])}), so the round trip or the client set req/s up to c={top}.")
+    gap = littles_law_gap(cells)
+    if held["littles_law_systematic"]:
+        side = "below" if gap["high"] < 0 else "above"
+        lines.append(f"**Measured req/s was {side} Little's law's** (requests in flight ÷ mean latency) in every one of "
+                     f"the {gap['cells']} cells, by {100 * abs(gap['high'] if side == 'below' else gap['low']):.2f} % to "
+                     f"{100 * gap['largest']:.2f} %: a gap on one side is systematic, not noise, and this run does not explain "
+                     "it.")
+    in_flight = cells.set_index(["series", "concurrency"])["in_flight"]
+    for comparison in dict.fromkeys(compared["comparison"]):
+        rows = compared[compared["comparison"] == comparison]
+        parts = []
+        for r in rows.itertuples():
+            flights = (in_flight.get((r.A, r.concurrency)), in_flight.get((r.B, r.concurrency)))
+            flying = f", {flights[1]} against {flights[0]} in flight" if flights[0] != flights[1] else ""
+            parts.append(f"{r.B} − {r.A} at c={r.concurrency}: {_signed(r.difference)} ms (95 % interval "
+                         f"[{_signed(r.lo)}, {_signed(r.hi)}]; {r.a_ms:.2f} → {r.b_ms:.2f} ms, n = {r.n_a}/{r.n_b} "
+                         f"requests{flying}), {_verdict_after_holm(r.verdict, r.mde)}")
+        counts = rows["verdict"].value_counts()
+        lines.append(f"**{comparison}**, p50 per request: " + "; ".join(parts)
+                     + f". Called higher in {counts.get('higher', 0)} and lower in {counts.get('lower', 0)} of these "
+                     f"{len(rows)}, after Holm's correction over the {len(compared)} comparisons of this table "
+                     "(block bootstrap of each cell's requests in the order they were logged; one cell a side, so "
+                     "run-to-run variation is not in the intervals).")
+    versus = compared[compared["comparison"] == "HTTP/2 vs gRPC"]
+    if len(versus):
+        slower = versus[versus["verdict"] == "higher"]
+        where = ", ".join(f"c={c}" for c in slower["concurrency"])
+        shown = (f"at every one of its {len(versus)} concurrencies" if len(slower) == len(versus) else
+                 f"at {len(slower)} of its {len(versus)} concurrencies ({where})" if len(slower) else
+                 f"at none of its {len(versus)} concurrencies")
+        lines.append(f"**The post's order, HTTP/2 slower than gRPC**: calling the echo directly, this run called "
+                     f"HTTP/2's p50 higher than gRPC's {shown} (the comparisons above, Holm over "
+                     f"{len(compared)}). The post measured a relay, which this run is not: the `hop` notebook reruns it.")
+    c_ref = reference_concurrency(sorted(int(c) for c in cells["concurrency"].unique()))
+    if ratios := http2_over_grpc(cells, order, c_ref):
+        lines.append(f"**HTTP/2 ÷ gRPC** at c={c_ref}, one connection and one cell each: " + ", ".join(
+            f"{label} ×{here:.2f}" for label, _, here in ratios.values()) + " (one echo server process behind both).")
+    return lines
+
+
+def reference_concurrency(concurrencies: list[int]) -> int:
+    """The concurrency HTTP/2 and gRPC are set side by side at: 10 where the run has it, else the middle one."""
+    return 10 if 10 in concurrencies else concurrencies[len(concurrencies) // 2]
+
+
+def _verdict_after_holm(verdict: str, mde: float) -> str:
+    """A verdict in a sentence: called (after Holm's correction), not called (with the MDE), or not testable."""
+    if verdict in ("higher", "lower"):
+        return f"called {verdict} after Holm's correction"
+    if verdict == "unclear":
+        return f"not called after Holm's correction (MDE {mde:.3g} ms)" if np.isfinite(mde) else \
+            "not called after Holm's correction"
+    return "not testable"
+
+
+def compare_headline(compared: pd.DataFrame) -> dict[str, float | str]:
+    """Headline fields of :func:`compare_series`: ``p50_diff_ms.<comparison>.<B>.c=<N>`` (B − A) and its
+    ``.verdict``."""
+    from labkit.analysis.inference import key_part
+
+    fields: dict[str, float | str] = {}
+    for r in compared.itertuples():
+        key = f"p50_diff_ms.{key_part(r.comparison)}.{r.B}.c={r.concurrency}"
+        fields[key] = round(float(r.difference), 3)
+        fields[f"{key}.verdict"] = r.verdict
+    return fields
