@@ -549,7 +549,7 @@ def step_findings(calls: pd.DataFrame, knobs: pd.DataFrame, fits: dict[str, Step
             " (each call's round trips: its latency in ping RTTs, rounded; a size of one published count is judged "
             "by its median, the mix by calls of each count).")
     others = [c for c in fits if c != reference]
-    if others:
+    if reference is not None and others:
         stepping = [c for c in others if fits[c].steps]
         jumps_above = [c for c in others if not fits[c].steps
                        and fits[c].change_point.params["jump_ms"] >= 0.5 * fits[c].ping_ms]
