@@ -24,27 +24,35 @@
 # (`labkit-go front` and `labkit-go back`, one long-lived client per
 # transport), nats-server between them, and a load host, repeating each
 # transport in a shuffled order. The load comes from closed loops of as many
-# connections (ten in the sample), their cells shuffled together: wrk, the
-# published tool, whose latencies are corrected for coordinated omission
-# (synthetic samples added); `labkit-go load`, which sends each connection's
-# next request as soon as its last is answered and times and keeps every one;
-# and, in the sample, vegeta, which times and keeps every request too. How
-# many requests each actually kept in flight is the first table.
+# connections as the run's config gives, their cells shuffled together, from
+# the tools the run names: wrk, the published tool, whose latencies are
+# corrected for coordinated omission (synthetic samples added);
+# `labkit-go load`, which sends each connection's next request as soon as its
+# last is answered and times and keeps every one; vegeta, which times and
+# keeps every request too. How many requests each actually kept in flight is
+# the first table.
 #
-# This notebook reads a `labkit hop` run (by default the shipped sample
-# `data/samples/hop-small/`) and shows
+# The published claims it tests: every hop costs latency and req/s against
+# going direct, and the transports order direct < gRPC < HTTP/2 < NATS in
+# average latency. This notebook reads a `labkit hop`
+# run (by default the shipped sample `data/samples/hop-small/`) and shows
 #
 # 1. each closed-loop cell against Little's law, and the published table
 #    beside this run's wrk cells in the same layout;
-# 2. the cost of the hop (via − direct) per transport, measured on the
-#    requests' own latencies, with intervals over **repeats**, the independent
-#    units (requests within one cell share a process, a connection and a
-#    moment of the machine, so they are not): at capacity (the closed loops)
-#    and, where the run has open-loop cells, at light load;
+# 2. the cost of the hop (via − direct) per transport and per load tool,
+#    with intervals over **repeats**, the independent units (requests within
+#    one cell share a process, a connection and a moment of the machine, so
+#    they are not): at capacity (the closed loops) and, where the run has
+#    open-loop cells, at light load;
 # 3. latency CDFs per transport;
 # 4. the CPU each process spends per request, and the load tool's share of
 #    the machine;
-# 5. what the data says about the published ordering, and with what n.
+# 5. what the data says about the published ordering, per load tool, and
+#    with what n.
+#
+# Each load tool is its own family for Holm's correction: their latencies are
+# not one measurement, so no family spans the tools, and a finding says
+# whether the tools agree or names the tool.
 
 # %% tags=["parameters"]
 run_dir = ""  # a run (path, id or unique part of one); empty: the shipped sample data/samples/hop-small
@@ -53,6 +61,7 @@ confidence = 0.95  # of the intervals
 formats = "png,svg,pdf"  # figure formats, comma-separated
 output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: hop.json in output_dir
+halfwidth_ms = 0.05  # the half-width of a cost's interval the "how much data" table asks the repeats for
 compare_with = ""  # another run to compare this one with (this run minus it): an id, a path, runs joined with commas
 run_it_yourself = False  # True: first make a run of your own on the local testbed (root), see below
 
@@ -108,16 +117,15 @@ errors, requests = int(samples["errors"].sum()), int(samples["requests"].sum())
 # once; it is less where the tool itself takes time between an answer and its
 # next request (fewer requests in flight on average), and nothing but made-up
 # latencies can push it above 1. wrk corrects its latency histogram for
-# coordinated omission: where a
-# request took longer than wrk's usual interval, it adds the requests it
-# would have sent meanwhile, with made-up latencies. Its mean then comes out
-# above what Little's law allows. Each cell's ratio, and the cells outside
-# 0.95–1.05:
+# coordinated omission: where a request took longer than wrk's usual
+# interval, it adds the requests it would have sent meanwhile, with made-up
+# latencies, which can push its mean above what Little's law allows. Each
+# tool's ratios, and its cells outside the band 0.95–1.05:
 
 # %%
 law = hop.littles_law(samples)
 display(hop.littles_law_by_tool(law))
-display(Markdown("\n".join(f"- {line}" for line in hop.littles_law_lines(law))))
+nb.say(hop.littles_law_lines(law), section="littles_law")
 
 # %% [markdown]
 # ## The published table, and this run's in its layout
@@ -128,35 +136,35 @@ display(Markdown("\n".join(f"- {line}" for line in hop.littles_law_lines(law))))
 # largest of any repeat, and req/s, total requests and transfer/s are means
 # per repeat. The post shows its HTTP/2 and gRPC runs in full; of the direct
 # and NATS runs only the latencies and req/s are known (NaN below). This
-# run's columns are its wrk cells: wrk's corrected view, as published.
+# run's columns are its wrk cells (wrk's corrected view, as published), or
+# the cells of its first per-request tool where it has no wrk cells. Then the
+# bytes read per request beside the published runs' (whole HTTP/1.1
+# responses, which wrk counts), and the requests that failed.
 
 # %%
 layout = hop.published_layout(samples)
 display(layout)
-published_bytes = hop.bytes_per_response()
-labkit_bytes, byte_cells, byte_tool = hop.bytes_per_request(samples)
-display(Markdown(
-    f"Bytes read per request: the published runs' {', '.join(f'{b:.0f}' for b in published_bytes)} B "
-    f"({', '.join(published_bytes.index)}); this run's median over its {byte_cells} {byte_tool} cells "
-    f"{labkit_bytes:.0f} B, "
-    f"a {int(samples['body_bytes'].iloc[0])}-byte body with its HTTP/1.1 headers. "
-    f"Requests: {requests} over all cells, **{errors} failed**."
-))
+labkit_bytes, _, _ = hop.bytes_per_request(samples)
+nb.say(hop.bytes_lines(samples), section="published_table")
 
 # %% [markdown]
 # ## The cost of the hop: via − direct
 #
 # For each transport, the mean over repeats of its cells' mean latency minus
-# the same for `direct` (the load on the back itself), and the same for req/s,
-# on the cells whose latencies are each request's own (labkit-go's, else
-# vegeta's, where the run has them: the tool is named below). Costs and req/s compare cells of one
-# tool, at the requests in flight that tool kept (the table above).
-# The interval is over each side's repeats: with fewer than ten a side,
-# Welch's t on their means (`labkit.analysis.inference.method_for`: a
-# percentile bootstrap of five repeats is little more than their range, and
-# covers a difference of means about 87 % of the time, not 95 %). `verdict`:
-# whether the cost is called after Holm's correction over the table's
-# transports (with `mde`, the smallest cost it could have called, where not).
+# the same for `direct` (the load on the back itself), and the same for req/s.
+# Costs compare cells of one tool, at the requests in flight that tool kept
+# (the table above). The table and the figure are the cells whose latencies
+# are each request's own (labkit-go's, else vegeta's, where the run has them:
+# the tool is named below); the sentences after them give every closed-loop
+# tool's cost, each tool its own family. The interval is over each side's
+# repeats: with fewer than ten a side, Welch's t on their means
+# (`labkit.analysis.inference.method_for`: a percentile bootstrap of five
+# repeats is little more than their range, and covers a difference of means
+# about 87 % of the time, not 95 %). `verdict`: whether the cost is called
+# after Holm's correction over the tool's transports (with `mde`, the
+# smallest cost it could have called, where not). Last, the published costs
+# (the post's average via each transport minus direct's) against this run's
+# intervals on the published tool's cells.
 
 # %%
 cost = hop.hop_cost(samples, "latency_mean_ms", n_resamples=n_resamples, confidence=confidence)
@@ -171,6 +179,10 @@ with plots.theme():
     for ax in axes:
         ax.axhline(0, color="0.4", linewidth=0.8)
 export(fig, "cost")
+costs = hop.costs_by_tool(samples, "latency_mean_ms", n_resamples=n_resamples, confidence=confidence)
+costs_rps = hop.costs_by_tool(samples, "rps", n_resamples=n_resamples, confidence=confidence)
+nb.say([*hop.cost_findings(costs, confidence=confidence), *hop.cost_findings(costs_rps, "rps", confidence=confidence),
+        *hop.published_cost_findings(costs, confidence=confidence)], section="cost")
 
 # %% [markdown]
 # ## At light load: the open loop
@@ -186,20 +198,22 @@ export(fig, "cost")
 # %%
 light = hop.light_load_cost(samples, n_resamples=n_resamples, confidence=confidence)
 display(light if len(light) else Markdown("This run has no open-loop cells (`labkit hop --rate`)."))
+if len(light):
+    nb.say(hop.light_load_findings(light, confidence=confidence), section="light_load")
 
 # %% [markdown]
 # ## How much data does this need?
 #
-# The transports' costs differ from one another by tenths of a millisecond, so
-# telling two of them apart needs each cost within about ±0.05 ms. For each
-# transport: the repeats it has (the fewer of its own and direct's), how wide
-# the interval of its cost is now, and how many repeats would narrow it to
-# ±0.05 ms (the interval of a mean narrows as 1/√n). The repeats are the units:
-# more requests per repeat do not narrow it, more repeats do
+# Telling two transports' costs apart needs each cost's interval narrower than
+# about half their difference. For each transport: the repeats it has (the
+# fewer of its own and direct's), how wide the interval of its cost is now,
+# and how many repeats would narrow it to ±`halfwidth_ms` (a parameter; the
+# interval of a mean narrows as 1/√n). The repeats are the units: more
+# requests per repeat do not narrow it, more repeats do
 # (`labkit hop --repeats N`).
 
 # %%
-display(hop.repeats_needed(cost, halfwidth=0.05))
+display(hop.repeats_needed(cost, halfwidth=halfwidth_ms))
 
 # %% [markdown]
 # ## Latency CDFs per transport
@@ -209,9 +223,8 @@ display(hop.repeats_needed(cost, halfwidth=0.05))
 # (labkit-go, vegeta and ghz keep every request, read the same way). The line
 # is each percentile averaged over the repeats; the band spans the fastest and
 # the slowest repeat at that percentile. wrk times a failed request (a 502)
-# like any other. The shipped sample keeps wrk's reports only: its labkit-go
-# and vegeta CSVs (every request, tens of MB) are left out, and a run of your
-# own keeps them.
+# like any other. A series is drawn where the run keeps its cells' raw
+# output: a run may leave out the per-request CSVs (tens of MB).
 
 # %%
 curves = notebooks.hop_cdfs(run, samples)
@@ -248,19 +261,21 @@ display(hop.load_cpu_share(samples, manifest["hosts"].get(config.get("load_host"
 # ## The published ordering
 #
 # The post found direct < gRPC < HTTP/2 < NATS in average latency (and the
-# reverse in req/s). For each neighbouring pair of that order, the difference
-# of the mean latencies over repeats, with its interval and test (Welch's t
-# over the repeats). The pairs are one family, corrected with Holm's method:
-# only a difference called after it says which of the two was faster here. A
-# pair not told apart gives its MDE, the smallest difference the family could
-# have called with 80 % probability: a difference below it is one this run
-# could not see, not one shown to be absent.
+# reverse in req/s). For each neighbouring pair of that order and each
+# closed-loop tool, the difference of the mean latencies over repeats, with
+# its interval and test (Welch's t over the repeats). Each tool's pairs are
+# one family, corrected with Holm's method, and no family spans the tools:
+# only a difference called after it says which of the two was faster on that
+# tool, and a sentence says whether the tools agree or which tool called
+# what. A pair not told apart gives its MDE, the smallest difference the
+# family could have called with 80 % probability: a difference below it is
+# one this run could not see, not one shown to be absent.
 
 # %%
 findings = hop.ordering_findings(samples, n_resamples=n_resamples, confidence=confidence)
-display(findings)
-display(Markdown("\n".join(f"- {hop.ordering_sentence(row)}" for _, row in findings.iterrows())
-                 or "This run has fewer than two of the published transports."))
+ordering = hop.ordering_by_tool(samples, n_resamples=n_resamples, confidence=confidence)
+display(ordering)
+nb.say(hop.ordering_lines(ordering, confidence=confidence), section="ordering")
 
 # %% [markdown]
 # ## Before and after (`labkit compare`)
@@ -281,14 +296,15 @@ notebooks.compare_section(nb, compare_with)
 # per series `rps.`, `mean_ms.`, `p99_ms.`, `max_ms.` (over repeats), per
 # transport `cost_ms.` with `_lo`/`_hi`, `cpu_us.<series>.<process>`, and per
 # pair of the published order `order.<later>_vs_<earlier>` (same order,
-# reversed, unclear, with `.mde_ms`, or not testable), per closed-loop tool
+# reversed, unclear, with `.mde_ms`, or not testable, on the tool of the
+# costs) and `order.<tool>.<later>_vs_<earlier>` per tool; per closed-loop tool
 # `little.<tool>.lowest`, `.highest` and `.outside` (cells outside 0.95–1.05),
 # `measured_on`, the tool of the costs, and per open-loop rate and transport
 # `light_cost_ms.<rate>.<via>` with `_lo`/`_hi`.
 
 # %%
 headline = hop.headline(samples, cost, cpu, findings, law, requests=requests, errors=errors,
-                        bytes_per_request=labkit_bytes, light=light)
-nb.finish(headline, settings={"n_resamples": n_resamples, "confidence": confidence},
+                        bytes_per_request=labkit_bytes, light=light, ordering=ordering)
+nb.finish(headline, settings={"n_resamples": n_resamples, "confidence": confidence, "halfwidth_ms": halfwidth_ms},
           published=hop.PUBLISHED.reset_index().to_dict(orient="records"),
-          layout=layout.reset_index().to_dict(orient="records"), findings=findings.to_dict(orient="records"))
+          layout=layout.reset_index().to_dict(orient="records"), findings=ordering.to_dict(orient="records"))

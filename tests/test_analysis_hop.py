@@ -142,62 +142,127 @@ def test_ordering_findings_say_only_what_the_family_allows():
     assert findings.loc["nats", "n_later"] == 2 and findings.loc["nats", "n_earlier"] == 3
     # The three pairs are one family: Holm's factor for the smallest p-value is three.
     assert findings["p"].idxmin() == "grpc" and findings.loc["grpc", "p_holm"] == pytest.approx(3 * findings["p"].min())
-    sentences = [hop.ordering_sentence(row) for _, row in findings.reset_index().iterrows()]
-    assert sentences[0].startswith("grpc vs direct: grpc is slower, as published (+1.00 ms")
-    assert "the reverse of the published order" in sentences[1] and "n = 3 and 3 repeats" in sentences[1]
-    # An unclear pair says how large a difference it could have called.
-    assert "is not told apart from http2" in sentences[2]
-    assert sentences[2].endswith(f"only a difference of {findings.loc['nats', 'mde_ms']:.2f} ms or more could have been called).")
-    assert findings.loc["nats", "mde_ms"] > abs(findings.loc["nats", "difference_ms"])
+    # One load tool: each sentence names it as the run's only one, with the interval the verdict was taken from, its
+    # Holm-adjusted p-value and the family, and the repeats per tool where they differ between the sides.
+    lines = hop.ordering_lines(hop.ordering_by_tool(clear))
+    grpc, http2, nats = findings.loc["grpc"], findings.loc["http2"], findings.loc["nats"]
+    assert lines[0].startswith("gRPC is called slower than direct, as published, on wrk, this run's only load tool: "
+                               f"{grpc['difference_ms']:+.2f} ms, 95 % interval [{grpc['lo']:+.2f}, {grpc['hi']:+.2f}], "
+                               "Holm-adjusted p ")
+    assert lines[0].endswith(" (Holm's correction over the 3 pairs; Welch t, 3 repeats a side).")
+    assert lines[1].startswith("HTTP/2 is called faster than gRPC, the reverse of the published order, on wrk, this")
+    assert "3 repeats a side" in lines[1] and "n = 2 and 3 repeats" in lines[2] and "repeats a side" not in lines[2]
+    # An unclear pair says how large a difference it could have called, so that it does not read as "no difference".
+    assert lines[2].startswith("NATS is not told apart from HTTP/2 on wrk, this run's only load tool: ")
+    assert f"only {nats['mde_ms']:.2f} ms or more could have been called" in lines[2]
+    assert nats["mde_ms"] > abs(nats["difference_ms"]) and http2["finding"] == "reversed"
+    # The whole order is called on no tool: one pair is reversed.
+    assert lines[3] == "The whole published order, direct < gRPC < HTTP/2 < NATS, is called pair by pair on 0 of 1 load tool."
     one = hop.ordering_findings(cells({"direct": [1.0], "grpc": [2.0]}))
     # One repeat a side: nothing to test with, said as such (it used to read "unclear").
-    assert one["finding"].tolist() == ["not testable"] and "no interval" in hop.ordering_sentence(one.iloc[0])
+    assert one["finding"].tolist() == ["not testable"]
+    assert hop.ordering_lines(hop.ordering_by_tool(cells({"direct": [1.0], "grpc": [2.0]}))) == [
+        "gRPC cannot be tested against direct (fewer than two repeats on a side) on wrk, this run's only load tool: "
+        "+1.00 ms, no interval (1 repeat a side)."]
 
 
-def test_on_the_sample_the_published_order_holds_up_to_http2_and_nats_is_not_told_apart_from_it(sample):
-    """The hop notebook's ordering on hop-small, measured on labkit-go's cells (each request's own latency), and
-    data/samples/README.md's sentences: gRPC above direct and HTTP/2 above gRPC are called after Holm's correction
-    over the three pairs, as published; NATS and HTTP/2 are not told apart (the sample before called NATS faster)."""
+def test_across_load_tools_a_finding_says_whether_they_agree_or_names_the_tool():
+    """Each tool is its own Holm family, none spans the tools: where the tools reach one verdict the sentence says so
+    (k of k), else it says they disagree and which tool reached which, each with its own figures."""
+    wrk = cells({"direct": [1.0, 1.1, 0.9], "grpc": [2.0, 2.1, 1.9], "nats": [3.0, 3.1, 2.9]})
+    go = cells({"direct": [1.0, 1.1, 0.9], "grpc": [2.0, 2.2, 1.8], "nats": [2.0, 2.6, 1.4]}).assign(tool="labkit-go")
+    samples = pd.concat([wrk, go])
+    ordering = hop.ordering_by_tool(samples)
+    assert ordering[["tool", "later", "finding"]].values.tolist() == [
+        ["labkit-go", "grpc", "same order"], ["labkit-go", "nats", "unclear"],
+        ["wrk", "grpc", "same order"], ["wrk", "nats", "same order"]]
+    # No family spans the tools: each tool's p-values are adjusted over its own two pairs.
+    for tool, rows in ordering.groupby("tool"):
+        alone = hop.ordering_findings(samples, tool=tool)
+        assert rows["p_holm"].tolist() == pytest.approx(alone["p_holm"].tolist())
+    agree, disagree = hop.ordering_lines(ordering)
+    assert agree.startswith("gRPC is called slower than direct, as published, on every load tool, 2 of 2: labkit-go +1.00 ms")
+    assert "; wrk +1.00 ms" in agree and "no family spanning the tools" in agree
+    nats_go = ordering[(ordering["tool"] == "labkit-go") & (ordering["later"] == "nats")].iloc[0]
+    assert disagree.startswith("The load tools disagree on NATS against gRPC. NATS is not told apart from gRPC on 1 of 2: "
+                               f"labkit-go {nats_go['difference_ms']:+.2f} ms")
+    assert ". NATS is called slower than gRPC, as published, on 1 of 2: wrk +1.00 ms" in disagree
+    # The costs against direct: the same rule, a sentence per transport.
+    costs = hop.costs_by_tool(samples)
+    assert list(costs.index) == [("labkit-go", "grpc"), ("labkit-go", "nats"), ("wrk", "grpc"), ("wrk", "nats")]
+    grpc, nats = hop.cost_findings(costs)
+    assert grpc.startswith("The hop via gRPC costs latency against going direct, as published, on every load tool, 2 of 2")
+    assert nats.startswith("The load tools disagree on the hop via NATS in latency. The hop via NATS is not told apart "
+                           "from going direct on 1 of 2: labkit-go")
+    assert ". The hop via NATS costs latency against going direct, as published, on 1 of 2: wrk +2.00 ms" in nats
+    assert hop.cost_findings(hop.costs_by_tool(samples[samples["via"] == "direct"])) == []
+
+
+def test_on_the_sample_the_tools_agree_up_to_http2_and_disagree_on_nats(sample):
+    """hop-small, each closed-loop tool its own family of three pairs: gRPC above direct and HTTP/2 above gRPC on all
+    three tools, as published; NATS against HTTP/2 not told apart on labkit-go's cells, and called faster, the reverse
+    of the published order, on wrk's and vegeta's. The sentence says the tools disagree and names each."""
     _, samples = sample
     assert hop.measuring_tool(samples) == "labkit-go"
-    findings = hop.ordering_findings(samples).set_index("later")
-    assert findings["finding"].tolist() == ["same order", "same order", "unclear"]
-    text = " ".join((SAMPLES / "README.md").read_text().split())
-    cost = hop.hop_cost(samples)
-    assert (cost["verdict"] == "higher").all() and (cost["n_via"] == 5).all() and (cost["n_direct"] == 5).all()
-    for via, name in (("grpc", "gRPC"), ("http2", "HTTP/2"), ("nats", "NATS")):
-        row = cost.loc[via]
-        assert f"{row['cost']:+.2f} ms over {name}" in text and f"{row['lo']:.2f} to {row['hi']:.2f}" in text
-    http2, nats = findings.loc["http2"], findings.loc["nats"]
-    assert f"gRPC < HTTP/2 as published ({http2['difference_ms']:+.2f} ms, {http2['lo']:.2f} to {http2['hi']:.2f})" in text
-    assert (f"NATS and HTTP/2 are not told apart ({nats['difference_ms']:+.2f} ms, {nats['lo']:+.2f} to "
-            f"{nats['hi']:+.2f}; only {nats['mde_ms']:.2f} ms or more could have been called)") in text
-    assert "NATS faster than HTTP/2 (-0.46 ms): at this n, one run's order of the two is not a finding" in text
+    ordering = hop.ordering_by_tool(samples)
+    found = ordering.set_index(["tool", "later"])["finding"]
+    assert found.xs("labkit-go").tolist() == ["same order", "same order", "unclear"]
+    assert found.xs("vegeta").tolist() == found.xs("wrk").tolist() == ["same order", "same order", "reversed"]
+    lines = hop.ordering_lines(ordering)
+    assert len(lines) == 4 and "on every load tool, 3 of 3" in lines[0] and "on every load tool, 3 of 3" in lines[1]
+    nats = lines[2]
+    assert nats.startswith("The load tools disagree on NATS against HTTP/2. NATS is not told apart from HTTP/2 on 1 of 3: labkit-go")
+    assert "NATS is called faster than HTTP/2, the reverse of the published order, on 2 of 3: vegeta" in nats
+    for tool in ("labkit-go", "vegeta", "wrk"):
+        row = ordering[(ordering["tool"] == tool) & (ordering["later"] == "nats")].iloc[0]
+        assert (f"{tool} {row['difference_ms']:+.2f} ms, 95 % interval [{row['lo']:+.2f}, {row['hi']:+.2f}], "
+                f"Holm-adjusted p {row['p_holm']:.3f}") in nats
+    wrk_nats = ordering[(ordering["tool"] == "wrk") & (ordering["later"] == "nats")].iloc[0]
+    assert wrk_nats["hi"] < 0 and wrk_nats["p_holm"] < 0.05  # what "called faster" was taken from
+    assert lines[3].endswith("is called pair by pair on 0 of 3 load tools.")
+    # Every hop costs latency and req/s on every tool, called after Holm's correction over its transports.
+    for column, unit in (("latency_mean_ms", "ms"), ("rps", "req/s")):
+        costs = hop.costs_by_tool(samples, column)
+        assert (costs["verdict"] == ("higher" if column != "rps" else "lower")).all() and (costs["n_via"] == 5).all()
+        said = hop.cost_findings(costs, column)
+        assert len(said) == 3 and all("on every load tool, 3 of 3" in line and "5 repeats a side" in line for line in said)
+        row = costs.loc[("wrk", "nats")]
+        assert f"wrk {row['cost']:+.{2 if unit == 'ms' else 0}f} {unit}" in said[2]
+    # The published costs lie within none of wrk's intervals: the sentence says so, with each.
+    (published,) = hop.published_cost_findings(hop.costs_by_tool(samples))
+    assert "on wrk's cells for 0 of 3 transports" in published and "NATS published +5.15 ms" in published
 
 
-def test_at_light_load_the_hop_costs_a_fraction_of_its_cost_at_capacity_and_the_transports_are_close(sample):
-    """hop-small's open-loop cells (vegeta at 500 and 2000 req/s): every cost called, all between +0.23 and +0.41 ms,
-    0.2 to 0.6 of the cost at capacity, the transports within 0.08 ms of one another at each rate, as
-    data/samples/README.md says."""
+def test_at_light_load_the_hop_costs_latency_on_every_transport_at_each_rate(sample):
+    """hop-small's open-loop cells (vegeta at 500 and 2000 req/s): every cost called after Holm's correction over all
+    six, each below the closed loop's cost of the same transport on labkit-go's cells; one sentence per rate."""
     _, samples = sample
     light, capacity = hop.light_load_cost(samples), hop.hop_cost(samples)
     assert list(light.index) == [(rate, via) for rate in (500, 2000) for via in ("grpc", "http2", "nats")]
     assert (light["verdict"] == "higher").all() and (light["n_via"] == 5).all()
-    text = " ".join((SAMPLES / "README.md").read_text().split())
-    assert f"costs {light['cost'].min():+.2f} to {light['cost'].max():+.2f} ms on every transport" in text
-    share = light["cost"] / capacity["cost"].reindex(light.index.get_level_values("via")).to_numpy()
-    assert f"{share.min():.1f} to {share.max():.1f} of its cost at capacity" in text
-    spread = light.groupby(level="rate")["cost"].agg(lambda cost: cost.max() - cost.min())
-    assert (spread <= 0.08).all() and "within 0.08 ms of one another at each rate" in text
-    at500 = light.loc[500, "cost"]
-    assert f"gRPC {at500['grpc']:+.2f}, HTTP/2 {at500['http2']:+.2f}, NATS {at500['nats']:+.2f} ms" in text
+    assert (light["cost"].to_numpy() < capacity["cost"].reindex(light.index.get_level_values("via")).to_numpy()).all()
+    lines = hop.light_load_findings(light)
+    assert len(lines) == 2
+    for line, rate in zip(lines, (500, 2000)):
+        assert line.startswith(f"At {rate} req/s (open loop), the hop costs latency against going direct on every "
+                               "transport, 3 of 3: gRPC")
+        assert line.endswith("(Holm's correction over the 6 costs of every rate and transport; Welch t, 5 repeats a side).")
+        row = light.loc[(rate, "nats")]
+        assert f"NATS {row['cost']:+.2f} ms, 95 % interval [{row['lo']:+.2f}, {row['hi']:+.2f}]" in line
+    # One transport not told apart at a rate: the sentence says the transports disagree, and names it.
+    mixed = light.copy()
+    mixed.loc[(500, "nats"), "verdict"] = "unclear"
+    assert hop.light_load_findings(mixed)[0].startswith(
+        "The transports disagree on the hop at 500 req/s (open loop). At 500 req/s (open loop), the hop costs latency "
+        "against going direct on 2 of 3: gRPC")
+    assert hop.light_load_findings(hop.light_load_cost(samples[samples["rate"].isna()])) == []
 
 
 def test_labkit_go_keeps_littles_law_where_wrk_breaks_it_and_vegeta_keeps_fewer_in_flight(sample):
-    """Issue 29: labkit-go's closed loop holds Little's law on every transport (req/s × its requests' own mean latency
-    ÷ 10 connections within 0.95-1.05: each connection always had its request in flight); wrk's histogram is
-    corrected for coordinated omission, so its direct cells exceed what a closed loop allows; vegeta's ten workers
-    kept only 7-9 requests in flight on average. data/samples/README.md says all three."""
+    """labkit-go's closed loop holds Little's law on every transport (req/s × its requests' own mean latency ÷ 10
+    connections within 0.95-1.05: each connection always had its request in flight); wrk's histogram is corrected
+    for coordinated omission, so its direct cells exceed what a closed loop allows; vegeta's ten workers kept only
+    7-9 requests in flight on average. The notebook's sentences say all three, each with its tool's numbers."""
     _, samples = sample
     law = hop.littles_law(samples)
     tools = {tool: law[law["tool"] == tool] for tool in ("labkit-go", "wrk", "vegeta")}
@@ -207,13 +272,13 @@ def test_labkit_go_keeps_littles_law_where_wrk_breaks_it_and_vegeta_keeps_fewer_
     assert (wrk["ratio"] > 1).all() and set(wrk.loc[wrk["outside"], "via"]) == {"direct"} and wrk["outside"].sum() == 3
     assert (vegeta["ratio"] < hop.LITTLE_BAND[0]).all() and (vegeta["ratio"] > 0.7).all()
     by_tool = hop.littles_law_by_tool(law)
-    text = " ".join((SAMPLES / "README.md").read_text().split())
-    for tool in tools:
-        assert f"{tool}'s ratios {by_tool.at[tool, 'lowest']:.3f} to {by_tool.at[tool, 'highest']:.3f}" in text
     lines = hop.littles_law_lines(law)
-    assert lines[0] == "labkit-go: 20 cells, ratios 0.996 to 0.998; all within 0.95–1.05."
-    assert lines[1].startswith("vegeta: 20 cells") and "7.3 to 9.3 of 10 requests were in flight" in lines[1]
-    assert lines[2].startswith("wrk: 20 cells") and "3 outside 0.95–1.05 (direct (wrk) 3)" in lines[2]
+    for tool, line in zip(("labkit-go", "vegeta", "wrk"), lines):
+        assert line.startswith(f"Little's law on {tool}'s closed loop: 20 cells, req/s × mean latency ÷ requests in "
+                               f"flight {by_tool.at[tool, 'lowest']:.3f} to {by_tool.at[tool, 'highest']:.3f}; ")
+    assert lines[0].endswith("0.996 to 0.998; all within 0.95–1.05.")
+    assert "20 outside 0.95–1.05" in lines[1] and "7.3 to 9.3 of 10 requests were in flight" in lines[1]
+    assert "3 outside 0.95–1.05 (direct (wrk) 3)" in lines[2]
     assert "synthetic samples" in lines[2] and not any("synthetic" in line for line in lines[:2])
 
 

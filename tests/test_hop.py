@@ -334,8 +334,21 @@ def test_all_four_transports_on_three_hosts_with_zero_errors_and_every_row_fille
     assert lab_processes(lab) == []
     report = run_labkit("report", str(run.path), "--formats", "png", timeout=300)
     assert report.returncode == 0, report.stderr
-    headline = json.loads((run.path / "report" / "hop.json").read_text())["headline"]
+    data = json.loads((run.path / "report" / "hop.json").read_text())
+    headline = data["headline"]
     assert headline["errors"] == 0 and headline["cells"] == 4 and headline["bytes_per_request"] == pytest.approx(366, abs=1)
+    # It speaks of this run, none of the shipped sample's sentences, with this run's own numbers: its 4 wrk cells,
+    # its requests, and pairs it cannot test with one repeat a side.
+    from conftest import assert_speaks_of_its_own_run
+
+    said = assert_speaks_of_its_own_run("hop", data, run.path / "report" / "hop.ipynb")
+    assert f"0 of the run's {headline['requests']:,} requests failed, over its 4 cells." in said
+    assert any(line.startswith("wrk read ") and "B per request (median over its 4 cells)" in line for line in said)
+    assert any(line.startswith("Little's law on wrk's closed loop: 4 cells") for line in said)
+    pair = [line for line in said if line.startswith("gRPC cannot be tested against direct (fewer than two repeats on "
+                                                     "a side) on wrk, this run's only load tool: ")]
+    assert len(pair) == 1 and pair[0].endswith(" ms, no interval (1 repeat a side).")
+    assert float(pair[0].rsplit(": ", 1)[1].split(" ms")[0]) == pytest.approx(headline["cost_ms.grpc"], abs=0.006)
     # One repeat per transport: a cost, but no interval, and no ordering the data could support: with one value a
     # side nothing can be tested (the small-sample rule, inference.method_for), which the headline says as such.
     assert "cost_ms.nats" in headline and headline["cost_ms.nats_lo"] is None

@@ -137,7 +137,8 @@ def littles_law_lines(law: pd.DataFrame) -> list[str]:
         cells = law[law["tool"] == tool]
         outside = cells[cells["outside"]]
         where = ", ".join(f"{series} {count}" for series, count in outside["series"].value_counts(sort=False).items())
-        line = (f"{tool}: {int(row['cells'])} cells, ratios {row['lowest']:.3f} to {row['highest']:.3f}; "
+        line = (f"Little's law on {tool}'s closed loop: {int(row['cells'])} cells, req/s × mean latency ÷ requests "
+                f"in flight {row['lowest']:.3f} to {row['highest']:.3f}; "
                 + (f"{int(row['outside'])} outside {LITTLE_BAND[0]}–{LITTLE_BAND[1]} ({where})"
                    if len(outside) else f"all within {LITTLE_BAND[0]}–{LITTLE_BAND[1]}"))
         below, above = outside[outside["ratio"] < LITTLE_BAND[0]], outside[outside["ratio"] > LITTLE_BAND[1]]
@@ -272,7 +273,7 @@ def _cost_table(rows: list[dict], results: list, first: list[str] = ()) -> pd.Da
 
     columns = [*first, *_COST_COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
-    return (call_table(table, results) if results else table).reindex(columns=[*columns, "verdict", "mde"])
+    return (call_table(table, results) if results else table).reindex(columns=[*columns, "p_holm", "verdict", "mde"])
 
 
 def cost_repeats(cost: pd.DataFrame) -> pd.Series:
@@ -349,6 +350,10 @@ def transport_cdf(cdfs: pd.DataFrame) -> pd.DataFrame:
                          "repeats": grouped.count()}).reset_index()
 
 
+ORDERING_COLUMNS = ["earlier", "later", "difference_ms", "lo", "hi", "p", "method", "n_earlier", "n_later", "p_holm",
+                    "verdict", "finding", "mde_ms"]
+
+
 def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confidence: float = 0.95,
                       seed: int = 0, tool: str | None = None) -> pd.DataFrame:
     """For each neighbouring pair of the published order (direct < gRPC < HTTP/2 < NATS in latency): what this run says.
@@ -373,9 +378,10 @@ def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confide
         results.append(Difference(cost["cost"], cost["lo"], cost["hi"], cost["p"], int(cost["n_direct"]),
                                   int(cost["n_via"]), cost["method"], "mean", cost["se"], cost["df"]))
         rows.append({"earlier": earlier, "later": later, "difference_ms": cost["cost"], "lo": cost["lo"],
-                     "hi": cost["hi"], "p": cost["p"], "n_earlier": int(cost["n_direct"]), "n_later": int(cost["n_via"])})
-    columns = ["earlier", "later", "difference_ms", "lo", "hi", "p", "n_earlier", "n_later", "p_holm", "finding", "mde_ms"]
-    table = pd.DataFrame(rows, columns=columns[:-3])
+                     "hi": cost["hi"], "p": cost["p"], "method": cost["method"], "n_earlier": int(cost["n_direct"]),
+                     "n_later": int(cost["n_via"])})
+    columns = ORDERING_COLUMNS
+    table = pd.DataFrame(rows, columns=columns[:-4])
     if results:
         finding = {"higher": "same order", "lower": "reversed", "unclear": "unclear", "not testable": "not testable"}
         table = call_table(table, results).rename(columns={"mde": "mde_ms"})
@@ -383,29 +389,229 @@ def ordering_findings(samples: pd.DataFrame, *, n_resamples: int = 2000, confide
     return table.reindex(columns=columns)
 
 
-def ordering_sentence(row) -> str:
-    """One sentence a notebook may print about a pair of :func:`ordering_findings`, with its n; an unclear pair with
-    its MDE, the smallest difference the family could have called, so that it does not read as "no difference"."""
-    interval = (f"{row['difference_ms']:+.2f} ms, {row['lo']:+.2f} to {row['hi']:+.2f}"
-                if np.isfinite(row["lo"]) else f"{row['difference_ms']:+.2f} ms, no interval")
-    verdict = {"same order": "is slower, as published", "reversed": "is faster, the reverse of the published order",
-               "unclear": f"is not told apart from {row['earlier']}",
-               "not testable": "cannot be tested: fewer than two repeats on a side"}[row["finding"]]
-    detectable = (f"; only a difference of {row['mde_ms']:.2f} ms or more could have been called"
-                  if row["finding"] == "unclear" else "")
-    return (f"{row['later']} vs {row['earlier']}: {row['later']} {verdict} ({interval}; "
-            f"n = {row['n_later']} and {row['n_earlier']} repeats{detectable}).")
+#: A transport as a sentence names it (the post's names).
+NAMES = {"direct": "direct", "grpc": "gRPC", "http2": "HTTP/2", "http2-tls": "HTTP/2 over TLS", "nats": "NATS"}
+
+
+def costs_by_tool(samples: pd.DataFrame, column: str = "latency_mean_ms", *, n_resamples: int = 2000,
+                  confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """:func:`hop_cost` on each closed-loop tool's cells apart (index ``tool``, ``via``; tools in
+    :data:`MEASURING_TOOLS` order). Each tool's transports are one family for Holm's correction and no family spans
+    the tools: their latencies are not one measurement (wrk's hold synthetic samples, vegeta's closed loop keeps
+    fewer requests in flight), so each tool says its own, and a finding says whether they agree."""
+    tables = {tool: hop_cost(samples, column, n_resamples=n_resamples, confidence=confidence, seed=seed, tool=tool)
+              for tool in closed_tools(samples)}
+    if not tables:
+        return pd.DataFrame(columns=[*_COST_COLUMNS[1:], "p_holm", "verdict", "mde"],
+                            index=pd.MultiIndex.from_tuples([], names=["tool", "via"]))
+    return pd.concat(tables, names=["tool"])
+
+
+def ordering_by_tool(samples: pd.DataFrame, *, n_resamples: int = 2000, confidence: float = 0.95,
+                     seed: int = 0) -> pd.DataFrame:
+    """:func:`ordering_findings` on each closed-loop tool's cells apart, with a ``tool`` column first: each tool's
+    pairs are one family for Holm's correction, none spans the tools."""
+    tables = [ordering_findings(samples, n_resamples=n_resamples, confidence=confidence, seed=seed, tool=tool)
+              .assign(tool=tool) for tool in closed_tools(samples)]
+    columns = ["tool", *ORDERING_COLUMNS]
+    return pd.concat(tables, ignore_index=True)[columns] if tables else pd.DataFrame(columns=columns)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _over(by_tool: pd.DataFrame, noun: str) -> str:
+    """What one tool's Holm family is over: "the 3 pairs" for a run of one tool, "each tool's 3 pairs" for more."""
+    tools = by_tool.index.get_level_values("tool") if "tool" in by_tool.index.names else by_tool["tool"]
+    sizes = pd.Series(list(tools)).value_counts(sort=False)
+    counted = _count(int(sizes.iat[0]), noun) if sizes.nunique() == 1 else f"{noun}s"
+    return f"the {counted}" if len(sizes) == 1 else f"each tool's {counted}"
+
+
+def _p(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.0e}"
+
+
+def _detail(name: str, row, *, difference: str, mde: str, unit: str, digits: int, confidence: float,
+            with_n: bool, n: tuple[str, str]) -> str:
+    """One comparison as a sentence gives it: its difference, the interval it was tested with and its Holm-adjusted
+    p-value (the verdict's), the repeats where the sentence does not say them once, and for an unclear one the
+    smallest difference its family could have called."""
+    counts = f"n = {int(row[n[0]])} and {int(row[n[1]])} repeats"
+    parts = [f"{name} {row[difference]:+.{digits}f} {unit}".strip()]
+    if not np.isfinite(row["lo"]):
+        return ", ".join([*parts, f"no interval ({counts})" if with_n else "no interval"])
+    parts += [f"{confidence * 100:g} % interval [{row['lo']:+.{digits}f}, {row['hi']:+.{digits}f}]",
+              f"Holm-adjusted p {_p(row['p_holm'])}"]
+    if with_n:
+        parts.append(counts)
+    if row["verdict"] == "unclear" and np.isfinite(row[mde]):
+        parts.append(f"only {abs(row[mde]):.{digits}f} {unit} or more could have been called")
+    return ", ".join(parts)
+
+
+def _family(rows: pd.DataFrame, n: tuple[str, str], what: str) -> tuple[str, bool]:
+    """The clause naming the family and the method, and the repeats once when every row has the same (else each
+    detail gives its own: the returned flag)."""
+    methods = ", ".join(dict.fromkeys(str(m) for m in rows["method"].dropna() if m != "none"))
+    counts = set(rows[n[0]].astype(int)) | set(rows[n[1]].astype(int))
+    once = len(counts) == 1
+    repeats = f"{_count(counts.pop(), 'repeat')} a side" if once else ""
+    if (rows["verdict"] == "not testable").all():  # nothing was tested, nor corrected
+        return repeats or "no test", not once
+    return f"Holm's correction over {what}; {', '.join(filter(None, [methods, repeats]))}", not once
+
+
+def _grouped(rows: pd.DataFrame, labels: list[str], *, topic: str, who: str, phrases: dict[str, str], of: str,
+             family: str, detail) -> str:
+    """What comparisons made apart (one per load tool, or per transport) say together: where they reach one verdict,
+    that they agree ("on every load tool, 3 of 3"), else that they disagree, and which reached which."""
+    verdicts = list(rows["verdict"])
+    groups: dict[str, list[int]] = {}
+    for i, verdict in enumerate(verdicts):
+        groups.setdefault(verdict, []).append(i)
+    if len(verdicts) == 1:
+        return f"{who} {phrases[verdicts[0]]} on {labels[0]}, this run's only {of}: {detail('', rows.iloc[0])} ({family})."
+    details = [detail(label, row) for label, (_, row) in zip(labels, rows.iterrows())]
+    if len(groups) == 1:
+        return f"{who} {phrases[verdicts[0]]} on every {of}, {len(verdicts)} of {len(verdicts)}: {'; '.join(details)} ({family})."
+    parts = [f"{who} {phrases[verdict]} on {len(members)} of {len(verdicts)}: " + "; ".join(details[i] for i in members)
+             for verdict, members in groups.items()]
+    return f"The {of}s disagree on {topic}. {'. '.join(parts)} ({family})."
+
+
+def cost_findings(by_tool: pd.DataFrame, column: str = "latency_mean_ms", *, confidence: float = 0.95) -> list[str]:
+    """One sentence per transport of :func:`costs_by_tool`: whether the hop costs ``column`` (mean latency, or req/s)
+    against going direct on every closed-loop tool, or which tools call what; each tool's figure with the interval it
+    was tested with and its Holm-adjusted p-value (the correction over that tool's transports)."""
+    if by_tool.empty:
+        return []
+    latency = column != "rps"
+    unit, digits = ("ms", 2) if latency else ("req/s", 0)
+    measure = "latency" if latency else "req/s"
+    lines = []
+    for via in [v for v in [*PUBLISHED_ORDER, "http2-tls"] if v in set(by_tool.index.get_level_values("via"))]:
+        rows = by_tool.xs(via, level="via")
+        family, with_n = _family(rows, ("n_via", "n_direct"), _over(by_tool, "transport"))
+        if len(rows) > 1:
+            family = family.replace(";", ", no family spanning the tools;", 1)
+        phrases = {"higher": "costs latency against going direct, as published," if latency
+                   else "adds req/s against going direct, the reverse of the published runs,",
+                   "lower": "saves latency against going direct, the reverse of the published runs," if latency
+                   else "costs req/s against going direct, as published,",
+                   "unclear": "is not told apart from going direct",
+                   "not testable": "cannot be tested against going direct (fewer than two repeats on a side)"}
+        lines.append(_grouped(
+            rows, list(rows.index), topic=f"the hop via {NAMES.get(via, via)} in {measure}",
+            who=f"The hop via {NAMES.get(via, via)}", phrases=phrases, of="load tool", family=family,
+            detail=lambda name, row: _detail(name, row, difference="cost", mde="mde", unit=unit, digits=digits,
+                                             confidence=confidence, with_n=with_n, n=("n_via", "n_direct"))))
+    return lines
+
+
+def published_cost_findings(by_tool: pd.DataFrame, *, confidence: float = 0.95,
+                            published: pd.DataFrame = PUBLISHED) -> list[str]:
+    """Whether the published runs' costs (their avg latency via each transport minus direct's) lie within this run's
+    interval for the published tool's cells (wrk, where the run has it: the post's tool and view), transport by
+    transport; nothing where the run has no closed-loop cells or no transport the post ran."""
+    tools = list(dict.fromkeys(by_tool.index.get_level_values("tool")))
+    if not tools:
+        return []
+    tool = "wrk" if "wrk" in tools else tools[0]
+    rows = by_tool.xs(tool, level="tool")
+    rows = rows[rows.index.isin(published.index) & (rows.index != "direct") & np.isfinite(rows["lo"].astype(float))]
+    if rows.empty:
+        return []
+    costs = published["avg_ms"] - published.at["direct", "avg_ms"]
+    inside = [via for via, row in rows.iterrows() if row["lo"] <= costs[via] <= row["hi"]]
+    each = "; ".join(f"{NAMES[via]} published {costs[via]:+.2f} ms, this run {row['cost']:+.2f} ms "
+                     f"[{row['lo']:+.2f}, {row['hi']:+.2f}]" for via, row in rows.iterrows())
+    return [f"The published costs (the post's avg latency via each transport minus direct's, wrk on one laptop) lie "
+            f"within this run's {confidence * 100:g} % interval on {tool}'s cells for {len(inside)} of {len(rows)} "
+            f"transports: {each}."]
+
+
+def ordering_lines(by_tool: pd.DataFrame, *, confidence: float = 0.95) -> list[str]:
+    """What a run says of the published order (direct < gRPC < HTTP/2 < NATS in mean latency), from
+    :func:`ordering_by_tool`: one sentence per neighbouring pair, saying whether the closed-loop tools agree or which
+    tool calls what (each tool's pairs one Holm family), then on how many tools the whole order is called."""
+    if by_tool.empty:
+        return []
+    lines = []
+    what = _over(by_tool, "pair")
+    for (earlier, later), rows in by_tool.groupby(["earlier", "later"], sort=False):
+        rows = rows.set_index("tool")
+        family, with_n = _family(rows, ("n_later", "n_earlier"), what)
+        if len(rows) > 1:
+            family = family.replace(";", ", no family spanning the tools;", 1)
+        first, then = NAMES.get(earlier, earlier), NAMES.get(later, later)
+        phrases = {"higher": f"is called slower than {first}, as published,",
+                   "lower": f"is called faster than {first}, the reverse of the published order,",
+                   "unclear": f"is not told apart from {first}",
+                   "not testable": f"cannot be tested against {first} (fewer than two repeats on a side)"}
+        lines.append(_grouped(
+            rows, list(rows.index), topic=f"{then} against {first}", who=then, phrases=phrases,
+            of="load tool", family=family,
+            detail=lambda name, row: _detail(name, row, difference="difference_ms", mde="mde_ms", unit="ms", digits=2,
+                                             confidence=confidence, with_n=with_n, n=("n_later", "n_earlier"))))
+    complete = {tool: rows for tool, rows in by_tool.groupby("tool", sort=False)
+                if list(rows["later"]) == PUBLISHED_ORDER[1:]}
+    if complete:
+        held = [tool for tool, rows in complete.items() if (rows["finding"] == "same order").all()]
+        order = " < ".join(NAMES[via] for via in PUBLISHED_ORDER)
+        lines.append(f"The whole published order, {order}, is called pair by pair on {len(held)} of "
+                     f"{_count(len(complete), 'load tool')}" + (f" ({', '.join(held)})." if held else "."))
+    return lines
+
+
+def light_load_findings(light: pd.DataFrame, *, confidence: float = 0.95) -> list[str]:
+    """One sentence per open-loop rate of :func:`light_load_cost`: whether the hop costs latency via every transport
+    at that rate, or which transports show what; each cost with the interval it was tested with and its
+    Holm-adjusted p-value (one family over every rate and transport)."""
+    if light.empty:
+        return []
+    family, with_n = _family(light, ("n_via", "n_direct"), f"the {len(light)} costs of every rate and transport")
+    phrases = {"higher": "costs latency against going direct", "lower": "saves latency against going direct",
+               "unclear": "is not told apart from going direct",
+               "not testable": "cannot be tested against going direct (fewer than two repeats on a side)"}
+    lines = []
+    for rate, rows in light.groupby(level="rate"):
+        rows = rows.droplevel("rate")
+        lines.append(_grouped(
+            rows, [NAMES.get(via, via) for via in rows.index], topic=f"the hop at {rate} req/s (open loop)",
+            who=f"At {rate} req/s (open loop), the hop", phrases=phrases, of="transport", family=family,
+            detail=lambda name, row: _detail(name, row, difference="cost", mde="mde", unit="ms", digits=2,
+                                             confidence=confidence, with_n=with_n, n=("n_via", "n_direct"))))
+    return lines
+
+
+def bytes_lines(samples: pd.DataFrame, published: pd.DataFrame = PUBLISHED) -> list[str]:
+    """The bytes read per request beside the published runs' (wrk's whole responses; another tool's counts are said
+    to be bodies only), and the requests that failed, of how many."""
+    value, n_cells, tool = bytes_per_request(samples)
+    requests, errors = int(samples["requests"].sum()), int(samples["errors"].sum())
+    lines = []
+    if tool is not None and np.isfinite(value):
+        shown = bytes_per_response(published)
+        theirs = " and ".join(f"{b:.0f} B ({NAMES[via]})" for via, b in shown.items())
+        lines.append(f"{tool} read {value:.0f} B per request (median over its {n_cells} cells), the published runs "
+                     f"{theirs}" + (": whole HTTP/1.1 responses on both sides." if tool == "wrk" else
+                                    f": {tool} counts response bodies only, so the two do not compare."))
+    lines.append(f"{errors:,} of the run's {requests:,} requests failed, over its {len(samples)} cells.")
+    return lines
 
 
 def headline(samples: pd.DataFrame, cost: pd.DataFrame, cpu: pd.DataFrame, findings: pd.DataFrame,
              law: pd.DataFrame, *, requests: int, errors: int, bytes_per_request: float,
-             light: pd.DataFrame | None = None) -> dict:
+             light: pd.DataFrame | None = None, ordering: pd.DataFrame | None = None) -> dict:
     """The hop notebook's headline numbers (``hop.json``): counts; per series ``rps.``, ``mean_ms.``, ``p99_ms.``,
     ``max_ms.``; per transport ``cost_ms.`` with ``_lo``/``_hi`` (:func:`hop_cost`); ``cpu_us.<series>.<process>``
     (:func:`cpu_per_request`); ``order.<later>_vs_<earlier>`` with ``.mde_ms`` where unclear
     (:func:`ordering_findings`); ``little.<tool>.lowest``/``.highest``/``.outside`` (:func:`littles_law_by_tool`),
-    ``measured_on``, the tool of the costs, and ``light_cost_ms.<rate>.<via>`` with ``_lo``/``_hi``
-    (:func:`light_load_cost`)."""
+    ``measured_on``, the tool of the costs, ``light_cost_ms.<rate>.<via>`` with ``_lo``/``_hi``
+    (:func:`light_load_cost`), and with ``ordering`` (:func:`ordering_by_tool`) each tool's
+    ``order.<tool>.<later>_vs_<earlier>``."""
     found: dict = {"cells": int(len(samples)), "requests": requests, "errors": errors,
                    "bytes_per_request": round(bytes_per_request, 1), "measured_on": measuring_tool(samples)}
     for series, row in summarize_hop(samples).set_index("series").iterrows():
@@ -424,6 +630,8 @@ def headline(samples: pd.DataFrame, cost: pd.DataFrame, cpu: pd.DataFrame, findi
         found[f"order.{row['later']}_vs_{row['earlier']}"] = row["finding"]
         if row["finding"] == "unclear":
             found[f"order.{row['later']}_vs_{row['earlier']}.mde_ms"] = round(float(row["mde_ms"]), 4)
+    for _, row in (ordering if ordering is not None else pd.DataFrame()).iterrows():
+        found[f"order.{row['tool']}.{row['later']}_vs_{row['earlier']}"] = row["finding"]
     for tool, row in littles_law_by_tool(law).iterrows():
         found.update({f"little.{tool}.lowest": round(float(row["lowest"]), 4),
                       f"little.{tool}.highest": round(float(row["highest"]), 4),
