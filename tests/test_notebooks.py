@@ -559,6 +559,9 @@ def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel
             assert headline[f"rps.{via} ({tool})"] < headline[f"rps.direct ({tool})"]
             assert headline[f"cpu_us.{via} ({tool}).front"] > 0
     assert headline["cpu_us.nats (vegeta).nats"] > 0 and headline["order.grpc_vs_direct"] == "same order"
+    # The tools disagree on NATS against HTTP/2: labkit-go does not tell them apart, wrk and vegeta call NATS faster.
+    assert headline["order.labkit-go.nats_vs_http2"] == headline["order.nats_vs_http2"] == "unclear"
+    assert headline["order.wrk.nats_vs_http2"] == headline["order.vegeta.nats_vs_http2"] == "reversed"
     # Little's law: labkit-go within it on every cell, wrk's synthetic samples above it in a direct cell, vegeta's
     # workers below it.
     assert headline["little.labkit-go.outside"] == 0 and 0.95 < headline["little.labkit-go.lowest"]
