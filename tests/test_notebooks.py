@@ -539,14 +539,18 @@ def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kerne
 
 def test_hop_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: wrk, labkit-go and vegeta, closed loops of 10 connections, and vegeta at 500 and 2000 req/s,
-    10 s, 5 repeats of direct, grpc, http2 and nats on the testbed."""
+    10 s, 5 repeats of direct, grpc, http2 and nats on the testbed, with the parameters of its reproduction page;
+    what it says is what docs/reproductions/hop.md says."""
+    from conftest import assert_says_what_the_document_says
     from labkit.report import execute_notebook
+    from labkit.reproductions import SAMPLES
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("hop", HOP_SMALL, tmp_path, ["png"], parameters={"run_dir": "", "n_resamples": 500},
+    result = execute_notebook("hop", HOP_SMALL, tmp_path, ["png"], parameters={"run_dir": "", **SAMPLES["hop"][1]},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
+    assert_says_what_the_document_says("hop", data)
     headline = data["headline"]
     assert data["run_path"] == str(HOP_SMALL) and headline["cells"] == 100 and headline["errors"] == 0
     assert headline["bytes_per_request"] == pytest.approx(366, abs=1)  # wrk's, the published runs' bytes per response
