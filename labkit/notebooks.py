@@ -267,20 +267,23 @@ def runs_section(command: str, replicates: list, frame, value: str, by, what: st
     return table
 
 
-def series_runs_section(run, this, probes: list[str]) -> dict:
+def series_runs_section(nb: Notebook, this, probes: list[str]) -> dict:
     """The series notebook's *Between runs*: each probe's median per run (:func:`runs_section`) and each split per
-    run with its interval over runs (:func:`labkit.analysis.probes.splits_between_runs`; ``this`` is the run's own
-    analysis), shown; returns the headline fields."""
+    run with its interval over runs (:func:`labkit.analysis.probes.splits_between_runs`; ``this`` is the analysis of
+    the run ``nb`` opened), shown, and what they say over the runs (:func:`labkit.analysis.probes.runs_findings`,
+    through :meth:`Notebook.say`); returns the headline fields."""
     from IPython.display import Markdown, display
 
     from labkit.analysis import probes as series_probes
 
+    run = nb.run
     replicates, recorded = replicate_samples(run)
     if runs_section("series", replicates, series_probes.answered(recorded), "rtt_ms", "probe", "Median RTT (ms)", order=probes) is None:
         return {"runs": 1}
-    splits = series_probes.splits_between_runs(
-        [this if r.run_id == run.run_id else series_probes.analyse_series(r.samples()) for r in replicates])
+    analyses = [this if r.run_id == run.run_id else series_probes.analyse_series(r.samples()) for r in replicates]
+    splits = series_probes.splits_between_runs(analyses)
     display(Markdown("The split (B − A, ms) in each run, their mean and its interval over runs:"), splits)
+    nb.say(series_probes.runs_findings(analyses, splits), section="Between runs")
     return series_probes.runs_headline(splits)
 
 

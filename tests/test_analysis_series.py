@@ -89,13 +89,73 @@ def test_analyse_series_gathers_tally_summary_and_split(wan_and_lan):
 def test_findings_name_the_numbers_of_the_split(wan_and_lan):
     wan = wan_and_lan["series-wan"]
     said = probes.split_findings(wan)
+    assert len(said) == 6  # set-up, a cold call, the 2016 gap's shares, and the three other splits
     cold = wan.differences.loc["echo-cold − echo-warm"]
-    assert f"**{cold['median_diff_ms']:.1f} ms**" in said and f"{cold['in_rtts']:.2f} round trips" in said
-    assert f"{wan.summary.at['echo-warm', '50%'] / wan.ping_rtt:.3f} × ping's median" in said
-    assert said.count("\n\n") == 2  # three sentences, one per split the run has
-    # A run with ping and the raw TCP echo only has none of the three splits the sentences speak of.
+    assert said[0].startswith(f"A new channel costs {cold['median_diff_ms']:.2f} ms more than a warm one, "
+                              f"{cold['in_rtts']:.2f} round trips of ping's median ({wan.ping_rtt:.3f} ms)")
+    assert f"[{cold['ci_lo_ms']:.2f}, {cold['ci_hi_ms']:.2f}] ms over the 120 ticks both answered" in said[0]
+    assert "called above zero after Holm's correction over the 5 splits of this run" in said[0]
+    assert "its interval lies above one round trip" in said[0]
+    ratio = wan.summary.at["echo-cold", "50%"] / wan.ping_rtt
+    assert f"takes {ratio:.2f} × ping's median" in said[1] and "a cold h2c call needs" in said[1] and said[1].endswith("hold.")
+    share = 100 * cold["median_diff_ms"] / wan.differences.at["echo-cold − ping", "median_diff_ms"]
+    assert f"connection set-up (echo-cold − echo-warm) {share:.1f} %" in said[2]
+    assert said[2].endswith("most of it is connection set-up, not the RPC.")
+    rpc = wan.differences.loc["echo-warm − tcp-echo"]
+    assert said[3].startswith(f"On an open connection gRPC costs {rpc['median_diff_ms']:.3f} ms more than the raw TCP echo")
+    assert probes.split_claims(wan) == {"setup_over_a_round_trip": True, "cold_call_three_round_trips": True,
+                                        "setup_most_of_the_2016_gap": True, "rpc_stack_called": True}
+    # A run with ping and the raw TCP echo only has one split, and says only that one.
     partial = probes.analyse_series(wan.samples[wan.samples["probe"].isin(["ping", "tcp-echo"])])
-    assert probes.split_findings(partial) == ""
+    (only,) = probes.split_findings(partial)
+    assert only.startswith("The raw TCP echo takes") and probes.split_claims(partial) == {}
+
+
+def made_to_disagree(series: probes.SeriesAnalysis) -> probes.SeriesAnalysis:
+    """The run with each cold call set 1 ms above its tick's warm one, and each TCP echo at its tick's warm call give or
+    take a seeded 0.3 ms: a new channel that costs less than a round trip, and an RPC stack that costs nothing."""
+    import numpy as np
+
+    samples = series.samples.copy()
+    warm = samples[samples["probe"] == "echo-warm"].set_index("seq")["rtt_ms"]
+    for probe, offset in (("echo-cold", 1.0), ("tcp-echo", 0.0)):
+        rows = samples["probe"] == probe
+        noise = np.random.default_rng(7).normal(0, 0.3, rows.sum()) if probe == "tcp-echo" else 0.0
+        samples.loc[rows, "rtt_ms"] = warm.reindex(samples.loc[rows, "seq"]).to_numpy() + offset + noise
+    return probes.analyse_series(samples)
+
+
+@pytest.fixture(scope="module")
+def disagreeing(wan_and_lan):
+    return made_to_disagree(wan_and_lan["series-wan"])
+
+
+def test_findings_say_what_fails_where_it_fails(disagreeing):
+    said = probes.split_findings(disagreeing)
+    assert probes.split_claims(disagreeing) == {"setup_over_a_round_trip": False, "cold_call_three_round_trips": False,
+                                                "setup_most_of_the_2016_gap": False, "rpc_stack_called": False}
+    assert said[0].endswith("its interval lies below one round trip, less than a TCP handshake takes.")
+    assert "fewer than the 3 round trips a cold h2c call needs" in said[1]
+    assert said[2].endswith("connection set-up is less than half of it.")
+    rpc = disagreeing.differences.loc["echo-warm − tcp-echo"]
+    assert rpc["p_holm"] >= probes.ALPHA
+    assert f"not called after Holm's correction over the 5 splits of this run (Holm-adjusted p = {rpc['p_holm']:.2g})" in said[3]
+
+
+def test_a_verdict_names_its_direction_its_correction_and_its_family():
+    row = pd.Series({"median_diff_ms": -2.0, "p_holm": 0.01})
+    assert probes.verdict(row, 4) == ("called below zero after Holm's correction over the 4 splits of this run "
+                                      "(Holm-adjusted p = 0.01)")
+    assert probes.verdict(row.copy().replace({0.01: float("nan")}), 4).startswith("not testable, counted in Holm's")
+    assert probes.verdict(pd.Series({"median_diff_ms": 2.0, "p_holm": 1e-9}), 2).endswith("(Holm-adjusted p < 0.0001)")
+
+
+def test_the_splits_p_values_are_corrected_over_the_run_as_one_family(wan_and_lan):
+    from labkit.analysis.inference import adjust
+
+    lan = wan_and_lan["series-lan"]
+    assert list(lan.differences["p_holm"]) == pytest.approx(list(adjust(lan.differences["p"].to_list(), "holm")[1]))
+    assert (lan.differences["p_holm"] >= lan.differences["p"]).all()
 
 
 def test_run_labels_are_the_names_unless_they_are_the_same():
@@ -117,10 +177,42 @@ def test_two_runs_side_by_side(wan_and_lan):
     assert list(splits["wan"].columns) == probes.SPLIT_COLUMNS
     assert splits.at["echo-warm − tcp-echo", ("lan", "median_diff_ms")] == lan.differences.at["echo-warm − tcp-echo",
                                                                                              "median_diff_ms"]
-    said = probes.compare_findings({"wan": wan, "lan": lan})
-    assert said.startswith("The RPC stack costs ") and "A new connection costs " in said and "`lan`" in said
+    setup, rpc = probes.compare_findings({"wan": wan, "lan": lan})
+    x, y = wan.differences.loc["echo-cold − echo-warm"], lan.differences.loc["echo-cold − echo-warm"]
+    assert setup.startswith(f"Connection set-up (cold − warm) is {x['median_diff_ms']:.2f} ms, {x['in_rtts']:.2f} round "
+                            f"trips, on `wan` (120 ticks) and {y['median_diff_ms']:.2f} ms, {y['in_rtts']:.2f} round trips, "
+                            "on `lan` (60 ticks)")
+    assert setup.endswith("on both: it scales with the round trip.")
+    assert "the intervals overlap, about the same cost in ms on both links" in rpc
     # Without echo-cold on one side, only the RPC stack's cost can be compared.
-    assert "new connection" not in probes.compare_findings(runs)
+    (only,) = probes.compare_findings(runs)
+    assert only.startswith("The RPC stack (warm − tcp-echo) costs")
+
+
+def test_two_runs_that_disagree_are_said_to(wan_and_lan, disagreeing):
+    wan = wan_and_lan["series-wan"]
+    setup, rpc = probes.compare_findings({"wan": wan, "made": disagreeing})
+    assert setup.endswith("above one round trip of the run's own ping median on `wan` only.")
+    assert rpc.endswith("the intervals do not overlap; it costs more on `wan`.")
+
+
+def test_over_runs_each_split_is_said_with_the_runs_it_holds_in(wan_and_lan, disagreeing):
+    wan = wan_and_lan["series-wan"]
+    group = [wan, *(probes.analyse_series(Run.open(SAMPLES / name).samples()) for name in ("series-wan-2", "series-wan-3"))]
+    splits = probes.splits_between_runs(group)
+    said = probes.runs_findings(group, splits)
+    assert [s.split(" over the ")[0] for s in said] == SPLIT_ROWS
+    row = splits.loc["echo-cold − echo-warm"]
+    assert said[0].startswith(f"echo-cold − echo-warm over the 3 runs: mean {row['mean']:.3f} ms, 95 % Student-t interval "
+                              f"over the runs [{row['lo']:.3f}, {row['hi']:.3f}] ms (the runs as units); called above zero "
+                              "in 3 of 3 runs")
+    assert said[0].endswith("above one round trip of its run's ping median in 3 of 3 runs.")
+    assert said[-1].endswith("a cold call at 3 round trips or more in 3 of 3 runs.")
+    mixed = [wan, disagreeing]
+    said = probes.runs_findings(mixed, probes.splits_between_runs(mixed))
+    assert said[0].endswith("above one round trip of its run's ping median in 1 of 2 runs.")
+    assert "called above zero in 1 of 2 runs" in said[1]  # the RPC stack: the made run's is not called
+    assert probes.runs_findings([wan], probes.splits_between_runs([wan])) == []
 
 
 def test_headline_of_a_run_and_of_its_comparison(wan_and_lan):
