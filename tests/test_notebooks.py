@@ -264,14 +264,20 @@ def test_report_refuses_a_run_no_notebook_applies_to(tmp_path):
 
 def test_idle_step_notebook_finds_the_step_in_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir empty: the shipped sample, three runs (100 ms one way, cubic, sysctl 1 and 0, 10 calls per size
-    in each, shuffled), read together."""
+    in each, shuffled), read together, with the parameters its reproduction page was made with."""
+    from conftest import assert_says_what_the_document_says
+
+    from labkit.reproductions import SAMPLES
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("idle_step", IDLE_STEP, tmp_path, ["png", "svg", "pdf"], parameters={"run_dir": ""},
-                              kernel_name=labkit_kernel)
+    sample, parameters = SAMPLES["idle_step"]
+    assert REPO / "data" / "samples" / sample == IDLE_STEP
+    result = execute_notebook("idle_step", IDLE_STEP, tmp_path, ["png", "svg", "pdf"],
+                              parameters={"run_dir": "", **parameters}, kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
+    assert_says_what_the_document_says("idle_step", data)
     headline = data["headline"]
     assert data["run_path"] == str(IDLE_STEP) and headline["reference_condition"] == "cubic ssai=1 gap=1s"
     # The recorded TCP state: MSS 1408 on the 1460-byte link; gRPC + HTTP/2 framing of a request.
@@ -302,6 +308,16 @@ def test_idle_step_notebook_finds_the_step_in_the_shipped_sample(tmp_path, monke
     rule = data["restart_rule"]["by_in_flight"]["nothing in flight"]
     assert rule["calls"] > 300 and rule["predicted"] >= 0.99 * rule["calls"]
     assert {m["replicate"] for m in data["restart_rule"]["misses"]} <= {1, 2, 3}
+    # What it says rests on these numbers: the published step reproduced at 14000-16000 B, the median of four
+    # round trips at 100000 B (not the second report's three), the sysctl at 0 a cure, the runs agreeing.
+    assert {k: v for k, v in headline.items() if k.startswith("claim.")} == {
+        "claim.steps": True, "claim.step_where_published": True, "claim.window_is_iw_x_mss": True,
+        "claim.published_step_sizes": True, "claim.restart_rule": True, "claim.three_rtt_around_100kb": False,
+        "claim.sysctl_zero_removes_step": True, "claim.runs_agree": True}
+    said = " ".join(entry["text"] for entry in data["sentences"])
+    assert (f"predicts the round trips of {headline['restart_rule.predicted']} of {headline['restart_rule.calls']} "
+            "calls") in said
+    assert f"the median is {headline[key]:.2f} ping RTTs" in said and "around 100 KB are not reproduced" in said
     stems = ("idle_step_cwnd", "idle_step_explain_components", "idle_step_largest", "idle_step_latency")
     assert sorted(data["figures"]) == sorted(f"{s}.{f}" for s in stems for f in ("pdf", "png", "svg"))
     for name in data["figures"]:
@@ -328,6 +344,24 @@ def test_report_on_the_idle_step_knobs_sample(tmp_path):
     assert any(line.split()[:1] == ["step.fitted_iw"] and line.split()[-1] == "10" for line in proc.stdout.splitlines())
     data = json.loads((report / "idle_step.json").read_text())
     assert_figures_ready(data)
+    # It speaks of this run, none of the cubic sample's sentences, and with this run's own numbers.
+    from conftest import assert_speaks_of_its_own_run
+
+    said = " ".join(assert_speaks_of_its_own_run("idle_step", data, report / "idle_step.ipynb"))
+    headline = data["headline"]
+    assert f" ms, {headline['step.change_point_jump_rtt']:.2f} ping RTTs (its 95 % bootstrap bracket" in said
+    assert f"the median is {headline['rtt_multiple_at_largest.cubic ssai=1 gap=1s']:.2f} ping RTTs" in said
+    assert headline["claim.three_rtt_around_100kb"] and "around 100 KB are reproduced" in said
+    # The interval beside each verdict is named as uncorrected, the verdict as taken after Holm's correction.
+    for condition in ("cubic ssai=1 gap=1s bg=0.25s", "cubic ssai=1 gap=0.1s", "bbr ssai=1 gap=1s"):
+        key = f"cost_vs.{condition}"
+        assert headline[f"{key}.verdict"] == "unclear" and headline[f"{key}.ci_lo_ms"] > 0
+        assert (f"`{condition}` at 100000 B: {headline[f'{key}.ms']:+.1f} ms (difference of the means, n = 3/3; "
+                f"95 % Welch t interval [{headline[f'{key}.ci_lo_ms']:+.1f}, {headline[f'{key}.ci_hi_ms']:+.1f}], "
+                f"uncorrected); not called after Holm's correction over the {headline['cost_vs.family']} "
+                f"comparisons of this family (adjusted p {headline[f'{key}.p_holm']:.2g}") in said
+    assert {name for name, held in headline.items() if name.startswith("claim.") and held} >= {
+        "claim.short_gap_one_rtt", "claim.background_one_rtt", "claim.bbr_no_step", "claim.published_step_sizes"}
     conditions = {c["condition"]: c for c in data["conditions"]}
     assert len(conditions) == 16
     # The reference steps; BBR never does (whatever the knobs), and neither do 0.1 s gaps.
