@@ -625,11 +625,19 @@ def test_series_notebook_on_the_shipped_wan_sample_against_the_lan_one(tmp_path,
 
     from labkit.report import execute_notebook
 
+    from conftest import assert_says_what_the_document_says
+
+    from labkit.reproductions import SAMPLES
+
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("series", SERIES_WAN, tmp_path, ["svg"], parameters={"run_dir": ""},
+    sample, parameters = SAMPLES["series"]
+    assert REPO / "data" / "samples" / sample == SERIES_WAN
+    result = execute_notebook("series", SERIES_WAN, tmp_path, ["svg"], parameters={"run_dir": "", **parameters},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
+    assert_says_what_the_document_says("series", data)
+    assert {s["section"] for s in data["sentences"]} == {"What the warm/cold split says", "Between runs", "A second run"}
     headline = data["headline"]
     assert data["run_path"] == str(SERIES_WAN) and data["probes"] == ["ping", "echo-warm", "echo-cold", "tcp-echo"]
     # Every probe has a row for every tick; a sample is a row that is ok, the rest are counted as lost.
@@ -688,6 +696,17 @@ def test_report_on_the_series_lan_sample(tmp_path):
     assert_figures_ready(data)
     assert data["compare"] is None and not any(k.startswith("compare.") for k in data["headline"])
     assert data["headline"]["median_ms.tcp-echo"] <= data["headline"]["median_ms.echo-warm"]
+    # What it says is of this run, made alone and with nothing to compare: its own split, in its own numbers.
+    from conftest import assert_speaks_of_its_own_run
+
+    said = assert_speaks_of_its_own_run("series", data, report / "series.ipynb")
+    assert {s["section"] for s in data["sentences"]} == {"What the warm/cold split says"}
+    headline = data["headline"]
+    assert said[0].startswith(f"A new channel costs {headline['cold_minus_warm_ms']:.2f} ms more than a warm one, "
+                              f"{headline['cold_minus_warm_rtts']:.2f} round trips of ping's median "
+                              f"({headline['ping_rtt_ms']:.3f} ms)")
+    assert f"over the {headline['count.echo-cold']} ticks both answered" in said[0]
+    assert any(s.startswith(f"On an open connection gRPC costs {headline['warm_minus_tcp_ms']:.3f} ms more") for s in said)
 
 
 def test_ping_vs_echo_names_the_series_notebook_for_a_series_run(tmp_path, monkeypatch):
