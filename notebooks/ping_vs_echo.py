@@ -231,9 +231,9 @@ comparison = ping_vs_echo.median_gap(samples, echo) if echo is not None else Non
 #   client separates calls on a new connection (`cold = True`) from calls on an
 #   open one. Below: whether this run's gap holds such a round trip (its
 #   interval's low end against ping's median).
-# - **Samples dropped silently.** The strict pattern loses the calls logged in
-#   seconds, the slowest ones, and lines with terminal noise; nothing said so
-#   (section 1 lists them).
+# - **Samples dropped silently.** The strict pattern loses every call logged in
+#   seconds (a call over a second) and lines with terminal noise; nothing said
+#   so (section 1 lists them).
 # - **Whiskers.** The write-up says the whiskers are at the 5th and 95th
 #   percentiles, but the figure was seaborn's default box plot, whose whiskers
 #   reach the furthest point within 1.5×IQR. The left panel below is drawn that
