@@ -387,12 +387,13 @@ export(fig, "largest")
 # interval, the runs as units (resampling three runs would give about their
 # range, a 75 % interval). It narrows only with more runs, not with more calls
 # per run. The findings say in how many runs each median gives the same whole
-# number of round trips, and where the reference's step lies in each run alone.
+# number of round trips, in how many the published round trips are the
+# median, and where the reference's step lies in each run alone.
 
 # %%
 runs_table = notebooks.runs_section("sweep", replicates, calls, "rtt_multiple", ["condition", "payload_bytes"],
                                     "Median latency in ping RTTs", order=conditions)
-nb.say(idle.runs_findings(runs_table, calls, reference, largest, robust), section="between runs")
+nb.say(idle.runs_findings(runs_table, calls, knobs, reference, largest, robust), section="between runs")
 
 # %% [markdown]
 # ## Other links: where the step would be

@@ -416,18 +416,21 @@ def test_between_runs_says_in_how_many_runs_the_round_trips_agree(group):
 
     a = group
     table = between_runs(a["calls"], "rtt_multiple", ["condition", "payload_bytes"])
-    said = idle.runs_findings(table, a["calls"], REFERENCE, 100000)
+    said = idle.runs_findings(table, a["calls"], a["knobs"], REFERENCE, 100000)
     assert idle.runs_claims(table) == {"runs_agree": True}
     assert said[0].endswith("at every one of the 20 condition × size cells (3 of 3 runs at each).")
     assert said[-1] == f"Each run alone, the change point of `{REFERENCE}` lies between 14000 and 15000 B in 3 of 3 runs."
+    assert said[-2] == (f"Run by run, the published round trips are the median under `{REFERENCE}`: one round trip at "
+                        "14000 B in 3 of 3 runs; two round trips at 16000 B in 3 of 3 runs; three round trips at "
+                        "100000 B in 0 of 3 runs (each run's median in ping RTTs, rounded).")
     # Made to disagree: run 2's calls of 15000 B with the sysctl at 1 one round trip faster.
     calls = a["calls"].copy()
     faster = (calls["condition"] == REFERENCE) & (calls["payload_bytes"] == 15000) & (calls["replicate"] == 2)
     calls.loc[faster, "rtt_multiple"] -= 1
     calls.loc[faster, "rtt_ms"] -= calls.loc[faster, "ping_ms"]
     table = between_runs(calls, "rtt_multiple", ["condition", "payload_bytes"])
-    said = idle.runs_findings(table, calls, REFERENCE, 100000)
+    said = idle.runs_findings(table, calls, a["knobs"], REFERENCE, 100000)
     assert idle.runs_claims(table) == {"runs_agree": False}
     assert f"not at `{REFERENCE}` 15000 B (2 of 3 runs)." in said[0]
     assert said[-1].endswith("in 2 of 3 runs; run 2: 15000–16000 B.")
-    assert idle.runs_findings(None, calls, REFERENCE, 100000) == [] and idle.runs_claims(None) == {}
+    assert idle.runs_findings(None, calls, a["knobs"], REFERENCE, 100000) == [] and idle.runs_claims(None) == {}

@@ -902,11 +902,12 @@ def step_by_run(calls: pd.DataFrame, condition: str, robust: bool = True) -> dic
             for r, f in mine.groupby("replicate") if f["payload_bytes"].nunique() >= 2}
 
 
-def runs_findings(runs_table: pd.DataFrame | None, calls: pd.DataFrame, reference: str | None, largest: int,
-                  robust: bool = True) -> list[str]:
+def runs_findings(runs_table: pd.DataFrame | None, calls: pd.DataFrame, knobs: pd.DataFrame, reference: str | None,
+                  largest: int, robust: bool = True) -> list[str]:
     """Between the runs of a group: whether each run's median gives the same whole number of round trips as the
-    pooled median, in how many runs; the largest size's medians per run with their interval over runs; and where
-    the reference's step lies in each run alone. Nothing for a run made alone."""
+    pooled median, in how many runs; the largest size's medians per run with their interval over runs; in how many
+    runs the published round trips (:data:`PUBLISHED_STEP`'s sizes of one count, :data:`PUBLISHED_AROUND_100_KB`)
+    are each run's median; and where the reference's step lies in each run alone. Nothing for a run made alone."""
     if runs_table is None or runs_table.empty:
         return []
     lines = []
@@ -925,6 +926,19 @@ def runs_findings(runs_table: pd.DataFrame | None, calls: pd.DataFrame, referenc
         lines.append(f"At {largest} B, `{key[0]}`: median " + ", ".join(f"{row[c]:.3f}" for c in columns if pd.notna(row[c]))
                      + f" ping RTTs in runs 1 to {runs}; their mean {row['mean']:.3f}, 95 % Student-t interval over "
                        f"the {int(row['runs'])} runs [{row['lo']:.3f}, {row['hi']:.3f}] ({int(row['n'])} calls).")
+    condition = published_condition(knobs)
+    published = {size: rounds[0] for size, rounds in PUBLISHED_STEP.items() if len(rounds) == 1}
+    published.update({size: PUBLISHED_AROUND_100_KB["rounds"] for size in runs_table.index.get_level_values(-1)
+                      if PUBLISHED_AROUND_100_KB["from"] <= size <= PUBLISHED_AROUND_100_KB["to"]})
+    parts = []
+    for size, rounds in sorted(published.items()):
+        if (condition, size) not in runs_table.index:
+            continue
+        per_run = runs_table.loc[(condition, size), columns].dropna().round()
+        parts.append(f"{_trips(rounds)} at {int(size)} B in {int((per_run == rounds).sum())} of {len(per_run)} runs")
+    if parts:
+        lines.append(f"Run by run, the published round trips are the median under `{condition}`: " + "; ".join(parts)
+                     + " (each run's median in ping RTTs, rounded).")
     if reference is not None and "replicate" in calls:
         by_run = step_by_run(calls, reference, robust)
         places = pd.Series({r: (f.params["last_before"], f.params["first_after"]) for r, f in by_run.items()})
