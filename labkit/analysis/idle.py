@@ -17,6 +17,10 @@ notebook shows; each is a rule someone could get wrong, so each is tested.
   condition whose latency steps.
 - :func:`compare_to_reference`: every condition against the reference,
   size by size, as one family.
+- what a run shows, said from its own numbers: ``*_claims`` (predicates,
+  the headline's ``claim.*``) and ``*_findings`` (the sentences the notebook
+  shows with ``Notebook.say``), each saying where a published observation
+  (:data:`PUBLISHED_STEP` and the others) is reproduced and where not.
 """
 
 from __future__ import annotations
