@@ -635,9 +635,15 @@ def rounds_claims(tcp: pd.DataFrame, knobs: pd.DataFrame, initial_window: int, o
     quiet = tcp[~tcp["in_flight"]]
     if len(quiet):
         held["restart_rule"] = bool(quiet["agrees"].mean() >= 0.95)
-    for size, frame in _around_100_kb(tcp, knobs):
-        held["three_rtt_around_100kb"] = int(round(frame["rtt_multiple"].median())) == PUBLISHED_AROUND_100_KB["rounds"]
+    around = _around_100_kb(tcp, knobs)
+    if around:
+        held["three_rtt_around_100kb"] = all(_three_at(frame) for _, frame in around)
     return held
+
+
+def _three_at(frame: pd.DataFrame) -> bool:
+    """Whether one size's median, rounded, is the published round trips at around 100 KB."""
+    return int(round(frame["rtt_multiple"].median())) == PUBLISHED_AROUND_100_KB["rounds"]
 
 
 def _around_100_kb(tcp: pd.DataFrame, knobs: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
@@ -660,7 +666,6 @@ def rounds_findings(tcp: pd.DataFrame, knobs: pd.DataFrame, reference: str | Non
     (:data:`PUBLISHED_AROUND_100_KB`) are reproduced."""
     if tcp.empty:
         return []
-    held = rounds_claims(tcp, knobs, initial_window, overhead_bytes)
     lines = []
     quiet, busy = tcp[~tcp["in_flight"]], tcp[tcp["in_flight"]]
     misses = tcp[~tcp["agrees"]]
@@ -689,7 +694,7 @@ def rounds_findings(tcp: pd.DataFrame, knobs: pd.DataFrame, reference: str | Non
         needed = int(slow_start_rounds([size + overhead_bytes], initial_window, frame["mss"].mode().iat[0])[0])
         counts = frame["observed_rounds"].value_counts()
         median = frame["rtt_multiple"].median()
-        verdict = "reproduced" if held["three_rtt_around_100kb"] else "not reproduced"
+        verdict = "reproduced" if _three_at(frame) else "not reproduced"
         text = (f"The published three round trips at around 100 KB are {verdict} under `{condition}`: at {size} B the "
                 f"median is {median:.2f} ping RTTs ({len(frame)} calls; " +
                 ", ".join(f"{_trips(r)} in {n}" for r, n in counts.sort_index().items()) +
@@ -782,7 +787,7 @@ def condition_claims(calls: pd.DataFrame, knobs: pd.DataFrame, fits: dict[str, S
             not (c in fits and fits[c].steps) and bool((medians.loc[c].round() == 1).all()) for c in off)
     short = find_condition(knobs, gap=PUBLISHED_SHORT_GAP["gap"])
     if short is not None and (short, PUBLISHED_SHORT_GAP["bytes"]) in medians.index:
-        held["short_gap_one_rtt"] = round(medians.loc[(short, PUBLISHED_SHORT_GAP["bytes"])]) == 1
+        held["short_gap_one_rtt"] = bool(round(medians.loc[(short, PUBLISHED_SHORT_GAP["bytes"])]) == 1)
     background = find_condition(knobs, gap=PUBLISHED_BACKGROUND["gap"], bg=PUBLISHED_BACKGROUND["bg"])
     if background is not None:
         upto = medians.loc[background]
