@@ -35,14 +35,13 @@
 # arrived, on one warm connection per cell, with both transports served by the
 # same `labkit echo serve` process.
 #
-# This notebook reads a `labkit upload` run. By default that is the shipped sample
-# `data/samples/upload-loopback/`, the published design in the published
-# stack: grpc-go client and server (labkit-go) on one host over loopback,
-# chunks of 2^4 … 2^21 B, gRPC and HTTP/2, TLS off and on, 50 uploads a cell,
-# three runs; the file is 4 MiB, not 143 MB (a documented subset:
-# `data/samples/README.md` gives the command for the whole). The testbed's
-# LAN (`upload-lan`) and 100 ms WAN (`upload-wan`) samples and the grpcio ones
-# (`upload-small`) read the same way. It shows
+# This notebook reads a `labkit upload` run, and its `--runs` group when it
+# has one. By default it reads the shipped sample `data/samples/upload-loopback/`,
+# recorded with the published design in the published stack (grpc-go client
+# and server on one host over loopback, chunks of 2^4 … 2^21 B, gRPC and
+# HTTP/2, TLS off and on) with a smaller file; `data/samples/README.md` gives
+# its command, and `docs/reproductions/upload.md` what this notebook says of
+# it beside the original's findings. For the run it opened it shows
 #
 # 1. MB/s against chunk size per transport and TLS mode, with an interval
 #    that holds at the cell's number of uploads;
@@ -50,8 +49,10 @@
 #    what the chunks became: HTTP/2 frames, writes and system calls per MB;
 # 3. the spread of the uploads of one cell per chunk size, and the first
 #    upload of a cell (its warm-up) against the later ones;
-# 4. what TLS costs, and gRPC against HTTP/2, within the run and over the
-#    runs, each with its interval and a verdict corrected for its family.
+# 4. TLS on against off, and gRPC against HTTP/2, within the run and over the
+#    runs, each with its interval and a verdict corrected for its family;
+# 5. each of the original's findings tested on this run, in sentences
+#    printed from its numbers (the last section).
 
 # %% tags=["parameters"]
 run_dir = ""  # a run (path, id or unique part of one); empty: the shipped sample data/samples/upload-loopback
@@ -161,18 +162,18 @@ with plots.theme():
 export(fig, "throughput")
 
 # %% [markdown]
-# ## CPU per MB: tiny chunks are CPU-bound
+# ## CPU per MB, and how busy each process was
 #
 # Each upload records the CPU time of the whole client process over the timed
-# window, and the server's own over the request. Per MB of file, both fall
-# roughly in proportion to the number of chunks until the per-chunk cost
-# stops mattering. The utilisation (CPU seconds over wall seconds, 1.0 = one
-# core busy) shows where the upload was CPU-bound: with the smallest chunks the
-# client and the server each keep a large part of a core busy for the whole
-# upload (together more than one core with gRPC; on the shipped sample they
-# share two cores with the testbed's delay line), and throughput is then the
-# per-chunk cost, not the link. The original's Go processes ran at about 200 %
-# each; a Python client does its per-message work on one core.
+# window, and the server's own over the request. A cost paid per chunk shows
+# as CPU per MB that halves each time the chunk size doubles; a cost paid per
+# byte, as CPU per MB that stays the same. The utilisation (CPU seconds over
+# wall seconds, 1.0 = one core busy all through the upload) says whether a
+# process could have gone faster: one that keeps a core busy (labkit's test:
+# nine tenths of a core or more) is CPU-bound, one well below it waits for
+# something else. A Go process can use more than one core (the original reported about
+# 200 % per process); a Python one does its per-message work on one. On the
+# local testbed the hosts are namespaces of one machine and share its cores.
 
 # %%
 cpu = {side: upload.cell_summary(uploads, f"{side}_cpu_s_per_mb", confidence) for side in ("client", "server")}
@@ -250,10 +251,10 @@ export(fig, "spread")
 #
 # The intervals above resample this run's uploads: they say how well its
 # uploads pin down each cell's median, not how much another run would differ
-# (fresh servers and connections, the machine's load at another time; uploads
-# are CPU-bound on this testbed, whose hosts share the machine's cores). With
+# (fresh servers and connections, the machine's load at another time; the
+# testbed's hosts share the machine's cores with whatever else runs). With
 # several runs (`labkit upload --runs N`), each cell's MB/s per run (the same
-# statistic as above: the mean of a few uploads) and pooled, and the runs'
+# statistic as above, by the small-sample rule) and pooled, and the runs'
 # mean with a 95 % Student-t interval over the runs (the runs as units).
 
 # %%
@@ -262,7 +263,7 @@ every_run = upload.label_uploads(every_run)[0]
 runs_headline = notebooks.upload_runs_section(replicates, every_run, conditions, (smallest, largest), drop_first_upload)
 
 # %% [markdown]
-# ## What TLS costs, and gRPC against HTTP/2
+# ## TLS on against off, and gRPC against HTTP/2
 #
 # Each comparison is chunk size by chunk size, B − A in MB/s, by the same
 # small-sample rule as the cells: from ten uploads a side, the difference of
@@ -281,16 +282,23 @@ runs_headline = notebooks.upload_runs_section(replicates, every_run, conditions,
 # comparisons are then made over the runs: each run's B − A (its cells'
 # later uploads summarised by the same rule) is one value, and the runs are
 # the units (Student's t over the runs): what moves from one run to the next
-# is inside that interval. With three runs each test has two degrees of
-# freedom, so that table is corrected with Benjamini–Hochberg's method (a
-# false discovery rate of 5 %, stated in its heading), not Holm's, whose
-# family-wise bound over 72 comparisons would call only differences some
-# forty times their standard error.
+# is inside that interval. A t-test over a handful of runs has few degrees of
+# freedom (two with three runs), and Holm's family-wise bound over a family
+# of dozens of comparisons would then call only differences tens of times
+# their standard error; so that table is corrected with Benjamini–Hochberg's
+# method, which holds the false discovery rate (the expected share of false
+# calls among the differences called) at 5 %, not the chance of any false
+# call. Its heading names it, and the findings below say how many of its
+# calls Holm's correction would keep.
 
 # %%
 tls_pairs, transport_pairs = upload.condition_pairs(conditions)
 pairs = {**tls_pairs, **transport_pairs}
-compared = upload.compare_pairs(uploads, pairs, confidence)
+# Each run of the group is compared on its own, as this one: the findings below say in how many runs a verdict holds.
+this = [replicate.run_id for replicate in replicates].index(run.run_id) + 1  # this run's number in its group
+compared_by_run = upload.compare_by_run(every_run[every_run["ok"]], pairs, drop_first_upload, confidence)
+compared = compared_by_run[compared_by_run["replicate"] == this]
+compared = compared.drop(columns="replicate").reset_index(drop=True)
 for title, names in (("TLS on − off", tls_pairs), ("HTTP/2 − gRPC", transport_pairs)):
     frame = compared[compared["comparison"].isin(list(names))] if len(compared) else compared
     if frame.empty:
@@ -310,10 +318,9 @@ over_runs, over_runs_headline = notebooks.upload_pairs_over_runs_section(every_r
 # (one ping RTT here) plus the delivery of whatever was still queued behind
 # the last chunk; how much that matters depends on how long an upload takes.
 # The table gives one ping RTT as a share of the median upload time: the least
-# the original's gRPC figure was too fast by, had it run on this link. Over
-# loopback (the original's set-up) the RTT is tens of microseconds, so what it
-# missed there was mostly the queued tail, up to a flow-control window of
-# data, which is the same order as one large chunk.
+# the original's gRPC figure was too fast by, had it run on this link. Where
+# the RTT is small against an upload, as over loopback, what that timer missed
+# is mostly the queued tail, up to a flow-control window of data.
 
 # %%
 rtt_share = upload_report.rtt_share(uploads, ping_ms, conditions)
@@ -323,47 +330,40 @@ display(rtt_share.style.format("{:.1%}"))
 # %% [markdown]
 # ## What this shows, against the original
 #
-# The lines computed below come from the run and, where they say so, from
-# every run of its `--runs` group. On the shipped sample both processes share
-# one machine over its loopback, as the original's did; this machine has two
-# cores, so two CPU-bound processes have about one core each. Against each of
-# the original's findings, on the shipped sample (every sentence a predicate
-# tested on it in `tests/test_analysis_upload.py`):
+# Each of the original's findings (research brief, experiment 3) is tested on
+# this run, and on every run of its `--runs` group, by a predicate on their
+# numbers (`labkit.analysis.upload_report.claims`); the sentences below are
+# printed from those numbers, with their n, method and correction, and say
+# where a finding holds and where it does not:
 #
-# - **Tiny chunks are CPU-bound.** At 16 B the client and the server together
-#   kept more than one and a half of the two cores busy through the uploads,
-#   on both transports, and the client's CPU per MB was over fifty times its
-#   CPU per MB at 2 MiB. The original's "about 200 % per process" cannot
-#   happen on two shared cores.
-# - **About 1 KiB was already decent** for gRPC, which reached about half its
-#   best median MB/s there; HTTP/2 about a fifth of its own.
-# - **Raw HTTP/2 beat gRPC only with mid-sized chunks.** Within the run,
-#   HTTP/2 was called slower than gRPC at every chunk size up to 2 KiB (by
-#   four times or more at 16 B), faster at 16–256 KiB, and neither from
-#   512 KiB, with TLS and without; over the three runs only gaps at small
-#   chunks, gRPC ahead, were called (the lines below).
-# - **Why small chunks cost HTTP/2 more, measured.** Both transports sent one
-#   DATA frame per chunk, but grpc-go's client wrote about a hundred of them
-#   per write of its socket, Go's HTTP/2 client one per write, and the HTTP/2
-#   server made over a hundred times the read and write calls per MB of the
-#   gRPC server: at small chunks the POST pays system calls per chunk at both
-#   ends, and gRPC does not. gRPC's own framing (its 5-byte prefix per
-#   message) was not what made the difference.
-# - **TLS did more than shift the variance.** Within the run it lowered MB/s
-#   at every chunk size over HTTP/2 and at most over gRPC (called after
-#   Holm's correction); over the runs, at some sizes of each (below).
-# - **32 KiB's large variance** does not recur: in no condition is its
-#   coefficient of variation the largest of the chunk sizes (*Variance*).
-# - **The first upload of a cell**, its warm-up (the connection had carried
-#   only a 1-byte upload), was slower than the later ones at every chunk size
-#   from 64 B: reported apart, as the original did not.
+# - *tiny chunks are CPU-bound, at about 200 % CPU per process*: at the
+#   smallest chunk size, in every condition, the client or the server kept a
+#   core busy (its median CPU over wall time at least nine tenths of a core);
+# - *about 1 KiB was already decent*: in every condition the 1 KiB cell's MB/s
+#   is at least half the fastest chunk size's (the cells' locations by the
+#   small-sample rule);
+# - *32 KiB had a large variance*: in some condition, the coefficient of
+#   variation of MB/s at 32 KiB is the largest of the chunk sizes;
+# - *TLS shifted the variance only*: no TLS on − off comparison is called in
+#   the run's family (Holm's correction); a family that calls none has not
+#   shown that there is none, and the sentence gives its MDEs;
+# - *raw HTTP/2 beat gRPC*: HTTP/2 is called faster than gRPC at some chunk
+#   size and slower at none, with TLS and without, in the run's family.
+#
+# Within a run each verdict is the run's own family's (Holm's correction over
+# its comparisons); over a group, how many runs each holds in, and the
+# comparisons with the runs as units (Benjamini–Hochberg's correction, as
+# above). Then what labkit measures that the original did not: the first
+# upload of a cell against its later ones (a two-sided sign test at each chunk
+# size over every run and condition, Holm's correction over the chunk sizes),
+# what the chunks became beside where HTTP/2 was called slower or faster, and
+# what the original's timer left out.
 
 # %%
-display(Markdown("\n".join([
-    *upload_report.summary_lines(uploads, conditions, compared), upload_report.wire_line(wire, smallest),
-    *upload_report.runs_verdict_lines(over_runs),
-    *upload_report.over_the_runs_lines(every_run[every_run["ok"]], conditions, chunk_sizes, compared, tls_pairs,
-                                       transport_pairs)])))
+by_run = upload.run_cells(every_run[every_run["ok"]], drop_first_upload)
+nb.say(upload_report.findings(by_run, compared_by_run, over_runs, this, confidence), section="the original's findings")
+nb.say(upload_report.beyond_the_original(by_run, compared_by_run, upload.first_against_later(every_run), this, ping_ms),
+       section="beyond the original")
 
 # %% [markdown]
 # ## Every call in round trips (`labkit explain`)
@@ -417,8 +417,11 @@ notebooks.compare_section(nb, compare_with)
 # (medians) at the same two sizes, `client_cpu_util` at the smallest,
 # `tls_effect.<transport>.<chunk>` (TLS on − off, MB/s) and
 # `http2_vs_grpc.<tls>.<chunk>` (HTTP/2 ÷ gRPC), each with its `.verdict`,
-# and `comparisons` with how many were called. The JSON's `cells` hold
-# every condition and chunk size, its `comparisons` every comparison.
+# and `comparisons` with how many were called; `claim.<name>` whether each
+# of the original's findings holds in this run, and `runs.claim.<name>` in
+# how many runs of its group. The JSON's `cells` hold every condition and
+# chunk size, its `comparisons` every comparison, its `sentences` what the
+# notebook said.
 
 # %%
 headline: dict = {
@@ -426,7 +429,7 @@ headline: dict = {
     "ping_rtt_ms": round(ping_ms, 3), "smallest_chunk_bytes": smallest, "largest_chunk_bytes": largest,
     **upload.upload_headline(conditions, throughput, cpu, utilisation, (smallest, largest)), **runs_headline,
     **upload.pairs_headline(compared, pairs, (smallest, largest)), **over_runs_headline, **wire_headline,
-    **explain_numbers,
+    **upload_report.claims_headline(upload_report.claims(by_run, compared_by_run), this), **explain_numbers,
 }
 
 nb.finish(

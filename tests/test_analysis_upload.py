@@ -142,22 +142,6 @@ def test_rtt_share_is_one_ping_over_the_median_upload_time():
     assert share.at["grpc", 64] == pytest.approx(0.005) and share.at["http2", 64] == pytest.approx(0.02)
 
 
-def test_summary_lines_name_each_condition_and_the_comparisons_at_both_ends(uploads):
-    frame, conditions = uploads
-    tls_pairs, transport_pairs = upload.condition_pairs(conditions)
-    compared = upload.compare_pairs(frame, {**tls_pairs, **transport_pairs})
-    lines = upload_report.summary_lines(frame, conditions, compared)
-    # One line per condition, then the 4 pairs at 64 B and at 1 MiB (not at the sizes in between).
-    assert len(lines) == len(conditions) + 4 * 2
-    grpc_64 = frame[(frame["condition"] == "grpc") & (frame["chunk_bytes"] == 64)]["mb_per_s"].median()
-    assert lines[0].startswith(f"- **grpc**: median {grpc_64:.1f} MB/s at 64B, ") and " at 1KiB, " in lines[0] and "at 1MiB;" in lines[0]
-    assert not any(" at 1KiB: " in line for line in lines[len(conditions):])
-    plain = compared[(compared["comparison"] == "http2 − grpc") & (compared["chunk_bytes"] == 64)].iloc[0]
-    assert f"- http2 − grpc at 64B: {plain['difference']:+.1f} MB/s" in lines[-4] and lines[-4].endswith(": higher.")
-    # A comparison not called says what it could have called.
-    assert lines[-1].startswith("- http2 − grpc+TLS at 1MiB: ") and "unclear (MDE " in lines[-1]
-
-
 def test_cell_details_one_record_per_cell(uploads):
     frame, conditions = uploads
     throughput = upload.cell_summary(frame, "mb_per_s")
@@ -197,7 +181,7 @@ def test_the_uploads_kept_are_the_acknowledged_ones_and_without_the_first_only_w
     assert set(later["seq"]) == {1, 3, 4} and len(later) == len(kept) - samples["cell_id"].nunique()
 
 
-# --- the claims of "What this shows" (issue 29), each a predicate on the shipped sample's three runs ---------------
+# --- what the notebook says of a run: each of the original's findings a predicate on its numbers ----------------------
 
 @pytest.fixture(scope="module")
 def every_run():
@@ -209,10 +193,10 @@ def every_run():
 
 
 def test_the_twenty_comparisons_are_one_family_and_four_survive_it(uploads):
-    """Issue 29: the 20 comparisons (TLS on − off per transport, HTTP/2 − gRPC with TLS and without, at 5 chunk
-    sizes) used to be 20 Mann–Whitney tests without a correction; with 5 uploads a side none of those could survive
-    Holm's (their least p is 2/252 × 20 = 0.16). Welch's t, one family of 20: HTTP/2 is called faster than gRPC at
-    64 B and 1 KiB, with TLS and without, and nothing else; every other comparison states its MDE."""
+    """The 20 comparisons (TLS on − off per transport, HTTP/2 − gRPC with TLS and without, at 5 chunk sizes) are one
+    family: with 5 uploads a side no Mann–Whitney test could survive Holm's (its least p is 2/252 × 20 = 0.16).
+    Welch's t, one family of 20, every upload of the first run: HTTP/2 is called faster than gRPC at 64 B and 1 KiB,
+    with TLS and without, and nothing else; every other comparison states its MDE."""
     from scipy.stats import mannwhitneyu
 
     frame, conditions = uploads
@@ -235,94 +219,95 @@ def test_the_twenty_comparisons_are_one_family_and_four_survive_it(uploads):
 
 
 def test_from_16_kib_the_first_upload_of_a_cell_is_its_slowest_whatever_the_condition(every_run):
-    """The reason the claims over the runs read the later uploads: from 16 KiB, in every run and cell, the first
-    upload is slower than every later one; the first uploads of all conditions and chunk sizes lie within a factor
-    of 1.5 of each other (30–44 MB/s), all of them below the slowest later upload of any cell (53 MB/s)."""
+    """From 16 KiB, in every run and cell, the first upload is slower than every later one, and the first uploads of
+    all conditions and chunk sizes lie within a factor of 1.5 of each other: what the sign test of
+    :func:`labkit.analysis.upload_report.beyond_the_original` calls there."""
     large = every_run[every_run["chunk_bytes"] >= 16384]
     for _, cell in large.groupby(["replicate", "cell_id"]):
         assert cell.loc[cell["seq"] == 0, "mb_per_s"].max() < cell.loc[cell["seq"] > 0, "mb_per_s"].min()
     first = large.loc[large["seq"] == 0, "mb_per_s"]
     assert first.max() / first.min() < 1.5 and first.max() < large.loc[large["seq"] > 0, "mb_per_s"].min()
+    table = upload.first_against_later(every_run)
+    assert table.loc[table.index.get_level_values("chunk_bytes") >= 16384, "slower"].all()
+    said = upload_report.beyond_the_original(upload.run_cells(every_run), upload.compare_by_run(every_run, {}),
+                                             table, 1, 10.0)
+    assert ("over the 3 runs × 4 conditions (two-sided sign test at each chunk size, Holm's correction over the 5 "
+            "chunk sizes): called slower at 16 KiB–1 MiB (slower in 12 of 12 cells); not called at the other 2 sizes "
+            "(64 B–1 KiB)") in said[0]
 
 
-def test_chunk_sizes_above_16_kib_are_still_faster_for_grpc_in_every_run(every_run):
-    """The sentence that replaced "from 16 KiB the spread is larger than the chunk-size differences": gRPC's later
-    uploads at 16 KiB (57–80 MB/s, 53–83 with TLS) are apart from those at 256 KiB–1 MiB (127–172, 122–165) in
-    every run; HTTP/2's overlap."""
-    conditions = ["grpc", "grpc+TLS", "http2", "http2+TLS"]
-    ranges = upload.chunk_ranges(every_run, conditions, 16384, (262144, 1048576))
-    assert ranges["apart"].to_dict() == {"grpc": True, "grpc+TLS": True, "http2": False, "http2+TLS": False}
-    assert (ranges["runs"] == 3).all()
-    assert ranges.loc["grpc", "low max"] < 85 and ranges.loc["grpc", "high min"] > 120
-    line = upload_report.chunk_size_line(ranges, 16384, (262144, 1048576))
-    assert "apart in every run for grpc, grpc+TLS, and overlap for http2, http2+TLS." in line
-    assert "grpc 57–80 against 127–172" in line
+@pytest.fixture(scope="module")
+def grpcio(every_run):
+    """The notebook's tables for upload-small as its notebook test reads it: every upload kept."""
+    conditions = upload.label_uploads(Run.open(SAMPLES / "upload-small").samples())[1]
+    tls, transport = upload.condition_pairs(conditions)
+    pairs = {**tls, **transport}
+    return (upload.run_cells(every_run), upload.compare_by_run(every_run, pairs),
+            upload.pairs_over_runs(every_run, pairs), pairs)
 
 
-def test_tls_is_called_nowhere_in_one_run_and_slowed_http2_in_every_run_cell_from_16_kib(every_run, uploads):
-    """The sentence that replaced "TLS's effect is inside the spread": within one run, no TLS comparison survives
-    the family's correction; over the three runs, HTTP/2's later uploads with TLS were slower in 9 of 9 run × size
-    cells from 16 KiB (gRPC's in 5 of 9)."""
-    frame, conditions = uploads
-    tls_pairs, transport_pairs = upload.condition_pairs(conditions)
-    compared = upload.compare_pairs(frame, {**tls_pairs, **transport_pairs})
-    in_runs = upload.pairs_in_runs(every_run, tls_pairs, (16384, 262144, 1048576))
-    assert in_runs.loc["TLS on − off, http2"].tolist() == [9, 0, 9]
-    assert in_runs.loc["TLS on − off, grpc", ["B below", "cells"]].tolist() == [5, 9]
-    line = upload_report.tls_line(compared, in_runs, 16384)
-    assert line.startswith("- **TLS**: of its 10 comparisons in this run, 0 are called after Holm's correction over "
-                           "the 20")
-    assert line.endswith("grpc: slower in 5 of 9; http2: slower in 9 of 9.")
-
-
-def test_http2_is_faster_only_with_small_chunks_and_grpc_faster_in_every_run_from_256_kib(every_run, uploads):
-    """The sentence that replaced the small-chunk gap put down to gRPC's 5-byte prefix (nothing measured it):
-    HTTP/2 is called faster at 64 B and 1 KiB (2.0–2.8×), and from 256 KiB gRPC's later uploads were faster than
-    HTTP/2's in all 6 run × size cells, with TLS and without, though no comparison there is called in one run."""
-    frame, conditions = uploads
-    tls_pairs, transport_pairs = upload.condition_pairs(conditions)
-    compared = upload.compare_pairs(frame, {**tls_pairs, **transport_pairs})
-    in_runs = upload.pairs_in_runs(every_run, transport_pairs, (262144, 1048576))
-    assert in_runs["B below"].tolist() == [6, 6] and in_runs["cells"].tolist() == [6, 6]
-    line = upload_report.transport_line(compared, in_runs, 262144)
-    assert "HTTP/2 called faster in this run at 64B against grpc (2.8×), 1KiB against grpc (2.0×)" in line
-    assert "slower at" not in line and "5-byte" not in line
-    assert line.endswith("6 of 6 (http2 − grpc) and 6 of 6 (http2 − grpc+TLS) run × chunk-size cells, though no "
-                         "comparison there is called within one run.")
-
-
-def test_over_the_runs_the_notebook_reads_the_three_lines_above_at_the_sizes_above_1_kib(every_run, uploads):
-    """The notebook's "over the runs" bullets: chunk sizes, TLS and transport, at the sizes above 1 KiB (16 KiB
-    against 256 KiB–1 MiB; the transport line from the second of them), each the line its own test above reads;
-    none when fewer than two sizes lie above 1 KiB."""
-    frame, conditions = uploads
-    tls_pairs, transport_pairs = upload.condition_pairs(conditions)
-    compared = upload.compare_pairs(frame, {**tls_pairs, **transport_pairs})
-    chunk_sizes = sorted(int(size) for size in frame["chunk_bytes"].unique())
-    assert chunk_sizes == [64, 1024, 16384, 262144, 1048576]
-    chunk, tls, transport = upload_report.over_the_runs_lines(every_run, conditions, chunk_sizes, compared, tls_pairs,
-                                                              transport_pairs)
-    assert chunk.endswith("apart in every run for grpc, grpc+TLS, and overlap for http2, http2+TLS.")
-    assert tls.endswith("grpc: slower in 5 of 9; http2: slower in 9 of 9.")
-    assert transport.endswith("6 of 6 (http2 − grpc) and 6 of 6 (http2 − grpc+TLS) run × chunk-size cells, though "
-                              "no comparison there is called within one run.")
-    assert upload_report.over_the_runs_lines(every_run, conditions, [64, 1024, 16384], compared, tls_pairs,
-                                             transport_pairs) == []
-
-
-def test_the_sample_readme_says_what_the_comparisons_give(every_run, uploads):
-    """data/samples/README.md's sentence on the upload sample, against the analysis of the predicates above."""
-    text = " ".join((SAMPLES / "README.md").read_text().split())
-    frame, conditions = uploads
-    tls_pairs, transport_pairs = upload.condition_pairs(conditions)
-    compared = upload.compare_pairs(frame, {**tls_pairs, **transport_pairs})
+def test_claims_on_the_grpcio_runs_are_the_predicates_on_their_numbers(every_run, grpcio):
+    cells, compared, _, _ = grpcio
+    held = upload_report.claims(cells, compared)
+    utilisation = every_run.assign(util=every_run["client_cpu_s"] / every_run["seconds"])
+    at_64 = utilisation[utilisation["chunk_bytes"] == 64].groupby(["replicate", "condition"])["util"].median()
+    assert at_64.max() < 0.9 and held["cpu_bound"] == {1: False, 2: False, 3: False}
     called = compared[compared["verdict"].isin(("higher", "lower"))]
-    assert set(called["B"]) == {"http2", "http2+TLS"} and set(called["chunk_bytes"]) == {64, 1024} and len(called) == 4
-    assert (compared.loc[compared["comparison"].str.startswith("TLS"), "verdict"] == "unclear").all()
-    assert ("only HTTP/2 is called faster than gRPC, at 64 B and 1 KiB, with TLS and without; every TLS comparison is "
-            "unclear") in text
-    tls = upload.pairs_in_runs(every_run, tls_pairs, (16384, 262144, 1048576)).loc["TLS on − off, http2"]
-    grpc = upload.pairs_in_runs(every_run, transport_pairs, (262144, 1048576))
-    assert f"HTTP/2 with TLS was slower than without in {tls['B below']} of {tls['cells']} run × chunk-size cells" in text
-    assert (grpc["B below"] == grpc["cells"]).all()
-    assert f"gRPC faster than HTTP/2 in {grpc['B below'].iat[0]} of {grpc['cells'].iat[0]} from 256 KiB" in text
+    assert not called["comparison"].str.startswith("TLS").any() and held["tls_variance_only"] == {1: True, 2: True, 3: True}
+    assert set(called["verdict"]) == {"higher"} and held["http2_beats_grpc"] == {1: True, 2: True, 3: True}
+    assert held["decent_at_1kib"] == {1: False, 2: False, 3: False}
+    assert "variance_at_32kib" not in held  # no 32 KiB chunks in this design
+
+
+def test_the_sentences_say_where_each_finding_holds_with_this_runs_numbers(grpcio):
+    """Run 1 with its warm-up kept: HTTP/2 called faster at 64 B and 1 KiB only; TLS called nowhere, which does not
+    show it costs nothing (the MDEs are said); 32 KiB not in the design."""
+    cells, compared, over_runs, _ = grpcio
+    said = upload_report.findings(cells, compared, over_runs, 1)
+    run_1 = compared[compared["replicate"] == 1]
+    transport = [s for s in said if s.startswith("**Raw HTTP/2 beat gRPC**")][0]
+    ratio = run_1[(run_1["comparison"] == "http2 − grpc") & run_1["chunk_bytes"].isin([64, 1024])]["B / A"]
+    assert (f"holds in this run: HTTP/2 was called without TLS faster at 64 B–1 KiB (HTTP/2 ÷ gRPC "
+            f"{ratio.min():.2f}–{ratio.max():.2f}×)") in transport
+    assert ("the difference of the means with Welch's 95 % interval and t-test, 5 uploads a side; Holm's correction "
+            "over the 20 comparisons of this run") in transport
+    tls = [s for s in said if s.startswith("**TLS shifted the variance only**")][0]
+    mde = run_1.loc[run_1["comparison"].str.startswith("TLS"), "mde"]
+    assert tls.startswith("**TLS shifted the variance only** (the original) is not contradicted in this run: TLS on "
+                          "against off was called at none of the 5 chunk sizes over grpc")
+    assert f"its MDEs, {upload_report.number(mde.min())}–{upload_report.number(mde.max())} MB/s" in tls
+    assert "**32 KiB had a large variance** (the original): not tested, this run has no 32 KiB chunks." in said
+    # Run 2 called HTTP/2 faster at 64 B only without TLS: its sentence says so, not run 1's.
+    second = [s for s in upload_report.findings(cells, compared, over_runs, 2) if s.startswith("**Raw HTTP/2")][0]
+    assert "without TLS faster at 64 B (" in second and second != transport
+
+
+def test_a_run_made_cpu_bound_and_slowed_by_tls_is_said_to_be_so(every_run, grpcio):
+    """The same uploads with the client's CPU raised to a whole core at 64 B and TLS's MB/s halved: the sentences turn
+    with the predicates."""
+    _, _, _, pairs = grpcio
+    one = every_run[every_run["replicate"] == 1]
+    busy = one["chunk_bytes"] == 64
+    tls = one["tls"].to_numpy()
+    made = one.assign(client_cpu_s=np.where(busy, one["seconds"], one["client_cpu_s"]),
+                      mb_per_s=np.where(tls, one["mb_per_s"] / 2, one["mb_per_s"]))
+    cells, compared = upload.run_cells(made), upload.compare_by_run(made, pairs)
+    held = upload_report.claims(cells, compared)
+    assert held["cpu_bound"] == {1: True} and held["tls_variance_only"] == {1: False}
+    said = upload_report.findings(cells, compared, None, 1)
+    cpu = [s for s in said if s.startswith("**Tiny chunks are CPU-bound**")][0]
+    assert "holds in this run: at 64 B the client or the server kept at least 0.9 of a core busy in every condition" in cpu
+    assert "grpc 1.00 and " in cpu and "no process used more than 1.00 of a core, short of the original's 200 %" in cpu
+    tls_said = [s for s in said if s.startswith("**TLS shifted the variance only**")][0]
+    lower = compared[compared["comparison"].str.startswith("TLS") & (compared["verdict"] == "lower")]
+    assert len(lower) and "does not hold in this run: TLS on against off was called slower" in tls_said
+    # A run made alone says nothing of other runs.
+    assert not any(s.startswith(("Over the", "Each of the")) for s in said)
+
+
+def test_sizes_are_written_as_ranges_of_the_runs_consecutive_sizes():
+    sizes = [2**n for n in range(4, 22)]
+    assert upload_report.sizes_text([16, 32, 64, 8192, 16384, 1048576], sizes) == "16 B–64 B, 8 KiB–16 KiB, 1 MiB"
+    assert upload_report.sizes_text([1024, 1048576], [64, 1024, 16384, 1048576]) == "1 KiB, 1 MiB"
+    assert upload_report.size_text(2048) == "2 KiB" and upload_report.size_text(1000) == "1000 B"
+    assert upload_report.percent(0.4567) == "46 %" and upload_report.percent(0.000021) == "0.0021 %"

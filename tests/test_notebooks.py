@@ -490,6 +490,28 @@ def test_upload_notebook_on_the_grpcio_sample(tmp_path, monkeypatch, labkit_kern
     for name in data["figures"]:
         assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC[name.rsplit(".", 1)[1]])
     assert not (UPLOAD_SMALL / "figures").exists() and not (UPLOAD_SMALL / "report").exists()
+    # What it says is of this run (grpcio's, five uploads a cell, the first kept), none of the loopback sample's.
+    import re
+
+    from conftest import assert_speaks_of_its_own_run
+
+    said = assert_speaks_of_its_own_run("upload", data, tmp_path / "upload.ipynb")
+    (cpu,) = [s for s in said if s.startswith("**Tiny chunks are CPU-bound**")]
+    assert "does not hold in this run: at 64 B" in cpu and "medians of 5 uploads a cell" in cpu
+    uses = cpu.split("uploads a cell: ")[1].split(" of a core)")[0]  # "grpc 0.66 and 0.65, grpc+TLS ..."
+    for c in conditions:
+        used = re.search(rf"(?:^|, ){re.escape(c)} ([\d.]+) and ([\d.]+)", uses)
+        assert used and float(used[1]) == pytest.approx(headline[f"client_cpu_util.{c}.64"], abs=0.006)
+    assert headline["claim.cpu_bound"] is False and headline["runs.claim.cpu_bound"] == 0
+    (transport,) = [s for s in said if s.startswith("**Raw HTTP/2 beat gRPC**")]
+    assert "holds in this run: HTTP/2 was called without TLS faster at 64 B–1 KiB" in transport
+    assert f"Holm's correction over the {headline['comparisons']} comparisons of this run" in transport
+    assert headline["claim.http2_beats_grpc"] is True and headline["runs.claim.http2_beats_grpc"] == 3
+    assert any(s.endswith(f"the original's claim holds in {headline['runs.claim.http2_beats_grpc']} of 3 runs.")
+               and "HTTP/2 called faster" in s for s in said)
+    (timer,) = [s for s in said if s.startswith("**The original's timer**")]
+    assert f"({headline['ping_rtt_ms']:.3g} ms)" in timer
+    assert not any(s.startswith("**What the chunks became**") for s in said)  # grpcio counts no frames
 
 
 UPLOAD_LOOPBACK = REPO / "data" / "samples" / "upload-loopback"
@@ -502,7 +524,12 @@ def test_upload_notebook_on_the_shipped_loopback_sample(tmp_path, monkeypatch, l
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
-    result = execute_notebook("upload", UPLOAD_LOOPBACK, tmp_path, ["png"], parameters={"run_dir": ""},
+    from conftest import assert_says_what_the_document_says
+    from labkit.reproductions import SAMPLES
+
+    sample, parameters = SAMPLES["upload"]
+    assert UPLOAD_LOOPBACK.name == sample
+    result = execute_notebook("upload", UPLOAD_LOOPBACK, tmp_path, ["png"], parameters={"run_dir": "", **parameters},
                               kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
@@ -522,6 +549,11 @@ def test_upload_notebook_on_the_shipped_loopback_sample(tmp_path, monkeypatch, l
     assert headline["runs.http2_minus_grpc.higher"] == 0
     assert not [key for key in headline if " " in key or "−" in key]  # keys a shell and a test can index
     assert "upload_wire.png" in data["figures"]
+    # None of the original's five findings holds whole in any of the three runs (docs/reproductions/upload.md).
+    claims = ("cpu_bound", "decent_at_1kib", "variance_at_32kib", "tls_variance_only", "http2_beats_grpc")
+    assert {f"claim.{c}": headline[f"claim.{c}"] for c in claims} == {f"claim.{c}": False for c in claims}
+    assert all(headline[f"runs.claim.{c}"] == 0 for c in claims)
+    assert_says_what_the_document_says("upload", data)
 
 
 def test_load_notebook_on_the_shipped_sample(tmp_path, monkeypatch, labkit_kernel):

@@ -206,48 +206,56 @@ def pairs_headline(compared: pd.DataFrame, pairs: dict[str, tuple[str, str]], si
 
 
 def later_uploads(uploads: pd.DataFrame) -> pd.DataFrame:
-    """The uploads after the first of each cell (``seq`` > 0): the first, on a connection the warm-up left idle, runs
-    at about the same MB/s whatever the condition (see :func:`first_vs_later`), and would otherwise be most of a
-    large chunk's spread."""
+    """The uploads after the first of each cell (``seq`` > 0): the first one is the cell's warm-up, on a connection
+    that has carried only a 1-byte upload, and is set against the later ones apart (:func:`first_against_later`)."""
     return uploads[uploads["seq"] > 0]
 
 
-def chunk_ranges(every_run: pd.DataFrame, conditions: list[str], low: int, high: tuple[int, ...]) -> pd.DataFrame:
-    """Per condition, over every run's later uploads (:func:`later_uploads`; ``every_run`` has a ``replicate``
-    column): the slowest and fastest MB/s at chunk ``low`` and at the chunks ``high``, and whether in every run the
-    fastest at ``low`` was slower than the slowest at ``high`` (``apart``)."""
-    later = later_uploads(every_run)
-    rows = []
-    for condition in conditions:
-        mine = later[later["condition"] == condition]
-        at_low, at_high = mine[mine["chunk_bytes"] == low], mine[mine["chunk_bytes"].isin(high)]
-        per_run = [(at_low.loc[at_low["replicate"] == r, "mb_per_s"].max(), at_high.loc[at_high["replicate"] == r, "mb_per_s"].min())
-                   for r in sorted(mine["replicate"].unique())]
-        rows.append({"condition": condition, "low min": at_low["mb_per_s"].min(), "low max": at_low["mb_per_s"].max(),
-                     "high min": at_high["mb_per_s"].min(), "high max": at_high["mb_per_s"].max(),
-                     "runs": len(per_run), "apart": bool(per_run) and all(f < s for f, s in per_run)})
-    return pd.DataFrame(rows).set_index("condition")
+def run_cells(every_run: pd.DataFrame, drop_first_upload: bool = False) -> pd.DataFrame:
+    """Per run (``every_run``'s ``replicate``), condition and chunk size, from each run's uploads the notebook keeps
+    (:func:`kept_uploads`): ``uploads``; ``mb_per_s``, the cell's location by the small-sample rule
+    (:func:`labkit.analysis.inference.method_for`: the mean below ten uploads, else the median; ``statistic`` says
+    which); ``cv`` of MB/s (std / mean); the medians of the client's and the server's CPU use (CPU over wall time,
+    ``client_cpu_util``, ``server_cpu_util``), of the client's CPU seconds per MB (``client_cpu_s_per_mb``), of the
+    upload's ``seconds`` and of each wire count per MB (:func:`with_wire_costs`; NaN where not counted); and the run's
+    ping RTT (``ping_ms``, when ``every_run`` has it). The cells of every run, in one table: what the findings of
+    :mod:`labkit.analysis.upload_report` read, run by run."""
+    from labkit.analysis.inference import SMALL_SAMPLE
+
+    kept = kept_uploads(every_run, drop_first_upload)
+    kept = with_wire_costs(with_cpu_costs(kept, kept["file_bytes"]), kept["file_bytes"])
+    wire = [f"{count}_per_mb" for count in WIRE_COUNTS]
+    grouped = kept.groupby(["replicate", *_CELL])
+    cells = grouped[["client_cpu_util", "server_cpu_util", "client_cpu_s_per_mb", "seconds", *wire]].median()
+    mb = grouped["mb_per_s"].agg(["size", "mean", "median", "std"])
+    small = mb["size"] < SMALL_SAMPLE
+    cells = cells.assign(uploads=mb["size"], statistic=np.where(small, "mean", "median"),
+                         mb_per_s=np.where(small, mb["mean"], mb["median"]), cv=mb["std"] / mb["mean"])
+    if "ping_ms" in kept:
+        cells["ping_ms"] = grouped["ping_ms"].first()
+    return cells
 
 
-def pairs_in_runs(every_run: pd.DataFrame, pairs: dict[str, tuple[str, str]], sizes: tuple[int, ...]) -> pd.DataFrame:
-    """Per pair (name → (A, B)): in how many run × chunk-size cells (the chunk ``sizes``) B's later uploads
-    (:func:`later_uploads`) were slower than A's (``B below``), faster (``B above``), and of how many (``cells``),
-    each run's cell summarised as the small-sample rule does (:func:`labkit.analysis.inference.rule_statistic`:
-    the mean of a few uploads)."""
-    from labkit.analysis.inference import rule_statistic
+def compare_by_run(every_run: pd.DataFrame, pairs: dict[str, tuple[str, str]], drop_first_upload: bool = False,
+                   confidence: float = 0.95) -> pd.DataFrame:
+    """:func:`compare_pairs` in each run of ``every_run`` (its ``replicate``) on its own, of the uploads the notebook
+    keeps (:func:`kept_uploads`): one table, a ``replicate`` column naming the run; each run is its own family
+    (Holm's correction over that run's comparisons)."""
+    parts = [compare_pairs(kept_uploads(part, drop_first_upload), pairs, confidence).assign(replicate=replicate)
+             for replicate, part in every_run.groupby("replicate")]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
-    later = later_uploads(every_run)
-    later = later[later["chunk_bytes"].isin(sizes)]
-    statistic = rule_statistic(int(later.groupby(["replicate", *_CELL]).size().min()) if len(later) else 0)
-    by_run = later.groupby(["condition", "chunk_bytes", "replicate"])["mb_per_s"].agg(statistic)
-    rows = []
-    for name, (a, b) in pairs.items():
-        if a not in by_run.index.unique("condition") or b not in by_run.index.unique("condition"):
-            continue
-        difference = (by_run.loc[b] - by_run.loc[a]).dropna()
-        rows.append({"comparison": name, "B below": int((difference < 0).sum()), "B above": int((difference > 0).sum()),
-                     "cells": int(difference.size)})
-    return pd.DataFrame(rows, columns=["comparison", "B below", "B above", "cells"]).set_index("comparison")
+
+def first_against_later(every_run: pd.DataFrame) -> pd.DataFrame:
+    """Per run (``replicate``), condition and chunk size, of its acknowledged uploads: the MB/s of the cell's first
+    upload (``seq`` 0, its warm-up), the median of its later ones and how many (``later``, ``n later``), and whether
+    the first was slower than that median (``slower``). Cells without a first or a later upload are left out."""
+    ok = every_run[every_run["ok"]]
+    keys = ["replicate", *_CELL]
+    first = ok[ok["seq"] == 0].groupby(keys)["mb_per_s"].first().rename("first")
+    later = later_uploads(ok).groupby(keys)["mb_per_s"].agg(["median", "size"])
+    table = pd.concat([first, later.rename(columns={"median": "later", "size": "n later"})], axis=1, join="inner")
+    return table.assign(slower=table["first"] < table["later"])
 
 
 #: How a table's correction is named in a sentence.
