@@ -1,10 +1,15 @@
-"""What the upload notebook reports: its tables per condition and chunk size, its summary sentences, and each cell's detail.
+"""What the upload notebook reports: its tables per condition and chunk size, each cell's detail, and what a run says
+of the original's findings.
 
 :mod:`labkit.analysis.upload` labels the uploads and computes the summaries
 and comparisons; this module arranges them the way the notebook shows and
 keeps them (a condition × chunk-size grid of medians with their intervals,
-the CPU table, one ping RTT as a share of an upload, the sentences under
-"What this shows", and the per-cell records of the headline JSON).
+the CPU table, one ping RTT as a share of an upload, the per-cell records of
+the headline JSON). :func:`claims` tests each of the original's findings
+(research brief, experiment 3) on each run's numbers, :func:`findings` and
+:func:`beyond_the_original` turn a run and its group into the sentences the
+notebook says (:meth:`labkit.notebooks.Notebook.say`), tested in
+``tests/test_analysis_upload.py`` and ``tests/test_analysis_upload_loopback.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from labkit.analysis import upload
 from labkit.units import format_size
 
 _CELL = ["condition", "chunk_bytes"]
-#: The chunk size the summary names between the smallest and the largest: the original found about 1 KiB already decent.
+#: The chunk size the original called already decent (about 1 KiB).
 DECENT_CHUNK_BYTES = 1024
 
 
