@@ -23,6 +23,11 @@
 # (droptail of some bandwidth-delay products, or CoDel over the same buffer) and the load's direction (an upload
 # from the client's host, or a download to it).
 #
+# The claims it tests are the classic account of bufferbloat: a droptail queue that a bulk flow fills adds its
+# drain time (its size at the link's rate) to every packet behind it, on the load's way only, whatever the packet's
+# own transport; CoDel (RFC 8289, target 5 ms) over the same buffer keeps that queue short, and the path responsive
+# (round trips per minute, as the IETF responsiveness draft counts them).
+#
 # This notebook reads such a run (by default the shipped sample `data/samples/under-load/`, recorded on the local
 # testbed: 100 Mbit/s, 25 ms each way, droptail of 5 BDP and CoDel) and shows
 #
@@ -126,11 +131,13 @@ export(plots.cell_cdfs(samples[samples["phase"] == "during"], order=config["prob
 # ## What this run says
 #
 # Each sentence below is printed only where its predicate holds on this run's numbers
-# (`labkit.analysis.under_load.claims`, tested on the shipped sample).
+# (`labkit.analysis.under_load.claims`), with the interval its verdict was taken from, its n, and Holm's correction
+# over the whole table above where a rise is called. The drain time's sentence says either way whether the classic
+# account holds, wherever the emulator kept the queue.
 
 # %%
 held = under_load.claims(added, queues)
-display(Markdown(under_load.findings(added, queues)))
+nb.say(under_load.findings(added, queues), section="what_this_run_says")
 
 # %% [markdown]
 # ## Every probe under load in round trips (`labkit explain`)
@@ -139,7 +146,8 @@ display(Markdown(under_load.findings(added, queues)))
 # path's queues and the hosts' own remainder; and one cause for what it took beyond one round trip, with the
 # direction it queued in (`out`: the request's way; `back`: the reply's). On the testbed the emulator kept every
 # packet's wait in its queue, so each probe's wait is read at its own packets (`evidence` emulator); elsewhere the
-# servers' stamps give each way's delay beyond its least (`one-way`).
+# servers' stamps give each way's delay beyond its least (`one-way`). Then, per droptail condition, in how many of
+# its probes the cause is queueing on the load's way.
 
 # %%
 explain_numbers = notebooks.under_load_explain_section(nb, samples)

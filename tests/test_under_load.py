@@ -165,6 +165,23 @@ def test_a_deep_queue_delays_the_way_out_and_codel_keeps_the_queue_short(loaded_
     # CoDel (target 5 ms) keeps the same buffer's standing queue far below the droptail queue's, by the emulator's
     # own record of it (how much the probes then rise is the bench's CoDel figure).
     assert queues.loc[("codel:10bdp", "a>b"), "peak_ms"] < deep["peak_ms"] / 2
+    # The notebook on this run (`labkit report`) speaks of it, none of the shipped sample's sentences: the drain
+    # time's sentence, said whichever way the classic account fares, with this run's 500 ms queue and its own rises.
+    import pandas as pd
+
+    from conftest import assert_speaks_of_its_own_run
+
+    report = run_labkit("report", str(run.path), "--formats", "png", timeout=300)
+    assert report.returncode == 0, report.stderr
+    data = json.loads((run.path / "report" / "latency_under_load.json").read_text())
+    said = assert_speaks_of_its_own_run("latency_under_load", data, run.path / "report" / "latency_under_load.ipynb")
+    drain = [text for text in said if "drain time" in text and "under tcp-up through 10bdp" in text]
+    assert len(drain) == 1 and f"of the {deep['drain_ms']:.0f} ms drain time" in drain[0], said
+    mine = pd.DataFrame(data["added"]).set_index(["queue", "probe", "measure"])
+    for probe in ("echo-warm", "tcp-echo"):
+        way = mine.loc[("10bdp", probe, "out")]
+        assert (f"{probe} {way['added_ms']:+.0f} ms, 95 % block-bootstrap interval [{way['added_low_ms']:+.0f}, "
+                f"{way['added_high_ms']:+.0f}]") in drain[0]
 
 
 def test_an_interrupted_run_stops_its_load_on_every_host_and_puts_the_link_back(lab, inventory, tmp_path):
