@@ -544,18 +544,20 @@ def explain_section(nb: Notebook, by: tuple[str, ...] = ("cell",)) -> dict[str, 
 
 def under_load_explain_section(nb: Notebook, samples) -> dict[str, Any]:
     """The latency_under_load notebook's ``labkit explain`` section: the probes sent while the load ran, per cause
-    and the direction they queued in, and their components stacked per condition. Returns headline numbers."""
+    and the direction they queued in, their components stacked per condition, and what they say
+    (:func:`labkit.analysis.under_load.explained_findings`, through :meth:`Notebook.say`). Returns headline numbers."""
     import pandas as pd
     from IPython.display import Markdown, display
 
     from labkit import plots
     from labkit.analysis.explain import COMPONENTS, explain_headline
-    from labkit.analysis.under_load import explained_under_load
+    from labkit.analysis.under_load import explained_findings, explained_under_load
     from labkit.explain import component_table, explain_run
 
     explained = explained_under_load(explain_run(nb.run), samples)
     if explained.empty:
         display(Markdown("No probe sent under the load has a time to explain."))
+        nb.say([], section="explain")
         return explain_headline(explained)
     loaded = component_table(explained)
     evidence = ", ".join(f"{n} from {e}" for e, n in loaded["evidence"].value_counts().items())
@@ -568,6 +570,7 @@ def under_load_explain_section(nb: Notebook, samples) -> dict[str, Any]:
     ax.set_title("each probe under load, cut into round trips (median per condition)", loc="left", fontsize="small")
     plots.legend_right(ax)
     nb.export(fig, "explain_components")
+    nb.say(explained_findings(explained), section="explain")
     return explain_headline(explained)
 
 
