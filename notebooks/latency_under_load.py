@@ -107,7 +107,7 @@ display(queues)
 # ## Each cell's timeline
 #
 # flent's RRUL view: each probe's round trip over the cell, a point per probe and the line a rolling median, the
-# load shaded (its ramp lighter). Then the warm gRPC probe's two directions apart: the queue shows on one way only.
+# load shaded (its ramp lighter). Then the warm gRPC probe's two directions apart: which way did the queue delay?
 
 # %%
 load = (config["load_start_s"], config["load_start_s"] + config["load_s"])
