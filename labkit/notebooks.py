@@ -356,10 +356,12 @@ def upload_pairs_over_runs_section(every_run, pairs: dict, confidence: float) ->
     return table, upload.runs_pairs_headline(table)
 
 
-def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n_resamples: int) -> dict:
+def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n_resamples: int):
     """The tuning notebook's *Between runs*: every comparison of ``diffs`` (this run's
     :func:`labkit.analysis.tuning.compare_knobs`) made again in each other run of the group, tested over the runs
-    (:func:`labkit.analysis.tuning.diffs_between_runs`), shown; returns the headline fields."""
+    (:func:`labkit.analysis.tuning.diffs_between_runs`), shown as a table; returns (that table, or None for a run
+    made alone, the runs, the headline fields). What it shows is said by
+    :func:`labkit.analysis.tuning_report.runs_findings`."""
     from IPython.display import Markdown, display
 
     from labkit.analysis import tuning, tuning_report
@@ -367,50 +369,57 @@ def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n
     replicates = run.replicates()
     if len(replicates) < 2:
         display(Markdown(made_alone("load")))
-        return {"runs": 1}
+        return None, replicates, {"runs": 1}
     per_run = []
     for replicate in replicates:
         cells, _ = tuning.ghz_cells(replicate.samples())
         per_run.append(diffs if replicate.run_id == run.run_id else tuning.compare_knobs(
             cells, tuning_calls(replicate, cells, bin_s), knobs, n_bins=n_bins, bin_s=bin_s, n_resamples=n_resamples))
     between = tuning.diffs_between_runs(per_run)
-    h = tuning.runs_verdict_headline(between)
-    display(Markdown(
-        f"{len(replicates)} runs ({', '.join(f'`{r.run_id}`' for r in replicates)}): of {h['runs.comparisons']} "
-        f"comparisons, {h['runs.called.p50']} are called in p50, {h['runs.called.p99']} in p99 and "
-        f"{h['runs.called.rps']} in req/s over the runs ({h['runs.not_testable.p50']}, {h['runs.not_testable.p99']} "
-        f"and {h['runs.not_testable.rps']} could not be tested); of the {h['runs.aa_pairs']} keepalive (A/A) "
-        f"comparisons, {h['runs.aa_called.p50']}, {h['runs.aa_called.p99']} and {h['runs.aa_called.rps']}. p50 (ms) "
-        "in each run, their mean and interval, and the verdict:"),
-        tuning_report.runs_table(between, "p50"),
-        Markdown("\n".join(tuning_report.unclear_over_runs_lines(between, "p50"))))
-    return h
+    display(Markdown(f"p50 (ms) in each of the {len(replicates)} runs, their mean and 95 % t interval over the runs, "
+                     "and the verdict after Holm's correction over the table:"), tuning_report.runs_table(between, "p50"))
+    return between, replicates, tuning.runs_verdict_headline(between)
 
 
 #: The tuning notebook's message-timed runs (``labkit load --grpc-tool labkit-go``): table -> (shipped sample, its
 #: kind in :data:`labkit.analysis.message_load.KINDS`, what the table compares).
 FAIR_RUNS = {
     "streams": ("tuning-messages", "streams", "streams and unary calls, at the same messages and calls in flight"),
-    "streams_lan": ("tuning-messages-lan", "streams", "streams and unary calls where the two cores are the bottleneck"),
+    "streams_lan": ("tuning-messages-lan", "streams", "streams and unary calls on a link without added delay"),
     "compression": ("tuning-compression", "compression", "gzip and none, on random and on text payloads"),
     "compression_100m": ("tuning-compression-100m", "compression", "gzip and none on a 100 Mbit/s link"),
     "ladder": ("tuning-ladder", "ladder", "the article's cumulative ladder"),
-    "ladder_lan": ("tuning-ladder-lan", "ladder", "the article's cumulative ladder, CPU-bound"),
+    "ladder_lan": ("tuning-ladder-lan", "ladder", "the article's cumulative ladder on a link without added delay"),
 }
 
 
-def tuning_fair_section(fair_runs: dict, confidence: float, export) -> tuple[dict, list[str], dict]:
+def tuning_beside_its_sample(run) -> bool:
+    """Whether ``run`` is the tuning notebook's shipped sample (``tuning-go``, any run of its group): only beside it
+    does the notebook read the other shipped runs (the idle-step and message-timed ones) when none is given, so that
+    on a run of a user's own it speaks of that run and of the runs the user names, never of the shipped ones."""
+    sample = Run.open(samples_dir() / "tuning-go")
+    group = (sample.manifest.get("replicate") or {}).get("group")
+    return run.path.resolve() == sample.path.resolve() or (
+        group is not None and (run.manifest.get("replicate") or {}).get("group") == group)
+
+
+def tuning_fair_section(fair_runs: dict, confidence: float, export, *, use_samples: bool = True):
     """The tuning notebook's *Every message timed*: for each table of :data:`FAIR_RUNS` (its run from ``fair_runs``,
-    else the shipped sample), the comparisons over the runs of its group
-    (:func:`labkit.analysis.message_load.over_runs`, Holm over each table), and the ladders in one figure
-    (``ladder``); returns the tables, the sentences that say what they show (each with its link and its runs),
-    and the headline fields."""
+    else, with ``use_samples``, the shipped sample), the comparisons over the runs of its group
+    (:func:`labkit.analysis.message_load.over_runs`, Holm over each table), shown, and the ladders in one figure
+    (``ladder``); returns (table name -> (table, where it was measured, its cells), the sentences that say what they
+    show, each with its link, its runs and the order its cells ran in, the headline fields)."""
     from IPython.display import Markdown, display
 
-    from labkit.analysis import message_load
+    from labkit.analysis import load, message_load
 
-    tables, lines, ladders = {}, [], {}
-    for name, (sample, kind, what) in FAIR_RUNS.items():
+    tables, lines, ladders, fair = {}, [], {}, {}
+    names = [name for name in FAIR_RUNS if fair_runs.get(name) or use_samples]
+    if not names:
+        display(Markdown("No message-timed runs named (`fair_runs`): this section reads the shipped ones only beside "
+                         "the notebook's own shipped sample, so it is left out."))
+    for name in names:
+        sample, kind, what = FAIR_RUNS[name]
         run = open_run(fair_runs.get(name), sample=sample, experiment="load")
         replicates, every = replicate_samples(run)
         cells = message_load.message_cells(every)
@@ -420,18 +429,30 @@ def tuning_fair_section(fair_runs: dict, confidence: float, export) -> tuple[dic
             continue
         pairs, sentences = message_load.KINDS[kind]
         table = tables[name] = message_load.over_runs(cells, pairs(cells), confidence)
+        fair[name] = (table, where, cells)
         display(Markdown(f"### {what[0].upper() + what[1:]}\n\n`{run.run_id}`, {where}, "
                          f"{int(cells['messages_ok'].sum())} messages timed. B − A, the runs' mean [{confidence:.0%} "
                          f"Student-t interval over the runs], verdict after Holm's correction over the {len(table)} rows:"),
                 table.pivot_table(index=["comparison", "where", "A", "B"], columns="metric", values="cell", aggfunc="first",
                                   sort=False))
-        lines += sentences(table, where)
+        order = load.cell_order([(r.manifest, every[every["replicate"] == i]) for i, r in enumerate(replicates, 1)])
+        lines.append(f"`{run.run_id}` ({what}, {where}): {order[0].lower() + order[1:]}")
         if kind == "ladder":
             ladders[where] = message_load.ladder_means(cells, confidence)
+            lines += message_load.ladder_default_lines(cells, where)
+        lines += sentences(table, where)
+    for name, (table, where, cells) in fair.items():
+        if FAIR_RUNS[name][1] != "ladder":
+            continue
+        for other, (_, other_where, other_cells) in fair.items():
+            if other != name and FAIR_RUNS[other][1] == "streams" and \
+                    other_where.rsplit(", ", 1)[0] == where.rsplit(", ", 1)[0]:  # the same link
+                compared = message_load.same_load_elsewhere(cells, other_cells, confidence)
+                lines += message_load.same_load_lines(compared, where.rsplit(", ", 1)[0], other_cells["run_id"].iat[0],
+                                                      cells)
     if ladders:
         export(ladder_figure(ladders), "ladder")
-    display(Markdown("\n".join(lines)))
-    return tables, lines, message_load.headline(tables)
+    return fair, lines, message_load.headline(tables)
 
 
 def ladder_figure(ladders: dict):

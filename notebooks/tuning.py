@@ -39,18 +39,23 @@
 # By default it reads the shipped sample `data/samples/tuning-go/`: the grpc-go
 # server under ghz on the local testbed (25 ms each way), every knob above but
 # the server changed on its own from a baseline (`labkit load --design
-# one-at-a-time`), and, for the idle penalty keepalive is sometimes said to
-# avoid, an idle-step sweep with a keepalive knob (`data/samples/idle-step-knobs/`).
-# `data/samples/tuning-load/` (the Python server, every combination of
-# keepalive, pool and payload) reads the same way.
+# one-at-a-time`). Beside that sample, and only there unless they are named in
+# the parameters, it also reads the shipped idle-step sweep with a keepalive
+# knob (`idle-step-knobs`) and the message-timed runs of *Every message timed*
+# (`tuning-messages*`, `tuning-compression*`, `tuning-ladder*`): on a run of
+# your own it speaks of that run, and of the runs you name.
 #
 # Differences are always *knob on − knob off* (for the payload: large − small),
 # for the median (p50) and the 99th percentile (p99) of the per-call latencies,
-# and for req/s counted in short bins of the measured window.
+# and for req/s counted in short bins of the measured window. Every finding is
+# a sentence computed from the run (`labkit.analysis.tuning_report`,
+# `labkit.analysis.message_load`), printed where its predicate holds; the
+# article's claims and what labkit's shipped samples give beside them are in
+# `docs/reproductions/tuning.md`.
 
 # %% tags=["parameters"]
 run_dir = ""  # a load run (path, id or unique part of one); empty: the shipped sample data/samples/tuning-go
-idle_run_dir = ""  # an idle-step run with a keepalive knob; empty: the shipped sample data/samples/idle-step-knobs
+idle_run_dir = ""  # an idle-step run with a keepalive knob; empty: the shipped idle-step-knobs beside the shipped sample, else none
 rps_bin_s = 0.25  # req/s is counted in bins of this many seconds of the measured window (its CI is over the bins)
 n_resamples = 2000  # bootstrap resamples of every confidence interval (seeded: same data, same interval)
 formats = "png,svg,pdf"  # figure formats, comma-separated
@@ -58,7 +63,7 @@ output_dir = ""  # where figures go; empty: the figures/ directory of the run
 headline_path = ""  # the headline JSON file; empty: tuning.json in output_dir
 compare_with = ""  # another run to compare this one with (this run minus it): an id, a path, runs joined with commas
 run_it_yourself = False  # True: first make a run of your own on the local testbed (root), see below
-fair_runs: dict = {}  # "Every message timed": table -> run (streams, compression, compression_100m, ladder, ladder_lan); missing: the shipped samples
+fair_runs: dict = {}  # "Every message timed": table -> run (streams, streams_lan, compression, compression_100m, ladder, ladder_lan); missing: the shipped one beside the shipped sample, else left out
 
 # %% [markdown]
 # ## Run it yourself
@@ -83,14 +88,16 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from labkit import notebooks, plots
-from labkit.analysis import statistics_named, summarize_with_ci, tuning, tuning_report
+from labkit.analysis import load, statistics_named, summarize_with_ci, tuning, tuning_report
 from labkit.analysis.tuning import METRICS
 from labkit.units import format_size
 
 nb = notebooks.setup("tuning", run_dir, sample="tuning-go", experiment="load", formats=formats, output_dir=output_dir,
                      headline_path=headline_path)
 run, export = nb.run, nb.export
-idle_run = notebooks.open_run(idle_run_dir, sample="idle-step-knobs", experiment="idle-step")
+beside_the_sample = notebooks.tuning_beside_its_sample(run)  # only then are the other shipped runs read unasked
+idle_run = (notebooks.open_run(idle_run_dir, sample="idle-step-knobs", experiment="idle-step")
+            if idle_run_dir or beside_the_sample else None)
 config, ping = run.manifest.get("config", {}), run.ping_baseline() or {}
 display(Markdown(tuning_report.run_description(run.run_id, len(run.samples()), config, ping)))
 
@@ -103,7 +110,9 @@ display(Markdown(tuning_report.run_description(run.run_id, len(run.samples()), c
 # describe the spread of calls within a cell, not how much a cell would move
 # if run again, and a difference between two cells is the knob *plus*
 # whatever else changed between the two. *Between runs* repeats every
-# comparison over the run's `--runs` group (the shipped sample has three).
+# comparison over the run's `--runs` group, when it has one. The order the
+# cells ran in is said below, from the run's manifest and the cells' start
+# times.
 
 # %%
 # The claims are about gRPC: h2load (HTTP/2) cells, if the run has any, are left out here (the `load` notebook has them).
@@ -119,6 +128,8 @@ failed_cells = cells[cells["error"].notna() & (cells["error"] != "")]
 if len(failed_cells):
     display(Markdown(f"**{len(failed_cells)} cells report a problem** (kept, and compared only where calls succeeded):"))
     display(failed_cells[["condition", "error"]])
+replicates = run.replicates()
+nb.say(load.cell_order([(r.manifest, r.samples()) for r in replicates]), section="order")
 
 # %% [markdown]
 # ## Every call, from ghz's raw output
@@ -208,16 +219,10 @@ if not aa:
     display(Markdown(f"No A/A control in this run: it has no keepalive off/on pair with an interval longer than a cell "
                      f"({cell_s:g} s)."))
 else:
-    display(Markdown(
-        f"With no change on the wire ({knobs['keepalive'].meaning}, cells of {cell_s:g} s), the largest differences "
-        "between two cells were "
-        + ", ".join(f"**{aa['noise'][m]:.1f} {tuning_report.unit(m)}** in {m}" for m in METRICS)
-        + f"; after Holm's correction, {aa['excluding']['p50']}, {aa['excluding']['p99']} and "
-        f"{aa['excluding']['rps']} of these {aa['pairs']} A/A comparisons were still called a difference (each "
-        "should be 0: any called is cell-to-cell variation the within-cell intervals miss). Differences of the other "
-        "knobs larger than the largest A/A difference, and called after the correction:"
-    ))
-    display(beyond_table)
+    display(Markdown("Differences of the other knobs larger than the largest A/A difference, and called after the "
+                     "correction:"), beyond_table)
+nb.say(tuning_report.knob_findings(diffs, knobs, beyond_table) + tuning_report.aa_findings(aa, knobs, cell_s, diffs),
+       section="knobs")
 
 # %%
 with plots.theme():
@@ -242,25 +247,27 @@ export(fig, "differences")
 # Every interval above is within a cell: how well a cell's calls pin down its
 # median, not how far the cell would move if run again; the A/A control only
 # shows that such moves exist. With several runs of the same cells (`labkit
-# load --runs N`, each on fresh servers and connections, in shuffled order),
-# each comparison is repeated in every run, and its runs are the units: the
-# mean of its on − off over the runs with a Student-t interval, a t-test
-# against 0, and a verdict after Holm's correction over the whole table (every
-# pair and metric, those that cannot be tested counted). With three runs a
-# t-test has two degrees of freedom, and Holm's level over the table is a
-# small fraction of 0.05: only a difference that every run repeats, by about
-# the same amount, many times the runs' spread, is called. A difference the
-# three runs gave exactly alike (req/s counts whole calls per bin, so a
-# difference can be the same step in every run) has no spread to test
-# against: **not testable**, listed and counted. Each unclear verdict shows
-# its MDE, and the list below the table gives, per knob, the largest
+# load --runs N`, each on fresh servers and connections, in the order said
+# under the cells above), each comparison is repeated in every run, and its
+# runs are the units: the mean of its on − off over the runs with a Student-t
+# interval, a t-test against 0, and a verdict after Holm's correction over the
+# whole table (every pair and metric, those that cannot be tested counted).
+# With N runs a t-test has N − 1 degrees of freedom, and Holm's level over the
+# table is a small fraction of 0.05: with few runs, only a difference that
+# every run repeats, by about the same amount, many times the runs' spread, is
+# called. A difference the runs gave exactly alike (req/s counts whole calls
+# per bin, so a difference can be the same step in every run) has no spread to
+# test against: **not testable**, listed and counted. Each unclear verdict
+# shows its MDE, and the sentences below the table give, per knob, the largest
 # difference that stayed unclear: an interval over the runs that excludes 0
 # can still be unclear once the table's size is accounted for.
 
 # %%
 # The other runs' comparisons need only their differences, not their intervals: fewer resamples.
-runs_headline = notebooks.tuning_runs_section(run, diffs, knobs, n_bins=n_bins, bin_s=rps_bin_s,
-                                              n_resamples=min(n_resamples, 200))
+between, replicates, runs_headline = notebooks.tuning_runs_section(run, diffs, knobs, n_bins=n_bins, bin_s=rps_bin_s,
+                                                                   n_resamples=min(n_resamples, 200))
+if between is not None:
+    nb.say(tuning_report.runs_findings(between, [r.run_id for r in replicates]), section="runs")
 
 # %% [markdown]
 # The distributions behind the differences: every call of the measured
@@ -303,15 +310,24 @@ export(fig, "ecdf")
 #   waits on the round trip, and on a 0 ms one, where the two cores are the
 #   bottleneck (the article measured thousands of calls a second on 4 cores).
 #
-# Each table's units are the runs of its group (three in each shipped sample):
-# each run gives one B − A per comparison and metric (a message's p50 and p99,
-# messages answered per second), and their mean gets a Student-t interval over
-# the runs. Holm's correction runs over each table's rows, those that cannot
-# be tested listed (three runs that gave the same messages per second, as a
-# closed loop bound by the round trip does, have no spread to test against).
+# Each table's units are the runs of its group: each run gives one B − A per
+# comparison and metric (a message's p50 and p99, messages answered per
+# second), and their mean gets a Student-t interval over the runs. Holm's
+# correction runs over each table's rows, those that cannot be tested listed
+# (runs that all gave the same messages per second have no spread to test
+# against). A finding about a group says in how many of its runs the
+# difference had the sign of the mean. The ladder's steps are named by what
+# each adds to the one before; its first step is the first value of every knob
+# the run lists, whatever those were (a server option among them), and a
+# sentence says which. Where another group ran the same load on the same link
+# without that option, the two are set side by side (Welch's t over the runs
+# of two groups recorded at different times).
 
 # %%
-fair_tables, fair_lines, fair_headline = notebooks.tuning_fair_section(fair_runs, confidence=0.95, export=export)
+fair, fair_lines, fair_headline = notebooks.tuning_fair_section(fair_runs, confidence=0.95, export=export,
+                                                                use_samples=beside_the_sample)
+if fair:
+    nb.say(fair_lines, section="fair")
 
 # %% [markdown]
 # ## Keepalive and the idle penalty
@@ -325,106 +341,88 @@ fair_tables, fair_lines, fair_headline = notebooks.tuning_fair_section(fair_runs
 # (`tcp_slow_start_after_idle=1`), and a request larger than the initial
 # window takes extra round trips (experiment 1, the `idle_step` notebook).
 # If keepalive pings were sent during the idle time, the connection would not
-# be idle. The idle-step sample has that knob (250 ms, far more often than the
-# article's 10 s): CUBIC, sysctl 1, 1 s between calls, no background sender,
-# keepalive off and on, latency in multiples of the ping RTT.
+# be idle. An idle-step run with a keepalive knob tests it: the calls with
+# CUBIC, sysctl 1, the longest gap between calls and no background sender,
+# keepalive off and on, latency in multiples of the ping RTT; a size where a
+# call without keepalive takes 1.5 ping RTTs or more pays the extra round trip.
 
 # %%
-idle_calls, idle_ping_ms = notebooks.idle_keepalive_calls(idle_run)
-idle_gap_s = float(idle_calls["gap_s"].iat[0])
-idle_table, idle_diffs = tuning.idle_keepalive(idle_calls, n_resamples=n_resamples)
-idle_statistic = statistics_named(idle_table["statistic"])
-display(Markdown(f"Idle-step run `{idle_run.run_id}`: {idle_gap_s:g} s between calls, ping RTT "
-                 f"{', '.join(f'{v:.1f} ms' for v in idle_ping_ms.values())}. Latency in ping RTTs per keepalive "
-                 f"setting and request size, its {idle_statistic} over the `count` calls with a 95 % interval "
-                 "(`method`: `t` is Student's, the rule below ten calls):"))
-display(idle_table[["count", "statistic", "value", "lo", "hi", "method", "50%", "max"]].round(3))
-display(Markdown("Keepalive on − off (ms) by request size, with its 95 % interval: below ten calls a side the "
-                 "difference of the means, Welch's t (`labkit.analysis.inference.method_for`), and the verdict after "
-                 "Holm's correction over every size; an unclear one with its MDE (`mde_ms`):"))
-display(idle_diffs.set_index(["keepalive", "payload_bytes"]))
+idle_table = idle_diffs = None
+if idle_run is None:
+    display(Markdown("No idle-step run named (`idle_run_dir`): this section reads the shipped one only beside the "
+                     "notebook's own shipped sample, so the idle connection is left out."))
+else:
+    idle_calls, idle_ping_ms = notebooks.idle_keepalive_calls(idle_run)
+    idle_gap_s = float(idle_calls["gap_s"].iat[0])
+    idle_table, idle_diffs = tuning.idle_keepalive(idle_calls, n_resamples=n_resamples)
+    idle_statistic = statistics_named(idle_table["statistic"])
+    idle_what = (f"idle-step run `{idle_run.run_id}`, CUBIC, sysctl 1, {idle_gap_s:g} s between calls, ping RTT "
+                 + ", ".join(f"{v:.1f} ms" for v in idle_ping_ms.values()))
+    display(Markdown(f"The {idle_what}. Latency in ping RTTs per keepalive setting and request size, its "
+                     f"{idle_statistic} over the `count` calls with a 95 % interval (`method`: `t` is Student's, the "
+                     "rule below ten calls):"))
+    display(idle_table[["count", "statistic", "value", "lo", "hi", "method", "50%", "max"]].round(3))
+    display(Markdown("Keepalive on − off (ms) by request size, with its 95 % interval: below ten calls a side the "
+                     "difference of the means, Welch's t (`labkit.analysis.inference.method_for`), and the verdict after "
+                     "Holm's correction over every size; an unclear one with its MDE (`mde_ms`):"))
+    display(idle_diffs.set_index(["keepalive", "payload_bytes"]))
+    nb.say(tuning_report.idle_findings(idle_table, idle_diffs, idle_what), section="idle")
 
-with plots.theme():
-    fig, ax = plots.figure(height=3.6)
-    plots.lines_with_ci(idle_table.reset_index(), "payload_bytes", "value", "lo", "hi", by="keepalive", logx=True, ax=ax,
-                        xlabel="request payload (bytes, log scale)",
-                        ylabel=f"latency (ping RTTs; {idle_statistic}, 95 % CI)", n="count", n_unit="calls")
-    plots.size_ticks(ax, idle_table.reset_index()["payload_bytes"])
-    ax.axhline(1, color="0.3", linewidth=0.8)
-    ax.set_title(f"idle connection: CUBIC, sysctl 1, {idle_gap_s:g} s between calls", loc="left", fontsize="small")
-export(fig, "idle_keepalive")
+    with plots.theme():
+        fig, ax = plots.figure(height=3.6)
+        plots.lines_with_ci(idle_table.reset_index(), "payload_bytes", "value", "lo", "hi", by="keepalive", logx=True,
+                            ax=ax, xlabel="request payload (bytes, log scale)",
+                            ylabel=f"latency (ping RTTs; {idle_statistic}, 95 % CI)", n="count", n_unit="calls")
+        plots.size_ticks(ax, idle_table.reset_index()["payload_bytes"])
+        ax.axhline(1, color="0.3", linewidth=0.8)
+        ax.set_title(f"idle connection: CUBIC, sysctl 1, {idle_gap_s:g} s between calls", loc="left", fontsize="small")
+    export(fig, "idle_keepalive")
 
 # %% [markdown]
 # ## What the data say about each claim
 #
-# The verdicts below are computed from the tables above; the remarks under
-# them are about what the runs can and cannot show.
+# Each of the article's claims against this run's tables, one sentence per
+# claim, printed from the numbers above with their n and the family of each
+# verdict (`labkit.analysis.tuning_report.findings`):
+#
+# - **Keepalive 10 s / 3 s.** Under continuous load a keepalive interval longer
+#   than a cell sends no ping (grpc-go's documented behaviour), so its pairs
+#   are an A/A control: the claim is tested only where pings can matter, on
+#   the idle connection of an idle-step run. What the setting is for,
+#   noticing a dead peer, is measured apart, by partitioning the testbed's
+#   link under a held stream (`bench/keepalive_dead_peer.py`, its figures in
+#   docs/experiments.md). Keeping a NAT binding alive needs a middlebox the
+#   testbed does not have: **not tested**.
+# - **Pools of 2–4× cores.** Each pool size against one connection under the
+#   same concurrency, read beside the A/A differences; the "× cores" rule is
+#   tested only where the run's hosts record their cores, and the run does
+#   not vary them.
+# - **Messages under 100 KB.** The largest request against the smallest;
+#   whether 100 KB is a threshold takes sizes on both sides of it.
+# - **Streaming beats unary.** ghz times a stream call as a whole, so at the
+#   same concurrency a stream carries its messages-per-call times the
+#   messages in flight: another load. *Every message timed* compares the same
+#   messages in flight, each message timed on its own.
+# - **The article's ghz P50/P99/QPS.** Its hardware, link and service are not
+#   these: absolute numbers do not carry over (**not comparable**); the
+#   ladder's directions do.
+# - **Compression and server options** are not among the article's claims;
+#   their rows above compare gzip (on random bytes in ghz's cells, on random
+#   and text payloads in *Every message timed*) and the server's
+#   `--grpc-option` set against none. ghz's own windows stay at its
+#   grpc-go's defaults.
 
 # %%
-display(Markdown("\n".join(tuning_report.claim_lines(diffs, knobs, beyond_table, idle_diffs))))
-
-# %% [markdown]
-# What those numbers can and cannot settle:
-#
-# - **Keepalive 10 s / 3 s.** Under load the setting does nothing on the
-#   wire (see the A/A section), so whatever the keepalive rows show is
-#   run-to-run variation of this shared machine: one ghz run before and one
-#   after, the article's method, cannot separate a knob from it. The idle
-#   connection is where keepalive could matter; the idle-step line above says
-#   whether pings during the idle gap removed the penalty of a congestion
-#   window restarted after idle. What the claim is for, noticing a dead
-#   peer, is not in this notebook's data: it is measured apart, by
-#   partitioning the testbed's link under a held stream
-#   (`bench/keepalive_dead_peer.py`, its figures in docs/experiments.md).
-#   Keeping a NAT binding alive needs a middlebox this testbed does not
-#   have: **not tested**.
-# - **Pools of 2–4× cores.** Each pool size is compared with one connection
-#   under the same concurrency; read only the differences beyond the A/A
-#   ones. The run does not vary the number of cores, so the "× cores" rule
-#   itself is **not tested**, only pool sizes on this machine.
-# - **Messages under 100 KB.** The payload rows show what the largest request
-#   costs against the smallest. Whether 100 KB is a threshold would take sizes
-#   on both sides of it; "not tested" below says when the run has none above.
-# - **Streaming beats unary.** ghz times a stream call as a whole. Ten 64 B
-#   requests on one `EchoStream` took one round trip, as long as one unary
-#   call, so at the same concurrency the stream cells carried ten times the
-#   messages per second with ten times as many in flight: another load, not a
-#   faster way to carry the same one. With 128 KiB requests a stream call took
-#   several round trips, and at concurrency 50 carried fewer messages per
-#   second than the unary calls in every run. *Every message timed* compares
-#   the same messages in flight, each message timed on its own: on the 25 ms
-#   link, where a message waits on the round trip, streams and unary calls
-#   carried them alike (no difference called); on the 0 ms link, where the
-#   two cores are the bottleneck, the stream carried several times the
-#   messages per second at a fraction of the unary calls' latency per
-#   message. The claim holds where the cost of a call, not the path, sets
-#   the pace.
-# - **Compression.** The request bodies of the sections above are random
-#   bytes, which gzip cannot shrink: those rows show what gzip costs.
-#   *Every message timed* adds text payloads: on the link without a rate
-#   limit gzip saved no latency on either kind; on the 100 Mbit/s link it cut
-#   a 128 KiB text request's latency, where the transfer, not the
-#   compressing, sets it.
-# - **Windows and other server options.** The options rows compare the
-#   server's `--grpc-option` set with grpc-go's defaults (dynamic windows with
-#   BDP estimation); ghz's own windows stay at its grpc-go's defaults.
-# - **The article's ghz P50/P99/QPS numbers.** Its hardware, link and service
-#   are not these; absolute numbers do not carry over (**not comparable**).
-#   Its ladder does, as directions: on the 25 ms link only streaming moved
-#   anything, by the messages it adds in flight; on the 0 ms link, where the
-#   two cores are the bottleneck, the pool of 4 lowered the messages per
-#   second and raised a message's latency, vtprotobuf moved neither at 1 KiB,
-#   and all the steps together carried about five times the default's
-#   messages per second at a higher latency per message, where the article
-#   reports three times the QPS at about a quarter of the latency.
+nb.say(tuning_report.findings(diffs, knobs, cells, run.manifest, aa=aa, between=between, idle_diffs=idle_diffs,
+                              fair=fair, idle=idle_what if idle_run is not None else None), section="claims")
 
 # %% [markdown]
 # ## How much data does this need?
 #
 # Per cell: the successful calls of its window, the half-width of their
 # median's interval now (in blocks, in the order the calls started), the
-# calls that would put the median within ±0.5 ms, and whether there are the
-# 299 a p99 needs. These are calls within one cell; how far a second run of
+# calls that would put the median within half a millisecond, and whether
+# there are the 299 a p99 needs. These are calls within one cell; how far a second run of
 # the same cell lands is what `--runs` measures.
 
 # %%
@@ -468,11 +466,12 @@ headline: dict = {
     **tuning.verdict_headline(diffs),
     **runs_headline,
     **tuning_report.aa_headline(aa, beyond_table),
-    **tuning_report.idle_headline(idle_table, idle_diffs),
+    **(tuning_report.idle_headline(idle_table, idle_diffs) if idle_run is not None else {}),
     **fair_headline,
     "not_tested": tuning_report.untested_claims(cells, knobs),
 }
 
-nb.finish(headline, settings={"rps_bin_s": rps_bin_s, "n_resamples": n_resamples}, idle_run_id=idle_run.run_id,
-          idle_run_path=str(idle_run.path), comparisons=diffs.to_dict(orient="records"),
-          idle_keepalive=idle_diffs.to_dict(orient="records"))
+nb.finish(headline, settings={"rps_bin_s": rps_bin_s, "n_resamples": n_resamples},
+          idle_run_id=idle_run.run_id if idle_run is not None else None,
+          idle_run_path=str(idle_run.path) if idle_run is not None else None, comparisons=diffs.to_dict(orient="records"),
+          idle_keepalive=idle_diffs.to_dict(orient="records") if idle_diffs is not None else [])

@@ -76,8 +76,14 @@ def test_streams_and_unary_at_the_same_messages_in_flight_are_the_same_load(tabl
     assert not same["verdict"].isin(["higher", "lower"]).any() and same["difference"].abs().max() < 1.0
     rate = rows(table, "stream vs unary, same messages in flight", "messages_per_s")
     assert not rate["verdict"].isin(["higher", "lower"]).any() and rate["B / A"].between(0.95, 1.05).all()
-    line = message_load.stream_lines(table, "25 ms")[0]
-    assert "(unclear in 2 of 2)" in line and "called" not in line
+    lines = message_load.stream_lines(table, "25 ms")
+    # One sentence per payload at the same messages in flight, neither metric called, each with its runs.
+    assert len([line for line in lines if "at the same messages in flight" in line]) == 2
+    for line in lines[:2]:
+        assert "called" not in line.replace("not called", "") and " of 3 runs" in line
+    first = same.iloc[0]
+    runs = [first[f"run {r}"] for r in (1, 2, 3)]
+    assert f"{'higher' if first['difference'] > 0 else 'lower'} in {sum(np.sign(runs) == np.sign(first['difference']))} of 3 runs" in lines[0]
 
 
 def test_at_the_same_calls_a_stream_carries_its_extra_messages_and_overfilled_waits(tables):
@@ -89,7 +95,7 @@ def test_at_the_same_calls_a_stream_carries_its_extra_messages_and_overfilled_wa
     # Only 16 KiB at 1000 messages in flight (16 MB outstanding) makes a message inside the stream wait longer.
     assert list(p50.loc[p50["verdict"] == "higher", "where"]) == ["16 KiB, stream c=100"]
     assert p50.loc[p50["verdict"] == "higher", "B mean"].iloc[0] > 2 * p50.loc[p50["verdict"] == "higher", "A mean"].iloc[0]
-    assert "a message waited" in message_load.stream_lines(table, "25 ms")[1]
+    assert "a message waited" in message_load.stream_lines(table, "25 ms")[-1]
 
 
 def test_gzip_only_costs_without_a_rate_limit_and_saves_text_on_100_mbit(tables):
@@ -102,7 +108,8 @@ def test_gzip_only_costs_without_a_rate_limit_and_saves_text_on_100_mbit(tables)
     assert text["verdict"] == "lower" and text["B mean"] < 0.6 * text["A mean"]
     assert noise["verdict"] == "unclear"
     lines = message_load.compression_lines(limited, "100 Mbit/s")
-    assert any(line.startswith("- **gzip on text payloads") and "(lower)" in line for line in lines)
+    text_line = next(line for line in lines if line.startswith("**gzip against none on text payloads"))
+    assert "128 KiB: 114.0 → 58.9 ms" in text_line and "called lower, lower in 3 of 3 runs" in text_line
 
 
 def test_on_the_25_ms_link_only_streaming_moves_the_ladder(tables):
@@ -155,14 +162,33 @@ def test_where_the_cores_are_the_bottleneck_the_ladder_goes_the_other_way(tables
     article = message_load.ARTICLE_LADDER
     assert article["qps"][1] / article["qps"][0] == pytest.approx(3.1, abs=0.05)
     assert article["p50_ms"][1] / article["p50_ms"][0] == pytest.approx(0.27, abs=0.01)
-    assert "(higher)" in message_load.ladder_lines(table, "0 ms")[1]
+    assert "(called higher, higher in 10 of 10 runs)" in message_load.ladder_lines(table, "0 ms")[1]
 
 
-def test_the_notebooks_remarks_are_the_tables_directions():
-    text = (Path(__file__).resolve().parent.parent / "notebooks" / "tuning.py").read_text()
-    assert "on the 100 Mbit/s link it cut\n#   a 128 KiB text request's latency" in text
-    assert "the pool of 4 lowered the messages per\n#   second and raised a message's latency" in text
-    assert "saves on compressible data (**not tested**)" not in text
+def test_the_ladders_default_is_said_with_its_settings_and_beside_the_same_load_without_its_option(tables):
+    """The ladder's first step is the first value of every knob the run lists, the server's codec=proto among
+    them: a sentence says so. On the link without added delay the same load ran without that option in
+    tuning-messages-lan, and the two groups are set side by side (Welch's t over their 10 and 10 runs)."""
+    _, _, ladder, _ = tables["ladder_lan"]
+    _, _, streams, _ = tables["streams_lan"]
+    line = message_load.ladder_default_lines(ladder, "0 ms")[0]
+    assert line.startswith('**The ladder\'s "default" step**, 0 ms, is the first value of every knob the run lists: '
+                           "1 connection, no keepalive, unary calls, compression none, the Go server with the option "
+                           "codec=proto, 1 KiB random requests at c=50")
+    compared = message_load.same_load_elsewhere(ladder, streams)
+    rate = compared[compared["metric"] == "messages_per_s"].iloc[0]
+    default = ladder[ladder["ladder_step"] == "default"]["messages_per_s"]
+    plain = streams[(streams["rpc"] == "unary") & (streams["concurrency"] == 50)]["messages_per_s"]
+    assert (rate["A"], rate["B"], rate["A runs"], rate["B runs"]) == ("codec=proto", "none", 10, 10)
+    assert rate["A mean"] == pytest.approx(default.mean()) and rate["B mean"] == pytest.approx(plain.mean())
+    assert rate["verdict"] == "higher" and rate["lo"] > 0
+    said = message_load.same_load_lines(compared, "0 ms", "x", ladder)[0]
+    assert f"with codec=proto (the ladder, 10 runs) {default.mean():.0f} messages/s, without a server option" in said
+    # On the 25 ms link no group ran the ladder's load without the option: nothing to set beside it.
+    _, _, ladder_25, _ = tables["ladder"]
+    _, _, streams_25, _ = tables["streams"]
+    assert message_load.same_load_elsewhere(ladder_25, streams_25).empty
+    assert message_load.ladder_default_lines(streams, "0 ms") == []
 
 
 def test_where_the_cores_are_the_bottleneck_a_stream_carries_the_same_messages_faster(tables):
@@ -173,9 +199,8 @@ def test_where_the_cores_are_the_bottleneck_a_stream_carries_the_same_messages_f
     assert p50["A in flight"] == p50["B in flight"] == 500
     assert rate["verdict"] == "higher" and round(rate["B / A"], 1) == 3.7  # data/samples/README.md says 3.7×
     assert p50["verdict"] == "lower" and p50["B mean"] < 0.3 * p50["A mean"]
-    # The remark's other half: on the 25 ms link nothing is called at the same messages in flight.
-    assert "where the cost of a call, not the path, sets\n#   the pace" in (
-        Path(__file__).resolve().parent.parent / "notebooks" / "tuning.py").read_text()
+    line = message_load.stream_lines(table, "0 ms")[0]
+    assert "called lower, lower in 10 of 10 runs" in line and "called higher, higher in 10 of 10 runs" in line
 
 
 def test_the_load_summary_names_each_step_and_shows_each_messages_own_p50():

@@ -252,24 +252,49 @@ def test_knob_sentence_counts_the_verdicts():
     text = tuning_report.knob_sentence(diffs, "pool", "p50", beyond)
     # An unclear comparison says what it could have called; one that could not be tested is counted apart.
     assert text == ("p50 on − off from -1.0 to +2.0 ms (called higher in 1, lower in 1, neither in 1 (MDE 1.25 ms), "
-                    "not testable in 1 of 4, after Holm's correction)")
+                    "not testable in 1 of 4)")
     beyond = pd.DataFrame([{"knob": "pool", "metric": "rps", "beyond, higher": 1, "beyond, lower": 0}]).set_index(["knob", "metric"])
     text = tuning_report.knob_sentence(diffs, "pool", "rps", beyond)
-    assert text.endswith("req/s (called higher in 1, lower in 1, neither in 1 (MDE 1.25 req/s), not testable in 1 of 4, "
-                         "after Holm's correction); beyond the A/A differences: 1 higher, 0 lower")
+    assert text.endswith("req/s (called higher in 1, lower in 1, neither in 1 (MDE 1.25 req/s), not testable in 1 of 4); "
+                         "beyond the A/A differences: 1 higher, 0 lower")
 
 
-def test_claim_lines_one_per_knob_and_the_idle_size():
+def test_knob_findings_one_per_knob_with_the_family():
     diffs, beyond = _pool_diffs(), pd.DataFrame(columns=["knob", "metric"]).set_index(["knob", "metric"])
     knobs = {"pool": tuning.Knob("connections", 1, (4,), "4 connections vs 1")}
-    assert len(tuning_report.claim_lines(diffs, knobs, beyond, pd.DataFrame())) == 1
-    idle_diffs = pd.DataFrame([{"keepalive": "250ms", "payload_bytes": size, "n": "3/3", "statistic": "mean",
-                                "off_rtt": 2.0, "on_rtt": 2.1, "diff_ms": 5.0, "lo_ms": -1.0, "hi_ms": 9.0,
-                                "verdict": "unclear", "mde_ms": 12.34} for size in (14000, 16000)])
-    lines = tuning_report.claim_lines(diffs, knobs, beyond, idle_diffs)
-    assert lines[0].startswith("- **4 connections vs 1**: p50 on − off") and lines[0].count("; ") == 2
-    assert lines[1] == ("- **idle connection, keepalive 250ms vs none** at 16000 B (3/3 calls): mean 2.00 → 2.10 ping "
-                        "RTTs (+5.0 ms [-1.0, +9.0], unclear (MDE 12.3 ms) after Holm's correction over 2 sizes).")
+    lines = tuning_report.knob_findings(diffs, knobs, beyond)
+    assert len(lines) == 1 and lines[0].startswith("**4 connections vs 1**, this run's 4 pairs: p50 on − off from −1.0")
+    # The family is every pair and metric of the table: 4 × 3.
+    assert lines[0].endswith("; Holm's correction over the 12 comparisons of the table.")
+
+
+def test_idle_findings_are_said_where_their_predicates_hold():
+    """On idle-step-knobs: keepalive every 250 ms was called slower at 14000 B, and the sizes whose calls without it
+    took two round trips or more stayed so; a run made to disagree (keepalive faster at 16000 B) says that instead."""
+    from labkit.analysis import idle
+
+    run = Run.open(SAMPLES / "idle-step-knobs")
+    samples, _ = idle.label_conditions(run.samples())
+    calls = tuning_report.idle_keepalive_calls(samples, {"a-b": run.ping_baseline("a", "b")["rtt_avg_ms"]})
+    table, diffs = tuning.idle_keepalive(calls, n_resamples=200)
+    lines = tuning_report.idle_findings(table, diffs, "the run")
+    slower = diffs[diffs["verdict"] == "higher"]
+    assert list(slower["payload_bytes"]) == [14000] and len(lines) == 2
+    row = slower.iloc[0]
+    assert lines[0].startswith(f"**Keepalive every 250 ms made the idle connection slower** (the run), keepalive on − "
+                               f"off: 14000 B: {row['off_rtt']:.2f} → {row['on_rtt']:.2f} ping RTTs "
+                               f"(+{row['diff_ms']:.1f} ms")
+    assert lines[0].endswith("called higher (Welch's t) after Holm's correction over the 5 sizes and settings.")
+    stayed = diffs[diffs["off_rtt"] >= tuning_report.PENALTY_RTT]
+    assert list(stayed["payload_bytes"]) == [16000, 32000, 100000]
+    assert lines[1].startswith("**Keepalive every 250 ms did not remove the idle penalty**")
+    assert all(f"{size} B: " in lines[1] for size in stayed["payload_bytes"]) and "14000 B" not in lines[1]
+    cured = diffs.assign(verdict=np.where(diffs["payload_bytes"] == 16000, "lower", diffs["verdict"]))
+    lines = tuning_report.idle_findings(table, cured, "the run")
+    assert any(line.startswith("**Keepalive every 250 ms made the idle connection faster**") and "16000 B" in line
+               for line in lines)
+    assert "16000 B" not in next(line for line in lines if "did not remove" in line)
+    assert tuning_report.idle_findings(table, diffs.iloc[:0], "the run") == []
 
 
 def test_a_stream_call_keeps_its_own_latency_and_counts_as_its_messages_in_req_s():
@@ -451,8 +476,9 @@ def test_over_the_runs_unclear_is_not_no_effect(go_between_runs):
     largest = tuning_report.largest_unclear_over_runs(between, "p50").set_index("knob")
     assert largest.loc["pool", "where"].endswith("c=50 131072B")
     lines = tuning_report.unclear_over_runs_lines(between, "p50")
-    pool_line = next(line for line in lines if line.startswith("- **pool**"))
-    assert pool_line.endswith(f"MDE {largest.loc['pool', 'p50_mde']:.3g} ms.")
+    pool_line = next(line for line in lines if line.startswith("**pool, "))
+    assert pool_line.endswith(f"not called after Holm's correction, MDE {largest.loc['pool', 'p50_mde']:.3g} ms.")
+    assert all(not line.startswith("- ") and line for line in lines)  # sentences, as Notebook.say keeps them
     assert lines[0].startswith(f"Over the 3 runs, {(between['p50_verdict'] == 'unclear').sum()} of the 44 p50 "
                                "comparisons are unclear after Holm's correction over the table's 132 comparisons")
     table = tuning_report.runs_table(between, "p50")
@@ -496,3 +522,68 @@ def test_the_sample_readme_says_what_the_first_run_gives():
             f"{headline['pool.compared']} pairs)") in text
     called = diffs[(diffs["knob"] == "pool") & (diffs["p50_verdict"] == "lower")]
     assert called["where"].str.endswith("c=50 131072B").all()
+
+
+@pytest.fixture(scope="module")
+def fair_tables():
+    """The message-timed groups the notebook reads beside tuning-go: table -> (its comparisons over the runs, where
+    it was measured, its cells), as :func:`labkit.notebooks.tuning_fair_section` gives them."""
+    from labkit.analysis import message_load
+    from labkit.notebooks import FAIR_RUNS, replicate_samples
+
+    fair = {}
+    for name, (sample, kind, _) in FAIR_RUNS.items():
+        run = Run.open(SAMPLES / sample)
+        replicates, every = replicate_samples(run)
+        cells = message_load.message_cells(every)
+        fair[name] = (message_load.over_runs(cells, message_load.KINDS[kind][0](cells)),
+                      message_load.measured_on(run.manifest, len(replicates)), cells)
+    return fair
+
+
+def test_each_claim_is_said_from_the_runs_tables(go_per_run, go_between_runs, fair_tables):
+    """The article's claims against tuning-go's first run, its group and the message-timed groups: each sentence
+    where its predicate holds, with the tables' counts; runs made to disagree say otherwise."""
+    run = Run.open(SAMPLES / "tuning-go")
+    cells, _ = tuning.ghz_cells(run.samples())
+    diffs, between = go_per_run[0].copy(), go_between_runs
+    knobs = {k: v for k, v in tuning.knob_range(cells).items() if (diffs["knob"] == k).any()}
+    aa = tuning.aa_control(diffs, knobs, 4.0)
+    held = tuning_report.claims(diffs, between, None, fair_tables)
+    keepalive = pd.concat([diffs[diffs["knob"] == "keepalive"], between[between["knob"] == "keepalive"]])
+    expected = bool(keepalive[[f"{m}_verdict" for m in tuning.METRICS]].isin(["higher", "lower"]).to_numpy().any())
+    assert held["keepalive_called"] == expected and not expected  # the A/A control: nothing called
+    lines = tuning_report.findings(diffs, knobs, cells, run.manifest, aa=aa, between=between, idle_diffs=None,
+                                   fair=fair_tables)
+    said = {line.split("**")[1]: line for line in lines}
+    assert said["Keepalive, the article's first claim"].endswith(
+        "this run shows no effect of keepalive under continuous load.")
+    assert "Keepalive on an idle connection" not in said  # no idle-step run given
+    pool = diffs[diffs["knob"] == "pool"]
+    counts = pool["p50_verdict"].value_counts()
+    text = said["Connection pools of 2–4× cores"]
+    assert f"p50 called lower in {counts.get('lower', 0)}, higher in {counts.get('higher', 0)} of 12" in text
+    assert "the run's manifest records no core count, so the \"× cores\" rule is not tested" in text
+    assert text.endswith("a pool was called better than one connection.") == held["pool_better"]
+    assert "the threshold is not tested" in said["Messages under 100 KB"]
+    assert said["Streaming beats many unary calls"].startswith(
+        "**Streaming beats many unary calls**, every message timed at the same messages in flight: supported on 0 ms "
+        "one way, no rate limit, 10 runs; not shown on 25 ms one way, no rate limit, 3 runs")
+    article = [line for line in lines if line.startswith("**The article's ghz table")]
+    assert len(article) == 2 and all("the Go server with the option codec=proto" in line for line in article)
+    lan = next(line for line in article if "(0 ms one way" in line)
+    whole = fair_tables["ladder_lan"][0]
+    p50 = whole[(whole["comparison"] == "ladder: all steps vs default") & (whole["metric"] == "message_p50_ms")].iloc[0]
+    assert f"a message's p50 {p50['A mean']:.2f} → {p50['B mean']:.2f} ms (called higher" in lan
+    assert lan.count("against the article's") == 1
+    # Made to disagree: a keepalive pair called, a client of two cores.
+    called = diffs.copy()
+    called.loc[called.index[called["knob"] == "keepalive"][0], "p50_verdict"] = "higher"
+    manifest = {**run.manifest, "hosts": {"a": {"cpus_online": 2}}}
+    lines = tuning_report.findings(called, knobs, cells, manifest, aa=aa, between=None, idle_diffs=None, fair={})
+    said = {line.split("**")[1]: line for line in lines}
+    assert said["Keepalive, the article's first claim"].endswith(
+        "keepalive was called a difference, where nothing differed on the wire: cell-to-cell variation, not the knob.")
+    assert ("the client has 2 cores, so the article's pool is 4–8 connections; of this run's pools (2, 4, 8) 4, 8 are "
+            "in it") in said["Connection pools of 2–4× cores"]
+    assert not any(key.startswith(("Streaming beats", "The article's", "A pool in the ladder")) for key in said)

@@ -194,9 +194,15 @@ def measured_on(manifest: dict, runs: int) -> str:
     """What a table's sentences say it was measured on: the emulated link as the emulator described it, both
     directions when they differ ("the link" without the emulator's record), and the runs, its n
     ("25 ms one way, no rate limit, 3 runs")."""
+    return f"{link_of(manifest)}, {runs} run{'s' if runs != 1 else ''}"
+
+
+def link_of(manifest: dict) -> str:
+    """The emulated link as the emulator described it, both directions when they differ ("the link" without the
+    emulator's record)."""
     windows = (manifest.get("emulator") or {}).get("windows") or [{}]
     described = list(dict.fromkeys((windows[0].get("links") or {}).values()))
-    return f"{' / '.join(described) if described else 'the link'}, {runs} run{'s' if runs != 1 else ''}"
+    return " / ".join(described) if described else "the link"
 
 
 def _verdicts(rows: pd.DataFrame) -> str:
@@ -204,6 +210,31 @@ def _verdicts(rows: pd.DataFrame) -> str:
     counts = rows["verdict"].value_counts()
     order = [("higher", "called higher"), ("lower", "called lower"), ("unclear", "unclear"), ("not testable", "not testable")]
     return ", ".join(f"{text} in {counts[v]}" for v, text in order if counts.get(v)) + f" of {len(rows)}"
+
+
+def _in_runs(row: pd.Series) -> str:
+    """In how many of a row's runs B − A had the sign of their mean (``higher in 3 of 3 runs``)."""
+    values = np.array([row[c] for c in row.index if str(c).startswith("run ")], dtype=float)
+    values = values[np.isfinite(values)]
+    if not values.size or not np.isfinite(row["difference"]) or row["difference"] == 0:
+        return f"no change in {int((values == 0).sum())} of {values.size} runs"
+    sign = np.sign(row["difference"])
+    return f"{'higher' if sign > 0 else 'lower'} in {int((np.sign(values) == sign).sum())} of {values.size} runs"
+
+
+def verdict_words(row: pd.Series) -> str:
+    """A row's verdict as a sentence says it: called (after the table's Holm correction), not called with its MDE,
+    or not testable."""
+    if row["verdict"] in ("higher", "lower"):
+        return f"called {row['verdict']}"
+    if row["verdict"] == "unclear":
+        return f"not called, MDE {_number(row['mde'])} {row['unit']}" if np.isfinite(row["mde"]) else "not called"
+    return "not testable"
+
+
+def _number(value: float) -> str:
+    """Three significant digits, a large number whole (``1.69``, ``285``, ``2690``)."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 def _called(rows: pd.DataFrame) -> int:
@@ -224,30 +255,39 @@ def _sizes(rows: pd.DataFrame) -> str:
 
 
 def stream_lines(table: pd.DataFrame, link: str) -> list[str]:
-    """What a streams table says on ``link``, in words computed from it: at equal messages in flight, and at equal
-    calls."""
+    """What a streams table says on ``link`` (:func:`measured_on`: the link and the runs), in words computed from it:
+    at equal messages in flight, and at equal calls."""
     lines = []
     same = table[table["comparison"] == "stream vs unary, same messages in flight"]
-    if len(same):
-        p50, rate = same[same["metric"] == "message_p50_ms"], same[same["metric"] == "messages_per_s"]
-        in_flight = " and ".join(str(n) for n in dict.fromkeys(p50["B in flight"]))
+    for _, p50 in same[same["metric"] == "message_p50_ms"].iterrows():
+        rate = same[(same["metric"] == "messages_per_s") & (same["where"] == p50["where"])].iloc[0]
         lines.append(
-            f"- **Streams vs unary at the same messages in flight**, {link} ({in_flight} messages in flight; "
-            f"{_sizes(p50)}): p50 of a message B − A {_span(p50['difference'])} ms ({_verdicts(p50)}), and the "
-            f"stream carried {_span(rate['B / A'], 3, signed=False)}× the unary calls' messages per second "
-            f"({_verdicts(rate)}), after Holm's correction over the {len(table)} rows of the table.")
+            f"**Streams against unary calls at the same messages in flight**, {link}, {p50['where'].split(', ')[0]} "
+            f"({p50['B']} against {p50['A']}, {p50['B in flight']} messages in flight each): p50 of a message "
+            f"{p50['A mean']:.2f} → {p50['B mean']:.2f} ms ({_signed(p50['difference'])} ms, 95 % t interval over "
+            f"the runs {_interval(p50)}; {verdict_words(p50)}, {_in_runs(p50)}), messages/s ×{rate['B / A']:.2f} "
+            f"({rate['A mean']:.0f} → {rate['B mean']:.0f}; {verdict_words(rate)}, {_in_runs(rate)}); Holm's correction "
+            f"over the {len(table)} rows of the table.")
     calls = table[table["comparison"] == "stream vs unary, same calls in flight"]
     if len(calls):
         rate, p50 = calls[calls["metric"] == "messages_per_s"], calls[calls["metric"] == "message_p50_ms"]
         ratio = _span(rate["B in flight"] / rate["A in flight"], 0, signed=False)
-        text = (f"- **At the same calls in flight**, {link} ({_sizes(rate)}), the stream carried "
-                f"{_span(rate['B / A'], 1, signed=False)}× the messages per second, with {ratio}× the messages in "
-                "flight")
-        text += "".join(f"; at {row['where']} ({row['B in flight']} messages in flight), a message waited "
-                        f"{row['B mean']:.0f} ms at the median against {row['A mean']:.0f} ms for a unary call (called "
-                        "higher)" for _, row in p50[p50["verdict"] == "higher"].iterrows())
-        lines.append(text + ".")
+        text = (f"**At the same calls in flight**, {link} ({_sizes(rate)}), the streams carried "
+                f"{_span(rate['B / A'], 1, signed=False)}× the unary calls' messages per second with {ratio}× their "
+                f"messages in flight ({_verdicts(rate)} after Holm's correction over the {len(table)} rows)")
+        text += "".join(f"; at {row['where']} ({row['B in flight']} messages in flight) a message waited "
+                        f"{row['B mean']:.2f} ms at the median against {row['A mean']:.2f} ms in a unary call "
+                        f"(called higher, {_in_runs(row)})" for _, row in p50[p50["verdict"] == "higher"].iterrows())
+        lines.append(text + ": another load, not the same one carried another way.")
     return lines
+
+
+def _signed(value: float, digits: int = 2) -> str:
+    return f"{value:+.{digits}f}".replace("-", "−") if np.isfinite(value) else "—"
+
+
+def _interval(row: pd.Series, digits: int = 2) -> str:
+    return f"[{_signed(row['lo'], digits)}, {_signed(row['hi'], digits)}]" if np.isfinite(row["lo"]) else "(none)"
 
 
 def compression_lines(table: pd.DataFrame, link: str) -> list[str]:
@@ -256,9 +296,10 @@ def compression_lines(table: pd.DataFrame, link: str) -> list[str]:
     for kind in dict.fromkeys(w.split(" ")[0] for w in table["where"]):
         rows = table[table["where"].str.startswith(f"{kind} ") & (table["metric"] == "message_p50_ms")]
         parts = [f"{row['where'].split(', ')[0].removeprefix(kind + ' ')}: {row['A mean']:.1f} → {row['B mean']:.1f} ms "
-                 f"({row['verdict']})" for _, row in rows.iterrows()]
-        lines.append(f"- **gzip on {kind} payloads, {link}**: p50 of a message {'; '.join(parts)} "
-                     f"(Holm over the {len(table)} rows of the table).")
+                 f"({_signed(row['difference'])} ms, 95 % t interval over the runs {_interval(row)}; {verdict_words(row)}, "
+                 f"{_in_runs(row)})" for _, row in rows.iterrows()]
+        lines.append(f"**gzip against none on {kind} payloads**, {link}: p50 of a message {'; '.join(parts)}; Holm's "
+                     f"correction over the {len(table)} rows of the table.")
     return lines
 
 
@@ -273,21 +314,114 @@ def ladder_lines(table: pd.DataFrame, link: str) -> list[str]:
         for step in dict.fromkeys(here["comparison"]):
             p50 = here[(here["comparison"] == step) & (here["metric"] == "message_p50_ms")].iloc[0]
             rate = here[(here["comparison"] == step) & (here["metric"] == "messages_per_s")].iloc[0]
-            parts.append(f"{step.removeprefix('ladder ')}: p50 {p50['difference']:+.2f} ms ({p50['verdict']}), "
-                         f"messages/s ×{rate['B / A']:.2f} ({rate['verdict']})")
-        lines.append(f"- **The ladder, {link}, {where}**, each step against the one before: " + "; ".join(parts) + ".")
+            parts.append(f"{step.removeprefix('ladder ')} (p50 {_signed(p50['difference'])} ms, {verdict_words(p50)}; "
+                         f"messages/s ×{rate['B / A']:.2f}, {verdict_words(rate)})")
+        lines.append(f"**The ladder, each step against the one before**, {link}, {where}: " + "; ".join(parts)
+                     + f"; Holm's correction over the {len(table)} rows of the table.")
         total = table[(table["comparison"] == "ladder: all steps vs default") & (table["where"] == where)]
         if len(total):
             p50, p99, rate = (total[total["metric"] == m].iloc[0] for m in METRICS)
             article = ARTICLE_LADDER
             lines.append(
-                f"- **Everything against the default**, {link}, {where}: p50 {p50['A mean']:.1f} → {p50['B mean']:.1f} ms "
-                f"({p50['verdict']}), p99 {p99['A mean']:.1f} → {p99['B mean']:.1f} ms ({p99['verdict']}), messages/s "
-                f"{rate['A mean']:.0f} → {rate['B mean']:.0f} (×{rate['B / A']:.1f}, {rate['verdict']}); the article's "
-                f"table: {article['p50_ms'][0]:.0f} → {article['p50_ms'][1]:.0f} ms, {article['p99_ms'][0]:.0f} → "
-                f"{article['p99_ms'][1]:.0f} ms, {article['qps'][0]:,.0f} → {article['qps'][1]:,.0f} QPS "
+                f"**Every step against the default**, {link}, {where}: p50 of a message {p50['A mean']:.2f} → "
+                f"{p50['B mean']:.2f} ms ({verdict_words(p50)}, {_in_runs(p50)}), p99 {p99['A mean']:.1f} → "
+                f"{p99['B mean']:.1f} ms ({verdict_words(p99)}), messages/s {rate['A mean']:.0f} → {rate['B mean']:.0f} "
+                f"(×{rate['B / A']:.1f}, {verdict_words(rate)}, {_in_runs(rate)}); the article's ghz table: "
+                f"{article['p50_ms'][0]:.0f} → {article['p50_ms'][1]:.0f} ms p50, {article['p99_ms'][0]:.0f} → "
+                f"{article['p99_ms'][1]:.0f} ms p99, {article['qps'][0]:,.0f} → {article['qps'][1]:,.0f} QPS "
                 f"(×{article['qps'][1] / article['qps'][0]:.1f}).")
     return lines
+
+
+#: The settings a ladder's step is named by, as :func:`ladder_settings` says them.
+_STEP_SETTINGS = ("connections", "keepalive_ms", "grpc_options", "compression", "server_impl", "rpc")
+
+
+def ladder_settings(cells: pd.DataFrame, step: str = "default") -> str:
+    """What a ladder step ran with, from its cells (``1 connection, no keepalive, unary calls, server option
+    codec=proto, ...``): a step is the first value of every knob the run lists, so its "default" carries whatever
+    those first values were, a server option among them."""
+    row = cells[cells["ladder_step"] == step].iloc[0]
+    keepalive = row["keepalive_ms"]
+    options = row.get("grpc_options")
+    parts = [f"{int(row['connections'])} connection{'s' if row['connections'] != 1 else ''}",
+             "no keepalive" if pd.isna(keepalive) else f"keepalive every {int(keepalive)} ms",
+             f"{row['rpc']} calls" + (f" of {int(row['messages_per_call'])} messages" if row["rpc"] == "stream" else ""),
+             f"compression {row.get('compression') or 'none'}",
+             f"the {(row.get('server_impl') or 'python').capitalize()} server "
+             + (f"with the option {options}" if isinstance(options, str) and options else "without options"),
+             f"{_size(int(row['payload_bytes']))} {row.get('payload_kind') or 'random'} requests at c={int(row['concurrency'])}"]
+    return ", ".join(parts)
+
+
+def ladder_default_lines(cells: pd.DataFrame, link: str) -> list[str]:
+    """The sentence that says what a ladder's "default" was, where the run has a ladder."""
+    if cells.empty or "ladder_step" not in cells or cells["ladder_step"].isna().all():
+        return []
+    steps = ladder_steps(cells)
+    return [f"**The ladder's \"{steps[0]}\" step**, {link}, is the first value of every knob the run lists: "
+            f"{ladder_settings(cells, steps[0])}; each later step adds one knob's second value "
+            f"({', '.join(steps[1:])})."]
+
+
+def same_load_elsewhere(ladder: pd.DataFrame, other: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The ladder's default step against the cells of another group (``other``, labkit-go's load too) that ran the
+    same load (payload, kind, concurrency, connections, keepalive, compression, RPC) with other server options: per
+    metric, each group's mean over its runs and mean(other) − mean(default) with Welch's t over the runs (two
+    groups, run at different times), Holm's correction over the metrics. Empty without such cells."""
+    from labkit.analysis.inference import Difference
+
+    if ladder.empty or other.empty or "ladder_step" not in ladder:
+        return pd.DataFrame()
+    default = ladder[ladder["ladder_step"] == ladder_steps(ladder)[0]]
+    first = default.iloc[0]
+    keys = ["payload_bytes", "payload_kind", "concurrency", "connections", "compression", "rpc"]
+    same = np.logical_and.reduce([(other[k] == first[k]).to_numpy() for k in keys])
+    same &= other["keepalive_ms"].isna().to_numpy() == bool(pd.isna(first["keepalive_ms"]))
+    same &= (other["grpc_options"].fillna("none") != _options(first)).to_numpy()
+    match = other[same]
+    if match.empty:
+        return pd.DataFrame()
+    from labkit.analysis.inference import welch_t
+
+    rows, results = [], []
+    for metric, (_, unit) in METRICS.items():
+        a, b = (frame[metric].dropna().to_numpy(float) for frame in (default, match))
+        if min(a.size, b.size) >= 2:
+            difference, low, high, pvalue, se, df = (float(x) for x in welch_t(a, b, confidence))
+        else:
+            difference, low, high, pvalue, se, df = float(b.mean() - a.mean()) if a.size and b.size else np.nan, \
+                np.nan, np.nan, np.nan, np.nan, np.nan
+        results.append(Difference(difference, low, high, pvalue, int(a.size), int(b.size), "Welch t", "mean", se, df))
+        rows.append({"metric": metric, "unit": unit, "A": _options(first),
+                     "B": match["grpc_options"].fillna("none").iloc[0], "A mean": float(a.mean()),
+                     "B mean": float(b.mean()), "B / A": float(b.mean() / a.mean()), "difference": difference,
+                     "lo": low, "hi": high, "p": pvalue, "A runs": int(a.size), "B runs": int(b.size)})
+    return call_table(pd.DataFrame(rows), results, method="holm")
+
+
+def _options(row: pd.Series) -> str:
+    options = row.get("grpc_options")
+    return options if isinstance(options, str) and options else "none"
+
+
+def same_load_lines(compared: pd.DataFrame, link: str, other_run: str, cells: pd.DataFrame) -> list[str]:
+    """What :func:`same_load_elsewhere` says: the ladder's default step beside the same load, on the same ``link``, in
+    ``other_run``'s group."""
+    if compared.empty:
+        return []
+    p50, rate = (compared[compared["metric"] == m].iloc[0] for m in ("message_p50_ms", "messages_per_s"))
+    row = cells[cells["ladder_step"] == ladder_steps(cells)[0]].iloc[0]
+    load = (f"{row['rpc']} calls of {_size(int(row['payload_bytes']))} at c={int(row['concurrency'])} on "
+            f"{int(row['connections'])} connection{'s' if row['connections'] != 1 else ''}, {link}")
+    other = "without a server option" if p50["B"] == "none" else f"with {p50['B']}"
+    return [f"**The ladder's default step against the same load without its server option**: {load}; with "
+            f"{p50['A']} (the ladder, {rate['A runs']} runs) {rate['A mean']:.0f} messages/s, {other} "
+            f"(`{other_run}`'s group, {rate['B runs']} runs) {rate['B mean']:.0f} ({_signed(rate['difference'], 0)}, "
+            f"95 % Welch interval over the runs {_interval(rate, 0)}; {verdict_words(rate)}); p50 of a message "
+            f"{p50['A mean']:.2f} → {p50['B mean']:.2f} ms ({_signed(p50['difference'])} ms, {_interval(p50)}; "
+            f"{verdict_words(p50)}); Holm's correction over the {len(compared)} metrics. The two groups ran at different "
+            "times: a difference is the option and whatever else changed between them."]
 
 
 #: Each kind of table: what it pairs, and how its sentences read them (each ``(table, where it was measured)``).
