@@ -762,14 +762,21 @@ def test_tuning_notebook_applies_to_load_runs():
 
 def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch, labkit_kernel):
     """run_dir and idle_run_dir empty: the shipped tuning-go run (grpc-go server, ghz, 25 ms one way, one knob at a
-    time) and idle-step-knobs."""
+    time) and, beside it, idle-step-knobs and the message-timed groups, with the parameters of its reproduction page;
+    what it says is what docs/reproductions/tuning.md says."""
+    from conftest import assert_says_what_the_document_says
+
     from labkit.report import execute_notebook
+    from labkit.reproductions import SAMPLES
 
     monkeypatch.setenv("MPLBACKEND", "agg")
+    sample, parameters = SAMPLES["tuning"]
+    assert REPO / "data" / "samples" / sample == TUNING_GO
     result = execute_notebook("tuning", TUNING_GO, tmp_path, ["png"],
-                              parameters={"run_dir": "", "idle_run_dir": "", "n_resamples": 300}, kernel_name=labkit_kernel)
+                              parameters={"run_dir": "", "idle_run_dir": "", **parameters}, kernel_name=labkit_kernel)
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
+    assert_says_what_the_document_says("tuning", data)
     headline = data["headline"]
     assert data["run_path"] == str(TUNING_GO) and data["idle_run_path"] == str(IDLE_KNOBS)
     # 2 concurrencies × 2 payloads × (a baseline, streams, gzip, keepalive, pools of 2, 4 and 8, 32 MiB static
@@ -811,13 +818,38 @@ def test_tuning_notebook_on_the_shipped_go_sample(tmp_path, monkeypatch, labkit_
     assert headline[same.format("streams", "64_B_stream_c=10")] != "higher"
     assert headline[same.format("streams_lan", "1_KiB_stream_c=50")] == "higher"
     assert headline["fair.ladder_lan.ladder_all_steps_vs_default.1_KiB_c=50.message_p50_ms.verdict"] == "higher"
+    # The idle penalty (idle-step-knobs): keepalive pings every 250 ms did not help (16000 B take two RTT either way)
+    # and made 14000 B slower (one RTT without, two with).
+    assert headline["idle.ka=none.rtt_multiple.16000"] >= 1.6 and headline["idle.ka=250ms.rtt_multiple.16000"] >= 1.6
+    assert headline["idle.ka=250ms.diff_verdict.16000"] == "unclear"
+    assert headline["idle.ka=none.rtt_multiple.14000"] <= 1.1 <= 1.6 <= headline["idle.ka=250ms.rtt_multiple.14000"]
+    assert headline["idle.ka=250ms.diff_verdict.14000"] == "higher"
+    # What it says is computed from these tables: the order its cells ran in (the same in its three runs, not
+    # shuffled), what the ladder's default step ran with, and each claim.
+    said = {entry["section"]: [] for entry in data["sentences"]}
+    for entry in data["sentences"]:
+        said[entry["section"]].append(entry["text"])
+    assert list(said) == ["order", "knobs", "runs", "fair", "idle", "claims"]
+    assert said["order"] == ["The 32 cells of this run ran one after another in the order `labkit load` plans them (its "
+                             "manifest records no shuffled order); the 3 runs of its group ran them in the same order, "
+                             "by the cells' start times, so whatever drifts during a run falls on the same cells in "
+                             "every run."]
+    assert sum('step**' in text and "the option codec=proto" in text for text in said["fair"]) == 2
+    assert "shuffled order" not in " ".join(said["fair"]).replace("records no shuffled order", "")
+    aa = [text for text in said["knobs"] if text.startswith("**With no change on the wire**")][0]
+    assert f"{headline['aa_keepalive.p50.max_abs_diff']:.1f} ms in p50" in aa
+    assert [text.split("**")[1] for text in said["claims"]][:3] == [
+        "Keepalive, the article's first claim", "Keepalive on an idle connection", "Connection pools of 2–4× cores"]
     assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive", "ladder")]
     assert not (TUNING_GO / "figures").exists()
 
 
 def test_tuning_notebook_on_the_python_sample(tmp_path, monkeypatch):
-    """The shipped tuning-load run (the Python server under ghz, 25 ms one way, every combination) and idle-step-knobs."""
+    """The shipped tuning-load run (the Python server under ghz, 25 ms one way, every combination): a run that is not
+    the notebook's sample, so it reads no other shipped run unasked, and says only what this run shows."""
     import math
+
+    from conftest import assert_speaks_of_its_own_run
 
     from labkit.report import execute_notebook
 
@@ -827,7 +859,9 @@ def test_tuning_notebook_on_the_python_sample(tmp_path, monkeypatch):
     data = json.loads(result.headline_path.read_text())
     assert_figures_ready(data)
     headline = data["headline"]
-    assert data["run_path"] == str(TUNING) and data["idle_run_path"] == str(IDLE_KNOBS)
+    assert data["run_path"] == str(TUNING) and data["idle_run_path"] is None
+    said = assert_speaks_of_its_own_run("tuning", data, tmp_path / "tuning.ipynb")
+    assert {entry["section"] for entry in data["sentences"]} == {"order", "knobs", "claims"}
     # 2 transports (1 and 4 connections) × 2 concurrencies × 2 payloads × 2 keepalives; every call of the windows
     # was read from ghz's raw output (the notebook refuses a cell whose calls do not add up to its row).
     assert headline["cells"] == 16 and headline["calls"] > 10000 and headline["failed_calls"] == 0
@@ -864,14 +898,22 @@ def test_tuning_notebook_on_the_python_sample(tmp_path, monkeypatch):
     # (beyond the A/A differences there in all four).
     assert headline["payload.p50.diff_min"] > 0 and headline["payload.rps.diff_max"] < 0
     assert headline["payload.rps.beyond_aa_lower"] == 4
-    # The idle penalty: keepalive pings every 250 ms did not help (16000 B take two RTT either way) and made
-    # 14000 B slower (one RTT without, two with).
-    assert headline["idle.ka=none.rtt_multiple.16000"] >= 1.6 and headline["idle.ka=250ms.rtt_multiple.16000"] >= 1.6
-    assert headline["idle.ka=250ms.diff_verdict.16000"] == "unclear"
-    assert headline["idle.ka=none.rtt_multiple.14000"] <= 1.1 <= 1.6 <= headline["idle.ka=250ms.rtt_multiple.14000"]
-    assert headline["idle.ka=250ms.diff_verdict.14000"] == "higher"
+    # What it says is this run's: each knob's range of on − off from its own comparisons, one run (no group), the
+    # A/A control's largest differences from its own keepalive pairs.
+    for knob in ("keepalive", "pool", "payload"):
+        of_knob = [c["p50_diff"] for c in comparisons if c["knob"] == knob]
+        meaning = ", ".join(dict.fromkeys(c["meaning"] for c in comparisons if c["knob"] == knob))  # its levels
+        sentence = next(text for text in said if text.startswith(f"**{meaning}**"))
+        assert f"p50 on − off from {min(of_knob):+.1f} to {max(of_knob):+.1f} ms".replace("-", "−") in sentence
+        assert f"this run's {len(of_knob)} pairs" in sentence
+    aa = next(text for text in said if text.startswith("**With no change on the wire**"))
+    assert f"{headline['aa_keepalive.p50.max_abs_diff']:.1f} ms in p50" in aa
+    assert said[0] == "The 16 cells of this run ran one after another in the order `labkit load` plans them (its manifest " \
+                      "records no shuffled order)."
+    assert not any("runs of the group" in text or "idle" in text.lower() for text in said)
+    assert not any(key.startswith("idle.") for key in headline)
     assert "rpc (not varied)" in headline["not_tested"] and "compression (not varied)" in headline["not_tested"]
-    assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf", "idle_keepalive", "ladder")]
+    assert sorted(data["figures"]) == [f"tuning_{s}.png" for s in ("differences", "ecdf")]
     for name in data["figures"]:
         assert (tmp_path / "figures" / name).read_bytes().startswith(MAGIC["png"])
     assert not (TUNING / "figures").exists() and not (IDLE_KNOBS / "figures").exists()
@@ -892,6 +934,12 @@ def test_tuning_notebook_on_a_load_run_with_fewer_knobs(tmp_path, monkeypatch):
     assert headline["keepalive.compared"] == 0 == headline["payload.compared"]
     assert not any(key.startswith(("aa_keepalive.", "keepalive.p", "payload.p")) for key in headline)
     assert "keepalive (not varied)" in headline["not_tested"] and "payload (not varied)" in headline["not_tested"]
+    # Not the notebook's sample: no shipped idle-step or message-timed run is read or spoken of.
+    claims = [entry["text"] for entry in data["sentences"] if entry["section"] == "claims"]
+    assert claims[0] == ("**Keepalive, the article's first claim**: this run does not vary keepalive, so it does not "
+                         "test it under load.")
+    assert [text.split("**")[1] for text in claims] == ["Keepalive, the article's first claim",
+                                                        "Connection pools of 2–4× cores"]
 
 
 # --- latency under load (issue 25) -------------------------------------------------------------------------------
