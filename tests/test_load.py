@@ -596,9 +596,23 @@ def test_the_go_server_under_the_same_load_as_the_python_one(lab, inventory, tmp
     # Both notebooks read a run of two stacks: load names each server's series, tuning compares the servers.
     report = run_labkit("report", str(run.path), "--formats", "png", timeout=300)
     assert report.returncode == 0, report.stderr
-    load_headline = json.loads((run.path / "report" / "load.json").read_text())["headline"]
+    load_json = json.loads((run.path / "report" / "load.json").read_text())
+    load_headline = load_json["headline"]
     assert {"rps.grpc n=1 go.c=4", "rps.grpc n=1 python.c=4"} <= set(load_headline)
     tuning = json.loads((run.path / "report" / "tuning.json").read_text())
     assert tuning["headline"]["server.compared"] == 1
     assert sum(tuning["headline"][f"server.p50.ci_{v}"] for v in ("higher", "lower", "unclear")) == 1
     assert tuning["comparisons"][0]["meaning"] == "go server vs python"
+    # A fresh run, not a shipped sample: each notebook says what this run shows, with its numbers, and nothing it
+    # says of its sample (docs/reproductions/); tuning reads no shipped run beside it.
+    from conftest import assert_speaks_of_its_own_run
+
+    said = " ".join(assert_speaks_of_its_own_run("load", load_json, run.path / "report" / "load.ipynb"))
+    for stack in ("go", "python"):
+        key = f"p50_diff_ms.HTTP_2_vs_gRPC.http2 n=1 {stack}.c=4"
+        assert f"http2 n=1 {stack} − grpc n=1 {stack} at c=4: {load_headline[key]:+.2f} ms".replace("-", "−") in said
+    said = assert_speaks_of_its_own_run("tuning", tuning, run.path / "report" / "tuning.ipynb")
+    server = next(text for text in said if text.startswith("**go server vs python**"))
+    diff = tuning["comparisons"][0]["p50_diff"]
+    assert f"p50 on − off from {diff:+.1f} to {diff:+.1f} ms".replace("-", "−") in server
+    assert tuning["idle_run_path"] is None and not any(text.startswith("`") for text in said)
