@@ -291,8 +291,8 @@ export(fig, "ecdf")
 # %% [markdown]
 # ## Every message timed: streams, compression and the ladder, compared fairly
 #
-# ghz times a call, so the sections above compare a stream of ten requests with
-# a unary call at the same concurrency: ten times the messages in flight on one
+# ghz times a call, so the sections above compare a stream of N requests with
+# a unary call at the same concurrency: N times the messages in flight on one
 # side, and no message inside the stream timed. These tables come from runs
 # made with labkit-go's own load (`labkit load --grpc-tool labkit-go`), which
 # times every request from its own send to its own answer, inside a stream too:
@@ -301,14 +301,14 @@ export(fig, "ecdf")
 #   flight, and at the same *messages* in flight (unary at the stream's
 #   concurrency × its messages per call);
 # - **compression**: gzip against none on random bytes, which no compressor
-#   shrinks, and on text (JSON-like records), which gzip shrinks several times
-#   over; on a link without a rate limit and on one of 100 Mbit/s;
+#   shrinks, and on text (JSON-like records), which gzip can shrink; on a
+#   link without a rate limit and on one with a rate limit;
 # - **the ladder**: the article's headline is a cumulative ladder, not one knob
 #   at a time: default, + keepalive, + a pool of 4 connections, + vtprotobuf
 #   (`codec=vtproto` at both ends), + streaming, each step against the one
-#   before and everything against the default; on the 25 ms link, where a call
-#   waits on the round trip, and on a 0 ms one, where the two cores are the
-#   bottleneck (the article measured thousands of calls a second on 4 cores).
+#   before and everything against the default; on a link with added delay,
+#   where every call waits at least the round trip, and on one without, where
+#   what each call costs the two ends can set the rate instead.
 #
 # Each table's units are the runs of its group: each run gives one B − A per
 # comparison and metric (a message's p50 and p99, messages answered per
@@ -332,10 +332,10 @@ if fair:
 # %% [markdown]
 # ## Keepalive and the idle penalty
 #
-# Under continuous load a 10 s keepalive has nothing to do: the measured
-# window is shorter than the interval, and gRPC sends keepalive pings only on
-# a connection without activity, so the load cells can only show that it costs
-# nothing (or how much two runs of the same cell differ). The case where a
+# Under continuous load a keepalive interval longer than a cell has nothing
+# to do: gRPC sends keepalive pings only on a connection without activity, so
+# such load cells can only show that it costs nothing (or how much two runs
+# of the same cell differ). The case where a
 # keepalive might matter is the idle connection: after more than one RTO
 # without sending, Linux restarts the congestion window
 # (`tcp_slow_start_after_idle=1`), and a request larger than the initial
@@ -422,8 +422,8 @@ nb.say(tuning_report.findings(diffs, knobs, cells, run.manifest, aa=aa, between=
 # Per cell: the successful calls of its window, the half-width of their
 # median's interval now (in blocks, in the order the calls started), the
 # calls that would put the median within half a millisecond, and whether
-# there are the 299 a p99 needs. These are calls within one cell; how far a second run of
-# the same cell lands is what `--runs` measures.
+# there are the 299 a p99 needs. These are calls within one cell; how far a
+# second run of the same cell lands is what `--runs` measures.
 
 # %%
 from labkit.analysis import data_needs
