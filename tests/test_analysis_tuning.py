@@ -587,3 +587,33 @@ def test_each_claim_is_said_from_the_runs_tables(go_per_run, go_between_runs, fa
     assert ("the client has 2 cores, so the article's pool is 4–8 connections; of this run's pools (2, 4, 8) 4, 8 are "
             "in it") in said["Connection pools of 2–4× cores"]
     assert not any(key.startswith(("Streaming beats", "The article's", "A pool in the ladder")) for key in said)
+
+
+def test_the_aa_control_and_the_runs_are_said_with_their_counts(go_per_run, go_between_runs):
+    run = Run.open(SAMPLES / "tuning-go")
+    cells, _ = tuning.ghz_cells(run.samples())
+    diffs = go_per_run[0].copy()
+    knobs = {k: v for k, v in tuning.knob_range(cells).items() if (diffs["knob"] == k).any()}
+    aa = tuning.aa_control(diffs, knobs, 4.0)
+    keepalive = diffs[diffs["knob"] == "keepalive"]
+    line = tuning_report.aa_findings(aa, knobs, 4.0, diffs)[0]
+    assert line.startswith("**With no change on the wire** (keepalive 10000 ms vs none, cells of 4 s: no ping due), "
+                           f"the largest differences between two cells of this run were "
+                           f"{keepalive['p50_diff'].abs().max():.1f} ms in p50")
+    called = sum(aa["excluding"].values())
+    assert f"{called} of these 12 A/A comparisons" in line and "132 comparisons of the table" in line
+    assert line.endswith(": none, as it should be.") == (called == 0)
+    one = {**aa, "excluding": {"p50": 1, "p99": 0, "rps": 0}}
+    assert tuning_report.aa_findings(one, knobs, 4.0, diffs)[0].endswith(
+        "1 of these 12 A/A comparisons was called a difference after Holm's correction over the 132 comparisons of the "
+        "table: each one called is cell-to-cell variation the within-cell intervals miss.")
+    assert tuning_report.aa_findings(None, knobs, 4.0, diffs) == []
+    ids = [r.run_id for r in run.replicates()]
+    lines = tuning_report.runs_findings(go_between_runs, ids)
+    h = tuning.runs_verdict_headline(go_between_runs)
+    assert lines[0].startswith(f"**Over the 3 runs of this group** (`{ids[0]}`, `{ids[1]}`, `{ids[2]}`)")
+    assert (f"of its 44 pairs, {h['runs.called.p50']} called in p50, {h['runs.called.p99']} in p99 and "
+            f"{h['runs.called.rps']} in req/s") in lines[0]
+    # Then each knob's largest unclear difference, its negative numbers with a minus sign as the others print them.
+    unclear = tuning_report.unclear_over_runs_lines(go_between_runs, "p50")
+    assert [line.replace("−", "-") for line in lines[1:]] == unclear and not any("-4" in line for line in lines[1:])
