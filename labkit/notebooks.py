@@ -382,14 +382,15 @@ def tuning_runs_section(run, diffs, knobs: dict, *, n_bins: int, bin_s: float, n
 
 
 #: The tuning notebook's message-timed runs (``labkit load --grpc-tool labkit-go``): table -> (shipped sample, its
-#: kind in :data:`labkit.analysis.message_load.KINDS`, what the table compares).
+#: kind in :data:`labkit.analysis.message_load.KINDS`, what the table compares). The second table of a kind is for
+#: another link; which link each run was on is read from its manifest, never from here.
 FAIR_RUNS = {
     "streams": ("tuning-messages", "streams", "streams and unary calls, at the same messages and calls in flight"),
-    "streams_lan": ("tuning-messages-lan", "streams", "streams and unary calls on a link without added delay"),
+    "streams_lan": ("tuning-messages-lan", "streams", "streams and unary calls, on a second link"),
     "compression": ("tuning-compression", "compression", "gzip and none, on random and on text payloads"),
-    "compression_100m": ("tuning-compression-100m", "compression", "gzip and none on a 100 Mbit/s link"),
+    "compression_100m": ("tuning-compression-100m", "compression", "gzip and none, on a second link"),
     "ladder": ("tuning-ladder", "ladder", "the article's cumulative ladder"),
-    "ladder_lan": ("tuning-ladder-lan", "ladder", "the article's cumulative ladder on a link without added delay"),
+    "ladder_lan": ("tuning-ladder-lan", "ladder", "the article's cumulative ladder, on a second link"),
 }
 
 
