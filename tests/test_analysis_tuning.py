@@ -617,3 +617,23 @@ def test_the_aa_control_and_the_runs_are_said_with_their_counts(go_per_run, go_b
     # Then each knob's largest unclear difference, its negative numbers with a minus sign as the others print them.
     unclear = tuning_report.unclear_over_runs_lines(go_between_runs, "p50")
     assert [line.replace("−", "-") for line in lines[1:]] == unclear and not any("-4" in line for line in lines[1:])
+
+
+def test_the_100_kb_threshold_is_tested_only_with_sizes_on_both_sides(go_per_run):
+    run = Run.open(SAMPLES / "tuning-go")
+    cells, _ = tuning.ghz_cells(run.samples())
+    diffs = go_per_run[0].copy()
+    knobs = {k: v for k, v in tuning.knob_range(cells).items() if (diffs["knob"] == k).any()}
+
+    def said(diffs, cells):
+        lines = tuning_report.findings(diffs, knobs, cells, run.manifest, aa=None, between=None, idle_diffs=None, fair={})
+        return next(line for line in lines if line.startswith("**Messages under 100 KB**"))
+
+    assert said(diffs, cells).endswith("the run's are 64 B, 131072 B: the threshold is not tested.")
+    # A run made to have a size below 100 KB beside the smallest: each size's pairs are counted apart.
+    payload = diffs.index[diffs["knob"] == "payload"]
+    diffs.loc[payload[:8], "meaning"] = "65536 B vs 64 B"
+    cells = cells.assign(payload_bytes=cells["payload_bytes"].where(cells.index > 1, 65536))
+    higher = (diffs.loc[payload[:8], "p50_verdict"] == "higher").sum()
+    assert f"each compared with it (65536 B vs 64 B: p50 called higher in {higher} of 8; 131072 B vs 64 B:" in said(
+        diffs, cells)

@@ -414,7 +414,7 @@ def findings(diffs: pd.DataFrame, knobs: dict, cells: pd.DataFrame, manifest: di
     if "keepalive" in knobs:
         frame = diffs[diffs["knob"] == "keepalive"]
         what = ("an interval longer than a cell, so no ping was due: an A/A control" if aa else
-                "an interval a cell outlasts, so pings were sent")
+                "not an A/A control: an interval a cell can outlast, or no setting without keepalive")
         text = (f"**Keepalive, the article's first claim** ({knobs['keepalive'].meaning}, {what}): in this run's "
                 f"{len(frame)} pairs, {_tallies(frame)} (Holm over {total}){_over_runs(between, 'keepalive')}")
         text += (": this run shows no effect of keepalive under continuous load." if not held["keepalive_called"] else
@@ -475,8 +475,10 @@ def findings(diffs: pd.DataFrame, knobs: dict, cells: pd.DataFrame, manifest: di
                 f"{_tally(frame, 'rps')}; Holm over {total}{_over_runs(between, 'payload', ('p50',))})"
                 if held["payload_costs"] else
                 f"no larger request was called slower in p50 ({len(frame)} pairs, Holm over {total})")
-        threshold = ("the run has sizes on both sides of 100 KB beyond the smallest, so each is compared with the "
-                     "smallest" if len(below) >= 2 and above else
+        by_size = "; ".join(f"{meaning}: p50 called higher in {int((rows['p50_verdict'] == 'higher').sum())} of "
+                            f"{len(rows)}" for meaning, rows in frame.groupby("meaning", sort=False))
+        threshold = (f"the run has sizes on both sides of 100 KB beside the smallest, each compared with it ({by_size})"
+                     if len(below) >= 2 and above else
                      f"whether 100 KB is a threshold takes sizes on both sides of it beside the smallest, and the run's "
                      f"are {', '.join(f'{s} B' for s in sizes)}: the threshold is not tested")
         lines.append(f"**Messages under 100 KB**: {cost}; {threshold}.".replace("+-", "−"))
