@@ -102,10 +102,14 @@ def test_setup_and_finish_are_the_contract_in_two_calls(tmp_path, monkeypatch):
     ax.set_title("and another", loc="center")  # each export is checked: a reviewer would circle this
     with pytest.warns(UserWarning, match="figure crowded: panel 1 title 'and another' overlaps panel 1 title 'a title on the left'$"):
         nb.export(crowded, "crowded")
+    nb.say(["- a first finding", "a second"], section="findings")
+    nb.say([], section="none")  # nothing held: nothing kept
     table = nb.finish({"answer": 42}, settings={"robust": True}, detail=[1.5, float("nan")])
     data = json.loads(nb.headline_file.read_text())
     assert data == {"notebook": "example", "run_id": nb.run.run_id, "run_path": str(IDLE_STEP), "experiment": "idle-step",
                     "settings": {"robust": True}, "headline": {"answer": 42}, "detail": [1.5, None],
+                    "sentences": [{"section": "findings", "text": "- a first finding"},
+                                  {"section": "findings", "text": "a second"}],
                     "figures": ["example_empty.png", "example_empty.svg", "example_crowded.png", "example_crowded.svg"],
                     "figure_problems": {"crowded": ["panel 1 title 'and another' overlaps panel 1 title 'a title on the left'"]}}
     assert table.loc["answer", "value"] == 42
