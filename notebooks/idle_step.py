@@ -410,7 +410,7 @@ nb.say(idle.runs_findings(runs_table, calls, knobs, reference, largest, robust),
 
 # %%
 # Loopback: MTU 65536, advertised MSS 65483 (MTU − 40 B of IPv4/TCP headers − 12 B of timestamps, as ss prints it);
-# Linux may send smaller segments while the peer's window is small (47616 B seen on a fresh loopback connection).
+# Linux may send smaller segments while the peer's window is small.
 what_if = pd.DataFrame({
     "link": [f"this run (MSS {mss})", f"initcwnd 32 (MSS {mss})", "loopback (MSS 47616)", "loopback (MSS 65483)"],
     "iw": [initial_window, 32, initial_window, initial_window],
