@@ -5,7 +5,7 @@ import warnings
 
 from . import echo_pb2 as echo__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.80.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class EchoServiceStub:
+class EchoServiceStub(object):
     """Served by `labkit echo serve` (labkit/echo/server.py), called by `labkit echo call`.
     """
 
@@ -52,7 +52,7 @@ class EchoServiceStub:
                 _registered_method=True)
 
 
-class EchoServiceServicer:
+class EchoServiceServicer(object):
     """Served by `labkit echo serve` (labkit/echo/server.py), called by `labkit echo call`.
     """
 
@@ -106,7 +106,7 @@ def add_EchoServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class EchoService:
+class EchoService(object):
     """Served by `labkit echo serve` (labkit/echo/server.py), called by `labkit echo call`.
     """
 
@@ -192,7 +192,7 @@ class EchoService:
             _registered_method=True)
 
 
-class BackServiceStub:
+class BackServiceStub(object):
     """The back service of `labkit hop` (experiment 4, the cost of one call): every
     call is answered with the same configured body, as the published back API
     answered its product list. `labkit-go back` serves it, and `labkit-go front`
@@ -212,7 +212,7 @@ class BackServiceStub:
                 _registered_method=True)
 
 
-class BackServiceServicer:
+class BackServiceServicer(object):
     """The back service of `labkit hop` (experiment 4, the cost of one call): every
     call is answered with the same configured body, as the published back API
     answered its product list. `labkit-go back` serves it, and `labkit-go front`
@@ -241,7 +241,7 @@ def add_BackServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class BackService:
+class BackService(object):
     """The back service of `labkit hop` (experiment 4, the cost of one call): every
     call is answered with the same configured body, as the published back API
     answered its product list. `labkit-go back` serves it, and `labkit-go front`
