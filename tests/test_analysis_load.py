@@ -133,8 +133,14 @@ def test_the_cell_order_is_what_the_manifests_and_start_times_record(sample):
     assert "ran them in 2 different orders" in load.cell_order([(run.manifest, samples), (run.manifest, backwards)])
     # A sweep's manifest records a shuffled order and its seed.
     shuffled = [({"config": {"order": "shuffled", "seed": seed}}, samples) for seed in (1, 2)]
-    assert load.cell_order(shuffled).startswith("The 10 cells of this run ran in an order shuffled from the run's "
+    assert load.cell_order(shuffled).startswith("The 10 cells of this run ran in an order shuffled from each run's "
                                                 "seed (1, 2)")
+    # A load, upload or under-load run records its realised order and seed in the manifest's cell_order.
+    recorded = {"cell_order": {"seed": 7, "shuffled": True, "cells": list(samples["cell_id"])}, "config": {}}
+    assert load.cell_order([(recorded, samples)]).startswith("The 10 cells of this run ran in an order shuffled "
+                                                             "from seed 7")
+    planned = {"cell_order": {"seed": 7, "shuffled": False, "cells": list(samples["cell_id"])}, "config": {}}
+    assert "shuffled" not in load.cell_order([(planned, samples)])
 
 
 def test_each_series_is_compared_with_the_one_a_knob_away(sample, requests, compared):

@@ -214,15 +214,15 @@ def test_the_plan_names_the_tools_each_host_runs_for_the_run_to_send():
 def test_the_ladder_adds_each_knob_to_the_steps_before_in_the_articles_order():
     config = LoadConfig(inventory="x", client="a", server="b", transports=["grpc", "grpc-conns"], concurrency=[8],
                         payload_bytes=[64], connections=[1, 4], keepalive_ms=[None, 10000], rpc=["unary", "stream"],
-                        server_impl=["go"], grpc_tool="labkit-go", grpc_option=["codec=proto,vtproto"], design="ladder")
+                        server_impl=["go"], grpc_tool="labkit-go", grpc_option=["codec=default,vtproto"], design="ladder")
     config.validate()
     cells, omitted = plan_cells(config)
     steps = [(c.ladder_step, c.keepalive_ms, c.connections, c.stack.grpc_options, c.rpc) for c in cells]
     assert sorted(steps, key=lambda step: ["default", "+keepalive_ms=10000", "+connections=4", "+codec=vtproto",
                                            "+rpc=stream"].index(step[0])) == [
-        ("default", None, 1, ("codec=proto",), "unary"),
-        ("+keepalive_ms=10000", 10000, 1, ("codec=proto",), "unary"),
-        ("+connections=4", 10000, 4, ("codec=proto",), "unary"),
+        ("default", None, 1, (), "unary"),
+        ("+keepalive_ms=10000", 10000, 1, (), "unary"),
+        ("+connections=4", 10000, 4, (), "unary"),
         ("+codec=vtproto", 10000, 4, ("codec=vtproto",), "unary"),
         ("+rpc=stream", 10000, 4, ("codec=vtproto",), "stream"),
     ]
@@ -555,12 +555,19 @@ def test_streams_and_gzip_under_load_on_the_go_server(lab, inventory, tmp_path):
 def test_labkit_gos_load_climbs_the_ladder_timing_every_message(lab, inventory, tmp_path):
     run = labkit.load(inventory, client="a", server="b", transports=["grpc", "grpc-conns"], concurrency=[4],
                       payload_bytes=[1024], payload_kind=["text"], connections=[1, 2], keepalive_ms=[None, 10000],
-                      rpc=["unary", "stream"], stream_messages=5, grpc_option=["codec=proto,vtproto"],
+                      rpc=["unary", "stream"], stream_messages=5, grpc_option=["codec=default,vtproto"],
                       server_impl=["go"], grpc_tool="labkit-go", design="ladder", duration_s=1.0, warmup_s=0.3,
-                      ping_count=2, name="ladder", runs_dir=tmp_path, quiet=True)
+                      ping_count=2, name="ladder", runs_dir=tmp_path, quiet=True, seed=3)
     assert run.status == "complete"
+    steps = ["default", "+keepalive_ms=10000", "+connections=2", "+codec=vtproto", "+rpc=stream"]
+    # The steps ran in the order shuffled from seed 3, which the manifest records, and each names its settings.
+    order = run.manifest["cell_order"]
+    assert order["seed"] == 3 and order["shuffled"] and order["cells"] == list(
+        run.samples().sort_values("t_start_utc_ns")["cell_id"])
+    assert [step["step"] for step in run.manifest["ladder"]] == steps
+    assert run.manifest["ladder"][0]["settings"]["option:codec"] is None
     rows = run.samples().set_index("ladder_step")
-    assert list(rows.index) == ["default", "+keepalive_ms=10000", "+connections=2", "+codec=vtproto", "+rpc=stream"]
+    assert sorted(rows.index, key=steps.index) == steps and list(rows.index) != steps
     assert (rows["tool"] == "labkit-go").all() and (rows["client_impl"] == "go").all()
     assert rows["error"].isna().all() and (rows["errors"] == 0).all() and (rows["payload_kind"] == "text").all()
     # Every request of every call in the window was timed: five per stream call, one per unary call.
@@ -575,8 +582,8 @@ def test_labkit_gos_load_climbs_the_ladder_timing_every_message(lab, inventory, 
 
     messages = cell_messages(run.raw_text(per_request_file(stream["raw_files"], "labkit-go")), 0.3, 1.0)
     assert len(messages) == stream["messages"] and (messages["t_utc"] > messages["call_t_utc"]).any()
-    # The server ran with each codec the steps asked for, in the step's order.
-    assert [server["grpc_options"].get("codec") for server in run.manifest["servers"]] == ["proto", "vtproto"]
+    # The server ran with each codec the steps asked for: none set for the plain steps, vtproto for its own.
+    assert {server.get("grpc_options", {}).get("codec") for server in run.manifest["servers"]} == {None, "vtproto"}
     assert lab_processes(lab) == []
 
 

@@ -188,18 +188,22 @@ def series_headline(cells: pd.DataFrame, latency: pd.DataFrame, order: list[str]
 
 def cell_order(runs: list[tuple[dict, pd.DataFrame]]) -> str:
     """How the cells of a run, or of the runs of a ``--runs`` group, were ordered, as their manifests and the cells'
-    start times record it: ``runs`` is each run's (manifest, cells). A config with ``order: shuffled`` (a sweep's) was
-    shuffled from its seed; ``labkit load`` records no order, and runs its cells one after another as it plans
-    them. Whether the runs took them in one order is read from the cells' start times (``t_start_utc_ns``)."""
+    start times record it: ``runs`` is each run's (manifest, cells). A manifest's ``cell_order`` (a shuffled load,
+    upload, under-load run) or a config with ``order: shuffled`` (a sweep's) was shuffled from its seed; a load run
+    recorded before labkit shuffled records no order, and ran its cells one after another as it planned them. Whether the runs took them in one order is read from the cells' start times (``t_start_utc_ns``)."""
     configs = [manifest.get("config", {}) for manifest, _ in runs]
     orders = [tuple(cells.sort_values("t_start_utc_ns")["cell_id"].drop_duplicates()) if "t_start_utc_ns" in cells
               else tuple(cells["cell_id"].drop_duplicates()) for _, cells in runs]
     count = len(orders[0])
-    recorded = {config.get("order") for config in configs}
+    # A run that records its realised order (labkit.experiments.order) says whether it shuffled, and from which seed.
+    kept = [manifest.get("cell_order") for manifest, _ in runs]
+    recorded = {config.get("order") if entry is None else "shuffled" if entry.get("shuffled") else "planned"
+                for entry, config in zip(kept, configs)}
     if recorded == {"shuffled"}:
-        seeds = ", ".join(str(config.get("seed")) for config in configs)
-        how = f"in an order shuffled from the run's seed ({seeds})" if len(runs) > 1 else \
-              f"in an order shuffled from its seed {seeds}"
+        seeds = ", ".join(str(entry["seed"] if entry is not None else config.get("seed"))
+                          for entry, config in zip(kept, configs))
+        how = f"in an order shuffled from each run's seed ({seeds})" if len(runs) > 1 else \
+              f"in an order shuffled from seed {seeds}"
     elif recorded <= {None}:
         how = "one after another in the order `labkit load` plans them (its manifest records no shuffled order)"
     else:

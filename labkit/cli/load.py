@@ -87,7 +87,7 @@ def load(**flags):
     \b
       labkit load INVENTORY --client a --server b --server-impl go \\
           --grpc-tool labkit-go --transports grpc,grpc-conns --connections 1,4 \\
-          --keepalive-ms none,10000 --grpc-option codec=proto,vtproto \\
+          --keepalive-ms none,10000 --grpc-option codec=default,vtproto \\
           --rpc unary,stream --concurrency 50 --design ladder
     """
     run_from_flags("load", flags, print_summary, renamed=RENAMED)

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 from labkit.echo.plans import SeriesPlan, UploadFilePlan, UploadPlan, series_argv, upload_argv, upload_file_argv
 from labkit.errors import LabkitError
 from labkit.experiments.base import ExperimentSpec, Plan, json_lines, url_host
+from labkit.experiments.order import arrange, record as record_order
 from labkit.experiments.series import (SERIES_PROBES, IrttClient, ProbedServerRunner, SeriesConfig, over_timeout,
                                       ping_raw_text, ping_rows, require_irtt, sample_row)
 from labkit.experiments.stacks import go_tools
@@ -143,11 +144,12 @@ class Cell:
 
 
 def plan_cells(config: UnderLoadConfig) -> list[Cell]:
-    """Every queue × congestion control × load; gRPC uploads run on the hosts' own congestion control (a channel
-    takes no -C), so once per queue, as ``default``."""
+    """Every queue × congestion control × load, in an order shuffled from the config's seed (``order="planned"``: queue
+    by queue, as listed); gRPC uploads run on the hosts' own congestion control (a channel takes no -C), so once per
+    queue, as ``default``. Each cell sets its own queue, so any order gives every cell the queue it names."""
     cells = [Cell(config.client, config.server, queue, "default" if load == "grpc-up" else cc, load)
              for queue in config.queues for cc in config.cc for load in config.loads]
-    return list(dict.fromkeys(cells))
+    return arrange(list(dict.fromkeys(cells)), config.seed, config.order)
 
 
 class _UnderLoad(ProbedServerRunner):
@@ -156,6 +158,7 @@ class _UnderLoad(ProbedServerRunner):
 
     def run_cells(self, cells: list[Cell]) -> None:
         config, session = self.config, self.session
+        record_order(self.run, [cell.id for cell in cells], config.seed, config.order, probe_slots=config.probe_slots)
         todo = session.pending(cells, lambda cell: config.ticks * len(config.probes))
         if not todo:
             return
@@ -217,7 +220,7 @@ class _UnderLoad(ProbedServerRunner):
             return
         attempt = run.begin_cell(cell.id)
         agent = SeriesPlan(address=self.address, grpc_port=self.ready["port"], tcp_echo_port=self.ready["tcp_echo_port"],
-                           probes=config.agent_probes, first_tick=0, ticks=config.ticks, interval_s=config.interval_s,
+                           probes=config.probe_slots, first_tick=0, ticks=config.ticks, interval_s=config.interval_s,
                            payload_bytes=config.payload_bytes, timeout_s=config.timeout_s, spread=config.spread)
         fixed = {"run_id": run.run_id, "experiment": EXPERIMENT, "src": config.client, "dst": config.server,
                  "cell_id": cell.id, "attempt": attempt, **cell.columns()}

@@ -97,6 +97,7 @@ from labkit.limits import (MAX_CONCURRENCY, MAX_DURATION_S, MAX_ECHO_PAYLOAD_BYT
                            MAX_LOAD_CONNECTIONS, MAX_LOAD_DURATION_S, MAX_LOAD_WARMUP_S, MAX_PING_COUNT,
                            MAX_STREAM_MESSAGES, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
+from labkit.experiments.order import arrange, check_order, record as record_order
 from labkit.experiments.stacks import DEFAULT_OPTION, Stack, go_tools, knob_keys, option_values, plan_stacks
 from labkit.parsers.grpcload import grpcload_argv
 from labkit.parsers.ghz import ghz_argv, parse_ghz_json
@@ -150,12 +151,16 @@ class LoadConfig:
     design: str = "full"  # "one-at-a-time": a baseline and each knob alone; "ladder": the knobs added in turn
     grpc_tool: str = "ghz"  # or "labkit-go": every request message timed on its own
     payload_kind: list[str] = field(default_factory=lambda: ["random"])
+    # The cells in an order shuffled from the seed (labkit.experiments.order), so that nothing that drifts during a
+    # run falls on the same knob in every run; "planned": the order plan_cells builds them in.
+    order: str = "shuffled"
 
     def validate(self) -> None:
         if not (self.client and self.server):
             raise LabkitError("give --client and --server (host names from the inventory)")
         if self.client == self.server:
             raise LabkitError("client and server must be different hosts")
+        check_order(self.order)
         unknown = [t for t in self.transports if t not in TRANSPORTS]
         if unknown or not self.transports:
             raise LabkitError(f"transports are {', '.join(TRANSPORTS)}, not {', '.join(unknown) or 'nothing'}")
@@ -187,6 +192,20 @@ class LoadConfig:
             if many:
                 raise LabkitError(f"--design ladder takes at most two values of a knob (its default, then the step's); "
                                   f"{many[0].removeprefix('option:')} has more")
+            set_first = [(name, values) for name, values in _knob_values(self).items()
+                         if name in PLAIN_DEFAULT and values[0] != PLAIN_DEFAULT[name]]
+            if set_first:
+                name, values = set_first[0]
+                option = name.startswith("option:")
+                flag = f"--grpc-option {name.removeprefix('option:')}=" if option else f"--{name.replace('_', '-')} "
+                plain = PLAIN_DEFAULT[name]
+                # The plain default first, then the step's value: the other value if the plain one is listed, else
+                # the second (its first value then replaced by the plain one).
+                rest = [v for v in values if v != plain] if plain in values else values[1:]
+                words = [_plain_word(value, option) for value in (plain, *rest)]
+                raise LabkitError(f"--design ladder starts from the plain default, and the first value of {flag.strip(' =')} "
+                                  f"({_plain_word(values[0], option)}) would be set in every step: give {flag}"
+                                  f"{','.join(words)}")
         if self.grpc_tool not in GRPC_TOOLS:
             raise LabkitError(f"--grpc-tool is {' or '.join(GRPC_TOOLS)}, not {self.grpc_tool!r}")
         if any(key == "pool" for knob in option_values(self.grpc_option) for key in knob_keys(knob)):
@@ -281,7 +300,8 @@ class Cell:
 def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
     """The cells in execution order, and the combinations left out with the reason for each.
 
-    Cells are grouped by server stack (one server each). ``grpc`` uses one
+    The order is shuffled from the config's seed (``order="planned"``: as built here, grouped by server stack; the
+    runner starts the server a cell needs whenever the stack changes). ``grpc`` uses one
     connection; ``grpc-conns`` each ``connections`` value above 1; ``http2``
     each value (with none above 1, grpc-conns is left out in one line). A
     cell needs at least one request in flight per connection, so
@@ -299,7 +319,7 @@ def plan_cells(config: LoadConfig) -> tuple[list[Cell], list[str]]:
         cells = _one_knob_at_a_time(cells, config, omitted)
     elif config.design == "ladder":
         cells = _ladder(cells, config, omitted)
-    return cells, omitted
+    return arrange(cells, config.seed, config.order), omitted
 
 
 def _knob_values(config: LoadConfig) -> dict[str, list]:
@@ -328,6 +348,27 @@ def _one_knob_at_a_time(cells: list[Cell], config: LoadConfig, omitted: list[str
     return kept
 
 
+def _plain_word(value, option: bool = False) -> str:
+    """A knob's value as its flag spells it (None: keepalive's ``none``, an option's ``default``)."""
+    return (DEFAULT_OPTION if option else "none") if value is None else str(value)
+
+
+class _PlainDefault(dict):
+    """Each knob's plain default, the ladder's first step: no keepalive, one connection, no compression, unary calls,
+    and every gRPC option unset (``option:*``, whatever its name); the server implementation is the run's choice."""
+
+    def __missing__(self, name: str):
+        if name.startswith("option:"):
+            return None
+        raise KeyError(name)
+
+    def __contains__(self, name) -> bool:
+        return str(name).startswith("option:") or dict.__contains__(self, name)
+
+
+PLAIN_DEFAULT = _PlainDefault(keepalive_ms=None, connections=1, compression="none", rpc="unary")
+
+
 def ladder_knobs(config: LoadConfig) -> list[str]:
     """The ladder's steps after the default, in :data:`LADDER_ORDER`: every knob given a second value."""
     values = _knob_values(config)
@@ -336,10 +377,27 @@ def ladder_knobs(config: LoadConfig) -> list[str]:
     return [name for name in ordered if len(values[name]) > 1]
 
 
+def ladder_step_names(config: LoadConfig) -> list[str]:
+    """The ladder's steps in its order: ``default``, then ``+<knob>=<its second value>`` for each of
+    :func:`ladder_knobs`."""
+    values = _knob_values(config)
+    return ["default", *(f"+{name.removeprefix('option:')}={values[name][1]}" for name in ladder_knobs(config))]
+
+
+def ladder_record(cells: list[Cell], config: LoadConfig) -> list[dict[str, Any]]:
+    """Each ladder step with the settings it ran (its knobs: connections, keepalive, compression, RPC, server and each
+    gRPC option it sets), in the ladder's order, as the manifest's ``ladder`` keeps them (pure)."""
+    options = {f"option:{key}": None for knob in option_values(config.grpc_option) for key in knob_keys(knob)}
+    settings = {}
+    for cell in cells:
+        settings.setdefault(cell.ladder_step, {**options, **cell.knobs()})  # an option the step leaves unset: None
+    return [{"step": step, "settings": settings[step]} for step in ladder_step_names(config) if step in settings]
+
+
 def _ladder(cells: list[Cell], config: LoadConfig, omitted: list[str]) -> list[Cell]:
     """The cells whose changed knobs are the first steps of the ladder, each named by the step it adds."""
-    steps, values = ladder_knobs(config), _knob_values(config)
-    names = {name: f"+{name.removeprefix('option:')}={values[name][1]}" for name in steps}
+    steps = ladder_knobs(config)
+    names = dict(zip(steps, ladder_step_names(config)[1:]))
     kept = []
     for cell in cells:
         changed = _changed_knobs(cell, config)
@@ -544,6 +602,10 @@ class _Loader(ExperimentRunner):
     # -- cells ---------------------------------------------------------------------------------
     def run_cells(self, cells: list[Cell]) -> None:
         config, session = self.config, self.session
+        record_order(self.run, [cell.id for cell in cells], config.seed, config.order)
+        if config.design == "ladder" and "ladder" not in self.run.manifest:
+            self.run.manifest["ladder"] = ladder_record(cells, config)  # what each step ran with, beside its name
+            self.run.save_manifest()
         todo = session.pending(cells, lambda cell: 1)
         if not todo:
             return
@@ -554,7 +616,7 @@ class _Loader(ExperimentRunner):
             for cell in todo:
                 session.check_stopping()
                 if self.echo is not None and self.ready_key != cell.stack.server_key:
-                    self.stop_server()  # cells come grouped by server stack: the next group's server
+                    self.stop_server()  # a shuffled order changes stacks from cell to cell: the next one's server
                 if self.echo is None:
                     self.start_server(cell.stack)
                     self.ready_key = cell.stack.server_key

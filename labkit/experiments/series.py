@@ -67,6 +67,7 @@ from labkit.errors import LabkitError
 from labkit.limits import (GRPC_DEFAULT_MESSAGE_BYTES, MAX_DURATION_S, MAX_IRTT_LENGTH, MAX_IRTT_ROUND_TRIPS,
                            MAX_SERIES_INTERVAL_S, MAX_SERIES_PAYLOAD_BYTES, MAX_TICKS, check_within)
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, json_lines
+from labkit.experiments.order import arrange, check_order, record as record_order
 from labkit.experiments.stacks import Stack, StackChoice, go_tools, knob_keys, option_values, plan_stacks
 from labkit.parsers.irtt import (irtt_client_argv, irtt_server_argv, irtt_version_argv, parse_irtt,
                                  parse_irtt_listening)
@@ -103,12 +104,17 @@ class SeriesConfig(StackChoice):
     cell_s: float = 60.0
     timeout_s: float = 5.0
     spread: bool = True
+    # The agent's probes take their slots within a tick (with spread, probe i at i × interval / n) in an order shuffled
+    # from the seed (labkit.experiments.order), so no probe always sends first after the tick; "planned": as listed.
+    seed: int = 1
+    order: str = "shuffled"
 
     def validate(self) -> None:
         if not (self.client and self.server):
             raise LabkitError("give --client and --server (host names from the inventory)")
         if self.client == self.server:
             raise LabkitError("client and server must be different hosts")
+        check_order(self.order)
         check_within("--interval", self.interval_s, MIN_INTERVAL_S, MAX_SERIES_INTERVAL_S, "s")
         if self.duration_s < self.interval_s:
             raise LabkitError(f"--duration ({self.duration_s:g} s) must be at least one --interval ({self.interval_s:g} s)")
@@ -163,6 +169,11 @@ class SeriesConfig(StackChoice):
     def agent_probes(self) -> list[str]:
         """The probes the series agent runs: all but the controller's own (irtt)."""
         return [probe for probe in self.probes if probe not in CONTROLLER_PROBES]
+
+    @property
+    def probe_slots(self) -> list[str]:
+        """The agent's probes in the order they take their slots within a tick: shuffled from the seed, or as listed."""
+        return arrange(self.agent_probes, self.seed, self.order)
 
 
 @dataclass(frozen=True)
@@ -439,6 +450,8 @@ class _Series(ProbedServerRunner):
 
     def run_cells(self, cells: list[Cell]) -> None:
         config, run, session = self.config, self.run, self.session
+        # A series' cells are stretches of time, in time's order; what is shuffled is the probes' slots in a tick.
+        record_order(run, [cell.id for cell in cells], config.seed, config.order, probe_slots=config.probe_slots)
         todo = session.pending(cells, lambda cell: cell.count * len(config.probes))
         if not todo:
             return
@@ -481,7 +494,7 @@ class _Series(ProbedServerRunner):
         try:
             if config.agent_probes:
                 agent = SeriesPlan(address=address, grpc_port=ready["port"], tcp_echo_port=ready["tcp_echo_port"],
-                                   probes=config.agent_probes, first_tick=cells[0].first,
+                                   probes=config.probe_slots, first_tick=cells[0].first,
                                    ticks=sum(cell.count for cell in cells), interval_s=config.interval_s,
                                    payload_bytes=config.payload_bytes, timeout_s=config.timeout_s, spread=config.spread)
                 argv = series_argv(agent, config.stack().client_impl)

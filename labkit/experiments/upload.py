@@ -40,6 +40,7 @@ from labkit.echo.upload_agent import chunk_message_bytes, file_facts
 from labkit.errors import LabkitError
 from labkit.limits import GRPC_DEFAULT_MESSAGE_BYTES, MAX_FILE_BYTES, MAX_MESSAGE_BYTES, MAX_PING_COUNT, check_within
 from labkit.experiments.base import ExperimentRunner, ExperimentSpec, Plan, url_host
+from labkit.experiments.order import arrange, check_order, record as record_order
 from labkit.experiments.stacks import Stack, StackChoice, go_tools, plan_stacks
 from labkit.pki import existing_pki, write_throwaway_pki
 
@@ -71,6 +72,9 @@ class UploadConfig(StackChoice):
     max_message_bytes: int = GRPC_DEFAULT_MESSAGE_BYTES  # the echo server's default
     ping_count: int = 10
     upload_timeout_s: float = 600.0
+    # The cells in an order shuffled from the seed (labkit.experiments.order): TLS, transport and chunk size each fall
+    # at another place in every run; "planned": grouped by TLS mode and server as plan_cells builds them.
+    order: str = "shuffled"
 
     def __post_init__(self) -> None:
         if self.file is not None:
@@ -84,6 +88,7 @@ class UploadConfig(StackChoice):
         if self.client == self.server and self.capture:
             raise LabkitError("--capture records the data interface, which uploads over loopback (client and server on "
                               "one host) do not cross; give two hosts or leave --capture out")
+        check_order(self.order)
         if self.tls not in TLS_MODES:
             raise LabkitError(f"--tls is one of {', '.join(TLS_MODES)}, not {self.tls!r}")
         unknown = [t for t in self.transports if t not in UPLOAD_TRANSPORTS]
@@ -146,18 +151,20 @@ def tls_modes(config: UploadConfig) -> list[bool]:
 
 
 def plan_cells(config: UploadConfig, stacks: list[Stack] | None = None) -> list[Cell]:
-    """The cells in execution order: grouped by TLS mode and server (one server each), then stack, transport, chunk size."""
+    """The cells in execution order: shuffled from the config's seed, or (``order="planned"``) grouped by TLS mode and
+    server (one server each), then stack, transport, chunk size. The runner starts the server a cell needs (its TLS
+    mode and stack) whenever that changes from the cell before."""
     stacks = stacks or [Stack()]
     servers = list(dict.fromkeys(stack.server_key for stack in stacks))
     # gRPC options do not apply to an HTTP/2 POST: a stack with options has gRPC cells only (plan() says so).
-    return [
+    return arrange([
         Cell(config.client, config.server, transport, tls, size, stack)
         for tls in tls_modes(config)
         for server in servers
         for stack in stacks if stack.server_key == server
         for transport in config.transports if transport == "grpc" or not stack.grpc_options
         for size in config.chunk_sizes
-    ]
+    ], config.seed, config.order)
 
 
 # -- running ----------------------------------------------------------------------------
@@ -249,6 +256,7 @@ class _Uploader(ExperimentRunner):
     def run_cells(self, cells: list[Cell]) -> None:
         config, session = self.config, self.session
         src, dst = config.client, config.server
+        record_order(self.run, [cell.id for cell in cells], config.seed, config.order)
         todo = session.pending(cells, lambda cell: config.repeats)
         if not todo:
             return
@@ -256,23 +264,36 @@ class _Uploader(ExperimentRunner):
         session.ping_baseline(src, dst, "before", config.ping_count)
         tls_used = False
         try:
-            for tls, server in dict.fromkeys((cell.tls, cell.stack.server_key) for cell in todo):
-                group = [cell for cell in todo if (cell.tls, cell.stack.server_key) == (tls, server)]
-                tls_used |= tls
-                self.run_tls_mode(tls, group, file)
+            # Consecutive cells of one TLS mode and server share a server; a shuffled order starts another (with or
+            # without TLS, of the next cell's stack) wherever that changes.
+            groups: list[list[Cell]] = []
+            for cell in todo:
+                if groups and (groups[-1][0].tls, groups[-1][0].stack.server_key) == (cell.tls, cell.stack.server_key):
+                    groups[-1].append(cell)
+                else:
+                    groups.append([cell])
+            tls_files: dict[bool, tuple] = {}
+            for group in groups:
+                tls_used |= group[0].tls
+                self.run_tls_mode(group[0].tls, group, file, tls_files)
             session.ping_baseline(src, dst, "after", config.ping_count)
         finally:
+            self.stop_server()
             if tls_used:
                 self._remove_tls_material()
 
-    def run_tls_mode(self, tls: bool, cells: list[Cell], file: dict[str, Any]) -> None:
-        """One echo server (gRPC and HTTP/2, with or without TLS, of the cells' server stack) for ``cells``."""
+    def run_tls_mode(self, tls: bool, cells: list[Cell], file: dict[str, Any], tls_files: dict | None = None) -> None:
+        """One echo server (gRPC and HTTP/2, with or without TLS, of the cells' server stack) for ``cells``;
+        ``tls_files`` keeps the run's TLS material once it is on the hosts, for the next group with TLS."""
         config, run, session = self.config, self.run, self.session
         serve = {"http2_port": 0, "max_message_bytes": config.max_message_bytes, "max_upload_bytes": file["bytes"]}
         ca_path = None
+        tls_files = {} if tls_files is None else tls_files
         if tls:
-            ca_path, tls_files = self._tls_material()
-            serve.update(tls_files)
+            if True not in tls_files:
+                tls_files[True] = self._tls_material()
+            ca_path, server_files = tls_files[True]
+            serve.update(server_files)
         stack = cells[0].stack
         address = url_host(self.server_address())
         self.start_server(stack, serve)
