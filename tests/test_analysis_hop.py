@@ -338,14 +338,10 @@ def test_the_load_tools_share_of_the_cores_is_its_cpu_per_second_of_load(sample)
         assert row["share_of_cpus"] == pytest.approx(row["load_cpu_per_s"] / 2)
     assert (table["share_of_cpus"] > 0).all() and (table["share_of_cpus"] < 1).all()
     # labkit-go and vegeta, which time and keep every request, took about twice wrk's share or more on every
-    # transport, and wrk's req/s are the highest of the three: data/samples/README.md's sentences.
+    # transport, and wrk's req/s are the highest of the three (the notebook's table shows the shares).
     rps = hop.with_series(samples).groupby("series")["rps"].mean()
     for via in ("direct", "grpc", "http2", "nats"):
         for tool in ("labkit-go", "vegeta"):
             assert table.at[f"{via} ({tool})", "share_of_cpus"] > 1.5 * table.at[f"{via} (wrk)", "share_of_cpus"]
             assert rps[f"{via} (wrk)"] > rps[f"{via} ({tool})"]
-    text = " ".join((SAMPLES / "README.md").read_text().split())
-    for tool in ("labkit-go", "vegeta", "wrk"):
-        shares = table.loc[[f"{via} ({tool})" for via in ("direct", "grpc", "http2", "nats")], "share_of_cpus"] * 100
-        assert f"{shares.min():.0f}-{shares.max():.0f} %" in text
     assert hop.load_cpu_share(samples, None)["share_of_cpus"].isna().all()  # without the host's cores, no share

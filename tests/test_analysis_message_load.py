@@ -197,7 +197,7 @@ def test_where_the_cores_are_the_bottleneck_a_stream_carries_the_same_messages_f
     p50 = rows(table, "stream vs unary, same messages in flight", "message_p50_ms").iloc[0]
     rate = rows(table, "stream vs unary, same messages in flight", "messages_per_s").iloc[0]
     assert p50["A in flight"] == p50["B in flight"] == 500
-    assert rate["verdict"] == "higher" and round(rate["B / A"], 1) == 3.7  # data/samples/README.md says 3.7×
+    assert rate["verdict"] == "higher" and round(rate["B / A"], 1) == 3.7  # docs/reproductions/tuning.md: ×3.74
     assert p50["verdict"] == "lower" and p50["B mean"] < 0.3 * p50["A mean"]
     line = message_load.stream_lines(table, "0 ms")[0]
     assert "called lower, lower in 10 of 10 runs" in line and "called higher, higher in 10 of 10 runs" in line

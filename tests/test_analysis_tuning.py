@@ -11,6 +11,7 @@ from labkit.analysis import tuning, tuning_report, verdict_text
 from labkit.store import Run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
+TUNING_PAGE = SAMPLES.parent.parent / "docs" / "reproductions" / "tuning.md"
 BIN_S = 0.25
 
 
@@ -424,7 +425,7 @@ def go_between_runs(go_per_run):
 
 
 def test_streams_carry_ten_times_the_messages_at_one_round_trip_a_call_not_a_faster_message(go_per_run):
-    """The sample README's and the notebook's streaming sentences, in every run of tuning-go: at 64 B a call of
+    """The notebook's streaming sentences, in every run of tuning-go: at 64 B a call of
     ten messages on one stream takes as long as a unary call (p50 within 0.2 ms) and the stream cells carry ten
     times the messages per second (ten times as many in flight); at 128 KiB the stream call is slower, and at
     concurrency 50 it carries fewer messages per second. The sentence it replaced ("per message ... p50 up to
@@ -438,12 +439,16 @@ def test_streams_carry_ten_times_the_messages_at_one_round_trip_a_call_not_a_fas
         for where in ("c=10 131072B", "c=50 131072B"):
             assert rpc.loc[where, "p50_diff"] > 50 and rpc.loc[where, "p50_verdict"] == "higher"
         assert rpc.loc["c=50 131072B", "rps_diff"] < 0
-    readme = " ".join((SAMPLES / "README.md").read_text().split())
+    page = " ".join(TUNING_PAGE.read_text().split())
     notebook = " ".join((Path(__file__).resolve().parent.parent / "notebooks" / "tuning.py").read_text().split())
-    for text in (readme, notebook):
+    for text in (page, notebook):
         assert "46 ms lower" not in text and "per message, ten" not in text and "per message it pays" not in text
-    assert "a stream call of ten 64 B requests took one round trip, as long as a unary call (p50 within 0.2 ms)" in readme
-    assert "at concurrency 50 carried fewer messages per second in every run" in readme
+    # The page's first-run sentence on streams (docs/reproductions/tuning.md, what the notebook prints) gives the
+    # range of the first run's differences.
+    first = go_per_run[0][go_per_run[0]["knob"] == "rpc"]["p50_diff"]
+    signed = lambda x: f"{'+' if x >= 0 else '−'}{abs(x):.1f}"  # noqa: E731
+    assert (f"**stream vs unary (per call; req/s per message)**, this run's 4 pairs: p50 on − off from "
+            f"{signed(first.min())} to {signed(first.max())} ms") in page
 
 
 def test_over_the_runs_a_difference_repeated_exactly_is_not_testable_and_still_counted(go_between_runs):
@@ -485,41 +490,48 @@ def test_over_the_runs_unclear_is_not_no_effect(go_between_runs):
     assert table.loc[("pool", largest.loc["pool", "where"]), "verdict"].startswith("unclear (MDE ")
 
 
-def test_the_sample_readme_says_what_the_runs_test_gives(go_between_runs):
-    """data/samples/README.md's sentence on tuning-go's three runs, against the analysis: the untestable counted
-    in the family, the calls per metric, and the pools' unclear p50 at c=50, 128 KiB with its MDE."""
-    text = " ".join((SAMPLES / "README.md").read_text().split())
+def test_the_tuning_page_says_what_the_runs_test_gives(go_between_runs):
+    """docs/reproductions/tuning.md (what the notebook prints of tuning-go, generated) against the analysis: the
+    comparisons over the three runs, the called and the untestable per metric, and the pools' largest unclear p50
+    difference at c=50, 128 KiB with the MDE it was not called against."""
+    text = " ".join(TUNING_PAGE.read_text().split())
     headline = tuning.runs_verdict_headline(go_between_runs)
-    untestable = sum(headline[f"runs.not_testable.{m}"] for m in tuning.METRICS)
-    assert (f"(the {untestable} that cannot be tested counted: {headline['runs.not_testable.p99']} p99s from too few "
-            f"calls, and {headline['runs.not_testable.rps']} req/s differences that were the same step in every run)") in text
-    assert (f"while others are: {headline['runs.called.p50']} in p50, {headline['runs.called.p99']} in p99 and "
-            f"{headline['runs.called.rps']} in req/s.") in text
+    assert (f"of its {headline['runs.comparisons']} pairs, {headline['runs.called.p50']} called in p50, "
+            f"{headline['runs.called.p99']} in p99 and {headline['runs.called.rps']} in req/s "
+            f"({headline['runs.not_testable.p50']}, {headline['runs.not_testable.p99']} and "
+            f"{headline['runs.not_testable.rps']} not testable)") in text
     pools = go_between_runs[(go_between_runs["knob"] == "pool") & go_between_runs["where"].str.endswith("c=50 131072B")]
-    runs = pools[[f"p50 run {i}" for i in (1, 2, 3)]].to_numpy()
-    assert f"moved by −{round(-runs.max())} to −{round(-runs.min())} ms in every run" in text
     assert (pools["p50_verdict"] == "unclear").all() and ((pools["p50_mde"] - 170).abs() < 15).all()
+    runs = pools[[f"p50 run {i}" for i in (1, 2, 3)]].to_numpy()
+    assert (runs < 0).all()  # lower in every run, and still unclear at three runs
+    largest = pools.loc[pools[[f"p50 run {i}" for i in (1, 2, 3)]].mean(axis=1).abs().idxmax()]
+    assert (f"**pool, its largest unclear p50 difference over the runs**, at {largest['where']}: "
+            + ", ".join(f"−{-largest[f'p50 run {i}']:.1f}" for i in (1, 2, 3))) in text
+    assert f"not called after Holm's correction, MDE {largest['p50_mde']:.3g} ms" in text
 
 
-def test_the_sample_readme_says_what_the_first_run_gives():
-    """data/samples/README.md's first-run sentences on tuning-go's payload and pools, from the notebook's own
-    comparison (2000 seeded resamples, as the notebook draws)."""
-    from labkit import notebooks
+def test_the_tuning_page_says_what_the_first_run_gives():
+    """docs/reproductions/tuning.md's first-run sentences on tuning-go's payload and pools, from the notebook's own
+    comparison with the resamples the page was generated with (labkit.reproductions.SAMPLES)."""
+    from labkit import notebooks, reproductions
 
     run = Run.open(SAMPLES / "tuning-go")
     cells, _ = tuning.ghz_cells(run.samples())
     calls = notebooks.tuning_calls(run, cells, BIN_S)
     n_bins = int(round(run.manifest["config"]["duration_s"] / BIN_S))
-    diffs = tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S, n_resamples=2000)
+    n_resamples = reproductions.SAMPLES["tuning"][1]["n_resamples"]
+    diffs = tuning.compare_knobs(cells, calls, tuning.knob_range(cells), n_bins=n_bins, bin_s=BIN_S,
+                                 n_resamples=n_resamples)
     headline = tuning.verdict_headline(diffs)
-    text = " ".join((SAMPLES / "README.md").read_text().split())
+    text = " ".join(TUNING_PAGE.read_text().split())
     payload = diffs[diffs["knob"] == "payload"]
     assert (payload["p50_diff"] > 0).all()
-    assert (f"128 KiB requests cost latency against 64 B in every pair (called in {headline['payload.p50.ci_higher']} "
-            f"of {headline['payload.compared']})") in text
-    assert (f"pools of 2, 4 and 8 connections lower the p50 of 128 KiB calls at concurrency 50 (by up to "
-            f"{round(-headline['pool.p50.diff_min'])} ms, called in {headline['pool.p50.ci_lower']} of "
-            f"{headline['pool.compared']} pairs)") in text
+    assert (f"**131072 B vs 64 B**, this run's {headline['payload.compared']} pairs: p50 on − off from "
+            f"+{payload['p50_diff'].min():.1f} to +{payload['p50_diff'].max():.1f} ms (called higher in "
+            f"{headline['payload.p50.ci_higher']},") in text
+    pool = diffs[diffs["knob"] == "pool"]
+    assert (f"this run's {headline['pool.compared']} pairs: p50 on − off from −{-headline['pool.p50.diff_min']:.1f} "
+            f"to +{pool['p50_diff'].max():.1f} ms (called higher in 0, lower in {headline['pool.p50.ci_lower']},") in text
     called = diffs[(diffs["knob"] == "pool") & (diffs["p50_verdict"] == "lower")]
     assert called["where"].str.endswith("c=50 131072B").all()
 

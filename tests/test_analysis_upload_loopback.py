@@ -243,9 +243,6 @@ def test_over_the_wan_the_link_sets_the_pace_and_20_uploads_pin_each_median():
     assert (firsts > 4 * medians["seconds"]).all() and (firsts < 8 * medians["seconds"]).all()
     cells = upload.cell_summary(kept, "mb_per_s")
     assert ((cells["hi"] - cells["lo"]) / 2 < 0.01 * cells["value"]).all() and (cells["count"] == 19).all()
-    text = " ".join((SAMPLES / "README.md").read_text().split())
-    assert "every condition and chunk size ran at 9.6-10.4 MB/s" in text
-    assert "the interval of a cell's median is within 1 % of it in every WAN cell" in text
     # One ping RTT is close to half of every upload there: the timer's sentence says so of this run.
     alone = samples.assign(replicate=1)  # this run alone, not its group
     tls, transport = upload.condition_pairs(upload.label_uploads(run.samples())[1])

@@ -19,7 +19,8 @@ import pytest
 from conftest import REPO, labkit
 
 README = REPO / "README.md"
-PAGES = sorted([README, *(REPO / "docs").glob("*.md")])
+# data/samples/README.md: the commands that record each sample again.
+PAGES = sorted([README, *(REPO / "docs").glob("*.md"), REPO / "data" / "samples" / "README.md"])
 README_MAX_LINES = 200
 # The commands each page documents flag by flag: every flag their --help lists is on the page.
 REFERENCE = {

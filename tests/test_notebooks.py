@@ -444,7 +444,7 @@ def test_upload_and_load_notebooks_are_registered():
 
 def test_upload_notebook_on_the_grpcio_sample(tmp_path, monkeypatch, labkit_kernel):
     """upload-small, grpcio at both ends: 4 MiB, chunks 64 B … 1 MiB, grpc and http2 with and without TLS, 5 uploads a
-    cell, 5 ms each way; three runs; every upload kept (drop_first_upload false), as its README sentences read it."""
+    cell, 5 ms each way; three runs; every upload kept (drop_first_upload false)."""
     from labkit.report import execute_notebook
 
     monkeypatch.setenv("MPLBACKEND", "agg")
