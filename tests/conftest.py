@@ -260,3 +260,43 @@ def assert_speaks_of_its_own_run(notebook: str, headline_json: dict, executed: P
         shown = [s for s in of_the_sample if json.dumps(s)[1:-1] in text or s in text]
         assert not shown, f"the executed {notebook} notebook shows sentences about its sample: {shown}"
     return said
+
+
+def require_host_root(release: str) -> Path:
+    """The cached Debian minbase root of ``release`` (``bullseye``, ``trixie``) a testbed host can run in; skips with
+    the reason (fails under LABKIT_REQUIRE_TESTBED=1) where it was not built: scripts/bootstrap.sh builds them as
+    root when debootstrap works, since a cold build costs minutes that no test should spend."""
+    from labkit.testbed import rootfs
+
+    spec = rootfs.RootSpec.parse(release)
+    found = rootfs.find_root(spec)
+    if found is None:
+        if os.environ.get("LABKIT_REQUIRE_TESTBED") == "1":
+            pytest.fail(f"LABKIT_REQUIRE_TESTBED=1 but {rootfs.missing_root_reason(spec)}")
+        pytest.skip(rootfs.missing_root_reason(spec))
+    return found
+
+
+@contextmanager
+def root_testbed(name: str, roots: dict[str, str], hosts: tuple[str, ...] = ("a", "b"), one_way_delay_s: float = 0.002,
+                 **link):
+    """A testbed of the calling module's own whose hosts ``roots`` names (host -> release) run in Debian minbase
+    roots, the others in this machine's userland; torn down at the end."""
+    require_testbed()
+    for release in roots.values():
+        require_host_root(release)
+    from labkit.testbed.topology import Topology
+
+    with own_testbed(name, one_way_delay_s, topology=Topology(hosts=hosts, roots=dict(roots)), **link) as state:
+        yield state
+
+
+def root_host_inventory(state, base: Path) -> Path:
+    """The testbed's inventory (written under ``base``) for hosts that may run in roots of their own: unlike
+    :func:`deployed_inventory`, every host keeps the labkit_dir inside its own tree (a root's host sees none of this
+    machine's /tmp), and nothing is deployed yet: the caller runs ``labkit deploy`` (no venv or pip on a root's
+    host)."""
+    data = tomllib.loads(state.inventory.read_text())
+    path = base / "inventory.toml"
+    path.write_text(tomli_w.dumps(data))
+    return path

@@ -13,7 +13,7 @@ from labkit.testbed.lab import LinkConfig, Testbed, all_testbed_names
 from labkit.testbed.login import LoginUser
 from labkit.testbed.netns import check_can_host_testbed
 from labkit.testbed.schedule import read_schedule
-from labkit.testbed.topology import read_topology
+from labkit.testbed.topology import Topology, read_topology
 
 NAME_OPTION = click.option(
     "--name", default="labkit", show_default=True,
@@ -101,7 +101,11 @@ def _link_options(function):
 @click.option("--sudo/--no-sudo", "sudo", default=None,
               help="With --login-user: passwordless sudo for that user, and become = \"sudo\" in the inventory "
                    "(--sudo, the default), or no sudo at all. Changes a running testbed.")
-def up(name, mtu, cc, seed, emulator, login_user, sudo, topology, schedules, **link_flags):
+@click.option("--host-root", "host_roots", multiple=True, metavar="HOST=RELEASE",
+              help="Run HOST in a Debian minbase root of RELEASE (bullseye: Debian 11, trixie: Debian 13) instead of "
+                   "this machine's userland, as a topology's root = \"RELEASE\" does; repeatable. The root is built "
+                   "once (minutes) and cached under ~/.cache/labkit/rootfs.")
+def up(name, mtu, cc, seed, emulator, login_user, sudo, topology, schedules, host_roots, **link_flags):
     """Create the testbed, or change the links of a running one.
 
     Writes a state directory with ssh_config, known_hosts, the client key and
@@ -114,7 +118,14 @@ def up(name, mtu, cc, seed, emulator, login_user, sudo, topology, schedules, **l
     login = LoginUser(login_user, sudo is not False) if login_user else None
     link = _link_config(link_flags, mtu=mtu, cc=cc, emulator=emulator, seed=seed)
     lab = Testbed(name)
-    state = lab.up(link, login, topology=read_topology(topology) if topology else None,
+    layout = read_topology(topology) if topology else Topology()
+    roots = {}
+    for item in host_roots:
+        host, sep, release = item.partition("=")
+        if not sep or not host or not release:
+            raise click.BadParameter(f"{item!r} must be HOST=RELEASE, e.g. b=bullseye", param_hint="--host-root")
+        roots[host] = release
+    state = lab.up(link, login, topology=layout.with_roots(roots) if roots else (layout if topology else None),
                    schedule=read_schedule(schedules))
     _print_up(name, state)
 
@@ -140,7 +151,10 @@ def _print_up(name: str, state) -> None:
     if state.login_user:
         click.echo(f"  login user: {state.login_user} ({'passwordless sudo' if state.login_sudo else 'no sudo'})")
     for host in state.hosts.values():
-        click.echo(f"  host {host.name}: ssh {host.ssh_alias} ({host.mgmt_address}), data address {host.data_address}")
+        root = state.roots.get(host.name)
+        runs_in = f", in a Debian {root['debian']} {root['release']} root ({root['mode']})" if root else ""
+        click.echo(f"  host {host.name}: ssh {host.ssh_alias} ({host.mgmt_address}), data address {host.data_address}"
+                   + runs_in)
     click.echo(f"  ssh config: {state.ssh_config}")
     click.echo(f"  inventory:  {state.inventory}")
     first, second = list(state.hosts.values())[:2]
@@ -282,3 +296,21 @@ def _print_links(console, links: dict) -> None:
         table.add_row(key.replace(">", "→"), link["describe"], str(totals.get("in", "-")), str(totals.get("out", "-")),
                       drops, str(totals.get("duplicated", "-")), str(totals.get("reordered", "-")), lateness)
     console.print(table)
+
+
+@testbed.command("root")
+@click.argument("releases", nargs=-1, required=True, metavar="RELEASE...")
+def root(releases):
+    """Build (once) and cache the Debian minbase roots a host can run in (bullseye, trixie); print where each is.
+
+    Each is debootstrap --variant=minbase from Debian's archive with an OpenSSH server, python3 without venv or pip,
+    and the programs labkit runs on a host; `testbed up --host-root` builds what is missing itself.
+    """
+    from labkit.testbed import rootfs
+
+    specs = [rootfs.RootSpec.parse(release) for release in releases]
+    for spec in specs:
+        path = rootfs.ensure_root(spec, log=lambda line: click.echo(line, err=True))
+        info = rootfs.describe(path)
+        click.echo(f"{spec}: {path} (Debian {rootfs.RELEASES[spec.suite]['version']}, {info['arch']}, built "
+                   f"{info['built_utc']} in {info['build_s']:g} s)")

@@ -19,6 +19,12 @@ emulator), ``link-stats.jsonl`` and ``link-status.json`` (what it exports), ``ss
 The hosts log in as root, or (``--login-user NAME``) as a user that exists
 only inside the testbed's sshds, with or without passwordless sudo, so the
 testbed plays a cloud VM; see :mod:`labkit.testbed.login`.
+
+A host may run in a root filesystem of another Debian release (a topology's
+``root = "bullseye"``, or ``--host-root b=bullseye``): its sshd, and all that runs
+over SSH, is then chrooted into its own copy-on-write view of a cached minbase root
+(:mod:`labkit.testbed.rootfs`, :class:`labkit.testbed.sshd.HostRoot`), kept in
+``STATE/roots/HOST`` until `down`.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import tomli_w
 
 from labkit.errors import LabkitError
 from labkit.parsers.ping import parse_ping
-from labkit.testbed import datapath, emulator, health, sshd
+from labkit.testbed import datapath, emulator, health, rootfs, sshd
 from labkit.testbed import netns as ns
 from labkit.testbed import schedule as sched
 from labkit.testbed.datapath import DATA_IFNAME
@@ -134,6 +140,8 @@ class TestbedState:
     schedule: list[dict] = field(default_factory=list)  # schedule.Change records
     schedule_origin_utc_ns: int = 0  # when the schedule's times count from
     generation: int = 0  # of the emulator's config
+    # host -> its root (release, architecture, the cached root, its own tree and whether that is an overlay or a copy)
+    roots: dict[str, dict] = field(default_factory=dict)
 
     @property
     def login(self) -> LoginUser | None:
@@ -293,13 +301,19 @@ class Testbed:
         ns.check_can_host_testbed()
         if login is not None:
             login.validate()
+            if topology.roots:
+                raise LabkitError("--login-user and host roots do not go together yet: the login user is added to "
+                                  "this machine's /etc, not to a host root's")
+        # Built (minutes on a cold cache) or found before the lock: other testbeds need not wait for a debootstrap.
+        lowers = {host: rootfs.ensure_root(rootfs.RootSpec.parse(root), self.log)
+                  for host, root in topology.roots.items()}
         testbeds_dir().mkdir(parents=True, exist_ok=True)
         with open(testbeds_dir() / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = self.load_state()
             if state is not None:
                 faults = self.health(state)["faults"]
-                same_hosts = state.topology.hosts == topology.hosts
+                same_hosts = state.topology.hosts == topology.hosts and state.topology.roots == topology.roots
                 if all(f.repairable for f in faults) and same_hosts and state.login_user == (login.name if login else None):
                     # A flapped device or a lost route is put back in place; the hosts' processes live on.
                     self._repair_in_place(state, faults)
@@ -311,7 +325,7 @@ class Testbed:
             elif self.existing_namespaces():
                 self.log(f"testbed {self.name} has leftovers from a crash; removing them first")
                 self.down(quiet=True)
-            return self._create(link, login, topology, changes)
+            return self._create(link, login, topology, changes, lowers)
 
     def change_links(self, links: dict[str, dict], record=None) -> dict[str, dict]:
         """Set some directions' link parameters (``{"a>b": {"queue": "10bdp", "aqm": "droptail"}}``) on the running
@@ -360,10 +374,14 @@ class Testbed:
         if state.topology.hosts != topology.hosts:
             return (f"testbed {self.name} has hosts {', '.join(state.topology.hosts)}; rebuilding it with "
                     f"{', '.join(topology.hosts)}")
+        if state.topology.roots != topology.roots:
+            return (f"testbed {self.name}'s hosts run in roots {state.topology.roots or 'of this machine'}; "
+                    f"rebuilding it with {topology.roots or 'this machine'}")
         return (f"testbed {self.name} logs in as {state.login_user or 'root'}; rebuilding it for "
                 f"{login.name if login else 'root'}")
 
-    def _create(self, link: LinkConfig, login: LoginUser | None, topology: Topology, changes: list) -> TestbedState:
+    def _create(self, link: LinkConfig, login: LoginUser | None, topology: Topology, changes: list,
+                lowers: dict[str, Path] | None = None) -> TestbedState:
         state = TestbedState(
             name=self.name,
             index=self._allocate_index(),
@@ -381,7 +399,7 @@ class Testbed:
         os.chmod(self.state_dir, 0o700)
         state.save()
         try:
-            self._build(state)
+            self._build(state, lowers or {})
         except BaseException:
             # Never leave half a testbed behind: a failed or interrupted `up` undoes itself.
             self.down(quiet=True)
@@ -404,7 +422,7 @@ class Testbed:
             )
         return state
 
-    def _build(self, state: TestbedState) -> None:
+    def _build(self, state: TestbedState, lowers: dict[str, Path]) -> None:
         for info in self._with_hosts(state).hosts.values():
             netns = info.netns
             ns.ip("netns", "add", netns)
@@ -420,7 +438,7 @@ class Testbed:
         state.forwarder_pid = datapath.start(state)
         state.save()
         self._configure_data_link(state)
-        self._start_sshds(state)
+        self._start_sshds(state, lowers)
         state.save()
         self._write_client_files(state)
 
@@ -450,7 +468,19 @@ class Testbed:
             netns=local.netns,
         )
 
-    def _start_sshds(self, state: TestbedState) -> None:
+    def _host_root(self, state: TestbedState, host: HostInfo, lower: Path, host_dir: Path) -> sshd.HostRoot:
+        """The host's own tree of the cached root ``lower``, its keys and sshd_config at the path its sshd sees them
+        (``host_dir`` under the root's /run), recorded in the state."""
+        started = time.monotonic()
+        root, mode = rootfs.host_tree(lower, state.dir / "roots" / host.name, host_dir, f"{self.name}-{host.name}")
+        spec = rootfs.RootSpec.parse(state.topology.roots[host.name])
+        state.roots[host.name] = {"release": spec.suite, "debian": rootfs.RELEASES[spec.suite]["version"],
+                                  "arch": spec.arch, "lower": str(lower), "tree": root.tree, "mode": mode,
+                                  "mounts": f"labkit-*-{root.tag}",
+                                  "prepare_s": round(time.monotonic() - started, 3)}
+        return root
+
+    def _start_sshds(self, state: TestbedState, lowers: dict[str, Path] | None = None) -> None:
         client_key = state.identity_file
         sshd.generate_key(client_key, f"labkit-testbed-{self.name}-client")
         authorized = state.dir / "authorized_keys"
@@ -467,11 +497,21 @@ class Testbed:
             host_key = host_dir / "ssh_host_ed25519_key"
             sshd.generate_key(host_key, f"labkit-testbed-{self.name}-{host.name}")
             config = host_dir / "sshd_config"
+            root = None
+            if host.name in (lowers or {}):
+                # A root's sshd sees only its own tree: its keys and config through the host directory's mount.
+                root = self._host_root(state, host, lowers[host.name], host_dir)
+                shutil.copy2(authorized, host_dir / "authorized_keys")
+                inside = Path(root.keys_inside)
+                keys = {"host_key": inside / host_key.name, "authorized_keys": inside / "authorized_keys"}
+            else:
+                keys = {"host_key": host_key, "authorized_keys": authorized}
             sshd.write_sshd_config(
-                config, host_key=host_key, authorized_keys=authorized,
-                listen=[host.mgmt_address, host.data_address], login_user=state.login_user,
+                config, **keys, listen=[host.mgmt_address, host.data_address], login_user=state.login_user,
             )
-            state.sshd_pids[host.name] = sshd.start_sshd(host.netns, config, host_dir / "sshd.log", binds)
+            state.sshd_pids[host.name] = sshd.start_sshd(
+                host.netns, Path(root.keys_inside) / config.name if root else config, host_dir / "sshd.log", binds,
+                root)
         for host in state.hosts.values():
             sshd.wait_for_port(host.mgmt_address)
 
@@ -509,6 +549,9 @@ class Testbed:
                 "link_stats": str(state.dir / emulator.STATS_FILE),
                 "links": {key: spec.describe() for key, spec in state.direction_specs().items()},
                 **({"topology": state.topology.source} if state.topology.source else {}),
+                # The hosts that run in a root of their own, and which: a run's manifest keeps this table.
+                **({"roots": {name: {key: value for key, value in root.items() if key != "prepare_s"}
+                              for name, root in state.roots.items()}} if state.roots else {}),
             },
             "hosts": {
                 host.name: {

@@ -21,6 +21,12 @@
 
 Every pair of hosts is linked; a pair without a table gets the command line's values,
 and a table's keys override them. Without a topology the testbed has hosts ``a`` and ``b``.
+
+A host's table may name the root filesystem the host runs in (:mod:`labkit.testbed.rootfs`), a Debian
+minbase root instead of this machine's own userland::
+
+    [hosts.old]
+    root = "bullseye"            # Debian 11: Python 3.9, OpenSSH 8.4; or "trixie" (Debian 13)
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 from labkit.errors import LabkitError
 from labkit.files import MAX_TOPOLOGY_BYTES, parse_toml, read_text_file
 from labkit.testbed.linkspec import LinkSpec, overrides
+from labkit.testbed.rootfs import RootSpec
 
 HOST_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 MAX_HOSTS = 16
@@ -51,6 +58,16 @@ class Topology:
     hosts: tuple[str, ...] = DEFAULT_HOSTS
     links: dict[str, dict] = field(default_factory=dict)
     source: str | None = None
+    roots: dict[str, str] = field(default_factory=dict)  # host -> its root (``bullseye``); absent: this machine's
+
+    def with_roots(self, roots: dict[str, str], where: str = "--host-root") -> "Topology":
+        """This topology with ``roots`` (host -> release) over its own; a one-line error for an unknown host or
+        release."""
+        for host, root in roots.items():
+            if host not in self.hosts:
+                raise LabkitError(f"{where}: no host {host!r} in the testbed (its hosts: {', '.join(self.hosts)})")
+            RootSpec.parse(root)
+        return dataclasses.replace(self, roots={**self.roots, **roots})
 
     def directions(self) -> list[tuple[str, str]]:
         return [(src, dst) for src in self.hosts for dst in self.hosts if src != dst]
@@ -61,13 +78,14 @@ class Topology:
         return dataclasses.replace(default.spec(), **self.links.get(pair, {}), **self.links.get(direction_key(src, dst), {}))
 
     def to_dict(self) -> dict:
-        return {"hosts": list(self.hosts), "links": self.links, "source": self.source}
+        return {"hosts": list(self.hosts), "links": self.links, "source": self.source, "roots": self.roots}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> "Topology":
         if not data:
             return cls()
-        return cls(hosts=tuple(data["hosts"]), links=dict(data.get("links", {})), source=data.get("source"))
+        return cls(hosts=tuple(data["hosts"]), links=dict(data.get("links", {})), source=data.get("source"),
+                   roots=dict(data.get("roots") or {}))
 
 
 def _link_key(key: str, hosts: tuple[str, ...], where: str) -> str:
@@ -96,8 +114,17 @@ def parse_topology(text: str, path: Path | None = None) -> Topology:
     for name, table in data["hosts"].items():
         if not HOST_RE.match(name):
             raise LabkitError(f"{where}: host name {name!r} must be 1-8 characters of a-z and 0-9, starting with a letter")
-        if table:
-            raise LabkitError(f"{where}: [hosts.{name}] takes no keys (link parameters go in [links.{name}-OTHER])")
+        unknown = sorted(set(table) - {"root"})
+        if unknown:
+            raise LabkitError(f"{where}: [hosts.{name}] takes no keys but root = \"RELEASE\", not {unknown[0]!r} (link "
+                              f"parameters go in [links.{name}-OTHER])")
+        if "root" in table:
+            if not isinstance(table["root"], str):
+                raise LabkitError(f"{where}: hosts.{name}.root must be a string such as \"bullseye\"")
+            try:
+                RootSpec.parse(table["root"])
+            except LabkitError as exc:
+                raise LabkitError(f"{where}: [hosts.{name}] {exc.message}") from None
     links: dict[str, dict] = {}
     base_dir = path.parent if path else None
     for key, table in data.get("links", {}).items():
@@ -107,7 +134,8 @@ def parse_topology(text: str, path: Path | None = None) -> Topology:
         if not isinstance(table, dict):
             raise LabkitError(f"{where}: links.{key} must be a table")
         links[name] = overrides(table, f"{where} [links.{key}]", base_dir)
-    return Topology(hosts=hosts, links=links, source=str(path) if path else None)
+    roots = {name: table["root"] for name, table in data["hosts"].items() if "root" in table}
+    return Topology(hosts=hosts, links=links, source=str(path) if path else None, roots=roots)
 
 
 def read_topology(path: str | Path) -> Topology:
