@@ -253,6 +253,14 @@ LOAD_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("message_p50_ms", pa.float64(), True, "labkit-go's load: median of the messages' own latencies (nearest rank)."),
     ("message_p90_ms", pa.float64(), True, "labkit-go's load: 90th percentile of the messages' own latencies."),
     ("message_p99_ms", pa.float64(), True, "labkit-go's load: 99th percentile of the messages' own latencies."),
+    ("message_intended_mean_ms", pa.float64(), True, "labkit-go's load: mean of each answered message's latency from when "
+                                                     "the closed loop meant to send it (the end of its worker's call "
+                                                     "before, or its first call's start): the wait before a request "
+                                                     "left is in it, and message_mean_ms leaves it out."),
+    ("message_intended_p50_ms", pa.float64(), True, "labkit-go's load: median of the messages' latencies from their "
+                                                    "intended send (nearest rank)."),
+    ("message_intended_p90_ms", pa.float64(), True, "labkit-go's load: 90th percentile of those."),
+    ("message_intended_p99_ms", pa.float64(), True, "labkit-go's load: 99th percentile of those."),
     ("tool_rps", pa.float64(), True, "The tool's own req/s (ghz: every call over warm-up + duration; h2load: succeeded over duration)."),
     ("tool_requests", pa.int64(), True, "Requests the tool itself counted (ghz: count incl. warm-up; h2load: requests total)."),
     ("tool_exit", pa.int64(), True, "The tool's exit status (null when it was stopped)."),

@@ -612,7 +612,8 @@ _STACK_CLIENT = {"idle-step": "python", "series": "python", "upload": "python", 
 
 #: The columns labkit-go's gRPC load adds to a load cell (each message timed); older runs and ghz cells have none.
 LOAD_MESSAGE_COLUMNS = ("messages", "messages_ok", "message_mean_ms", "message_p50_ms", "message_p90_ms",
-                        "message_p99_ms")
+                        "message_p99_ms", "message_intended_mean_ms", "message_intended_p50_ms",
+                        "message_intended_p90_ms", "message_intended_p99_ms")
 
 
 #: Wall-clock stamps in ns that may be null (a server that sent none): pandas reads a nullable int64 column as

@@ -165,6 +165,45 @@ def test_every_request_of_a_grpcload_csv_is_a_row():
     assert (stream.loc[stream["message"] == 9, "t_utc"] > stream.loc[stream["message"] == 9, "call_t_utc"]).all()
 
 
+def test_a_streamed_message_is_also_timed_from_when_the_closed_loop_meant_to_send_it():
+    text = read("grpcload/stream_intended.csv")
+    result = parse_grpcload_csv(text)
+    rows = result.rows.sort_values(["worker", "call", "message"])
+    assert result.counts["unrecognised"] == 0 and rows["ok"].all() and len(rows) == 460
+    # labkit-go's column: never shorter than from the request's own send, and longer where the request waited.
+    assert (rows["intended_latency_ms"] >= rows["latency_ms"]).all()
+    last = rows[rows["message"] == 9]
+    sent_after_start_ms = (last["t_utc"] - last["call_t_utc"]).dt.total_seconds() * 1e3
+    assert (last["intended_latency_ms"] - last["latency_ms"] >= sent_after_start_ms - 1e-6).all()
+    assert last["intended_latency_ms"].median() > last["latency_ms"].median()
+    # Its rule, read back from the other columns: every request of a call was due when the worker's call before
+    # ended (call_t + call_latency, in integer ns), a worker's first call as it began.
+    raw = pd.read_csv(__import__("io").StringIO(text)).sort_values(["worker", "call", "message"])
+    ends = raw.dropna(subset=["call_latency_ns"]).set_index(["worker", "call"])
+    due = [raw_row.call_t_ns if raw_row.call == 0 else
+           int(ends.loc[(raw_row.worker, raw_row.call - 1), "call_t_ns"]) +
+           int(ends.loc[(raw_row.worker, raw_row.call - 1), "call_latency_ns"]) for raw_row in raw.itertuples()]
+    expected = (raw["t_ns"] - pd.Series(due, index=raw.index)) + raw["latency_ns"]
+    assert (raw["intended_latency_ns"] == expected).all()
+    # A CSV of a labkit-go before the column: the parser computes it by the same rule, to the nanosecond.
+    older = "\n".join(",".join(line.split(",")[:10]) for line in text.splitlines()) + "\n"
+    computed = parse_grpcload_csv(older).rows.sort_values(["worker", "call", "message"])
+    assert (computed["intended_latency_ms"] * 1e6).round().astype("int64").tolist() == \
+        (rows["intended_latency_ms"] * 1e6).round().astype("int64").tolist()
+    assert parse_grpcload_csv(read("grpcload/stream_gzip.csv")).rows["intended_latency_ms"].notna().all()
+    # A row whose intended latency is shorter than its own latency is not labkit-go's: counted, not read.
+    header, first, *rest = text.splitlines()
+    fields = first.split(",")
+    torn = "\n".join([header, ",".join(fields[:10] + [str(int(fields[6]) - 1)]), *rest]) + "\n"
+    assert parse_grpcload_csv(torn).counts["unrecognised"] == 1
+    # The cell's row keeps both: the messages' own latencies, and beside them those from the intended send.
+    stats = grpcload_cell_stats(text, 0.0, 1.0)
+    assert stats["message_p50_ms"] == nearest_rank(sorted(rows["latency_ms"]), 50)
+    assert stats["message_intended_p50_ms"] == nearest_rank(sorted(rows["intended_latency_ms"]), 50)
+    assert stats["message_intended_p99_ms"] >= stats["message_p99_ms"]
+    assert {"message_intended_p50_ms", "message_intended_mean_ms"} <= set(LOAD_SCHEMA.names)
+
+
 def test_a_refused_grpcload_keeps_each_unanswered_request_with_its_status():
     result = parse_grpcload_csv(read("grpcload/refused.csv"))
     rows = result.rows

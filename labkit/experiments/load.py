@@ -462,7 +462,10 @@ def grpcload_cell_stats(text: str, warmup_s: float, duration_s: float) -> dict[s
     call that started in the window counts even if it ended after it (ghz drops
     those, which favours the quick ones). ``message_*`` are over every request
     of those calls, each timed from its own send: for a unary call the same as
-    the call's, inside a stream the time each message really waited.
+    the call's, inside a stream the time each message really waited after it
+    left; ``message_intended_*`` time the same answers from when the closed loop
+    meant to send them (:mod:`labkit.parsers.grpcload`), the wait before a
+    request left included. The analysis reads ``message_*`` unless told.
     """
     from labkit.analysis.load import cell_messages, message_calls
 
@@ -470,9 +473,12 @@ def grpcload_cell_stats(text: str, warmup_s: float, duration_s: float) -> dict[s
     calls = message_calls(rows)
     stats = window_stats(calls["latency_ms"], calls["ok"], duration_s, calls["code"], calls["error"])
     good = sorted(rows.loc[rows["ok"], "latency_ms"])
+    intended = sorted(rows.loc[rows["ok"], "intended_latency_ms"])
     stats.update(messages=len(rows), messages_ok=len(good),
                  message_mean_ms=sum(good) / len(good) if good else None,
                  **{f"message_p{p}_ms": nearest_rank(good, p) if good else None for p in (50, 90, 99)},
+                 message_intended_mean_ms=sum(intended) / len(intended) if intended else None,
+                 **{f"message_intended_p{p}_ms": nearest_rank(intended, p) if intended else None for p in (50, 90, 99)},
                  tool_rps=None, tool_requests=len(calls))
     return stats
 

@@ -33,9 +33,11 @@ import (
 // stream: the server's end of stream after the last answer), code the call's gRPC status as grpcio names it,
 // error empty unless this message failed. A stream's answers are written as they arrive, before the call's end is
 // known: call_latency_ns and code are on the call's last row (the rows written at its end), empty before it, and
-// empty on every row of a call a signal cut short.
+// empty on every row of a call a signal cut short. intended_latency_ns, beside latency_ns, times the same answer
+// from when the closed loop meant to send the request (see callRows.intended): inside a stream, the wait before a
+// request left (a window full of earlier requests, its own and other calls') is in it, and latency_ns leaves it out.
 var Columns = []string{"call_t_ns", "worker", "connection", "call", "message", "t_ns", "latency_ns",
-	"call_latency_ns", "code", "error"}
+	"call_latency_ns", "code", "error", "intended_latency_ns"}
 
 // RPCs are the calls a load can make.
 var RPCs = []string{"unary", "stream"}
@@ -123,7 +125,11 @@ type callRows struct {
 	table                    *table
 	worker, connection, call int
 	start                    time.Duration
-	written                  int
+	// intended is when the closed loop meant to send every request of the call: when its predecessor (the worker's
+	// call before) ended with its last answer, or for a worker's first call its start. A stream sends its requests
+	// back to back, so each is due then; a request that left later waited for the stream (or the worker) to take it.
+	intended time.Duration
+	written  int
 }
 
 func (t *table) epoch(offset time.Duration) string {
@@ -133,14 +139,15 @@ func (t *table) epoch(offset time.Duration) string {
 // write is the row of message i; callLatency and code empty while the call has not ended.
 func (r *callRows) write(i int, m message, callLatency, code string) error {
 	t := r.table
-	latency := ""
+	latency, intended := "", ""
 	if m.failure == "" {
 		latency = strconv.FormatInt((m.answered - m.sent).Nanoseconds(), 10)
+		intended = strconv.FormatInt((m.answered - r.intended).Nanoseconds(), 10)
 		t.counts.OK++
 	}
 	t.counts.Messages++
 	return t.csv.Write([]string{t.epoch(r.start), strconv.Itoa(r.worker), strconv.Itoa(r.connection),
-		strconv.Itoa(r.call), strconv.Itoa(i), t.epoch(m.sent), latency, callLatency, code, m.failure})
+		strconv.Itoa(r.call), strconv.Itoa(i), t.epoch(m.sent), latency, callLatency, code, m.failure, intended})
 }
 
 // answered writes the row of message i, answered while its call goes on.
@@ -212,13 +219,15 @@ func Run(ctx context.Context, c Config, out io.Writer) (Summary, error) {
 		go func(worker int) {
 			defer wg.Done()
 			connection := worker % c.Connections
+			previousEnd := time.Duration(-1) // none before the worker's first call
 			for call := 0; ctx.Err() == nil && time.Now().Before(end); call++ {
-				rows := &callRows{table: t, worker: worker, connection: connection, call: call}
+				rows := &callRows{table: t, worker: worker, connection: connection, call: call, intended: previousEnd}
 				code, messages, err := c.call(ctx, stubs[connection], rows)
 				if err == nil && ctx.Err() != nil && code != "OK" {
 					err = rows.interrupted(messages) // its end is the signal's, not the server's
 				} else if err == nil {
-					err = rows.ended(time.Since(t.base), code, messages)
+					previousEnd = time.Since(t.base)
+					err = rows.ended(previousEnd, code, messages)
 				}
 				if err != nil {
 					failed <- err
@@ -243,6 +252,9 @@ func (c Config) call(parent context.Context, stub echopb.EchoServiceClient, rows
 	defer cancel()
 	base := rows.table.base
 	rows.start = time.Since(base)
+	if rows.intended < 0 {
+		rows.intended = rows.start
+	}
 	if c.RPC == "unary" {
 		response, err := stub.Echo(ctx, &echopb.EchoRequest{Payload: c.Payload})
 		m := message{sent: rows.start, answered: time.Since(base)}

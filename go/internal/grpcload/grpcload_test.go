@@ -70,6 +70,12 @@ func TestUnaryCallsAreOneAnsweredMessageEach(t *testing.T) {
 		if latency <= 0 || latency > number(t, row, "call_latency_ns") {
 			t.Fatalf("latency %d outside (0, call latency]: %v", latency, row)
 		}
+		if number(t, row, "intended_latency_ns") < latency {
+			t.Fatalf("a unary call's request is meant to leave when the worker's call before ended, not after: %v", row)
+		}
+		if row["call"] == "0" && row["intended_latency_ns"] != row["latency_ns"] {
+			t.Fatalf("a worker's first call is meant to leave as it starts, and does: %v", row)
+		}
 		connections[row["connection"]] = true
 	}
 	if len(connections) != 2 {
@@ -99,6 +105,18 @@ func TestAStreamTimesEachMessageFromItsOwnSend(t *testing.T) {
 		}
 		calls[key] = append(calls[key], row)
 	}
+	// When each call was meant to begin: its worker's call before ended then (its first: as it began).
+	intendedStart := map[string]int64{}
+	for _, key := range order {
+		call := calls[key]
+		worker, callNumber := call[0]["worker"], number(t, call[0], "call")
+		if previous, ok := calls[worker+"/"+strconv.FormatInt(callNumber-1, 10)]; ok {
+			last := previous[len(previous)-1]
+			intendedStart[key] = number(t, last, "call_t_ns") + number(t, last, "call_latency_ns")
+		} else {
+			intendedStart[key] = number(t, call[0], "call_t_ns")
+		}
+	}
 	for _, key := range order {
 		call := calls[key]
 		if len(call) != messages {
@@ -127,11 +145,22 @@ func TestAStreamTimesEachMessageFromItsOwnSend(t *testing.T) {
 			if sent+latency > callStart+callLatency {
 				t.Fatalf("message %d answered at %d, after its call ended at %d", i, sent+latency, callStart+callLatency)
 			}
+			// From when the loop meant to send it, the end of the worker's call before (or its first call's
+			// start): the wait before it left included, so never shorter than from its own send.
+			intended := intendedStart[key]
+			if got := number(t, row, "intended_latency_ns"); got != sent+latency-intended || got < latency {
+				t.Fatalf("message %d: intended_latency_ns %d, want %d (latency %d)", i, got, sent+latency-intended, latency)
+			}
 			previousSend = sent
 		}
-		// The last request left after the first: its latency is not the call's.
-		if number(t, call[messages-1], "t_ns") == callStart {
+		// The last request left after the first: its latency is not the call's, and the wait before it left is
+		// in its latency from the intended send alone.
+		last := call[messages-1]
+		if number(t, last, "t_ns") == callStart {
 			t.Fatalf("every request of a call stamped with the call's start: %v", call)
+		}
+		if number(t, last, "intended_latency_ns")-number(t, last, "latency_ns") < number(t, last, "t_ns")-callStart {
+			t.Fatalf("the last request's wait before it left is not in its intended latency: %v", last)
 		}
 	}
 }
