@@ -2,11 +2,13 @@
 
 Per host, in ``labkit_dir`` (default ``~/.labkit/NAME``)::
 
-    wheelhouse/               the labkit wheel, and with --offline the agent's wheels
-    agent-requirements.txt    the agent set, pinned to the versions installed here
-    venv/                     python3 -m venv (made again when the inventory's python is another interpreter);
-                              labkit installed with --no-deps
-    build.json                marker: which build is installed (a host with the same build is skipped)
+    wheelhouse/               the labkit wheel, and (offline, or without venv and pip) the agent's wheels
+    agent-requirements.txt    the agent set for the host's interpreter (labkit/echo/agent-requirements.txt)
+    venv/                     where the interpreter has venv and ensurepip: python3 -m venv (made again when the
+                              inventory's python is another interpreter), the agent set installed with pip and
+                              labkit with --no-deps; else ("unpacked") a venv deploy lays out itself, its
+                              site-packages the wheels unpacked (a wheel is a zip), by the host's own interpreter
+    build.json                marker: which build is installed, and how (a host with the same build is skipped)
     bin/ghz, bin/labkit-go,   the static tools of this machine (hosts.layout.TOOLS): ghz (labkit load's
     bin/nats-server,          gRPC load generator), labkit-go (the grpc-go echo, and hop's back and
     bin/vegeta                front), nats-server and vegeta (labkit hop's NATS server and open-loop
@@ -17,7 +19,8 @@ Per host, in ``labkit_dir`` (default ``~/.labkit/NAME``)::
 
 A host only runs the agent side of labkit (echo serve/call and the tool
 wrappers), so the venv gets the labkit wheel with ``--no-deps`` plus the small
-agent set, not pandas or matplotlib. The wheel is built once per content hash
+agent set, not pandas or matplotlib; that side runs on Python >= 3.9
+(:data:`labkit.hosts.layout.MIN_PYTHON`), the controller on >= 3.11. The wheel is built once per content hash
 of the package files and cached under ``~/.cache/labkit/wheels``; the offline
 wheelhouse is downloaded once per target (Python version, platform) under
 ``~/.cache/labkit/wheelhouse``, and only files a host lacks are uploaded.
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -44,29 +46,60 @@ from typing import Sequence
 
 from labkit.errors import LabkitError
 from labkit.hosts.inventory import HostEntry, Inventory, load_inventory, open_host
-from labkit.hosts.layout import TOOLS, host_path, remote_labkit_version
+from labkit.hosts.layout import TOOLS, host_path, python_facts, python_refusal, remote_labkit_version
 from labkit.hosts.tools import send_tools
 from labkit.provenance import REPO_ROOT
 from labkit.version import __version__
 
-# What runs on a host: the echo service and client, and the CLI around them.
-AGENT_REQUIREMENTS = ("grpcio", "grpcio-reflection", "grpcio-health-checking", "protobuf", "click", "rich", "tomli-w",
-                      "h2")  # h2: the HTTP/2 upload endpoint and its client (labkit.echo.http2)
+# What runs on a host: the echo service and client, and the CLI around them, pinned per interpreter range.
+AGENT_REQUIREMENTS_FILE = Path(__file__).resolve().parent / "echo" / "agent-requirements.txt"
 # Imported on the host after installing, so a missing agent dependency fails the deploy, not the sweep.
 AGENT_MODULES = ("labkit.cli", "labkit.cli.echo", "labkit.echo.server", "labkit.echo.client", "labkit.echo.tcpinfo",
                  "labkit.echo.tcp_echo", "labkit.echo.series_agent",
                  "labkit.echo.http2", "labkit.echo.upload_agent")
 MARKER = "build.json"
-MIN_PYTHON = (3, 11)
+INSTALLS = ("venv", "unpacked")
 MODES = ("auto", "offline", "online")
 # Where auto mode checks that a host can reach the package index.
 INDEX_HOST = ("pypi.org", 443)
 
-# Run by the host's interpreter: what it is, so the wheelhouse matches it.
-_TARGET_SCRIPT = """
-import json, platform, sys
-print(json.dumps({"version": list(sys.version_info[:2]), "implementation": sys.implementation.name,
-                  "machine": platform.machine(), "libc": list(platform.libc_ver())}))
+# Run by the host's interpreter, with the labkit_dir and the wheels: lays out labkit_dir/venv as `python -m venv
+# --without-pip` would (pyvenv.cfg beside bin/, bin/python a symlink to this interpreter, which Python's start-up
+# then reads as a venv with its own site-packages and not the system's), unpacks every wheel into its
+# site-packages, and only then puts it in place of the old one, so a failed deploy leaves the last one working.
+# Nothing outside labkit_dir is written, and it needs neither venv nor pip.
+_UNPACK_SCRIPT = """
+import os, platform, shutil, sys, zipfile
+base, wheels = sys.argv[1], sys.argv[2:]
+venv, new, old = (os.path.join(base, name) for name in ("venv", ".venv.new", ".venv.old"))
+for path in (new, old):
+    shutil.rmtree(path, ignore_errors=True)
+executable = os.path.abspath(sys._base_executable)
+short = "python%d.%d" % sys.version_info[:2]
+site = os.path.join(new, "lib", short, "site-packages")
+os.makedirs(site)
+os.makedirs(os.path.join(new, "bin"))
+for name in ("python", "python3", short):
+    os.symlink(executable, os.path.join(new, "bin", name))
+with open(os.path.join(new, "pyvenv.cfg"), "w") as cfg:
+    cfg.write("home = %s\\ninclude-system-site-packages = false\\nversion = %s\\n"
+              % (os.path.dirname(executable), platform.python_version()))
+for wheel in wheels:
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+for name in os.listdir(site):
+    if name.endswith(".data"):
+        # A wheel's NAME.data/purelib and platlib belong in site-packages; its scripts and headers are not needed.
+        for scheme in ("purelib", "platlib"):
+            tree = os.path.join(site, name, scheme)
+            if os.path.isdir(tree):
+                for item in os.listdir(tree):
+                    os.rename(os.path.join(tree, item), os.path.join(site, item))
+        shutil.rmtree(os.path.join(site, name))
+if os.path.lexists(venv):
+    os.rename(venv, old)
+os.rename(new, venv)
+shutil.rmtree(old, ignore_errors=True)
 """
 # Run by an interpreter: the real path of the interpreter it is (in a venv, of the one the venv was made with).
 _BASE_INTERPRETER_SCRIPT = "import os, sys; print(os.path.realpath(sys._base_executable))"
@@ -179,25 +212,41 @@ def build_wheel(log=lambda message: None) -> LabkitWheel:
 
 
 # -- the agent set and the offline wheelhouse ----------------------------------------------
-def agent_requirements() -> list[str]:
-    """The agent set pinned to the versions installed here, so both ends run the same grpc."""
+_REQUIREMENT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?)\s*(?:;\s*(.+))?")
+_MARKER = re.compile(r'python_version\s*(<|>=)\s*"(\d+)\.(\d+)"')
+
+
+def parse_agent_requirements(text: str, version: tuple[int, int]) -> list[str]:
+    """The ``name==version`` pins of an agent-requirements file that apply to Python ``version``.
+
+    Its markers are evaluated here, for the host's interpreter: pip download evaluates them for the interpreter
+    it runs on, whatever --python-version says. Only ``python_version`` with < or >= (joined by ``and``) is allowed.
+    """
     pins = []
-    for name in AGENT_REQUIREMENTS:
-        try:
-            pins.append(f"{name}=={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            raise LabkitError(f"{name} is not installed here; deploy pins the host to the local versions") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = _REQUIREMENT.fullmatch(line)
+        if not match:
+            raise LabkitError(f"{AGENT_REQUIREMENTS_FILE.name} line {number}: not NAME==VERSION[; MARKER]: {line}")
+        name, pinned, marker = match.groups()
+        applies = True
+        for clause in (marker.split(" and ") if marker else []):
+            test = _MARKER.fullmatch(clause.strip())
+            if not test:
+                raise LabkitError(f"{AGENT_REQUIREMENTS_FILE.name} line {number}: only python_version < or >= "
+                                  f"\"X.Y\" markers are evaluated, not {clause.strip()}")
+            bound = (int(test.group(2)), int(test.group(3)))
+            applies &= version < bound if test.group(1) == "<" else version >= bound
+        if applies:
+            pins.append(f"{name}=={pinned}")
     return pins
 
 
-def _constraints() -> list[str]:
-    """Every installed distribution's version, so transitive dependencies match this machine too."""
-    pins = {}
-    for dist in importlib.metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower()
-        if name and name != "labkit":
-            pins[name] = f"{name}=={dist.version}"
-    return sorted(pins.values())
+def agent_requirements(version: tuple[int, int]) -> list[str]:
+    """The agent set for a host whose interpreter is Python ``version``."""
+    return parse_agent_requirements(AGENT_REQUIREMENTS_FILE.read_text(), tuple(version[:2]))
 
 
 @dataclass(frozen=True)
@@ -231,8 +280,8 @@ class Target:
 
 def build_wheelhouse(target: Target, log=lambda message: None) -> Path:
     """The agent set's wheels for ``target``, downloaded once and cached."""
-    requirements, constraints = agent_requirements(), _constraints()
-    key = hashlib.sha256(json.dumps([requirements, constraints, target.pip_options()]).encode()).hexdigest()[:16]
+    requirements = agent_requirements(target.version)
+    key = hashlib.sha256(json.dumps([requirements, target.pip_options()]).encode()).hexdigest()[:16]
     house = cache_home() / "wheelhouse" / f"cp{target.version[0]}{target.version[1]}-{target.machine}-{key}"
     if (house / ".complete").exists():
         return house
@@ -240,11 +289,11 @@ def build_wheelhouse(target: Target, log=lambda message: None) -> Path:
     house.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=house.parent) as tmp:
         (Path(tmp) / "requirements.txt").write_text("\n".join(requirements) + "\n")
-        (Path(tmp) / "constraints.txt").write_text("\n".join(constraints) + "\n")
         wheels = Path(tmp) / "wheels"
+        # --no-deps: the file pins the whole set (tests/test_host_python.py resolves it with dependencies).
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(wheels),
-             *target.pip_options(), "-r", str(Path(tmp) / "requirements.txt"), "-c", str(Path(tmp) / "constraints.txt")],
+            [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--no-deps",
+             "--dest", str(wheels), *target.pip_options(), "-r", str(Path(tmp) / "requirements.txt")],
             capture_output=True, text=True,
         )
         if proc.returncode != 0:
@@ -319,11 +368,14 @@ class _Deployer:
         self._step(name, "checking what is installed")
         if not self.force:
             installed = self._read_marker(host, base)
-            if installed.get("build") == self.wheel.build and remote_labkit_version(host, entry) == self.wheel.version:
+            # The same build made with another interpreter is deployed again: the venv runs the one it was made with.
+            if (installed.get("build") == self.wheel.build and installed.get("python") == entry.python
+                    and remote_labkit_version(host, entry) == self.wheel.version):
                 tools = self._send_tools(host, entry)
                 return DeployResult(name, "skipped", f"already has labkit {self.wheel.version} build {self.wheel.short_build}{tools}")
-        target = self._target(host, entry)
-        mode = self._mode(host, entry)
+        target, install = self._target(host, entry)
+        # Without venv and pip the host cannot install from an index: the wheels come from here.
+        mode = self._mode(host, entry) if install == "venv" else "offline"
         host.make_dir(f"{base}/wheelhouse")
         files = [self.wheel.path]
         if mode == "offline":
@@ -340,24 +392,31 @@ class _Deployer:
                 self.progress.advance(self._tasks[name], path.stat().st_size)
         with tempfile.TemporaryDirectory() as tmp:
             requirements = Path(tmp) / "agent-requirements.txt"
-            requirements.write_text("\n".join(agent_requirements()) + "\n")
+            requirements.write_text("\n".join(agent_requirements(target.version)) + "\n")
             host.put(requirements, f"{base}/agent-requirements.txt")
         python = f"{base}/venv/bin/python"
-        if not host.exists(python):
-            self._step(name, f"creating the venv with {entry.python}")
-            self._make_venv(host, entry, base)
-        elif self._base_interpreter(host, python) != self._base_interpreter(host, entry.python):
-            # A venv runs the interpreter it was made with, whatever is installed into it: another `python =` in the
-            # inventory needs a new venv.
-            self._step(name, f"making the venv again with {entry.python}")
-            self._make_venv(host, entry, base, clear=True)
-        self._step(name, f"installing ({mode})")
-        pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"]
-        index = ["--no-index", "--find-links", f"{base}/wheelhouse"] if mode == "offline" else []
-        self._run(host, [*pip, *index, "-r", f"{base}/agent-requirements.txt"], "installing the agent requirements")
-        # Same version number, new build: --force-reinstall replaces the files.
-        self._run(host, [*pip, "--no-deps", "--force-reinstall", "--no-index", f"{base}/wheelhouse/{self.wheel.path.name}"],
-                  "installing the labkit wheel")
+        if install == "unpacked":
+            self._step(name, f"unpacking {len(files)} wheel(s) with {entry.python}")
+            self._run(host, [entry.python, "-c", _UNPACK_SCRIPT, base,
+                             *(f"{base}/wheelhouse/{path.name}" for path in files)], "unpacking the wheels")
+        else:
+            if not host.exists(python):
+                self._step(name, f"creating the venv with {entry.python}")
+                self._make_venv(host, entry, base)
+            elif (self._base_interpreter(host, python) != self._base_interpreter(host, entry.python)
+                  or not host.exists(f"{base}/venv/bin/pip")):
+                # A venv runs the interpreter it was made with, whatever is installed into it: another `python =` in
+                # the inventory needs a new venv (so does one deploy unpacked, which has no pip).
+                self._step(name, f"making the venv again with {entry.python}")
+                self._make_venv(host, entry, base, clear=True)
+            self._step(name, f"installing ({mode})")
+            pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"]
+            index = ["--no-index", "--find-links", f"{base}/wheelhouse"] if mode == "offline" else []
+            self._run(host, [*pip, *index, "-r", f"{base}/agent-requirements.txt"], "installing the agent requirements")
+            # Same version number, new build: --force-reinstall replaces the files. --ignore-requires-python: the
+            # wheel's Requires-Python is the controller's (>= 3.11); a host runs only its agent side, which is >= 3.9.
+            self._run(host, [*pip, "--no-deps", "--force-reinstall", "--ignore-requires-python", "--no-index",
+                             f"{base}/wheelhouse/{self.wheel.path.name}"], "installing the labkit wheel")
         self._step(name, "checking")
         # The argv every experiment runs labkit with: the venv's python -m labkit, never the venv/bin/labkit
         # script (pip may write it as a shell wrapper that embeds the path).
@@ -367,10 +426,11 @@ class _Deployer:
             raise LabkitError(f"{name}: after installing, `{python} -m labkit --version` there gives {found}, "
                               f"not version {self.wheel.version}")
         self._run(host, [python, "-c", f"import {', '.join(AGENT_MODULES)}"], "importing labkit's agent modules")
-        self._write_marker(host, entry, base, mode, target)
+        self._write_marker(host, entry, base, mode, target, install)
         tools = self._send_tools(host, entry)
         sent_text = f"{len(missing)} file(s), {sent / 1e6:.1f} MB sent" if missing else "nothing new sent"
-        return DeployResult(name, "deployed", f"labkit {version} build {self.wheel.short_build} ({mode}, {sent_text}){tools}")
+        how = mode if install == "venv" else "unpacked, no venv or pip there"
+        return DeployResult(name, "deployed", f"labkit {version} build {self.wheel.short_build} ({how}, {sent_text}){tools}")
 
     def _send_tools(self, host, entry: HostEntry) -> str:
         """Copy the tools asked for that this machine has into the host's bin/ unless the same file is there; say what
@@ -384,12 +444,13 @@ class _Deployer:
         except (LabkitError, ValueError):
             return {}
 
-    def _write_marker(self, host, entry: HostEntry, base: str, mode: str, target: Target) -> None:
+    def _write_marker(self, host, entry: HostEntry, base: str, mode: str, target: Target, install: str) -> None:
         marker = {
             "build": self.wheel.build,
             "version": self.wheel.version,
             "wheel": self.wheel.path.name,
             "mode": mode,
+            "install": install,  # "venv" (python -m venv and pip) or "unpacked" (the wheels unzipped, no venv or pip)
             "python": entry.python,
             "target": target.describe(),
             "deployed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -399,26 +460,14 @@ class _Deployer:
             path.write_text(json.dumps(marker, indent=2) + "\n")
             host.put(path, f"{base}/{MARKER}")
 
-    def _target(self, host, entry: HostEntry) -> Target:
-        try:
-            result = host.run([entry.python, "-c", _TARGET_SCRIPT], timeout=60)
-        except LabkitError as exc:
-            if "is not installed on" in exc.message:
-                raise LabkitError(
-                    f"{entry.name}: {entry.python} is not on the host's PATH; install Python >= 3.11 there "
-                    "or set python = \"/path/to/python3\" in the inventory"
-                ) from None
-            raise
-        if not result.ok:
-            raise LabkitError(f"{entry.name}: {entry.python} does not run: {result.stderr.strip()[-200:]}")
-        info = json.loads(result.stdout)
-        target = Target(tuple(info["version"]), info["implementation"], info["machine"], tuple(info["libc"]))
-        if target.version < MIN_PYTHON:
-            raise LabkitError(
-                f"{entry.name}: {entry.python} is Python {target.version[0]}.{target.version[1]}; labkit needs >= 3.11 "
-                "(set python = ... in the inventory)"
-            )
-        return target
+    def _target(self, host, entry: HostEntry) -> tuple[Target, str]:
+        """The host interpreter's wheel target and how labkit is installed there (:data:`INSTALLS`)."""
+        facts = python_facts(host, entry)
+        refusal = python_refusal(entry, facts)
+        if refusal:
+            raise LabkitError(f"{entry.name}: {refusal}")
+        return (Target(tuple(facts["version"][:2]), facts["implementation"], facts["machine"], tuple(facts["libc"])),
+                facts["install"])
 
     def _mode(self, host, entry: HostEntry) -> str:
         if self.mode != "auto":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tomllib
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -193,6 +192,10 @@ def read_errors(name: str, *, missing: str) -> Iterator[None]:
 
 def parse_toml(text: str, where: str) -> dict:
     """The table of TOML ``text``, or one line saying where it is not TOML (``where``: "inventory PATH", ...)."""
+    # Imported here, not at the top: hosts run labkit's agent side on Python >= 3.9, which may have no tomllib;
+    # only the controller (>= 3.11) reads TOML.
+    import tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -1,5 +1,6 @@
-"""`labkit deploy` to a testbed of our own, over SSH, offline (the namespaces have no index), and the static tools a
-run sends to the hosts that need them.
+"""`labkit deploy` to a testbed of our own, over SSH, offline (the namespaces have no index), the static tools a
+run sends to the hosts that need them, and hosts whose interpreter is Python 3.9 without venv or pip (deploy unpacks
+the wheels there), or 3.13, or none, as `labkit hosts check` reports them.
 
 The wheel and the wheelhouse are cached in ~/.cache/labkit across runs; the
 first run on a fresh machine builds and downloads them once.
@@ -8,8 +9,11 @@ first run on a fresh machine builds and downloads them once.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,6 +24,7 @@ import tomllib
 from conftest import LABKIT, labkit, own_testbed
 from labkit import __version__
 from labkit.deploy import build_hash, build_wheel, source_tree
+from labkit.store import Run
 from labkit.experiments import run_command
 from labkit.hosts.layout import check_remote_labkit, remote_labkit_argv
 from labkit.errors import LabkitError
@@ -30,7 +35,7 @@ pytestmark = pytest.mark.testbed
 
 @pytest.fixture(scope="module")
 def lab():
-    with own_testbed("h3-deploy", 0.005) as state:
+    with own_testbed("h1-deploy", 0.005) as state:
         yield state
 
 
@@ -230,3 +235,136 @@ def test_deploy_unknown_host_is_exit_2(inventory):
         proc = labkit("deploy", str(inventory), "--tools", tools)
         assert proc.returncode == 2 and proc.stderr.strip() == (
             f"labkit: error: Invalid value for '--tools': {message} (see 'labkit deploy --help')"), proc.stderr
+
+
+# -- hosts with other interpreters ------------------------------------------------------------
+PYENV = Path("/root/.pyenv/versions")
+#: What a stock Debian or Ubuntu image's python3 lacks until python3-venv and python3-pip are installed.
+LEFT_OUT = ("venv", "ensurepip", "site-packages")
+
+
+def _pyenv(minor: int) -> Path | None:
+    found = sorted(PYENV.glob(f"3.{minor}.*/bin/python3.{minor}"))
+    return found[-1] if found else None
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> Path:
+    """A real CPython 3.9 with no venv, no ensurepip and no pip, as a stock cloud image's python3: pyenv's 3.9 binary
+    copied into a prefix of its own whose lib/python3.9 links every entry of pyenv's standard library but those
+    (site-packages, where pip lives, is an empty directory). The interpreter finds its standard library from where
+    its binary is (the copy's prefix), so nothing in pyenv's own tree is changed or seen."""
+    real = _pyenv(9)
+    if real is None:
+        pytest.skip(f"no Python 3.9 in {PYENV}")
+    prefix = tmp_path_factory.mktemp("bare-python39")
+    stdlib = real.parent.parent / "lib" / "python3.9"
+    (prefix / "bin").mkdir()
+    (prefix / "lib" / "python3.9" / "site-packages").mkdir(parents=True)
+    shutil.copy2(real, prefix / "bin" / "python3.9")
+    for entry in stdlib.iterdir():
+        if entry.name not in LEFT_OUT:
+            os.symlink(entry, prefix / "lib" / "python3.9" / entry.name)
+    python = prefix / "bin" / "python3.9"
+    probe = subprocess.run([str(python), "-c", "import sys, importlib.util as u; print(sys.prefix, "
+                            "*(u.find_spec(m) is None for m in ('venv', 'ensurepip', 'pip')))"],
+                           capture_output=True, text=True, check=True)
+    assert probe.stdout.split() == [str(prefix), "True", "True", "True"], probe.stdout
+    refused = subprocess.run([str(python), "-m", "venv", str(prefix / "try")], capture_output=True, text=True)
+    assert refused.returncode != 0 and "No module named venv" in refused.stderr
+    return python
+
+
+def _inventory_with(inventory: Path, path: Path, pythons: dict[str, str], labkit_dirs: dict[str, Path] = {}) -> Path:
+    """The module's inventory with ``python =`` set per host (a name not in it: another entry for b's sshd)."""
+    data = tomllib.loads(inventory.read_text())
+    for name, python in pythons.items():
+        table = data["hosts"].setdefault(name, dict(data["hosts"]["b"]))
+        table["python"] = python
+    for name, directory in labkit_dirs.items():
+        data["hosts"][name]["labkit_dir"] = str(directory)
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+def test_hosts_check_says_what_deploy_will_do_with_python_3_9_3_13_and_none(lab, inventory, bare_python, tmp_path):
+    """One line per host: a with the bare 3.9 (the wheels unpacked), b with 3.13 (a venv), c with no interpreter
+    at all (refused, naming the fix): exit 2."""
+    py313 = _pyenv(13)
+    if py313 is None:
+        pytest.skip(f"no Python 3.13 in {PYENV}")
+    checked = _inventory_with(inventory, tmp_path / "inventory.toml",
+                              {"a": str(bare_python), "b": str(py313), "c": "python3.0-not-installed"})
+    proc = labkit("hosts", "check", "--accept-new-host-keys", str(checked), timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = {line.split(":")[0]: line for line in proc.stdout.splitlines() if re.match(r"^[abc]: ", line)}
+    machine = os.uname().machine
+    assert set(lines) == {"a", "b", "c"}, proc.stdout
+    assert lines["a"].startswith(f"a: deploy makes the wheels unpacked (no venv or ensurepip there) with {bare_python} "
+                                 f"(Python 3.9.18, {machine}); root: root; clock ")
+    assert lines["b"].startswith(f"b: deploy makes a venv (venv and pip there) with {py313.resolve()} "
+                                 f"(Python 3.13.0, {machine}); root: root; clock ")
+    stacks = "python and go stacks" if Path(LABKIT).with_name("labkit-go").exists() else "python stack"
+    assert lines["a"].endswith(f"serves the {stacks}") or "(no labkit-go here" in lines["a"]
+    assert lines["c"] == ("c: python3.0-not-installed is not on the host's PATH; install Python >= 3.9 there or set "
+                          'python = "/path/to/python3" in the inventory')
+    rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.startswith("│ ")}
+    assert rows["a"].split("│")[5].strip() == "3.9.18" and rows["c"].split("│")[5].strip() == "-"
+
+
+def test_deploy_unpacks_the_wheels_where_python_has_no_venv_or_pip_and_a_sweep_runs_there(lab, inventory, wheel,
+                                                                                         bare_python, tmp_path):
+    """a's interpreter is the bare 3.9: deploy unzips the 3.9 wheels into a's labkit_dir and nothing outside it, the
+    marker says so, and a sweep from a to b (the controller's Python 3.11, deployed with pip into a venv) runs in
+    both stacks, recording the versions a really ran."""
+    own = _inventory_with(inventory, tmp_path / "inventory.toml", {"a": str(bare_python)}, {"a": tmp_path / "a"})
+    prefix = bare_python.parent.parent
+    before = sorted(str(path) for path in prefix.rglob("*"))
+    proc = labkit("deploy", "--accept-new-host-keys", "--wheel", str(wheel.path), "--tools", "none", str(own),
+                  timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^a: deployed: labkit \S+ build \S+ \(unpacked, no venv or pip there, \d+ file\(s\)", proc.stderr,
+                     re.M), proc.stderr
+    marker = json.loads((tmp_path / "a" / "build.json").read_text())
+    assert (marker["install"], marker["mode"], marker["python"]) == ("unpacked", "offline", str(bare_python))
+    assert marker["target"].startswith("cpython 3.9 ")
+    assert sorted(str(path) for path in prefix.rglob("*")) == before  # nothing written beside the interpreter
+    venv = tmp_path / "a" / "venv"
+    assert (venv / "bin" / "python").resolve() == bare_python.resolve()
+    assert not (venv / "bin" / "pip").exists()
+    inv = load_inventory(own)
+    with open_host(inv, "a") as host:
+        assert not host.run([*remote_labkit_argv(inv.host("a"))[:1], "-m", "pip", "--version"]).ok
+
+    go = Path(LABKIT).with_name("labkit-go").exists()
+    run = run_command("sweep", own, client="a", server="b", server_impl=["python", "go"] if go else ["python"],
+                      sizes=[1000], repeats=1, gaps_s=[0.1], ping_count=1, iperf_seconds=1, name="py39",
+                      runs_dir=tmp_path / "runs", quiet=True)
+    samples = run.samples()
+    assert run.status == "complete" and samples["ok"].all()
+    assert set(samples["server_impl"]) == ({"python", "go"} if go else {"python"})
+    # The provenance says what a ran: its own interpreter and the 3.9 agent set, not this machine's.
+    recorded = Run.open(run.path).manifest["hosts"]["a"]["python"]
+    assert (recorded["python"], recorded["grpcio"], recorded["protobuf"]) == ("3.9.18", "1.80.1", "6.33.6")
+    on_b = Run.open(run.path).manifest["hosts"]["b"]["python"]
+    assert (on_b["grpcio"], on_b["protobuf"]) == (importlib.metadata.version("grpcio"), importlib.metadata.version("protobuf"))
+
+    # The Python server on the 3.9 host, called from b.
+    with open_host(inv, "a") as a, open_host(inv, "b") as b:
+        server = a.start([*remote_labkit_argv(inv.host("a")), "echo", "serve", "--bind", f"{inv.peer_address('a')}:0"])
+        with server:
+            port = json.loads(server.wait_for_line(lambda line: '"ready"' in line, timeout=30))["port"]
+            call = b.run([*remote_labkit_argv(inv.host("b")), "echo", "call", "--target", f"{inv.peer_address('a')}:{port}",
+                          "--sizes", "1000", "--repeats", "2", "--gap", "0s"], timeout=60, check=True)
+        assert [json.loads(line)["ok"] for line in call.stdout.splitlines()] == [True, True]
+
+    # Deployed again with the same build: skipped; with the controller's interpreter instead: a venv again.
+    again = labkit("deploy", "--wheel", str(wheel.path), "--tools", "none", str(own), "a", timeout=300)
+    assert re.search(r"^a: skipped: ", again.stderr, re.M), again.stderr
+    data = tomllib.loads(own.read_text())
+    del data["hosts"]["a"]["python"]
+    own.write_text(tomli_w.dumps(data))
+    venv_again = labkit("deploy", "--wheel", str(wheel.path), "--tools", "none", str(own), "a", timeout=300)
+    assert re.search(r"^a: deployed: .*\(offline, ", venv_again.stderr, re.M), venv_again.stderr
+    assert json.loads((tmp_path / "a" / "build.json").read_text())["install"] == "venv"
+    assert (venv / "bin" / "pip").exists()

@@ -39,7 +39,13 @@ def check(inventory, names, accept_new_host_keys, timeout, config_file, knobs):
     inventory says become = "sudo". With --config or --knob, "cannot set" lists
     the asked-for knobs labkit could not change on that host, and why.
 
-    Exit status 1 if any host cannot be used (or cannot set a knob asked for).
+    Below the table, a line per host says what `labkit deploy` will do there: the
+    interpreter (the inventory's python: its path, version and the host's
+    architecture), a venv where it has venv and pip or else the wheels unpacked,
+    the clock's state and the stacks it can serve; or, where deploy would refuse
+    the interpreter (none, older than 3.9), why and what to do.
+
+    Exit status 2 if deploy would refuse a host, else 1 if any host cannot be used (or cannot set a knob asked for).
     """
     from rich.console import Console
     from rich.table import Table
@@ -76,14 +82,19 @@ def check(inventory, names, accept_new_host_keys, timeout, config_file, knobs):
             row.append(", ".join(knob.split(" (")[0] for knob in result.blocked) or "-")
         table.add_row(*row)
     console.print(table)
+    for result in results:
+        if result.auth and not result.error and not result.refusal:
+            console.print(result.deploy_line(), highlight=False, soft_wrap=True, markup=False)
     failed = [result for result in results if not result.ok]
     for result in failed:
         # Connection errors already start with the host's name.
         lines = [result.error] if result.error else []
+        lines += [result.refusal] if result.refusal and not result.error else []
         lines += [f"cannot set {knob}: {reason}" for knob, reason in result.blocked.items()]
         for text in lines:
             text = text if text.startswith(f"{result.name}: ") else f"{result.name}: {text}"
             console.print(text, style="red", highlight=False, soft_wrap=True, markup=False)
     if failed:
-        # SystemExit, not click's Exit: labkit's main runs click with standalone_mode=False.
-        raise SystemExit(1)
+        # SystemExit, not click's Exit: labkit's main runs click with standalone_mode=False. 2: a host deploy would
+        # refuse is bad input (the inventory's python), which the line above says how to fix.
+        raise SystemExit(2 if any(result.refusal for result in failed) else 1)

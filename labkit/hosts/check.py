@@ -2,20 +2,25 @@
 
 Every fact is one argv run on the host; the parsing is pure and takes plain text.
 Besides the facts: what the host's user may do as root (``root``, ``sudo
-(passwordless)``, ``sudo (needs a password)``, ``none``) and, for the kernel
-knobs an experiment asks for, which of them labkit could not set there.
+(passwordless)``, ``sudo (needs a password)``, ``none``), for the kernel
+knobs an experiment asks for, which of them labkit could not set there, and
+what ``labkit deploy`` will do there: the interpreter it will use (path,
+version, architecture), whether that has venv and pip (a venv) or not (the
+wheels unpacked), or why deploy would refuse it, the clock's state, and which
+stacks' agents the host can run.
 """
 
 from __future__ import annotations
 
+import platform
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from labkit.errors import LabkitError
-from labkit.hosts.facts import read_text, tool_versions
+from labkit.hosts.facts import CLOCK_CODE, parse_clock_state, read_text, tool_versions
 from labkit.hosts.inventory import Inventory, open_host
 from labkit.hosts.kernel import KNOBS, knob_commands
-from labkit.hosts.layout import remote_labkit_version
+from labkit.hosts.layout import local_tool, python_facts, python_refusal, remote_labkit_version
 from labkit.hosts.privilege import knob_blockers, probe_privilege
 from labkit.parsers.iproute import parse_route_get
 
@@ -51,7 +56,11 @@ class HostCheck:
     target: str = ""
     reachable: bool = False
     auth: bool = False
-    python: str | None = None
+    python: str | None = None  # "Python X.Y.Z" of the inventory's interpreter, None when there is none
+    interpreter: dict | None = None  # labkit.hosts.layout.python_facts of it (path, version, machine, install, ...)
+    refusal: str = ""  # why deploy would refuse the host's interpreter, naming the fix
+    machine: str | None = None  # uname -m
+    clock_synchronized: bool | None = None  # the kernel's word (adjtimex), None when it could not be read
     labkit: str | None = None
     tools: dict[str, bool] = field(default_factory=dict)
     kernel: str | None = None
@@ -64,7 +73,32 @@ class HostCheck:
 
     @property
     def ok(self) -> bool:
-        return self.reachable and self.auth and not self.error and not self.blocked
+        return self.reachable and self.auth and not self.error and not self.blocked and not self.refusal
+
+    @property
+    def stacks(self) -> list[str]:
+        """The gRPC stacks (labkit.experiments.stacks) whose agents this host can run once deployed: every agent,
+        the Go ones too, starts from labkit's CLI on the host's Python, and labkit-go is sent only where this
+        machine has a build for the host's architecture."""
+        if self.interpreter is None or self.refusal:
+            return []
+        go = local_tool("labkit-go") is not None and self.machine == platform.machine()
+        return ["python", "go"] if go else ["python"]
+
+    def deploy_line(self) -> str:
+        """What ``labkit deploy`` will do on this host, in one line (its refusal when it would refuse)."""
+        if self.refusal:
+            return f"{self.name}: {self.refusal}"
+        facts = self.interpreter or {}
+        version = ".".join(map(str, facts.get("version", [])))
+        where = f"{facts.get('path')} (Python {version}, {self.machine})"
+        how = ("a venv (venv and pip there)" if facts.get("install") == "venv" else
+               f"the wheels unpacked (no {'venv or ensurepip' if not facts.get('venv') else 'pip'} there)")
+        clock = {True: "synchronized", False: "not synchronized", None: "unknown"}[self.clock_synchronized]
+        stacks = " and ".join(self.stacks) + (" stacks" if len(self.stacks) > 1 else " stack")
+        go = "" if "go" in self.stacks else " (no labkit-go here for its architecture)"
+        return (f"{self.name}: deploy makes {how} with {where}; root: {self.privilege or '-'}; clock {clock}; "
+                f"serves the {stacks}{go}")
 
 
 def _first_line(result) -> str | None:
@@ -105,10 +139,13 @@ def check_host(inventory: Inventory, name: str, accept_new_host_keys: bool = Fal
                 return check
             check.reachable = check.auth = True
         check.kernel = _first_line(host.run(["uname", "-r"]))
-        try:
-            check.python = _first_line(host.run([entry.python, "--version"]))
-        except LabkitError:
-            check.python = None
+        check.machine = _first_line(host.run(["uname", "-m"]))
+        check.interpreter = python_facts(host, entry)
+        check.refusal = python_refusal(entry, check.interpreter) or ""
+        if check.interpreter is not None and "error" not in check.interpreter:
+            check.python = "Python " + ".".join(map(str, check.interpreter["version"]))
+            clock = host.run([entry.python, "-c", CLOCK_CODE], timeout=60)
+            check.clock_synchronized = parse_clock_state(clock.stdout if clock.ok else None, None)["synchronized"]
         check.labkit = remote_labkit_version(host, entry)
         versions = tool_versions(host)
         check.tools = {tool: versions.get(tool) is not None for tool in TOOLS}
