@@ -8,6 +8,8 @@ that leaves no load behind; and the bad input refused before a run exists.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import signal
 import subprocess
@@ -41,7 +43,9 @@ def test_grpc_uploads_run_once_per_queue_on_the_hosts_congestion_control():
     from labkit.experiments.latency_under_load import plan_cells
 
     config = UnderLoadConfig(inventory="x", client="a", server="b", queues=["10bdp", "codel:10bdp"],
-                             loads=["tcp-up", "grpc-up"], cc=["cubic", "reno"])
+                             loads=["tcp-up", "grpc-up"], cc=["cubic", "reno"], order="planned")
+    assert sorted(cell.id for cell in plan_cells(config)) == sorted(
+        cell.id for cell in plan_cells(dataclasses.replace(config, order="shuffled")))  # the same cells, shuffled
     assert [cell.id.split("|", 1)[1] for cell in plan_cells(config)] == [
         "queue=10bdp|cc=cubic|load=tcp-up", "queue=10bdp|cc=default|load=grpc-up", "queue=10bdp|cc=reno|load=tcp-up",
         "queue=codel:10bdp|cc=cubic|load=tcp-up", "queue=codel:10bdp|cc=default|load=grpc-up",
