@@ -14,7 +14,8 @@ from labkit.hosts.layout import TOOLS
 @click.argument("hosts", nargs=-1)
 @click.option("--offline/--online", "offline", default=None,
               help="Install from an uploaded wheelhouse, or from the package index "
-                   "[default: offline on the testbed and where the index is unreachable].")
+                   "[default: offline on the testbed and where the index is unreachable]. A host whose Python has no "
+                   "venv or pip always gets the uploaded wheels, unpacked into its labkit_dir.")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Record the key of a host seen for the first time in known_hosts (a changed key is still refused).")
 @click.option("--force", is_flag=True, help="Reinstall even where the same build is already deployed.")
