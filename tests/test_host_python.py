@@ -207,3 +207,55 @@ def test_an_echo_round_trip_under_the_oldest_python(wheel, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+_FORK_WHILE_A_CHANNEL_IS_BUSY = """
+import json, subprocess, sys, threading
+import labkit.echo  # what every agent imports before grpc
+from concurrent import futures
+import grpc
+
+server = grpc.server(futures.ThreadPoolExecutor(2))
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+done = threading.Event()
+
+def busy():
+    while not done.is_set():
+        try:
+            channel.unary_unary("/labkit.Nothing/Here")(b"", timeout=0.05)
+        except grpc.RpcError:
+            pass
+
+threading.Thread(target=busy, daemon=True).start()
+failed = []
+for _ in range(int(sys.argv[1])):
+    child = subprocess.run([sys.executable, "-c", ""], capture_output=True, text=True)
+    if child.returncode != 0:
+        failed.append([child.returncode, child.stderr[-200:]])
+done.set()
+print(json.dumps(failed))
+"""
+
+
+def test_the_oldest_pythons_subprocesses_start_while_an_agents_channel_is_busy(wheel, tmp_path):
+    """Python 3.9 starts a subprocess with fork(), which runs gRPC core's fork handlers: left on, they aborted one
+    child in seven (-6, "epoll_wait error: Bad file descriptor") while a channel was in use, which is how a series
+    agent's ping died on a bullseye host. With the agents' setting, 200 children forked beside a busy channel all
+    run."""
+    version = TESTED_PYTHONS[0]
+    python = interpreter(version)
+    if python is None:
+        pytest.skip(f"no Python {version[0]}.{version[1]} here (looked in {PYENV})")
+    import platform
+
+    libc = subprocess.run([str(python), "-c", "import platform; print(*platform.libc_ver())"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    house = build_wheelhouse(Target(version, "cpython", platform.machine(), tuple(libc)))
+    subprocess.run([str(python), "-c", _UNPACK_SCRIPT, str(tmp_path), str(wheel.path),
+                    *map(str, sorted(house.glob("*.whl")))], check=True, timeout=300)
+    proc = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", _FORK_WHILE_A_CHANNEL_IS_BUSY, "200"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == []

@@ -9,6 +9,7 @@ sshd's namespace, so none is left after a kill and `testbed down`.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import socket
@@ -16,9 +17,12 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from conftest import labkit, root_testbed, wait_for
+from conftest import labkit, root_host_inventory, root_testbed, wait_for
+from labkit.experiments import run_command
+from labkit.store import Run
 
 pytestmark = pytest.mark.testbed
 
@@ -106,6 +110,46 @@ def test_a_hosts_writes_stay_in_its_own_tree_and_the_cached_root_is_untouched(mi
     mounted = {line.split(" - ")[0].split()[4]: line.split(" - ")[1].split()[1] for line in sshd_mounts}
     assert mounted["/proc"] == f"labkit-proc-{tag}" and mounted["/sys"] == f"labkit-sys-{tag}"
     assert "/dev/pts" in mounted and mounted["/run"] == f"labkit-run-{tag}"
+
+
+def test_deploy_then_a_sweep_in_each_stack_a_series_and_an_upload_between_debian_12_and_the_bullseye_host(
+        mixed, tmp_path_factory):
+    """What a user with an older server does: deploy (b has no venv or pip, so its 3.9 wheels are unpacked), then a
+    sweep with a Python and a Go server on b, a series from b to a and an upload from b to a, each complete with
+    every call ok, and each manifest recording the interpreter b really ran."""
+    base = tmp_path_factory.mktemp("rootfs-deploy")
+    inventory = root_host_inventory(mixed, base)
+    proc = labkit("deploy", "--tools", "none", str(inventory), timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^b: deployed: .*\(unpacked, no venv or pip there", proc.stderr, re.M), proc.stderr
+    # a keeps its labkit_dir in this machine's home, so an earlier run of this module may have deployed it already.
+    assert re.search(r"^a: (deployed: .*\(offline, |skipped: )", proc.stderr, re.M), proc.stderr
+    runs = base / "runs"
+
+    sweep = run_command("sweep", inventory, client="a", server="b", server_impl=["python", "go"], sizes=[1000],
+                        repeats=1, gaps_s=[0.1], ping_count=1, iperf_seconds=1, name="bullseye-sweep", runs_dir=runs,
+                        quiet=True)
+    samples = sweep.samples()
+    assert sweep.status == "complete" and samples["ok"].all()
+    assert set(samples["server_impl"]) == {"python", "go"}
+    assert Run.open(sweep.path).manifest["hosts"]["b"]["python"]["python"].startswith("3.9.")
+
+    series = labkit("series", str(inventory), "--client", "b", "--server", "a", "--duration", "4s", "--interval",
+                    "1s", "--cell", "2s", "--name", "bullseye-series", "--runs-dir", str(runs), "--quiet", timeout=180)
+    assert series.returncode == 0, series.stderr
+    run = Run.open(next(runs.glob("*-bullseye-series")))
+    assert run.status == "complete"
+    probes = pd.read_parquet(run.path / "samples.parquet")
+    assert set(probes["probe"]) >= {"ping", "echo-warm", "echo-cold", "tcp-echo"} and probes["ok"].all()
+
+    upload = labkit("upload", str(inventory), "--client", "b", "--server", "a", "--file-size", "256KiB",
+                    "--chunk-sizes", "16384", "--repeats", "1", "--ping-count", "1", "--tls", "off",
+                    "--name", "bullseye-upload", "--runs-dir", str(runs), "--quiet", timeout=300)
+    assert upload.returncode == 0, upload.stderr
+    run = Run.open(next(runs.glob("*-bullseye-upload")))
+    uploads = pd.read_parquet(run.path / "samples.parquet")
+    assert run.status == "complete" and uploads["ok"].all() and set(uploads["transport"]) == {"grpc", "http2"}
+    assert (uploads["bytes_acked"] == 256 * 1024).all()
 
 
 def test_after_a_kill_and_down_no_mount_of_any_root_is_left(mixed):
