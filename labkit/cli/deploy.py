@@ -27,6 +27,8 @@ from labkit.hosts.layout import TOOLS
                    "with the same SHA-256 is not sent again.")
 def deploy(inventory, hosts, offline, accept_new_host_keys, force, wheel, tools):
     """Install this labkit on HOSTS of INVENTORY (default: all) so sweeps can run there."""
+    # Imported here: labkit.deploy builds wheels and reads every installed package's metadata, which the commands
+    # that never deploy should not load.
     from labkit.deploy import deploy as deploy_to
 
     if len(tools) > 1 and {"all", "none"} & set(tools):

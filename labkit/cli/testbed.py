@@ -306,6 +306,7 @@ def root(releases):
     Each is debootstrap --variant=minbase from Debian's archive with an OpenSSH server, python3 without venv or pip,
     and the programs labkit runs on a host; `testbed up --host-root` builds what is missing itself.
     """
+    # Imported here: only this command and `up --host-root` build roots; the others should not load debootstrap's code.
     from labkit.testbed import rootfs
 
     specs = [rootfs.RootSpec.parse(release) for release in releases]

@@ -26,6 +26,8 @@ def run_demo(*, one_way_delay_s: float = 0.100, sizes=DEFAULT_SIZES, repeats: in
              runs_dir=None, keep_testbed: bool = False, quiet: bool = False, console=None,
              log: Callable[[str], None] = lambda message: None):
     """Run the idle-step sweep of the brief on a fresh testbed named "demo"; return the run."""
+    # Imported here: labkit.deploy builds wheels and reads every installed package's metadata, which the commands
+    # that never deploy should not load.
     from labkit.deploy import deploy
 
     lab = Testbed(TESTBED, log=log)

@@ -18,6 +18,7 @@ tools a run needs it sends itself, through :mod:`labkit.hosts.tools`).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -88,7 +89,6 @@ def python_facts(host, entry: HostEntry) -> dict | None:
     """:data:`PYTHON_FACTS_SCRIPT`'s facts of ``entry.python`` on ``host``, with ``install`` (how deploy installs
     there: ``venv`` or ``unpacked``); None when there is no such interpreter; ``{"error": ...}`` when it does not
     run as Python 3."""
-    import json
 
     try:
         result = host.run([entry.python, "-c", PYTHON_FACTS_SCRIPT], timeout=60)

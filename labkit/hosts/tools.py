@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Callable, Iterable
@@ -73,7 +74,6 @@ def local_tool_for(name: str, arch: str) -> Path | None:
     own = local_tool(name)
     if arch == goarch(os.uname().machine):
         return own
-    import sys
 
     subdir = f"linux_{arch}"
     candidates = [Path(sys.executable).parent / subdir / name, Path(sys.prefix).parent / "bin" / subdir / name,

@@ -80,6 +80,8 @@ class Lab:
         A host that already has this build is skipped, so running the cell again costs a few seconds. ``tools``: the
         static tools to send now (None: all); by default none, as each experiment sends those it needs as it starts.
         """
+        # Imported here: labkit.deploy builds wheels and reads every installed package's metadata, which a
+        # testbed that is never deployed to should not load.
         from labkit.deploy import deploy
 
         results = deploy(self.inventory, mode="offline", force=force, tools=tools, console=console)

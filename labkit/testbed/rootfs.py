@@ -232,6 +232,7 @@ def host_tree(lower: Path, where: Path, keys: Path, tag: str) -> tuple["HostRoot
     """A host's own writable view of the cached root ``lower``, in directory ``where`` (which `testbed down` removes):
     an overlay (its writes in ``where/upper``, mounted by the host's sshd in its namespace) where this kernel allows
     it, else a copy. Returns the :class:`HostRoot` and which of the two it is."""
+    # Imported here: the testbed's sshd module is loaded only by a testbed that starts hosts in roots.
     from labkit.testbed.sshd import HostRoot
 
     where.mkdir(parents=True)
